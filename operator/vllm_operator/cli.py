@@ -1,0 +1,77 @@
+"""`vllm-operator`: one entry point, one subcommand per job.
+
+Each subcommand lives next to the code it drives and exposes ``main(argv, prog) -> int``;
+this module only dispatches, so importing the CLI never pulls kopf into ``bench`` or ``sim``
+and each subcommand owns its complete ``--help``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+
+class Command(NamedTuple):
+    module: str
+    summary: str
+
+
+COMMANDS: dict[str, Command] = {
+    "run": Command("vllm_operator.handlers.cli", "start the operator (kopf) against a cluster"),
+    "render": Command(
+        "vllm_operator.render.cli", "print the manifests a VLLMDeployment becomes (no cluster)"
+    ),
+    "crds": Command("vllm_operator.api.cli", "write the CustomResourceDefinition from the API models"),
+    "bench": Command(
+        "vllm_operator.bench.cli", "benchmark and quality-gate an OpenAI-compatible vLLM server"
+    ),
+    "sim": Command(
+        "vllm_operator.sim.cli", "run the vLLM simulator (accepts `vllm serve` flags of a version)"
+    ),
+    "demo": Command(
+        "vllm_operator.devcluster.demo", "the upgrade story on an embedded cluster, no GPU needed"
+    ),
+}
+
+USAGE = """usage: vllm-operator COMMAND [options]
+
+Run vLLM on Kubernetes with flags that match its version, probes sized for its warm-up,
+and a benchmark that must pass before a new revision serves traffic.
+
+commands:
+{commands}
+
+`vllm-operator COMMAND --help` describes each command.
+"""
+
+
+def usage() -> str:
+    width = max(len(n) for n in COMMANDS)
+    lines = [f"  {name.ljust(width)}  {cmd.summary}" for name, cmd in COMMANDS.items()]
+    return USAGE.format(commands="\n".join(lines))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        sys.stdout.write(usage())
+        return 0
+    if args[0] in ("-V", "--version"):
+        from vllm_operator import __version__
+
+        sys.stdout.write(f"vllm-operator {__version__}\n")
+        return 0
+    name, rest = args[0], args[1:]
+    command = COMMANDS.get(name)
+    if command is None:
+        sys.stderr.write(f"vllm-operator: unknown command {name!r}\n\n{usage()}")
+        return 2
+    module = importlib.import_module(command.module)
+    entry: Callable[[list[str], str], int] = module.main
+    return entry(rest, f"vllm-operator {name}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

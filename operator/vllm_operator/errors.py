@@ -1,0 +1,48 @@
+"""One error hierarchy for the whole project.
+
+Every failure the operator, the benchmark or the simulator can explain is one of these.
+The kopf shell translates them in one place (``handlers``): a ``SpecError`` becomes a
+``Stalled`` condition and an Event, a ``TransientError`` a retry, anything else a
+permanent failure. The CLI translates them into exit codes.
+"""
+
+from __future__ import annotations
+
+
+class VLLMOperatorError(Exception):
+    """Base class of every error this project raises on purpose."""
+
+
+class SpecError(VLLMOperatorError):
+    """A VLLMDeployment spec (or a CLI input) that cannot be run as written.
+
+    ``field`` is the dotted path of the offending field (``spec.engine.performanceMode``),
+    ``fix`` says what to write instead. Both are shown to the user verbatim.
+    """
+
+    def __init__(self, field: str, message: str, fix: str = "") -> None:
+        self.field = field
+        self.message = message
+        self.fix = fix
+        text = f"{field}: {message}"
+        if fix:
+            text += f" (fix: {fix})"
+        super().__init__(text)
+
+
+class SpecErrors(VLLMOperatorError):
+    """Several ``SpecError`` found at once: users fix them all in one edit."""
+
+    def __init__(self, errors: list[SpecError]) -> None:
+        if not errors:
+            raise ValueError("SpecErrors needs at least one error")
+        self.errors = errors
+        super().__init__("; ".join(str(e) for e in errors))
+
+
+class TransientError(VLLMOperatorError):
+    """Something that may succeed when retried (API conflict, timeout, not yet Ready)."""
+
+
+class MeasurementError(VLLMOperatorError):
+    """The benchmark could not measure what it was asked to (exit code 3)."""
