@@ -12,6 +12,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from vllm_operator import __version__
+
 
 class Command(NamedTuple):
     module: str
@@ -23,7 +25,9 @@ COMMANDS: dict[str, Command] = {
     "render": Command(
         "vllm_operator.render.cli", "print the manifests a VLLMDeployment becomes (no cluster)"
     ),
-    "crds": Command("vllm_operator.api.cli", "write the CustomResourceDefinition from the API models"),
+    "crds": Command(
+        "vllm_operator.api.cli", "write the CustomResourceDefinition from the API models"
+    ),
     "bench": Command(
         "vllm_operator.bench.cli", "benchmark and quality-gate an OpenAI-compatible vLLM server"
     ),
@@ -59,8 +63,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(usage())
         return 0
     if args[0] in ("-V", "--version"):
-        from vllm_operator import __version__
-
         sys.stdout.write(f"vllm-operator {__version__}\n")
         return 0
     name, rest = args[0], args[1:]

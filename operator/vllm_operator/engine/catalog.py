@@ -140,13 +140,13 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--rope-scaling",
         removed_in=v("0.12.0"),
-        replacement='--hf-overrides \'{"rope_scaling": ...}\'',
+        replacement="--hf-overrides '{\"rope_scaling\": ...}'",
         source="vllm-facts: removed by 0.12.0",
     ),
     Flag(
         "--rope-theta",
         removed_in=v("0.12.0"),
-        replacement='--hf-overrides \'{"rope_theta": ...}\'',
+        replacement="--hf-overrides '{\"rope_theta\": ...}'",
         source="vllm-facts: removed by 0.12.0",
     ),
     Flag(

@@ -28,7 +28,7 @@ class Version:
 
     @classmethod
     def parse(cls, text: str) -> Version:
-        """Parse ``0.17.0``, ``v0.17.0``, ``0.17`` or ``0.17.0rc1``; raise ``ValueError`` otherwise."""
+        """Parse ``0.17.0``, ``v0.17.0``, ``0.17`` or ``0.17.0rc1``; else raise ``ValueError``."""
         m = _VERSION_RE.match(text.strip())
         if not m:
             raise ValueError(f"not a vLLM version: {text!r} (expected X.Y.Z, e.g. 0.17.0)")

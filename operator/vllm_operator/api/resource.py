@@ -1,0 +1,118 @@
+"""The VLLMDeployment resource: identity constants and parsing of a raw object.
+
+``parse_vllm_deployment`` is the one door from untrusted YAML/JSON into typed values: every
+validation problem comes out as a ``SpecErrors`` whose entries name the field
+(``spec.engine.performanceMode``) and the fix, never as a pydantic traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from vllm_operator.api.base import APIModel
+from vllm_operator.api.spec import VLLMDeploymentSpec
+from vllm_operator.api.status import VLLMDeploymentStatus
+from vllm_operator.errors import SpecError, SpecErrors
+
+GROUP = "vllm-operator.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "VLLMDeployment"
+PLURAL = "vllmdeployments"
+SINGULAR = "vllmdeployment"
+SHORT_NAMES = ("vllmd",)
+
+
+class ObjectMeta(APIModel):
+    """The parts of metadata the operator reads."""
+
+    model_config = APIModel.model_config | {"extra": "ignore"}
+
+    name: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    namespace: str = Field(default="default")
+    uid: str | None = None
+    generation: int | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class VLLMDeployment(APIModel):
+    """A parsed VLLMDeployment: metadata, spec and (possibly empty) status."""
+
+    model_config = APIModel.model_config | {"extra": "ignore"}
+
+    api_version: str = Field(default=API_VERSION)
+    kind: str = Field(default=KIND)
+    metadata: ObjectMeta
+    spec: VLLMDeploymentSpec
+    status: VLLMDeploymentStatus = Field(default_factory=VLLMDeploymentStatus)
+
+
+_FIXES: dict[str, str] = {
+    "extra_forbidden": "remove it or check its spelling against `kubectl explain vllmd.spec`",
+    "missing": "add it",
+    "literal_error": "use one of the allowed values",
+    "string_pattern_mismatch": "use the documented format",
+}
+
+
+def _field_path(loc: tuple[int | str, ...], prefix: str) -> str:
+    parts: list[str] = [prefix] if prefix else []
+    for item in loc:
+        if isinstance(item, int):
+            if parts:
+                parts[-1] = f"{parts[-1]}[{item}]"
+            else:
+                parts.append(f"[{item}]")
+        else:
+            parts.append(item)
+    return ".".join(parts)
+
+
+def spec_errors_from(exc: ValidationError, prefix: str = "") -> SpecErrors:
+    """Translate a pydantic ValidationError into SpecErrors naming each field (camelCase)."""
+    errors: list[SpecError] = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        # Drop the function-validator wrappers pydantic inserts into locations.
+        loc = tuple(x for x in loc if not (isinstance(x, str) and x.startswith("function-")))
+        path = _field_path(loc, prefix)
+        message = str(err["msg"])
+        fix = _FIXES.get(str(err["type"]), "")
+        if err["type"] == "literal_error":
+            expected = err.get("ctx", {}).get("expected", "")
+            fix = f"use one of: {expected}" if expected else fix
+        errors.append(SpecError(path, message, fix))
+    return SpecErrors(errors)
+
+
+def parse_vllm_deployment(obj: dict[str, Any]) -> VLLMDeployment:
+    """Validate a raw object (from YAML or the API) into a ``VLLMDeployment``.
+
+    Raises ``SpecErrors`` listing every problem with its field path.
+    """
+    problems: list[SpecError] = []
+    if obj.get("apiVersion") not in (None, API_VERSION):
+        problems.append(
+            SpecError("apiVersion", f"is {obj.get('apiVersion')!r}", f"use {API_VERSION}")
+        )
+    if obj.get("kind") not in (None, KIND):
+        problems.append(SpecError("kind", f"is {obj.get('kind')!r}", f"use {KIND}"))
+    if "spec" not in obj or not isinstance(obj.get("spec"), dict):
+        problems.append(SpecError("spec", "is missing", "add a spec with model and engine"))
+    if problems:
+        raise SpecErrors(problems)
+    try:
+        return VLLMDeployment.model_validate(obj)
+    except ValidationError as exc:
+        raise spec_errors_from(exc) from None
+
+
+def parse_spec(spec: dict[str, Any]) -> VLLMDeploymentSpec:
+    """Validate only a spec (as kopf hands it to a handler)."""
+    try:
+        return VLLMDeploymentSpec.model_validate(spec)
+    except ValidationError as exc:
+        raise spec_errors_from(exc, prefix="spec") from None

@@ -1,0 +1,105 @@
+"""The observed state the operator writes: phase, conditions, revisions, verdicts.
+
+Conditions follow kstatus (Ready, Reconciling, Stalled) so Flux and Argo CD understand the
+resource without a custom plug-in; GatePassed carries the gate's verdict. Everything the
+operator needs to continue after a restart is here or in labels and annotations.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from vllm_operator.api.base import APIModel
+from vllm_operator.api.summary import BenchSummary, VerdictOutcome
+
+Phase = Literal[
+    "Pending",
+    "Progressing",
+    "Benchmarking",
+    "Promoting",
+    "Serving",
+    "Holding",
+    "Degraded",
+    "Failed",
+]
+ConditionStatus = Literal["True", "False", "Unknown"]
+ConditionType = Literal["Ready", "Reconciling", "Stalled", "GatePassed"]
+
+HISTORY_LIMIT = 10
+
+
+class Condition(APIModel):
+    """A kstatus-compatible condition."""
+
+    type: ConditionType = Field(description="Ready, Reconciling, Stalled or GatePassed.")
+    status: ConditionStatus = Field(description="True, False or Unknown.")
+    reason: str = Field(default="", max_length=1024, description="CamelCase machine reason.")
+    message: str = Field(default="", max_length=32768, description="Human-readable detail.")
+    last_transition_time: str | None = Field(
+        default=None, description="When the status last changed (RFC 3339)."
+    )
+    observed_generation: int | None = Field(
+        default=None, description="The generation this condition was computed for."
+    )
+
+
+class RevisionSummary(APIModel):
+    """One revision of the pods: what it runs and how far it got."""
+
+    revision: str = Field(description="Short hash of what the pods run.")
+    image: str = Field(description="vLLM image.")
+    version: str = Field(description="vLLM version the flags were chosen for.")
+    performance_mode: str = Field(description="Performance mode of the revision.")
+    key_flags: list[str] = Field(
+        default_factory=list, description="The flags that decide performance."
+    )
+    replicas: int = Field(default=0, ge=0, description="Desired replicas.")
+    ready_replicas: int = Field(default=0, ge=0, description="Ready replicas.")
+    benchmark: BenchSummary | None = Field(
+        default=None, description="The benchmark that admitted it (the baseline when stable)."
+    )
+    since: str | None = Field(default=None, description="When it reached its role (RFC 3339).")
+
+
+class GateRecord(APIModel):
+    """One gate verdict on one revision."""
+
+    revision: str = Field(description="Revision judged.")
+    outcome: VerdictOutcome = Field(description="Passed, Failed, Inconclusive or Error.")
+    reasons: list[str] = Field(default_factory=list, description="Why.")
+    summary: BenchSummary | None = Field(default=None, description="The figures judged.")
+    baseline_revision: str | None = Field(
+        default=None, description="Stable revision compared against, if any."
+    )
+    finished_at: str | None = Field(default=None, description="When (RFC 3339).")
+    decided_by: Literal["gate", "person", "deadline"] = Field(
+        default="gate", description="gate, a person (annotation) or the progress deadline."
+    )
+
+
+class VLLMDeploymentStatus(APIModel):
+    """Observed state of a VLLMDeployment."""
+
+    observed_generation: int | None = Field(
+        default=None, description="The spec generation this status describes."
+    )
+    phase: Phase = Field(default="Pending", description="Where the rollout is.")
+    message: str = Field(default="", max_length=32768, description="One-line summary.")
+    conditions: list[Condition] = Field(default_factory=list, description="kstatus conditions.")
+    stable: RevisionSummary | None = Field(
+        default=None, description="The revision the serving Service selects."
+    )
+    candidate: RevisionSummary | None = Field(
+        default=None, description="The revision being started or benchmarked."
+    )
+    last_gate: GateRecord | None = Field(default=None, description="The latest verdict.")
+    history: list[GateRecord] = Field(
+        default_factory=list,
+        max_length=HISTORY_LIMIT,
+        description=f"The last {HISTORY_LIMIT} verdicts, newest first.",
+    )
+    warnings: list[str] = Field(
+        default_factory=list, description="Engine policy warnings for the current spec."
+    )

@@ -1,0 +1,82 @@
+"""The compact benchmark summary and the gate verdict, shared by bench, gate and operator.
+
+The benchmark Job writes a ``BenchSummary`` to its termination message (at most 4,096
+bytes), the operator stores it in status as the stable revision's baseline, and the gate
+compares a candidate's summary with it. One type for all three keeps them from drifting.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from vllm_operator.api.base import APIModel
+
+VerdictOutcome = Literal["Passed", "Failed", "Inconclusive", "Error"]
+
+SUMMARY_SCHEMA = "vllm-operator.dev/bench-summary/v1"
+
+
+class LatencyFigures(APIModel):
+    """Medians of one prompt class, measured sequentially (one stream)."""
+
+    prompt_class: str = Field(description="short, medium or long.")
+    requests: int = Field(ge=0, description="Measured requests (warm-up excluded).")
+    median_ms: float = Field(ge=0, description="Median end-to-end latency (ms).")
+    ttft_ms: float = Field(ge=0, description="Median time to first content token (ms).")
+    output_tokens: float = Field(ge=0, description="Median output tokens per request.")
+    e2e_tokens_per_second: float = Field(
+        ge=0, description="Median output tokens / end-to-end latency."
+    )
+    decode_tokens_per_second: float = Field(
+        ge=0, description="Median (tokens - 1) / (end-to-end - TTFT)."
+    )
+
+
+class ConcurrencyFigures(APIModel):
+    """Aggregate throughput at one concurrency level (closed loop)."""
+
+    concurrency: int = Field(ge=1, description="Concurrent streams.")
+    aggregate_tokens_per_second: float = Field(
+        ge=0, description="Output tokens/s of all streams over the steady window."
+    )
+    requests_per_second: float = Field(ge=0, description="Completed requests per second.")
+
+
+class QualityFigures(APIModel):
+    """Quality suite outcome."""
+
+    suite: str = Field(description="Suite name.")
+    passed: int = Field(ge=0, description="Tests passed.")
+    total: int = Field(ge=0, description="Tests run.")
+    failed: list[str] = Field(default_factory=list, description="Ids of failed tests.")
+
+
+class BenchSummary(APIModel):
+    """What one benchmark run measured, small enough for a termination message."""
+
+    schema_: str = Field(default=SUMMARY_SCHEMA, alias="schema", description="Format id.")
+    model: str = Field(default="", description="Model name the benchmark requested.")
+    latency: list[LatencyFigures] = Field(
+        default_factory=list, description="Latency per prompt class."
+    )
+    concurrency: list[ConcurrencyFigures] = Field(
+        default_factory=list, description="Aggregate tokens/s per concurrency level."
+    )
+    quality: QualityFigures | None = Field(default=None, description="Quality suite result.")
+    errors: dict[str, int] = Field(
+        default_factory=dict,
+        description="Failed requests by class (timeout, http_5xx, no_done, ...).",
+    )
+    verdict: VerdictOutcome | None = Field(
+        default=None, description="The benchmark's own gate verdict, when it was given limits."
+    )
+    reasons: list[str] = Field(default_factory=list, description="Why, in a few lines.")
+
+
+class GateVerdict(APIModel):
+    """The gate's decision on one revision, with its reasons."""
+
+    outcome: VerdictOutcome = Field(description="Passed, Failed, Inconclusive or Error.")
+    reasons: list[str] = Field(default_factory=list, description="One line per reason.")
