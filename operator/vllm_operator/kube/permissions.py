@@ -1,0 +1,84 @@
+"""Every Kubernetes API call the operator makes, declared in one place.
+
+The Helm chart's RBAC rules are tested against this list in both directions, and the
+``kube`` client refuses any call that is not declared here, so the chart can never grant
+less than the code needs (a 403 in production) nor more (a wider blast radius than needed).
+The calls kopf itself makes to watch resources are declared too (``by="kopf"``): the chart
+must grant them, though they do not go through ``kube.client``.
+
+Deliberately absent: Secrets (API keys and HF tokens are only referenced from pod specs),
+ConfigMaps (a custom suite is mounted into the Job, never read by the operator), ``*``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Verb = Literal["get", "list", "watch", "create", "patch", "update", "delete"]
+
+
+@dataclass(frozen=True)
+class Permission:
+    """One (apiGroup, resource, verb) the operator uses; ``resource`` may be a subresource."""
+
+    api_group: str
+    resource: str
+    verb: Verb
+    by: Literal["operator", "kopf"] = "operator"
+    why: str = ""
+
+
+class PermissionNotDeclared(RuntimeError):
+    """A call to the API that ``PERMISSIONS`` does not declare (a bug, never a retry)."""
+
+
+_GROUP = "vllm-operator.dev"
+
+PERMISSIONS: tuple[Permission, ...] = (
+    # The custom resource.
+    Permission(_GROUP, "vllmdeployments", "get", why="read the resource before each reconcile"),
+    Permission(_GROUP, "vllmdeployments", "list", "kopf", "watch for spec changes"),
+    Permission(_GROUP, "vllmdeployments", "watch", "kopf", "watch for spec changes"),
+    Permission(
+        _GROUP, "vllmdeployments", "patch", why="record handled promote/abort/rerun requests"
+    ),
+    Permission(_GROUP, "vllmdeployments/status", "patch", why="write phase, conditions, verdicts"),
+    # One Deployment per revision.
+    Permission("apps", "deployments", "list", why="observe the revisions of a resource"),
+    Permission("apps", "deployments", "watch", "kopf", "react to readiness changes"),
+    Permission("apps", "deployments", "create", why="start a candidate revision"),
+    Permission("apps", "deployments", "patch", why="scale a candidate, set its role"),
+    Permission("apps", "deployments", "delete", why="remove rejected and retired revisions"),
+    # The serving and candidate Services.
+    Permission("", "services", "list", why="find the revision the serving Service selects"),
+    Permission("", "services", "create", why="create the serving and candidate Services"),
+    Permission("", "services", "patch", why="switch the serving Service to a promoted revision"),
+    # Benchmark Jobs.
+    Permission("batch", "jobs", "list", why="observe benchmark Jobs"),
+    Permission("batch", "jobs", "watch", "kopf", "react to finished benchmarks"),
+    Permission("batch", "jobs", "create", why="benchmark a Ready candidate"),
+    Permission("batch", "jobs", "delete", why="remove abandoned or judged benchmark Jobs"),
+    # Pods: causes of stuck candidates, benchmark results.
+    Permission("", "pods", "list", why="read why a candidate or Job pod does not run"),
+    Permission("", "pods", "watch", "kopf", "react to pods failing to start"),
+    Permission("", "pods/log", "get", why="a summary if the termination message is empty"),
+    # Events on the resource.
+    Permission("", "events", "create", why="an Event for every transition and warning"),
+)
+
+
+def is_declared(api_group: str, resource: str, verb: str) -> bool:
+    """Whether the operator may make this call."""
+    return any(
+        p.api_group == api_group and p.resource == resource and p.verb == verb for p in PERMISSIONS
+    )
+
+
+def require(api_group: str, resource: str, verb: str) -> None:
+    """Raise ``PermissionNotDeclared`` unless the call is declared in ``PERMISSIONS``."""
+    if not is_declared(api_group, resource, verb):
+        raise PermissionNotDeclared(
+            f"{verb} {resource or '?'} in API group {api_group or 'core'!r} is not declared in "
+            "vllm_operator.kube.permissions.PERMISSIONS (declare it and update the chart's RBAC)"
+        )
