@@ -1,0 +1,274 @@
+"""From a spec to the exact `vllm serve` arguments, or every reason it cannot run.
+
+The policy is pure and table-driven: which flag exists in which version is ``catalog``,
+what a performance mode becomes and which images need the library-path fix is ``tables``.
+It runs before anything is created, so a spec that would crash-loop a GPU pod after
+minutes of image pull is refused at once, with every problem named in one ``SpecErrors``
+(users fix them all in one edit). Warnings are for specs that run but cost something the
+user may not have meant (eager mode, ``unset`` on GKE, an unchecked vLLM version).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from vllm_operator.api.spec import VLLMDeploymentSpec
+from vllm_operator.engine import catalog, extra_args, tables
+from vllm_operator.engine.version import Version, version_from_image
+from vllm_operator.errors import SpecError, SpecErrors
+
+# Flags whose value decides performance: summarised in status as the revision's key flags.
+KEY_FLAGS = frozenset(
+    {
+        "--performance-mode",
+        "--enforce-eager",
+        "--tensor-parallel-size",
+        "--pipeline-parallel-size",
+        "--optimization-level",
+        "--compilation-config",
+        "--max-num-seqs",
+        "--max-num-batched-tokens",
+        "--max-model-len",
+        "--quantization",
+        "--kv-cache-dtype",
+    }
+)
+
+# Something that looks like a literal Hugging Face access token (hf_ + 30 or more letters).
+_HF_TOKEN_RE = re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """How one revision's vLLM is started."""
+
+    version: Version
+    args: tuple[str, ...]  # everything after `vllm serve`, the model first
+    warnings: tuple[str, ...]
+    library_path_fix: str  # strip-cuda | unset | none (never auto)
+    key_flags: tuple[str, ...]
+    compiled: bool = True  # whether the pods run torch.compile + CUDA graphs
+    performance_mode: str = "balanced"
+
+
+def resolve_version(spec: VLLMDeploymentSpec) -> tuple[Version | None, list[SpecError]]:
+    """The vLLM version of the image: ``spec.engine.version``, else the image's vX.Y.Z tag."""
+    engine = spec.engine
+    from_tag = version_from_image(engine.image)
+    if engine.version is None:
+        if from_tag is None:
+            return None, [
+                SpecError(
+                    "spec.engine.version",
+                    f"is required: the image {engine.image!r} is a digest or has no vX.Y.Z tag, "
+                    "and the flags vLLM accepts depend on its version",
+                    "set spec.engine.version to the vLLM version in the image, e.g. 0.17.0",
+                )
+            ]
+        version = from_tag
+        field = "spec.engine.image"
+    else:
+        version = Version.parse(engine.version)
+        field = "spec.engine.version"
+        if from_tag is not None and from_tag != version:
+            return None, [
+                SpecError(
+                    "spec.engine.version",
+                    f"is {version} but the image tag says {from_tag}",
+                    "make them agree, or omit spec.engine.version to take it from the tag",
+                )
+            ]
+    if version < catalog.OLDEST_SUPPORTED:
+        return None, [
+            SpecError(
+                field,
+                f"vLLM {version} is older than {catalog.OLDEST_SUPPORTED}, the oldest release "
+                "whose flags this operator checks",
+                f"use vLLM >= {catalog.OLDEST_SUPPORTED}",
+            )
+        ]
+    return version, []
+
+
+def resolve_library_path_fix(requested: str, version: Version) -> str:
+    """``auto`` becomes the table's fix for ``version`` (``none`` outside every row)."""
+    if requested != "auto":
+        return requested
+    for row in tables.LIBRARY_PATH_FIX_BY_VERSION:
+        if row.first <= version < row.until:
+            return row.fix
+    return "none"
+
+
+def _argv_value_errors(spec: VLLMDeploymentSpec) -> list[SpecError]:
+    """Values placed as their own argv items must not look like options to argparse."""
+    errors: list[SpecError] = []
+    for field, value in (
+        ("spec.model.name", spec.model.name),
+        ("spec.model.revision", spec.model.revision),
+        ("spec.model.servedModelName", spec.model.served_model_name),
+    ):
+        if value is not None and (value.startswith("-") or not value.strip()):
+            errors.append(
+                SpecError(
+                    field,
+                    f"{value!r} is not a model reference: vLLM would read it as an option",
+                    "use a Hugging Face id (org/name) or a path",
+                )
+            )
+    return errors
+
+
+def _env_errors(spec: VLLMDeploymentSpec, fix: str) -> list[SpecError]:
+    errors: list[SpecError] = []
+    seen: set[str] = set()
+    for i, var in enumerate(spec.engine.env):
+        field = f"spec.engine.env[{i}]"
+        owned = tables.OWNED_ENV.get(var.name)
+        if owned is not None:
+            errors.append(SpecError(f"{field}.name", f"{var.name}: {owned.message}", owned.fix))
+        elif var.name == "LD_LIBRARY_PATH" and fix != "none":
+            errors.append(
+                SpecError(
+                    f"{field}.name",
+                    f"LD_LIBRARY_PATH would be rewritten by libraryPathFix ({fix})",
+                    "set spec.engine.libraryPathFix: none to use LD_LIBRARY_PATH as written",
+                )
+            )
+        elif _HF_TOKEN_RE.search(var.value):
+            errors.append(
+                SpecError(
+                    f"{field}.value",
+                    "looks like a literal Hugging Face token",
+                    "put the token in a Secret and reference it with spec.model.hfTokenSecret",
+                )
+            )
+        if var.name in seen:
+            errors.append(SpecError(f"{field}.name", f"{var.name} is set twice", "keep one entry"))
+        seen.add(var.name)
+    for i, arg in enumerate(spec.engine.extra_args):
+        if _HF_TOKEN_RE.search(arg):
+            errors.append(
+                SpecError(
+                    f"spec.engine.extraArgs[{i}]",
+                    "looks like a literal Hugging Face token",
+                    "put the token in a Secret and reference it with spec.model.hfTokenSecret",
+                )
+            )
+    return errors
+
+
+def _sizing_errors(spec: VLLMDeploymentSpec, pipeline_parallel: int) -> list[SpecError]:
+    gpus = spec.resources.gpus
+    tp = spec.engine.tensor_parallel_size
+    if gpus == 0:
+        return [
+            SpecError(
+                "spec.resources.gpus",
+                "is 0: this operator runs vLLM on GPUs (its CPU build is another image and "
+                "product)",
+                f"set spec.resources.gpus to at least {tp * pipeline_parallel}",
+            )
+        ]
+    world = tp * pipeline_parallel
+    if world > gpus:
+        what = f"tensorParallelSize {tp}"
+        if pipeline_parallel > 1:
+            what += f" x --pipeline-parallel-size {pipeline_parallel}"
+        return [
+            SpecError(
+                "spec.engine.tensorParallelSize",
+                f"{what} needs {world} GPUs but spec.resources.gpus is {gpus}",
+                f"set spec.resources.gpus to {world} or lower the parallel size",
+            )
+        ]
+    return []
+
+
+def _key_flags(args: tuple[str, ...]) -> tuple[str, ...]:
+    found: list[str] = []
+    i = 1  # args[0] is the model
+    while i < len(args):
+        token = args[i]
+        flag = catalog.lookup(token) if token.startswith("-") else None
+        if flag is not None and flag.name in KEY_FLAGS:
+            if "=" in token or not flag.takes_value or (token.startswith("-O") and token != "-O"):
+                found.append(token)
+            elif i + 1 < len(args):
+                found.append(f"{token} {args[i + 1]}")
+                i += 1
+        i += 1
+    return tuple(found)
+
+
+def plan_launch(spec: VLLMDeploymentSpec) -> LaunchPlan:
+    """The `vllm serve` arguments for ``spec``; raises ``SpecErrors`` with every problem."""
+    version, errors = resolve_version(spec)
+    errors += _argv_value_errors(spec)
+    engine = spec.engine
+    if version is None:
+        # Without a version the flags cannot be judged; report everything else we know.
+        occurrences, scan_errors = extra_args.scan(list(engine.extra_args))
+        pp_values = [
+            o.value or ""
+            for o in occurrences
+            if o.flag.name == "--pipeline-parallel-size" and (o.value or "").isdigit()
+        ]
+        pp = int(pp_values[-1]) if pp_values else 1
+        requested = engine.library_path_fix
+        errors += scan_errors
+        errors += _env_errors(spec, requested if requested != "auto" else "none")
+        errors += _sizing_errors(spec, max(pp, 1))
+        raise SpecErrors(errors)
+    mode = tables.MODES[engine.performance_mode]
+    modern = version >= tables.PERFORMANCE_MODE_SINCE
+    fix = resolve_library_path_fix(engine.library_path_fix, version)
+    warnings: list[str] = []
+    if version > catalog.NEWEST_CHECKED:
+        warnings.append(
+            f"vLLM {version} is newer than {catalog.NEWEST_CHECKED}: its flags were checked "
+            f"up to {catalog.NEWEST_CHECKED}; removed or renamed flags will only show when "
+            "the pod starts"
+        )
+    if not modern and mode.legacy_note:
+        warnings.append(mode.legacy_note)
+    if fix == "unset":
+        warnings.append(tables.UNSET_RISK)
+
+    report = extra_args.check(list(engine.extra_args), version, engine.performance_mode)
+    errors += report.errors
+    warnings += report.warnings
+    errors += _env_errors(spec, fix)
+    errors += _sizing_errors(spec, report.pipeline_parallel_size)
+    if errors:
+        raise SpecErrors(errors)
+    if spec.resources.gpus > engine.tensor_parallel_size * report.pipeline_parallel_size:
+        warnings.append(
+            f"spec.resources.gpus is {spec.resources.gpus} but vLLM uses "
+            f"{engine.tensor_parallel_size * report.pipeline_parallel_size} "
+            "(tensorParallelSize x pipeline parallel size): the rest stay idle"
+        )
+
+    model = spec.model
+    args: list[str] = [model.name, "--port", str(spec.service.port)]
+    args += ["--served-model-name", model.served_model_name or model.name]
+    if model.revision is not None:
+        args += ["--revision", model.revision]
+    args += ["--tensor-parallel-size", str(engine.tensor_parallel_size)]
+    if engine.max_model_len is not None:
+        args += ["--max-model-len", str(engine.max_model_len)]
+    if engine.gpu_memory_utilization is not None:
+        args += ["--gpu-memory-utilization", repr(engine.gpu_memory_utilization)]
+    args += mode.modern if modern else mode.legacy
+    args += engine.extra_args
+    final = tuple(args)
+    return LaunchPlan(
+        version=version,
+        args=final,
+        warnings=tuple(warnings),
+        library_path_fix=fix,
+        key_flags=_key_flags(final),
+        compiled=mode.compiled and not report.runs_eager,
+        performance_mode=engine.performance_mode,
+    )

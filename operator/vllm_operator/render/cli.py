@@ -1,0 +1,157 @@
+"""`vllm-operator render`: the manifests a VLLMDeployment becomes, without a cluster.
+
+It runs the operator's own pure rendering, so the preview is exactly what the operator
+would create for the first revision. An invalid CR prints every problem as
+``field: message (fix: ...)`` and exits 2 without printing any manifest, so a pipe into
+``kubectl apply -f -`` never applies half a set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from typing import IO, Any
+
+import yaml
+
+from vllm_operator.api.resource import KIND, VLLMDeployment, parse_vllm_deployment
+from vllm_operator.errors import SpecError, SpecErrors
+from vllm_operator.render.stream import render_all
+from vllm_operator.render.validate import check
+
+EXIT_OK = 0
+EXIT_INVALID = 2
+
+EPILOG = """\
+examples:
+  %(prog)s -f examples/qwen3-30b-a3b-v0.17-throughput.yaml
+  %(prog)s -f a.yaml -f b.yaml | kubectl apply --dry-run=server -f -
+  cat cr.yaml | %(prog)s -f -
+
+output:
+  per VLLMDeployment: the Deployment of its first revision (named <name>-<revision>),
+  the serving Service <name> and the candidate Service <name>-candidate, as one YAML
+  stream separated by '---'. Warnings (e.g. eager mode's cost) go to stderr.
+
+exit status:
+  0  rendered
+  2  invalid input: each problem on stderr as 'field: message (fix: ...)'
+"""
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=(
+            "Print the Kubernetes manifests one or more VLLMDeployment resources become: "
+            "vLLM flags checked against the vLLM version, probes sized for warm-up, the "
+            "library-path fix, volumes and Services. Needs no cluster."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        required=True,
+        metavar="FILE",
+        help="YAML file with one or more VLLMDeployment documents; '-' reads stdin. Repeatable.",
+    )
+    return parser
+
+
+class _Problem(Exception):
+    """Input that is not a VLLMDeployment at all (unreadable file, bad YAML)."""
+
+
+def _documents(source: str, stream: IO[str]) -> Iterator[dict[str, Any]]:
+    try:
+        docs = list(yaml.safe_load_all(stream))
+    except yaml.YAMLError as exc:
+        raise _Problem(f"{source}: not valid YAML: {exc}") from None
+    for i, doc in enumerate(docs):
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            raise _Problem(f"{source}: document {i + 1} is not a mapping")
+        yield doc
+
+
+def _read(source: str, stdin: IO[str]) -> list[dict[str, Any]]:
+    if source == "-":
+        return list(_documents("<stdin>", stdin))
+    try:
+        with open(source, encoding="utf-8") as fh:
+            return list(_documents(source, fh))
+    except OSError as exc:
+        raise _Problem(f"{source}: cannot read: {exc.strerror}") from None
+
+
+def _describe(doc: dict[str, Any]) -> str:
+    meta = doc.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return f"{doc.get('kind', KIND)} {name!r}" if name else str(doc.get("kind", KIND))
+
+
+def _dump(manifests: list[dict[str, Any]]) -> str:
+    return yaml.dump_all(manifests, Dumper=_LiteralDumper, sort_keys=False, width=100)
+
+
+class _LiteralDumper(yaml.SafeDumper):
+    """Writes multi-line strings (the entrypoint script) as readable `|` blocks."""
+
+
+def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_LiteralDumper.add_representer(str, _str_representer)
+
+
+def run(argv: list[str], prog: str, stdin: IO[str], stdout: IO[str], stderr: IO[str]) -> int:
+    """The command with its streams injected (tests call this directly)."""
+    args = _parser(prog).parse_args(argv)
+    manifests: list[dict[str, Any]] = []
+    failed = False
+    for source in args.filename:
+        try:
+            docs = _read(source, stdin)
+        except _Problem as exc:
+            stderr.write(f"{prog}: {exc}\n")
+            failed = True
+            continue
+        if not docs:
+            stderr.write(f"{prog}: {source}: no documents\n")
+            failed = True
+        for doc in docs:
+            label = f"{source}: {_describe(doc)}"
+            try:
+                vd: VLLMDeployment = parse_vllm_deployment(doc)
+                plan = check(vd)
+                rendered = render_all(vd)
+            except SpecErrors as exc:
+                failed = True
+                _report(stderr, prog, label, exc.errors)
+                continue
+            for warning in plan.warnings:
+                stderr.write(f"warning: {label}: {warning}\n")
+            manifests += rendered
+    if failed:
+        return EXIT_INVALID
+    stdout.write(_dump(manifests))
+    return EXIT_OK
+
+
+def _report(stderr: IO[str], prog: str, label: str, errors: list[SpecError]) -> None:
+    count = f"{len(errors)} problem" + ("s" if len(errors) != 1 else "")
+    stderr.write(f"{prog}: {label} is invalid ({count}):\n")
+    for error in errors:
+        stderr.write(f"{error}\n")
+
+
+def main(argv: list[str], prog: str) -> int:
+    """Entry point used by ``vllm-operator render``."""
+    return run(argv, prog, sys.stdin, sys.stdout, sys.stderr)

@@ -1,0 +1,206 @@
+"""The Deployment of one revision: the vLLM pod, exactly as the launch plan says.
+
+One Deployment per revision (named ``<name>-<revision>``) keeps stable and candidate apart:
+the candidate is benchmarked while the stable one serves, and promotion only moves the
+serving Service's selector and scales, never touches a running pod template. The update
+strategy never needs a spare GPU (maxSurge 0), because a full GPU cluster would deadlock a
+surge (kserve#5452).
+
+Every user string goes to the container as its own argv item or env value, with ``$``
+doubled so the kubelet's ``$(VAR)`` expansion cannot change it: what users write is what
+vLLM receives.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from vllm_operator.api.resource import VLLMDeployment
+from vllm_operator.engine import entrypoint, probes
+from vllm_operator.engine.policy import LaunchPlan
+from vllm_operator.render import labels
+from vllm_operator.render.names import deployment_name
+from vllm_operator.render.validate import check
+
+CONTAINER_NAME = "vllm"
+PORT_NAME = "http"
+HF_HOME = "/cache/huggingface"
+VLLM_CACHE_ROOT = "/cache/vllm"
+SHM_PATH = "/dev/shm"
+# In-flight requests get this long to finish after SIGTERM: a long (700-token) generation
+# took 30-44 s eager and 3-5 s compiled in the study and our calibration; 120 s covers
+# eager long prompts under load with room to spare.
+TERMINATION_GRACE_SECONDS = 120
+REVISION_HISTORY_LIMIT = 2
+
+
+def kube_literal(text: str) -> str:
+    """``text`` escaped so the kubelet's ``$(VAR)`` expansion leaves it as written."""
+    return text.replace("$", "$$")
+
+
+def launch_plan_annotation(vd: VLLMDeployment, plan: LaunchPlan) -> str:
+    """The plan's essentials, so a restarted operator can summarise the revision."""
+    return json.dumps(
+        {
+            "image": vd.spec.engine.image,
+            "version": str(plan.version),
+            "performanceMode": plan.performance_mode,
+            "compiled": plan.compiled,
+            "libraryPathFix": plan.library_path_fix,
+            "keyFlags": list(plan.key_flags),
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+
+
+def _env(vd: VLLMDeployment, plan: LaunchPlan) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [
+        {"name": k, "value": v} for k, v in entrypoint.environment(plan.library_path_fix).items()
+    ]
+    env.append({"name": "HF_HOME", "value": HF_HOME})
+    env.append({"name": "VLLM_CACHE_ROOT", "value": VLLM_CACHE_ROOT})
+    secret = vd.spec.model.hf_token_secret
+    if secret is not None:
+        env.append(
+            {
+                "name": "HF_TOKEN",
+                "valueFrom": {"secretKeyRef": {"name": secret.name, "key": secret.key}},
+            }
+        )
+    env += [{"name": var.name, "value": kube_literal(var.value)} for var in vd.spec.engine.env]
+    return env
+
+
+def _volumes(vd: VLLMDeployment) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    for name, claim, path in (
+        ("hf-home", vd.spec.model.weights_cache, HF_HOME),
+        ("vllm-cache", vd.spec.engine.compile_cache, VLLM_CACHE_ROOT),
+    ):
+        mount: dict[str, Any] = {"name": name, "mountPath": path}
+        if claim is None:
+            volumes.append({"name": name, "emptyDir": {}})
+        else:
+            volumes.append(
+                {
+                    "name": name,
+                    "persistentVolumeClaim": {
+                        "claimName": claim.claim_name,
+                        "readOnly": claim.read_only,
+                    },
+                }
+            )
+            if claim.sub_path:
+                mount["subPath"] = claim.sub_path
+            if claim.read_only:
+                mount["readOnly"] = True
+        mounts.append(mount)
+    volumes.append(
+        {
+            "name": "dshm",
+            "emptyDir": {"medium": "Memory", "sizeLimit": vd.spec.resources.shared_memory},
+        }
+    )
+    mounts.append({"name": "dshm", "mountPath": SHM_PATH})
+    return volumes, mounts
+
+
+def _resources(vd: VLLMDeployment) -> dict[str, Any]:
+    res = vd.spec.resources
+    amounts: dict[str, Any] = {res.gpu_resource_name: str(res.gpus)}
+    if res.cpu is not None:
+        amounts["cpu"] = res.cpu
+    if res.memory is not None:
+        amounts["memory"] = res.memory
+    return {"limits": dict(amounts), "requests": dict(amounts)}
+
+
+def _container(vd: VLLMDeployment, plan: LaunchPlan) -> dict[str, Any]:
+    port = vd.spec.service.port
+    volumes_mounts = _volumes(vd)[1]
+    container: dict[str, Any] = {
+        "name": CONTAINER_NAME,
+        "image": vd.spec.engine.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": entrypoint.command(),
+        "args": [kube_literal(arg) for arg in plan.args],
+        "ports": [{"name": PORT_NAME, "containerPort": port, "protocol": "TCP"}],
+        "env": _env(vd, plan),
+        "resources": _resources(vd),
+        "volumeMounts": volumes_mounts,
+        # The official image runs as root (its caches live under /root); only privilege
+        # escalation is dropped.
+        "securityContext": {"allowPrivilegeEscalation": False},
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    container.update(probes.probes(port, plan.compiled, vd.spec.probes.warmup_budget_seconds))
+    return container
+
+
+def _pod_spec(vd: VLLMDeployment, plan: LaunchPlan) -> dict[str, Any]:
+    sched = vd.spec.scheduling
+    pod: dict[str, Any] = {
+        # A Service named like an env prefix (vllm -> VLLM_PORT) would break vLLM.
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+        "containers": [_container(vd, plan)],
+        "volumes": _volumes(vd)[0],
+    }
+    if sched.node_selector:
+        pod["nodeSelector"] = dict(sched.node_selector)
+    if sched.tolerations:
+        pod["tolerations"] = [t.to_wire() for t in sched.tolerations]
+    if sched.affinity is not None:
+        pod["affinity"] = sched.affinity
+    if sched.runtime_class_name:
+        pod["runtimeClassName"] = sched.runtime_class_name
+    if sched.priority_class_name:
+        pod["priorityClassName"] = sched.priority_class_name
+    return pod
+
+
+def render_deployment(vd: VLLMDeployment, revision: str, replicas: int) -> dict[str, Any]:
+    """The apps/v1 Deployment running ``revision`` of ``vd`` with ``replicas`` pods.
+
+    Raises ``SpecErrors`` when ``vd`` cannot be run. No ownerReferences: the operator adds
+    them (it knows the uid).
+    """
+    plan = check(vd)
+    name = vd.metadata.name
+    pod_labels = labels.revision_labels(name, revision)
+    annotations = {
+        labels.REVISION_ANNOTATION: revision,
+        labels.LAUNCH_PLAN_ANNOTATION: launch_plan_annotation(vd, plan),
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": deployment_name(name, revision),
+            "namespace": vd.metadata.namespace,
+            "labels": dict(pod_labels),
+            "annotations": annotations,
+        },
+        "spec": {
+            "replicas": replicas,
+            "revisionHistoryLimit": REVISION_HISTORY_LIMIT,
+            "progressDeadlineSeconds": vd.spec.rollout.progress_deadline_seconds,
+            "selector": {"matchLabels": labels.server_selector(name, revision)},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+            },
+            "template": {
+                "metadata": {
+                    "labels": pod_labels,
+                    "annotations": {labels.REVISION_ANNOTATION: revision},
+                },
+                "spec": _pod_spec(vd, plan),
+            },
+        },
+    }

@@ -1,0 +1,52 @@
+"""Labels and annotations shared by every object the operator creates.
+
+``app.kubernetes.io/*`` lets generic tools group the objects; the ``vllm-operator.dev/*``
+labels are what the operator itself selects on. The role of a revision (stable or
+candidate) is deliberately not a pod-template label: promotion must not restart pods, so
+the role lives on the Deployment only, where the operator patches it.
+"""
+
+from __future__ import annotations
+
+DOMAIN = "vllm-operator.dev"
+NAME_LABEL = "app.kubernetes.io/name"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+DEPLOYMENT_LABEL = f"{DOMAIN}/deployment"
+REVISION_LABEL = f"{DOMAIN}/revision"
+ROLE_LABEL = f"{DOMAIN}/role"
+
+REVISION_ANNOTATION = f"{DOMAIN}/revision"
+LAUNCH_PLAN_ANNOTATION = f"{DOMAIN}/launch-plan"
+
+MANAGED_BY = "vllm-operator"
+COMPONENT_SERVER = "server"
+COMPONENT_BENCHMARK = "benchmark"
+ROLE_STABLE = "stable"
+ROLE_CANDIDATE = "candidate"
+
+
+def common_labels(name: str, component: str = COMPONENT_SERVER) -> dict[str, str]:
+    """Labels of every object of one VLLMDeployment."""
+    return {
+        NAME_LABEL: "vllm",
+        INSTANCE_LABEL: name,
+        MANAGED_BY_LABEL: MANAGED_BY,
+        COMPONENT_LABEL: component,
+        DEPLOYMENT_LABEL: name,
+    }
+
+
+def revision_labels(name: str, revision: str, component: str = COMPONENT_SERVER) -> dict[str, str]:
+    """Labels of the objects of one revision (Deployment, its pods, benchmark Jobs)."""
+    return {**common_labels(name, component), REVISION_LABEL: revision}
+
+
+def server_selector(name: str, revision: str) -> dict[str, str]:
+    """Selects the vLLM pods of one revision (never a benchmark Job's pods)."""
+    return {
+        COMPONENT_LABEL: COMPONENT_SERVER,
+        DEPLOYMENT_LABEL: name,
+        REVISION_LABEL: revision,
+    }

@@ -1,0 +1,84 @@
+"""Names of everything one VLLMDeployment owns, and the length rule that keeps them valid.
+
+Derived names are Kubernetes object names (DNS-1123 labels, at most 63 characters) and the
+Services' names must also start with a letter (DNS-1035). The longest derived name is the
+benchmark Job's, so the VLLMDeployment's own name is limited to what leaves room for it;
+checking this up front turns "the Job could not be created" halfway through a rollout into
+a spec error on ``metadata.name``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from vllm_operator.errors import SpecError
+
+MAX_OBJECT_NAME = 63
+REVISION_LENGTH = 10
+# Gate attempts are numbered from 1; room is kept for three digits.
+MAX_ATTEMPT_DIGITS = 3
+# "-gate-" + revision + "-" + attempt.
+_JOB_SUFFIX = len("-gate-") + REVISION_LENGTH + 1 + MAX_ATTEMPT_DIGITS
+MAX_NAME_LENGTH = MAX_OBJECT_NAME - _JOB_SUFFIX  # 43
+
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+# A Service named "vllm" makes the kubelet inject VLLM_PORT=tcp://... into every pod of the
+# namespace that keeps service links on, and vLLM refuses to start there (vllm-facts).
+RESERVED_NAMES = frozenset({"vllm"})
+
+
+def deployment_name(name: str, revision: str) -> str:
+    """The Deployment of one revision."""
+    return f"{name}-{revision}"
+
+
+def serving_service_name(name: str) -> str:
+    """The Service clients use; it selects the stable revision."""
+    return name
+
+
+def candidate_service_name(name: str) -> str:
+    """The Service the benchmark Job measures; it selects the candidate revision."""
+    return f"{name}-candidate"
+
+
+def job_name(name: str, revision: str, attempt: int) -> str:
+    """The benchmark Job of one gate attempt (attempts count from 1)."""
+    if attempt < 1:
+        raise ValueError(f"attempt counts from 1, got {attempt}")
+    return f"{name}-gate-{revision}-{attempt}"
+
+
+def check_name(name: str) -> list[SpecError]:
+    """Problems with a VLLMDeployment name as the stem of every derived name."""
+    errors: list[SpecError] = []
+    if len(name) > MAX_NAME_LENGTH:
+        longest = job_name(name, "r" * REVISION_LENGTH, 10**MAX_ATTEMPT_DIGITS - 1)
+        errors.append(
+            SpecError(
+                "metadata.name",
+                f"is {len(name)} characters; derived names such as the benchmark Job "
+                f"({len(longest)} characters) must stay within {MAX_OBJECT_NAME}",
+                f"use at most {MAX_NAME_LENGTH} characters",
+            )
+        )
+    if not _DNS1035.match(name):
+        errors.append(
+            SpecError(
+                "metadata.name",
+                f"{name!r} is not a valid Service name (lowercase letters, digits and '-', "
+                "starting with a letter)",
+                "start the name with a letter and use only a-z, 0-9 and '-'",
+            )
+        )
+    if name in RESERVED_NAMES:
+        errors.append(
+            SpecError(
+                "metadata.name",
+                f"a Service named {name!r} injects {name.upper()}_PORT=tcp://... into pods "
+                "with service links, and vLLM refuses to start with it",
+                "choose another name, e.g. vllm-qwen3",
+            )
+        )
+    return errors

@@ -1,0 +1,32 @@
+"""Builders of specs for the engine tests: a valid base spec, changed per test."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from vllm_operator.api import VLLMDeploymentSpec, parse_spec
+
+
+def spec_dict(image: str = "vllm/vllm-openai:v0.17.0", **engine: Any) -> dict[str, Any]:
+    return {
+        "model": {"name": "Qwen/Qwen3-30B-A3B-Instruct-2507-GPTQ-Int4"},
+        "engine": {"image": image, **engine},
+    }
+
+
+@pytest.fixture
+def make_spec() -> Callable[..., VLLMDeploymentSpec]:
+    def make(
+        image: str = "vllm/vllm-openai:v0.17.0",
+        *,
+        top: dict[str, Any] | None = None,
+        **engine: Any,
+    ) -> VLLMDeploymentSpec:
+        raw = spec_dict(image, **engine)
+        raw.update(top or {})
+        return parse_spec(raw)
+
+    return make
