@@ -1,0 +1,112 @@
+{{/* Names, labels and the small computations every template shares. */}}
+
+{{- define "vllm-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "vllm-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "vllm-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "vllm-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "vllm-operator.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "vllm-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: vllm-operator
+{{- end }}
+
+{{- define "vllm-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "vllm-operator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The operator image; a digest wins over the tag. */}}
+{{- define "vllm-operator.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{- define "vllm-operator.benchImage" -}}
+{{- default (include "vllm-operator.image" .) .Values.operator.benchImage }}
+{{- end }}
+
+{{/* Watched namespaces in `namespaces` scope, as a JSON list (the release namespace when empty). */}}
+{{- define "vllm-operator.watchedNamespaces" -}}
+{{- if .Values.operator.namespaces }}
+{{- .Values.operator.namespaces | uniq | toJson }}
+{{- else }}
+{{- list .Release.Namespace | toJson }}
+{{- end }}
+{{- end }}
+
+{{/* Namespaces that get a benchmark NetworkPolicy, as a JSON list. */}}
+{{- define "vllm-operator.benchmarkNamespaces" -}}
+{{- if .Values.networkPolicy.benchmark.namespaces }}
+{{- .Values.networkPolicy.benchmark.namespaces | uniq | toJson }}
+{{- else if eq .Values.operator.scope "namespaces" }}
+{{- include "vllm-operator.watchedNamespaces" . }}
+{{- else }}
+{{- fail "networkPolicy.benchmark.namespaces: list the namespaces of your VLLMDeployments (operator.scope is cluster)" }}
+{{- end }}
+{{- end }}
+
+{{/*
+The RBAC rules: exactly the calls in vllm_operator/kube/permissions.py (PERMISSIONS), which
+the kube layer enforces; tests/unit/chart/test_rbac.py fails when they differ in either
+direction. No wildcard, no Secrets, no ConfigMaps; events: create only.
+*/}}
+{{- define "vllm-operator.rules" -}}
+# The custom resource: kopf lists and watches it; the operator reads it, patches it (handled
+# promote/abort/rerun requests, kopf's progress annotations and finalizer) and its status.
+- apiGroups: ["vllm-operator.dev"]
+  resources: ["vllmdeployments"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["vllm-operator.dev"]
+  resources: ["vllmdeployments/status"]
+  verbs: ["patch"]
+# One Deployment per revision: create a candidate, scale it and set its role, remove
+# rejected and retired revisions; kopf watches readiness.
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
+# The serving and candidate Services; promotion patches the serving selector.
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["list", "create", "patch"]
+# Benchmark Jobs.
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["list", "watch", "create", "delete"]
+# Pods: why a candidate or a benchmark pod does not run; the benchmark log as a fallback.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "watch"]
+- apiGroups: [""]
+  resources: ["pods/log"]
+  verbs: ["get"]
+# Events on the resource (kopf and the operator post them).
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+{{- end }}

@@ -1,0 +1,102 @@
+"""The chart grants exactly the API calls the operator makes: no more, no less.
+
+The source of truth is ``vllm_operator.kube.permissions.PERMISSIONS``: the kube layer
+refuses any call not declared there, and kopf's own calls are declared there too
+(``by="kopf"``). The chart's rules are rendered by Helm and flattened to
+(apiGroup, resource, verb) triples; the two sets must be equal in both scopes, so a new
+call in the code without a chart rule (a 403 in production) or a chart rule nothing uses
+(a wider blast radius) fails here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import helm_python
+import pytest
+import yaml
+
+from vllm_operator.kube.permissions import PERMISSIONS
+
+CHART = Path(__file__).resolve().parents[3] / "charts" / "vllm-operator"
+
+# What kopf needs beyond PERMISSIONS, with the operator run as the chart runs it: standalone
+# (no peering objects: no kopf.dev/*kopfpeerings rules), resource and namespace scanning off
+# (no customresourcedefinitions or namespaces list/watch), exact namespaces (no globs).
+# API discovery (/apis) is a non-resource URL every authenticated user may read.
+# Nothing left: kopf's watches and Event posting are declared in PERMISSIONS (by="kopf").
+KOPF_FRAMEWORK: frozenset[tuple[str, str, str]] = frozenset()
+
+Triple = tuple[str, str, str]
+
+
+def _rules(values: dict[str, Any]) -> dict[str, set[Triple]]:
+    rendered = helm_python.Chart.load(CHART).render(values, name="vo", namespace="vllm-system")
+    by_role: dict[str, set[Triple]] = {}
+    for path, text in rendered.items():
+        if not path.endswith(".yaml"):
+            continue
+        for doc in yaml.safe_load_all(text):
+            if not doc or doc.get("kind") not in ("ClusterRole", "Role"):
+                continue
+            key = f"{doc['kind']}/{doc['metadata'].get('namespace', '')}/{doc['metadata']['name']}"
+            triples: set[Triple] = set()
+            for rule in doc["rules"]:
+                assert not rule.get("resourceNames"), "resourceNames would need its own check"
+                assert not rule.get("nonResourceURLs")
+                for group in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        for verb in rule["verbs"]:
+                            triples.add((group, resource, verb))
+            by_role[key] = triples
+    return by_role
+
+
+def _declared() -> set[Triple]:
+    return {(p.api_group, p.resource, p.verb) for p in PERMISSIONS} | KOPF_FRAMEWORK
+
+
+SCOPES = {
+    "cluster": {},
+    "namespaces": {"operator": {"scope": "namespaces", "namespaces": ["a", "b"]}},
+}
+
+
+@pytest.mark.parametrize("scope", sorted(SCOPES))
+def test_chart_rules_equal_declared_calls(scope: str) -> None:
+    roles = _rules(SCOPES[scope])
+    assert roles, "no Role or ClusterRole rendered"
+    declared = _declared()
+    for role, granted in roles.items():
+        missing = sorted(declared - granted)
+        extra = sorted(granted - declared)
+        assert not missing, f"{role} lacks calls the operator makes: {missing}"
+        assert not extra, f"{role} grants calls nothing makes: {extra}"
+
+
+def test_kinds_follow_scope() -> None:
+    assert {k.split("/")[0] for k in _rules(SCOPES["cluster"])} == {"ClusterRole"}
+    namespaced = _rules(SCOPES["namespaces"])
+    assert sorted(k.split("/")[1] for k in namespaced) == ["a", "b"]
+    assert {k.split("/")[0] for k in namespaced} == {"Role"}
+
+
+def test_no_wildcards_no_secrets_events_only_create_or_patch() -> None:
+    for granted in _rules({}).values():
+        for group, resource, verb in granted:
+            assert "*" not in (group, resource, verb)
+            assert resource not in ("secrets", "configmaps"), resource
+            if resource == "events":
+                assert verb in ("create", "patch")
+            assert verb not in ("escalate", "bind", "impersonate", "deletecollection")
+
+
+def test_declared_list_has_no_forbidden_calls() -> None:
+    for group, resource, verb in _declared():
+        assert "*" not in (group, resource, verb)
+        assert resource != "secrets"
+
+
+def test_rbac_create_false_renders_no_rules() -> None:
+    assert _rules({"rbac": {"create": False}}) == {}
