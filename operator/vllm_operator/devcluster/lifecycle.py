@@ -1,0 +1,176 @@
+"""Deletion as the API server and its controllers do it: finalizers, garbage collection,
+namespace and CRD cleanup.
+
+kmock 0.8 removes an object on DELETE and leaves its children behind. An operator that
+relies on ``ownerReferences`` (the rollout removes a candidate by deleting its owner) would
+pass tests and leak on a cluster, or the reverse. Rules implemented:
+- DELETE with finalizers sets ``deletionTimestamp`` once; the object goes when the last
+  finalizer is removed (by any later write).
+- Removal garbage-collects dependents by owner uid, recursively, after the call returns
+  (scheduled, like the real collector): a dependent whose other owners still exist only
+  loses the reference; ``propagationPolicy: Orphan`` strips references instead. batch/v1
+  Jobs default to Orphan when no policy is given, as on a real server.
+- A new object whose owners do not exist is collected too (wrong uid = a real bug).
+- Deleting a namespace (or a CRD) marks it terminating, deletes its contents and removes
+  it when empty.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+from collections.abc import Callable
+from typing import Any
+
+from . import apierrors
+from .objects import meta, owner_uids, timestamp, without_owner
+from .resources import CRD_GROUP, CRD_PLURAL, Registry, ResourceType
+from .store import Store, StoreKey, name_of, namespace_of
+
+NAMESPACES: StoreKey = ("", "namespaces")
+CRDS: StoreKey = (CRD_GROUP, CRD_PLURAL)
+_ORPHAN_BY_DEFAULT = {("batch", "jobs")}
+
+
+class Lifecycle:
+    """Mixed into ``Semantics``; relies on its store, registry, clock and scheduler."""
+
+    store: Store
+    registry: Registry
+    clock: Callable[[], datetime.datetime]
+    schedule: Callable[[Callable[[], None]], None]
+    _orphaning: set[str]
+
+    def delete(
+        self,
+        rtype: ResourceType,
+        namespace: str,
+        name: str,
+        options: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        options = options or {}
+        obj = self.store.get(rtype.store_key, namespace, name)
+        if obj is None:
+            raise apierrors.not_found(rtype.plural, rtype.group, name)
+        pre = options.get("preconditions") or {}
+        m = meta(obj)
+        if pre.get("uid") not in (None, m.get("uid")) or pre.get("resourceVersion") not in (
+            None,
+            m.get("resourceVersion"),
+        ):
+            raise apierrors.conflict(rtype.plural, rtype.group, name)
+        policy = options.get("propagationPolicy")
+        if options.get("orphanDependents") is True:
+            policy = "Orphan"
+        if policy is None and rtype.store_key in _ORPHAN_BY_DEFAULT:
+            policy = "Orphan"
+        if policy == "Orphan":
+            self._orphaning.add(str(m.get("uid")))
+        if m.get("deletionTimestamp"):
+            return obj
+        terminating_container = rtype.store_key in (NAMESPACES, CRDS)
+        if m.get("finalizers") or terminating_container:
+            marked = copy.deepcopy(obj)
+            marked["metadata"]["deletionTimestamp"] = timestamp(self.clock())
+            marked["metadata"]["deletionGracePeriodSeconds"] = 0
+            if rtype.store_key == NAMESPACES:
+                marked.setdefault("status", {})["phase"] = "Terminating"
+            stored = self.store.commit(rtype.store_key, "MODIFIED", marked)
+            if terminating_container:
+                self.schedule(lambda: self._empty_container(rtype.store_key, stored))
+            return stored
+        return self.remove(rtype.store_key, obj)
+
+    def delete_collection(
+        self,
+        rtype: ResourceType,
+        namespace: str | None,
+        matches: Callable[[dict[str, Any]], bool],
+        options: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        deleted = []
+        for obj in self.store.select(rtype.store_key, namespace):
+            if matches(obj):
+                try:
+                    deleted.append(self.delete(rtype, namespace_of(obj), name_of(obj), options))
+                except apierrors.ApiError:
+                    continue
+        return deleted
+
+    def remove(self, store_key: StoreKey, obj: dict[str, Any]) -> dict[str, Any]:
+        """Finally remove ``obj`` (no finalizers left) and schedule what follows from it."""
+        gone = self.store.commit(store_key, "DELETED", obj)
+        uid = str(meta(gone).get("uid"))
+        orphan = uid in self._orphaning
+        self._orphaning.discard(uid)
+        self.schedule(lambda: self._collect_dependents(uid, orphan=orphan))
+        namespace = namespace_of(gone)
+        if namespace:
+            ns = self.store.get(NAMESPACES, "", namespace)
+            if ns is not None and meta(ns).get("deletionTimestamp"):
+                self.schedule(lambda: self._empty_container(NAMESPACES, ns))
+        if store_key == CRDS:
+            self.registry.remove_crd(name_of(gone))
+        else:
+            crd = self._crd_of(store_key)
+            if crd is not None and meta(crd).get("deletionTimestamp"):
+                self.schedule(lambda: self._empty_container(CRDS, crd))
+        return gone
+
+    def _crd_of(self, store_key: StoreKey) -> dict[str, Any] | None:
+        group, plural = store_key
+        return self.store.get(CRDS, "", f"{plural}.{group}") if group else None
+
+    def _delete_quietly(self, store_key: StoreKey, obj: dict[str, Any]) -> None:
+        """Delete as the garbage collector does: background propagation, finalizers honoured."""
+        current = self.store.get(store_key, namespace_of(obj), name_of(obj))
+        if current is None or meta(current).get("uid") != meta(obj).get("uid"):
+            return
+        if meta(current).get("deletionTimestamp"):
+            return
+        if meta(current).get("finalizers"):
+            marked = copy.deepcopy(current)
+            marked["metadata"]["deletionTimestamp"] = timestamp(self.clock())
+            marked["metadata"]["deletionGracePeriodSeconds"] = 0
+            self.store.commit(store_key, "MODIFIED", marked)
+        else:
+            self.remove(store_key, current)
+
+    def _collect_dependents(self, owner_uid: str, *, orphan: bool) -> None:
+        for store_key, obj in self.store.all_objects():
+            if owner_uid not in owner_uids(obj):
+                continue
+            others_alive = any(
+                self.store.by_uid(uid) is not None for uid in owner_uids(obj) if uid != owner_uid
+            )
+            if orphan or others_alive:
+                self.store.commit(store_key, "MODIFIED", without_owner(obj, owner_uid))
+            else:
+                self._delete_quietly(store_key, obj)
+
+    def collect_if_orphaned(self, store_key: StoreKey, obj: dict[str, Any]) -> None:
+        """A dependent none of whose owners exists is garbage, as the collector decides."""
+        uids = owner_uids(obj)
+        if uids and all(self.store.by_uid(uid) is None for uid in uids):
+            self._delete_quietly(store_key, obj)
+
+    def _empty_container(self, store_key: StoreKey, container: dict[str, Any]) -> None:
+        """Delete what a terminating namespace or CRD holds; remove it once it is empty."""
+        current = self.store.get(store_key, "", name_of(container))
+        if current is None or not meta(current).get("deletionTimestamp"):
+            return
+        if store_key == NAMESPACES:
+            namespace = name_of(current)
+            contents = [
+                (sk, obj)
+                for sk, obj in self.store.all_objects()
+                if sk != NAMESPACES and namespace_of(obj) == namespace
+            ]
+        else:
+            group = (current.get("spec") or {}).get("group", "")
+            plural = ((current.get("spec") or {}).get("names") or {}).get("plural", "")
+            contents = [((group, plural), obj) for obj in self.store.select((group, plural))]
+        for sk, obj in contents:
+            self._delete_quietly(sk, obj)
+        if not contents and not meta(current).get("finalizers"):
+            self.remove(store_key, current)

@@ -1,0 +1,365 @@
+"""API-server semantics over the store: what kmock 0.8 leaves out and an operator relies on.
+
+Create stamps uid/resourceVersion/generation/creationTimestamp and resolves generateName;
+writes honour optimistic concurrency (409 on a stale resourceVersion), the status
+subresource split, no-op suppression and generation bumps on spec changes; CRD schemas
+default their fields. Deletion (finalizers, garbage collection, namespace and CRD cleanup)
+lives in ``lifecycle.py``. Every method is synchronous: run on the devcluster's loop, each
+call is atomic with respect to watches.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import ipaddress
+import random
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from . import apierrors
+from .lifecycle import Lifecycle
+from .objects import (
+    SERVER_METADATA,
+    apply_defaults,
+    generated_name,
+    meta,
+    name_problem,
+    next_generation,
+    owner_uids,
+    same_except_version,
+    timestamp,
+)
+from .patches import PatchFailed, PatchMalformed, json_patch, merge_patch
+from .resources import CRD_GROUP, CRD_PLURAL, Registry, ResourceType, types_from_crd
+from .selectors import selector_matcher
+from .store import Store
+
+Clock = Callable[[], datetime.datetime]
+Schedule = Callable[[Callable[[], None]], None]
+
+MERGE = "application/merge-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+APPLY = "application/apply-patch+yaml"
+
+
+def utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+class Semantics(Lifecycle):
+    """CRUD with real API-server rules. ``schedule`` defers garbage collection (a seam)."""
+
+    def __init__(
+        self,
+        store: Store | None = None,
+        registry: Registry | None = None,
+        *,
+        clock: Clock = utcnow,
+        schedule: Schedule | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.store = store or Store()
+        self.registry = registry or Registry()
+        self.clock = clock
+        self.schedule: Schedule = schedule or (lambda fn: fn())
+        self.rng = random.Random(seed)
+        self.pod_logs: dict[tuple[str, str], str] = {}
+        self._next_ip = int(ipaddress.IPv4Address("10.96.0.10"))
+        self._orphaning: set[str] = set()
+
+    # --- reads -------------------------------------------------------------------------
+    def get(self, rtype: ResourceType, namespace: str, name: str) -> dict[str, Any]:
+        obj = self.store.get(rtype.store_key, namespace, name)
+        if obj is None:
+            raise apierrors.not_found(rtype.plural, rtype.group, name)
+        return self._present(rtype, obj)
+
+    def list(
+        self,
+        rtype: ResourceType,
+        namespace: str | None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[list[dict[str, Any]], int]:
+        matches = selector_matcher(label_selector, field_selector)
+        items = [
+            self._present(rtype, obj)
+            for obj in self.store.select(rtype.store_key, namespace)
+            if matches(obj)
+        ]
+        return items, self.store.rv
+
+    def _present(self, rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """The stored object as served under ``rtype``'s version (no conversion)."""
+        if obj.get("apiVersion") == rtype.api_version:
+            return obj
+        shown = dict(obj)
+        shown["apiVersion"] = rtype.api_version
+        return shown
+
+    # --- create ------------------------------------------------------------------------
+    def create(self, rtype: ResourceType, namespace: str, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise apierrors.bad_request("the request body must be a JSON object")
+        if body.get("kind") not in (None, rtype.kind):
+            raise apierrors.bad_request(
+                f"the API version in the data ({body.get('apiVersion')}) and kind "
+                f"({body.get('kind')}) do not match the resource {rtype.describe()}"
+            )
+        obj = copy.deepcopy(body)
+        metadata = obj.setdefault("metadata", {})
+        if not isinstance(metadata, dict):
+            raise apierrors.bad_request("metadata must be an object")
+        namespace = self._namespace_for(rtype, namespace, metadata)
+        self._require_namespace(rtype, namespace, creating=True)
+        name = metadata.get("name") or ""
+        if not name:
+            prefix = metadata.get("generateName") or ""
+            if not prefix:
+                raise apierrors.invalid(
+                    rtype.plural,
+                    rtype.group,
+                    "",
+                    "metadata.name: Required value: name or generateName is required",
+                )
+            name = generated_name(prefix, self.rng)
+            while self.store.get(rtype.store_key, namespace, name) is not None:
+                name = generated_name(prefix, self.rng)
+        if rtype.kind != "Event" and (problem := name_problem(name)):
+            raise apierrors.invalid(rtype.plural, rtype.group, name, problem)
+        if self.store.get(rtype.store_key, namespace, name) is not None:
+            raise apierrors.already_exists(rtype.plural, rtype.group, name)
+
+        for key in SERVER_METADATA:
+            metadata.pop(key, None)
+        metadata["name"] = name
+        if rtype.namespaced:
+            metadata["namespace"] = namespace
+        else:
+            metadata.pop("namespace", None)
+        metadata["uid"] = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+        metadata["generation"] = 1
+        metadata["creationTimestamp"] = timestamp(self.clock())
+        obj["apiVersion"] = rtype.api_version
+        obj["kind"] = rtype.kind
+        self._initial_status(rtype, obj)
+        apply_defaults(rtype.schema, obj)
+        if rtype.store_key == (CRD_GROUP, CRD_PLURAL):
+            self._accept_crd(obj)
+        stored = self.store.commit(rtype.store_key, "ADDED", obj)
+        if owner_uids(stored):
+            self.schedule(lambda: self.collect_if_orphaned(rtype.store_key, stored))
+        return stored
+
+    def _namespace_for(self, rtype: ResourceType, url_ns: str, metadata: dict[str, Any]) -> str:
+        if not rtype.namespaced:
+            return ""
+        body_ns = metadata.get("namespace") or ""
+        if url_ns and body_ns and body_ns != url_ns:
+            raise apierrors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on"
+                " the request"
+            )
+        namespace = url_ns or body_ns
+        if not namespace:
+            raise apierrors.bad_request("a namespace is required for a namespaced resource")
+        return str(namespace)
+
+    def _require_namespace(self, rtype: ResourceType, namespace: str, *, creating: bool) -> None:
+        if not rtype.namespaced:
+            return
+        ns = self.store.get(("", "namespaces"), "", namespace)
+        if ns is None:
+            raise apierrors.not_found("namespaces", "", namespace)
+        if creating and meta(ns).get("deletionTimestamp"):
+            raise apierrors.forbidden(
+                f"{rtype.describe()} is forbidden: unable to create new content in namespace"
+                f" {namespace} because it is being terminated"
+            )
+
+    def _initial_status(self, rtype: ResourceType, obj: dict[str, Any]) -> None:
+        """What a create may say about status: nothing, when status is a subresource."""
+        if rtype.status_subresource:
+            obj.pop("status", None)
+        if rtype.store_key == ("", "pods"):
+            obj["status"] = {"phase": "Pending"}
+        elif rtype.store_key == ("", "namespaces"):
+            obj["status"] = {"phase": "Active"}
+        elif rtype.store_key == ("", "services"):
+            spec = obj.setdefault("spec", {})
+            spec.setdefault("type", "ClusterIP")
+            if spec.get("clusterIP") in (None, ""):
+                spec["clusterIP"] = str(ipaddress.IPv4Address(self._next_ip))
+                spec["clusterIPs"] = [spec["clusterIP"]]
+                self._next_ip += 1
+
+    def _accept_crd(self, crd: dict[str, Any]) -> None:
+        spec = crd.get("spec") or {}
+        names = spec.get("names") or {}
+        expected = f"{names.get('plural', '')}.{spec.get('group', '')}"
+        if meta(crd).get("name") != expected:
+            raise apierrors.invalid(
+                CRD_PLURAL,
+                CRD_GROUP,
+                str(meta(crd).get("name")),
+                f'metadata.name: Invalid value: must be spec.names.plural+"."+spec.group'
+                f" ({expected})",
+            )
+        types = types_from_crd(crd)
+        if not types:
+            raise apierrors.invalid(CRD_PLURAL, CRD_GROUP, expected, "spec.versions: Required")
+        self.registry.set_crd(expected, types)
+        accepted = dict(names)
+        accepted.setdefault("singular", names.get("kind", "").lower())
+        accepted.setdefault("listKind", f"{names.get('kind', '')}List")
+        now = timestamp(self.clock())
+        crd["status"] = {
+            "acceptedNames": accepted,
+            "storedVersions": [v["name"] for v in spec.get("versions", []) if v.get("storage")],
+            "conditions": [
+                {"type": t, "status": "True", "reason": r, "message": m, "lastTransitionTime": now}
+                for t, r, m in (
+                    ("NamesAccepted", "NoConflicts", "no conflicts found"),
+                    ("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+                )
+            ],
+        }
+
+    # --- update (PUT) and patch ----------------------------------------------------------
+    def replace(
+        self, rtype: ResourceType, namespace: str, name: str, body: Any, subresource: str = ""
+    ) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise apierrors.bad_request("the request body must be a JSON object")
+        old = self._existing(rtype, namespace, name)
+        body_meta = meta(body)
+        if body_meta.get("name") not in (None, "", name):
+            raise apierrors.bad_request(
+                f"the name of the object ({body_meta.get('name')}) does not match the name on"
+                f" the URL ({name})"
+            )
+        return self._write(rtype, old, body, subresource)
+
+    def patch(
+        self,
+        rtype: ResourceType,
+        namespace: str,
+        name: str,
+        body: Any,
+        *,
+        content_type: str = MERGE,
+        subresource: str = "",
+    ) -> dict[str, Any]:
+        content_type = content_type.split(";", maxsplit=1)[0].strip().lower()
+        if content_type == APPLY and self.store.get(rtype.store_key, namespace, name) is None:
+            if not isinstance(body, dict):
+                raise apierrors.bad_request("an apply patch must be an object")
+            created = copy.deepcopy(body)
+            created.setdefault("metadata", {})["name"] = name
+            return self.create(rtype, namespace, created)
+        old = self._existing(rtype, namespace, name)
+        try:
+            if content_type in (MERGE, STRATEGIC, APPLY):
+                if not isinstance(body, dict):
+                    raise apierrors.bad_request("a merge patch must be a JSON object")
+                candidate = merge_patch(old, body)
+            elif content_type == JSON_PATCH:
+                candidate = json_patch(old, body)
+            else:
+                raise apierrors.unsupported_media_type(content_type)
+        except PatchMalformed as exc:
+            raise apierrors.bad_request(str(exc)) from exc
+        except PatchFailed as exc:
+            raise apierrors.invalid(rtype.plural, rtype.group, name, str(exc)) from exc
+        if not isinstance(candidate, dict):
+            raise apierrors.bad_request("the patched object is not a JSON object")
+        return self._write(rtype, old, candidate, subresource)
+
+    def _existing(self, rtype: ResourceType, namespace: str, name: str) -> dict[str, Any]:
+        old = self.store.get(rtype.store_key, namespace, name)
+        if old is None:
+            raise apierrors.not_found(rtype.plural, rtype.group, name)
+        return old
+
+    def _write(
+        self, rtype: ResourceType, old: dict[str, Any], candidate: dict[str, Any], subresource: str
+    ) -> dict[str, Any]:
+        old_meta = meta(old)
+        name = str(old_meta.get("name"))
+        wanted_rv = meta(candidate).get("resourceVersion")
+        if wanted_rv not in (None, "") and str(wanted_rv) != old_meta.get("resourceVersion"):
+            raise apierrors.conflict(rtype.plural, rtype.group, name)
+        if subresource == "status":
+            if not rtype.status_subresource:
+                raise apierrors.resource_not_found()
+            new = copy.deepcopy(old)
+            if "status" in candidate:
+                new["status"] = copy.deepcopy(candidate["status"])
+            else:
+                new.pop("status", None)
+        elif subresource:
+            raise apierrors.method_not_allowed(f"cannot write the {subresource} subresource")
+        else:
+            new = copy.deepcopy(candidate)
+            if not isinstance(new.get("metadata"), dict):
+                new["metadata"] = {}
+            if rtype.status_subresource:
+                if "status" in old:
+                    new["status"] = copy.deepcopy(old["status"])
+                else:
+                    new.pop("status", None)
+            for key in (*SERVER_METADATA, "name", "namespace"):
+                if key in old_meta:
+                    new["metadata"][key] = copy.deepcopy(old_meta[key])
+                else:
+                    new["metadata"].pop(key, None)
+            new["apiVersion"] = old.get("apiVersion", rtype.api_version)
+            new["kind"] = rtype.kind
+            apply_defaults(rtype.schema, new)
+        new["metadata"]["generation"] = next_generation(old, new)
+        if same_except_version(old, new):
+            return self._present(rtype, old)
+        if rtype.store_key == (CRD_GROUP, CRD_PLURAL) and not subresource:
+            self._accept_crd(new)
+        if meta(new).get("deletionTimestamp") and not meta(new).get("finalizers"):
+            return self._present(rtype, self.remove(rtype.store_key, new))
+        stored = self.store.commit(rtype.store_key, "MODIFIED", new)
+        if owner_uids(stored) and owner_uids(stored) != owner_uids(old):
+            self.schedule(lambda: self.collect_if_orphaned(rtype.store_key, stored))
+        return self._present(rtype, stored)
+
+    # --- subresources ----------------------------------------------------------------------
+    def pod_log(self, namespace: str, name: str) -> str:
+        if self.store.get(("", "pods"), namespace, name) is None:
+            raise apierrors.not_found("pods", "", name)
+        return self.pod_logs.get((namespace, name), "")
+
+    def scale(self, rtype: ResourceType, namespace: str, name: str) -> dict[str, Any]:
+        obj = self._existing(rtype, namespace, name)
+        m = meta(obj)
+        selector = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        return {
+            "apiVersion": "autoscaling/v1",
+            "kind": "Scale",
+            "metadata": {
+                k: m[k]
+                for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                if k in m
+            },
+            "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 1)},
+            "status": {
+                "replicas": (obj.get("status") or {}).get("replicas", 0),
+                "selector": ",".join(f"{k}={v}" for k, v in sorted(selector.items())),
+            },
+        }
+
+    def set_scale(
+        self, rtype: ResourceType, namespace: str, name: str, replicas: Any
+    ) -> dict[str, Any]:
+        if not isinstance(replicas, int) or replicas < 0:
+            raise apierrors.invalid(rtype.plural, rtype.group, name, "spec.replicas: Invalid value")
+        self.patch(rtype, namespace, name, {"spec": {"replicas": replicas}})
+        return self.scale(rtype, namespace, name)

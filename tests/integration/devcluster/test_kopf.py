@@ -1,0 +1,93 @@
+"""kopf runs for real against the devcluster: each reaction exactly once, status patches,
+adoption with uid-bearing ownerReferences and garbage collection of the children."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import kopf
+
+from vllm_operator.devcluster import DevCluster, OperatorThread
+
+from .crd import API_VERSION, GROUP, PLURAL, VERSION, widget, widget_crd
+
+
+def make_registry(seen: Counter[str], lock: threading.Lock) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
+    def created(body: Any, name: str, namespace: str, patch: Any, **_: Any) -> None:
+        with lock:
+            seen[f"create:{name}"] += 1
+        child = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": f"{name}-config"},
+            "data": {"size": str(body["spec"]["size"])},
+        }
+        kopf.adopt(child, owner=body)
+        import kubernetes
+
+        config = kubernetes.client.Configuration(host=_URL[0])
+        with kubernetes.client.ApiClient(config) as client:
+            kubernetes.client.CoreV1Api(client).create_namespaced_config_map(namespace, child)
+        patch.status["phase"] = "Created"
+
+    @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry)
+    def updated(name: str, patch: Any, **_: Any) -> None:
+        with lock:
+            seen[f"update:{name}"] += 1
+        patch.status["phase"] = "Updated"
+
+    @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry)
+    def deleted(name: str, **_: Any) -> None:
+        with lock:
+            seen[f"delete:{name}"] += 1
+
+    return registry
+
+
+_URL: list[str] = [""]
+
+
+def test_kopf_sees_each_change_once_and_children_are_collected(
+    devcluster: DevCluster, run_operator: Callable[..., OperatorThread]
+) -> None:
+    _URL[0] = devcluster.url
+    devcluster.create(widget_crd())
+    seen: Counter[str] = Counter()
+    lock = threading.Lock()
+    run_operator(make_registry(seen, lock))
+
+    devcluster.create(widget("w1", size=3))
+    status = devcluster.wait_for(
+        lambda: (
+            devcluster.get(API_VERSION, PLURAL, "w1").get("status", {}).get("phase") == "Created"
+        ),
+        message="status phase Created",
+    )
+    assert status
+    child = devcluster.wait_for(lambda: devcluster.get("v1", "configmaps", "w1-config"))
+    owner = devcluster.get(API_VERSION, PLURAL, "w1")
+    ref = child["metadata"]["ownerReferences"][0]
+    assert ref["uid"] == owner["metadata"]["uid"]
+    assert ref["kind"] == "Widget"
+
+    devcluster.patch(API_VERSION, PLURAL, "w1", {"spec": {"size": 4}})
+    devcluster.wait_for(
+        lambda: devcluster.get(API_VERSION, PLURAL, "w1")["status"].get("phase") == "Updated",
+        message="status phase Updated",
+    )
+
+    devcluster.delete(API_VERSION, PLURAL, "w1")
+    devcluster.wait_for(
+        lambda: not devcluster.exists(API_VERSION, PLURAL, "w1"), message="owner gone"
+    )
+    devcluster.wait_for(
+        lambda: not devcluster.exists("v1", "configmaps", "w1-config"), message="child collected"
+    )
+    with lock:
+        assert seen == {"create:w1": 1, "update:w1": 1, "delete:w1": 1}
