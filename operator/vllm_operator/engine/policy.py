@@ -37,6 +37,8 @@ KEY_FLAGS = frozenset(
 
 # Something that looks like a literal Hugging Face access token (hf_ + 30 or more letters).
 _HF_TOKEN_RE = re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")
+# An image reference has no whitespace or control characters (the kubelet refuses them).
+_IMAGE_RE = re.compile(r"^[^\s\x00-\x1f\x7f]+$")
 
 
 @dataclass(frozen=True)
@@ -101,9 +103,35 @@ def resolve_library_path_fix(requested: str, version: Version) -> str:
     return "none"
 
 
+def _nul_errors(spec: VLLMDeploymentSpec) -> list[SpecError]:
+    """A NUL cannot be passed in argv or env (execve ends the string there)."""
+    values: list[tuple[str, str | None]] = [
+        ("spec.model.name", spec.model.name),
+        ("spec.model.revision", spec.model.revision),
+        ("spec.model.servedModelName", spec.model.served_model_name),
+    ]
+    values += [(f"spec.engine.extraArgs[{i}]", a) for i, a in enumerate(spec.engine.extra_args)]
+    values += [(f"spec.engine.env[{i}].value", e.value) for i, e in enumerate(spec.engine.env)]
+    errors = [
+        SpecError(field, "contains a NUL character, which no process argument can carry", "")
+        for field, value in values
+        if value is not None and "\x00" in value
+    ]
+    if not _IMAGE_RE.match(spec.engine.image):
+        errors.append(
+            SpecError(
+                "spec.engine.image",
+                f"{spec.engine.image!r} is not an image reference (whitespace or control "
+                "characters)",
+                "write it like vllm/vllm-openai:v0.17.0 or registry/name@sha256:...",
+            )
+        )
+    return errors
+
+
 def _argv_value_errors(spec: VLLMDeploymentSpec) -> list[SpecError]:
     """Values placed as their own argv items must not look like options to argparse."""
-    errors: list[SpecError] = []
+    errors: list[SpecError] = _nul_errors(spec)
     for field, value in (
         ("spec.model.name", spec.model.name),
         ("spec.model.revision", spec.model.revision),
