@@ -1,0 +1,159 @@
+"""The benchmark Job of one gate attempt, rendered purely.
+
+The Job runs the operator's own image (``vllm-operator bench``) against the candidate
+Service and writes the compact ``BenchSummary`` to its termination message, where the
+operator reads it without log access. It is built to fail closed and to be harmless:
+no retries (``backoffLimit: 0``: a second run would hide a flaky first), a hard deadline
+from the gate timeout, no service-account token (it needs no API access), the restricted
+Pod Security profile, and small resources (it is an HTTP client, not a GPU workload).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from vllm_operator.api.resource import VLLMDeployment
+from vllm_operator.api.summary import BenchSummary
+from vllm_operator.render import labels
+from vllm_operator.render.names import candidate_service_name, job_name
+
+ATTEMPT_ANNOTATION = f"{labels.DOMAIN}/attempt"
+JOB_LABEL = f"{labels.DOMAIN}/job"
+SUITE_MOUNT = "/etc/vllm-operator/suite"
+TERMINATION_LOG = "/dev/termination-log"
+TTL_SECONDS_AFTER_FINISHED = 3600
+# The bench stops measuring this long before the Job's hard deadline, so it still has time
+# to write its summary (an Error with reasons beats a Job killed mid-sentence).
+DEADLINE_MARGIN_SECONDS = 30
+
+RESOURCES: dict[str, dict[str, str]] = {
+    "requests": {"cpu": "100m", "memory": "128Mi"},
+    "limits": {"cpu": "1", "memory": "512Mi"},
+}
+
+
+def candidate_url(vd: VLLMDeployment) -> str:
+    """The in-cluster URL of the candidate Service."""
+    service = candidate_service_name(vd.metadata.name)
+    return f"http://{service}.{vd.metadata.namespace}.svc:{vd.spec.service.port}"
+
+
+def _suite_argument(vd: VLLMDeployment) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+    suite = vd.spec.gate.suite
+    if suite.config_map is not None:
+        volume = {
+            "name": "suite",
+            "configMap": {
+                "name": suite.config_map,
+                "items": [{"key": suite.key, "path": suite.key}],
+            },
+        }
+        mount = {"name": "suite", "mountPath": SUITE_MOUNT, "readOnly": True}
+        return f"{SUITE_MOUNT}/{suite.key}", [volume], [mount]
+    return f"builtin:{suite.builtin or 'default'}", [], []
+
+
+def bench_args(vd: VLLMDeployment, baseline: BenchSummary | None) -> list[str]:
+    """The ``vllm-operator bench`` arguments of this gate (the suite path included)."""
+    gate = vd.spec.gate
+    suite_arg, _, _ = _suite_argument(vd)
+    args = [
+        "bench",
+        "--url",
+        candidate_url(vd),
+        "--model",
+        vd.spec.model.served_model_name or vd.spec.model.name,
+        "--suite",
+        suite_arg,
+        "--iterations",
+        str(gate.iterations),
+        "--thresholds-json",
+        json.dumps(gate.thresholds.to_wire(), sort_keys=True, separators=(",", ":")),
+        "--summary-path",
+        TERMINATION_LOG,
+        "--deadline-seconds",
+        str(max(gate.timeout_seconds - DEADLINE_MARGIN_SECONDS, 30)),
+    ]
+    if gate.concurrency:
+        args += ["--concurrency", ",".join(str(c) for c in gate.concurrency)]
+    if baseline is not None:
+        args += [
+            "--baseline-json",
+            json.dumps(baseline.to_wire(), sort_keys=True, separators=(",", ":")),
+        ]
+    return args
+
+
+def render_job(
+    vd: VLLMDeployment,
+    revision: str,
+    attempt: int,
+    *,
+    image: str,
+    baseline: BenchSummary | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    ttl_seconds: int = TTL_SECONDS_AFTER_FINISHED,
+) -> dict[str, Any]:
+    """The batch/v1 Job benchmarking ``revision`` (attempt ``attempt``, from 1)."""
+    name = job_name(vd.metadata.name, revision, attempt)
+    pod_labels = {
+        **labels.revision_labels(vd.metadata.name, revision, labels.COMPONENT_BENCHMARK),
+        JOB_LABEL: name,
+    }
+    _, volumes, mounts = _suite_argument(vd)
+    volumes = [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}, *volumes]
+    mounts = [{"name": "tmp", "mountPath": "/tmp"}, *mounts]
+    env = [{"name": "HOME", "value": "/tmp"}, {"name": "PYTHONUNBUFFERED", "value": "1"}]
+    env += [{"name": k, "value": v} for k, v in sorted((extra_env or {}).items())]
+    container = {
+        "name": "bench",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["vllm-operator"],
+        "args": bench_args(vd, baseline),
+        "env": env,
+        "resources": RESOURCES,
+        "terminationMessagePath": TERMINATION_LOG,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "volumeMounts": mounts,
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": vd.metadata.namespace,
+            "labels": dict(pod_labels),
+            "annotations": {labels.REVISION_ANNOTATION: revision, ATTEMPT_ANNOTATION: str(attempt)},
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": vd.spec.gate.timeout_seconds,
+            "ttlSecondsAfterFinished": ttl_seconds,
+            "template": {
+                "metadata": {"labels": pod_labels},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": 65532,
+                        "runAsGroup": 65532,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [container],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }

@@ -1,0 +1,97 @@
+"""The shared state of one planning pass, and the operator settings the planner needs.
+
+``Pass`` collects what the steps decide (actions, events, new verdicts, when to look
+again) so each step stays a small function; it lives only for one call of ``plan``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from vllm_operator.api.resource import API_VERSION, KIND
+from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
+from vllm_operator.render import labels
+from vllm_operator.rollout import ledger
+from vllm_operator.rollout.actions import Action, Create, Delete, Event, EventType, Kind
+from vllm_operator.rollout.observed import Observed
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Operator-wide settings the planner needs (from ``config.OperatorConfig``)."""
+
+    bench_image: str = "ghcr.io/vllm-operator/vllm-operator:latest"
+    # Multiplies every deadline (progress, Job start); < 1 only for demos and tests.
+    deadline_scale: float = 1.0
+    # How long a benchmark pod may stay unschedulable or in image-pull back-off.
+    job_start_seconds: float = 300.0
+    job_env: tuple[tuple[str, str], ...] = ()
+    job_ttl_seconds: int = 3600
+
+
+@dataclass
+class Pass:
+    """The mutable scratch state of one planning pass (never outlives ``plan``)."""
+
+    observed: Observed
+    now: datetime
+    settings: Settings
+    previous: VLLMDeploymentStatus
+    history: list[GateRecord]
+    handled: ledger.Handled
+    actions: list[Action] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    verdicts: list[GateRecord] = field(default_factory=list)
+    requeue: list[float] = field(default_factory=list)
+    handled_changed: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.observed.name
+
+    def event(self, kind: EventType, reason: str, message: str) -> None:
+        self.events.append(Event(kind, reason, message))
+
+    def after(self, seconds: float) -> None:
+        self.requeue.append(max(seconds, 0.0))
+
+    def elapsed(self, since: datetime | None) -> float:
+        return 0.0 if since is None else (self.now - since).total_seconds()
+
+    def scaled(self, seconds: float) -> float:
+        return seconds * self.settings.deadline_scale
+
+    def record(self, entry: GateRecord) -> GateRecord:
+        stamped = entry.model_copy(update={"finished_at": ledger.timestamp(self.now)})
+        self.history = ledger.record(self.history, stamped)
+        self.verdicts.append(stamped)
+        return stamped
+
+    def decision(self, revision: str) -> GateRecord | None:
+        return ledger.decision(self.history, revision, self.handled.rerun)
+
+    def owned(self, manifest: dict[str, Any], role: str | None = None) -> dict[str, Any]:
+        meta = manifest.setdefault("metadata", {})
+        uid = self.observed.uid
+        if uid:
+            meta["ownerReferences"] = [
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": KIND,
+                    "name": self.name,
+                    "uid": uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ]
+        if role is not None:
+            meta.setdefault("labels", {})[labels.ROLE_LABEL] = role
+        return manifest
+
+    def create(self, manifest: dict[str, Any], role: str | None = None) -> None:
+        self.actions.append(Create(self.owned(manifest, role)))
+
+    def delete(self, kind: Kind, name: str) -> None:
+        self.actions.append(Delete(kind, name))

@@ -1,0 +1,149 @@
+"""The decisions already taken: verdict history and the requests people made.
+
+A restarted operator must know, from the cluster alone, whether a revision was judged
+(history in status) and which of a person's requests it already carried out (the operator's
+own ``vllm-operator.dev/handled`` annotation). The *decision* on a revision is its newest
+verdict, unless a later gate re-run superseded it: a re-run does not erase history, it only
+marks the moment from which older verdicts on that revision no longer count.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from vllm_operator.api.status import HISTORY_LIMIT, GateRecord
+from vllm_operator.render.labels import DOMAIN
+
+PROMOTE_ANNOTATION = f"{DOMAIN}/promote"
+ABORT_ANNOTATION = f"{DOMAIN}/abort"
+RERUN_ANNOTATION = f"{DOMAIN}/rerun-gate"
+HANDLED_ANNOTATION = f"{DOMAIN}/handled"
+
+REJECTIONS = ("Failed", "Error")
+
+
+def timestamp(when: datetime) -> str:
+    """RFC 3339 in UTC with microseconds: sortable as text and precise enough to order."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def second_timestamp(when: datetime) -> str:
+    """RFC 3339 in UTC to the second, as Kubernetes writes them (conditions, Events)."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """A handled gate re-run: verdicts on ``revision`` older than ``at`` no longer count."""
+
+    token: str
+    revision: str
+    at: str
+    min_attempt: int
+
+
+@dataclass(frozen=True)
+class Handled:
+    """The requests (annotation values) already carried out."""
+
+    promote: str | None = None
+    abort: str | None = None
+    rerun: Rerun | None = None
+
+    def to_annotation(self) -> str:
+        doc: dict[str, object] = {}
+        if self.promote is not None:
+            doc["promote"] = self.promote
+        if self.abort is not None:
+            doc["abort"] = self.abort
+        if self.rerun is not None:
+            doc["rerun"] = {
+                "token": self.rerun.token,
+                "revision": self.rerun.revision,
+                "at": self.rerun.at,
+                "minAttempt": self.rerun.min_attempt,
+            }
+        return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+
+def parse_handled(annotations: Mapping[str, str]) -> Handled:
+    """The handled requests; a missing or damaged annotation means none were handled."""
+    try:
+        doc = json.loads(annotations.get(HANDLED_ANNOTATION) or "{}")
+    except ValueError:
+        return Handled()
+    if not isinstance(doc, dict):
+        return Handled()
+    rerun = None
+    raw = doc.get("rerun")
+    if isinstance(raw, dict):
+        try:
+            rerun = Rerun(
+                token=str(raw["token"]),
+                revision=str(raw["revision"]),
+                at=str(raw["at"]),
+                min_attempt=int(raw.get("minAttempt", 1)),
+            )
+        except (KeyError, TypeError, ValueError):
+            rerun = None
+    promote = doc.get("promote")
+    abort = doc.get("abort")
+    return Handled(
+        promote=promote if isinstance(promote, str) else None,
+        abort=abort if isinstance(abort, str) else None,
+        rerun=rerun,
+    )
+
+
+@dataclass(frozen=True)
+class Requests:
+    """Annotation values a person set on the resource (None when absent)."""
+
+    promote: str | None = None
+    abort: str | None = None
+    rerun: str | None = None
+
+
+def parse_requests(annotations: Mapping[str, str]) -> Requests:
+    def value(key: str) -> str | None:
+        text = annotations.get(key)
+        return text.strip() if isinstance(text, str) and text.strip() else None
+
+    return Requests(
+        promote=value(PROMOTE_ANNOTATION),
+        abort=value(ABORT_ANNOTATION),
+        rerun=value(RERUN_ANNOTATION),
+    )
+
+
+def decision(
+    history: Sequence[GateRecord], revision: str, rerun: Rerun | None
+) -> GateRecord | None:
+    """The verdict that currently decides ``revision``, or None when it still awaits one."""
+    cutoff = rerun.at if rerun is not None and rerun.revision == revision else None
+    for record in history:  # newest first
+        if record.revision != revision:
+            continue
+        if cutoff is not None and (record.finished_at or "") < cutoff:
+            return None
+        return record
+    return None
+
+
+def is_rejection(record: GateRecord, on_inconclusive: str) -> bool:
+    """Whether ``record`` removes the candidate (Failed, Error, or Inconclusive with reject)."""
+    if record.outcome in REJECTIONS:
+        return True
+    return record.outcome == "Inconclusive" and on_inconclusive == "reject"
+
+
+def verdicts_on(history: Iterable[GateRecord], revision: str) -> int:
+    return sum(1 for r in history if r.revision == revision)
+
+
+def record(history: Sequence[GateRecord], entry: GateRecord) -> list[GateRecord]:
+    """``entry`` prepended to ``history``, trimmed to the limit."""
+    return [entry, *history][:HISTORY_LIMIT]

@@ -1,0 +1,348 @@
+"""What the planner sees: a typed, read-only view of one VLLMDeployment and its children.
+
+The kube layer lists the raw objects (dicts, exactly as the API returns them); ``observe``
+turns them into these small views so the planner never digs through nested dicts and the
+unit tests can build a cluster state in a few lines. Nothing here talks to the API: the
+views are pure functions of the dicts, and every field the planner decides on comes from
+the cluster (labels, annotations, status), which is what makes a restart safe.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from vllm_operator.render import labels
+
+# Annotations and labels the operator adds to what ``render`` produces.
+STARTED_ANNOTATION = f"{labels.DOMAIN}/started-at"
+ATTEMPT_ANNOTATION = f"{labels.DOMAIN}/attempt"
+JOB_LABEL = f"{labels.DOMAIN}/job"
+
+
+def parse_time(text: object) -> datetime | None:
+    """An RFC 3339 timestamp as an aware datetime, or None when absent or malformed."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def _dict(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) else 0
+
+
+@dataclass(frozen=True)
+class ContainerView:
+    """What a container is doing, or why it is not."""
+
+    name: str
+    ready: bool = False
+    restart_count: int = 0
+    waiting_reason: str | None = None
+    waiting_message: str | None = None
+    running: bool = False
+    exit_code: int | None = None
+    terminated_reason: str | None = None
+    termination_message: str | None = None
+    last_exit_code: int | None = None
+    last_reason: str | None = None
+    last_message: str | None = None
+
+
+@dataclass(frozen=True)
+class PodView:
+    """A pod of a revision or of a benchmark Job."""
+
+    name: str
+    labels: Mapping[str, str]
+    phase: str = "Pending"
+    unschedulable: str | None = None  # the scheduler's message when PodScheduled is False
+    containers: tuple[ContainerView, ...] = ()
+
+    @property
+    def revision(self) -> str | None:
+        return self.labels.get(labels.REVISION_LABEL)
+
+    @property
+    def job(self) -> str | None:
+        return self.labels.get(JOB_LABEL) or self.labels.get("job-name")
+
+    @property
+    def component(self) -> str | None:
+        return self.labels.get(labels.COMPONENT_LABEL)
+
+
+@dataclass(frozen=True)
+class DeploymentView:
+    """The Deployment of one revision."""
+
+    name: str
+    revision: str
+    replicas: int
+    ready_replicas: int = 0
+    role: str | None = None
+    started_at: datetime | None = None
+    launch_plan: Mapping[str, Any] = field(default_factory=dict)
+    image: str | None = None
+    deleting: bool = False
+
+
+@dataclass(frozen=True)
+class ServiceView:
+    """A Service of the resource; only its selector matters to the rollout."""
+
+    name: str
+    selector: Mapping[str, str]
+    service_type: str = "ClusterIP"
+    ports: tuple[Mapping[str, Any], ...] = ()
+
+    @property
+    def revision(self) -> str | None:
+        return self.selector.get(labels.REVISION_LABEL)
+
+
+@dataclass(frozen=True)
+class JobView:
+    """A benchmark Job: one gate attempt on one revision."""
+
+    name: str
+    revision: str
+    attempt: int
+    created_at: datetime | None = None
+    active: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    complete: bool = False
+    failed_reason: str | None = None  # the Failed condition's reason (DeadlineExceeded, ...)
+    failed_message: str | None = None
+    deleting: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.complete or self.failed_reason is not None
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One VLLMDeployment and everything the operator created for it."""
+
+    body: Mapping[str, Any]
+    deployments: tuple[DeploymentView, ...] = ()
+    services: tuple[ServiceView, ...] = ()
+    jobs: tuple[JobView, ...] = ()
+    pods: tuple[PodView, ...] = ()
+    # Job name -> its pod's log, read only for finished Jobs without a termination message.
+    logs: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return str(_dict(self.body.get("metadata")).get("name", ""))
+
+    @property
+    def namespace(self) -> str:
+        return str(_dict(self.body.get("metadata")).get("namespace", "default"))
+
+    @property
+    def uid(self) -> str | None:
+        uid = _dict(self.body.get("metadata")).get("uid")
+        return uid if isinstance(uid, str) else None
+
+    @property
+    def generation(self) -> int | None:
+        gen = _dict(self.body.get("metadata")).get("generation")
+        return gen if isinstance(gen, int) else None
+
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        return _dict(_dict(self.body.get("metadata")).get("annotations"))
+
+    def service(self, name: str) -> ServiceView | None:
+        return next((s for s in self.services if s.name == name), None)
+
+    def deployment_of(self, revision: str) -> DeploymentView | None:
+        return next((d for d in self.deployments if d.revision == revision), None)
+
+    def pods_of_revision(self, revision: str) -> list[PodView]:
+        return [
+            p
+            for p in self.pods
+            if p.revision == revision and p.component != labels.COMPONENT_BENCHMARK
+        ]
+
+    def pods_of_job(self, job: str) -> list[PodView]:
+        return [p for p in self.pods if p.job == job]
+
+
+def _container(status: Mapping[str, Any]) -> ContainerView:
+    state = _dict(status.get("state"))
+    waiting = _dict(state.get("waiting"))
+    terminated = _dict(state.get("terminated"))
+    last = _dict(_dict(status.get("lastState")).get("terminated"))
+    return ContainerView(
+        name=str(status.get("name", "")),
+        ready=bool(status.get("ready", False)),
+        restart_count=_int(status.get("restartCount")),
+        waiting_reason=waiting.get("reason") if waiting else None,
+        waiting_message=waiting.get("message") if waiting else None,
+        running="running" in state,
+        exit_code=terminated.get("exitCode") if terminated else None,
+        terminated_reason=terminated.get("reason") if terminated else None,
+        termination_message=terminated.get("message") if terminated else None,
+        last_exit_code=last.get("exitCode") if last else None,
+        last_reason=last.get("reason") if last else None,
+        last_message=last.get("message") if last else None,
+    )
+
+
+def pod_view(obj: Mapping[str, Any]) -> PodView:
+    meta = _dict(obj.get("metadata"))
+    status = _dict(obj.get("status"))
+    unschedulable = None
+    for raw in _list(status.get("conditions")):
+        cond = _dict(raw)
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            unschedulable = str(cond.get("message") or cond.get("reason") or "Unschedulable")
+    containers = tuple(
+        _container(_dict(c))
+        for c in _list(status.get("initContainerStatuses")) + _list(status.get("containerStatuses"))
+    )
+    return PodView(
+        name=str(meta.get("name", "")),
+        labels=_dict(meta.get("labels")),
+        phase=str(status.get("phase", "Pending")),
+        unschedulable=unschedulable,
+        containers=containers,
+    )
+
+
+def deployment_view(obj: Mapping[str, Any]) -> DeploymentView | None:
+    meta = _dict(obj.get("metadata"))
+    meta_labels = _dict(meta.get("labels"))
+    annotations = _dict(meta.get("annotations"))
+    revision = meta_labels.get(labels.REVISION_LABEL)
+    if not isinstance(revision, str):
+        return None
+    spec = _dict(obj.get("spec"))
+    status = _dict(obj.get("status"))
+    try:
+        plan = json.loads(annotations.get(labels.LAUNCH_PLAN_ANNOTATION, "{}"))
+    except ValueError:
+        plan = {}
+    containers = _list(_dict(_dict(_dict(spec.get("template")).get("spec"))).get("containers"))
+    image = _dict(containers[0]).get("image") if containers else None
+    started = parse_time(annotations.get(STARTED_ANNOTATION)) or parse_time(
+        meta.get("creationTimestamp")
+    )
+    return DeploymentView(
+        name=str(meta.get("name", "")),
+        revision=revision,
+        replicas=_int(spec.get("replicas", 1)),
+        ready_replicas=_int(status.get("readyReplicas")),
+        role=meta_labels.get(labels.ROLE_LABEL),
+        started_at=started,
+        launch_plan=_dict(plan),
+        image=image if isinstance(image, str) else None,
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def service_view(obj: Mapping[str, Any]) -> ServiceView:
+    meta = _dict(obj.get("metadata"))
+    spec = _dict(obj.get("spec"))
+    return ServiceView(
+        name=str(meta.get("name", "")),
+        selector=_dict(spec.get("selector")),
+        service_type=str(spec.get("type", "ClusterIP")),
+        ports=tuple(_dict(p) for p in _list(spec.get("ports"))),
+    )
+
+
+def job_view(obj: Mapping[str, Any]) -> JobView | None:
+    meta = _dict(obj.get("metadata"))
+    meta_labels = _dict(meta.get("labels"))
+    annotations = _dict(meta.get("annotations"))
+    revision = meta_labels.get(labels.REVISION_LABEL)
+    if not isinstance(revision, str):
+        return None
+    try:
+        attempt = int(
+            annotations.get(ATTEMPT_ANNOTATION) or str(meta.get("name", "")).split("-")[-1]
+        )
+    except ValueError:
+        attempt = 1
+    status = _dict(obj.get("status"))
+    complete = False
+    failed_reason = failed_message = None
+    for raw in _list(status.get("conditions")):
+        cond = _dict(raw)
+        if cond.get("status") != "True":
+            continue
+        if cond.get("type") == "Complete":
+            complete = True
+        elif cond.get("type") == "Failed":
+            failed_reason = str(cond.get("reason") or "Failed")
+            failed_message = str(cond.get("message") or "")
+    return JobView(
+        name=str(meta.get("name", "")),
+        revision=revision,
+        attempt=attempt,
+        created_at=parse_time(meta.get("creationTimestamp")),
+        active=_int(status.get("active")),
+        succeeded=_int(status.get("succeeded")),
+        failed=_int(status.get("failed")),
+        complete=complete,
+        failed_reason=failed_reason,
+        failed_message=failed_message,
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def observe(
+    body: Mapping[str, Any],
+    *,
+    deployments: Sequence[Mapping[str, Any]] = (),
+    services: Sequence[Mapping[str, Any]] = (),
+    jobs: Sequence[Mapping[str, Any]] = (),
+    pods: Sequence[Mapping[str, Any]] = (),
+    logs: Mapping[str, str] | None = None,
+) -> Observed:
+    """Build the planner's view from raw API objects (already filtered to this resource)."""
+    dep_views = tuple(v for v in (deployment_view(d) for d in deployments) if v is not None)
+    job_views = tuple(v for v in (job_view(j) for j in jobs) if v is not None)
+    return Observed(
+        body=body,
+        deployments=tuple(sorted(dep_views, key=lambda d: d.name)),
+        services=tuple(service_view(s) for s in services),
+        jobs=tuple(sorted(job_views, key=lambda j: (j.revision, j.attempt))),
+        pods=tuple(pod_view(p) for p in pods),
+        logs=dict(logs or {}),
+    )
+
+
+def finished_jobs_needing_logs(observed: Observed) -> list[tuple[str, str]]:
+    """(job, pod) pairs whose summary must come from the log: finished, no termination message.
+
+    The kube layer reads only these logs, so a reconcile costs no log reads in the usual case.
+    """
+    wanted: list[tuple[str, str]] = []
+    for job in observed.jobs:
+        if not job.finished:
+            continue
+        for pod in observed.pods_of_job(job.name):
+            if pod.containers and not any(c.termination_message for c in pod.containers):
+                wanted.append((job.name, pod.name))
+    return wanted

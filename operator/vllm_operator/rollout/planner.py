@@ -1,0 +1,166 @@
+"""The rollout planner: observed cluster state and the time -> the next actions and status.
+
+Level-triggered and restart-safe by construction: every decision is derived from the
+cluster (the serving Service's selector says which revision is stable, the verdict history
+in status says which revisions were judged, the ``handled`` annotation says which requests
+were carried out), never from memory of a previous pass. Planning the same state twice
+gives the same plan, and applying a plan twice is harmless (create-if-absent, delete-if-
+present), so an operator stopped at any point continues without creating anything twice.
+
+One pass, for a valid spec whose revision D differs from the stable revision S:
+  D undecided -> candidate Deployment + Service -> Ready -> benchmark Job -> verdict
+  D Passed    -> scale D to ``replicas`` -> enough Ready -> serving Service selects D
+  D rejected  -> delete D's Deployment and Job; S keeps serving, untouched
+and when D == S, keep S at ``replicas`` and retire everything else.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from vllm_operator.api.resource import VLLMDeployment, parse_vllm_deployment
+from vllm_operator.api.status import VLLMDeploymentStatus
+from vllm_operator.engine.policy import LaunchPlan, plan_launch
+from vllm_operator.errors import SpecErrors
+from vllm_operator.render import names
+from vllm_operator.render.revision import revision_hash
+from vllm_operator.rollout import ledger, steps
+from vllm_operator.rollout.actions import Plan
+from vllm_operator.rollout.context import Pass, Settings
+from vllm_operator.rollout.observed import Observed
+from vllm_operator.rollout.status import (
+    Outcome,
+    build_status,
+    gate_condition,
+    previous_status,
+    summarise,
+)
+
+
+def _spec_problems(observed: Observed) -> tuple[VLLMDeployment, LaunchPlan] | SpecErrors:
+    try:
+        vd = parse_vllm_deployment(dict(observed.body))
+        name_errors = names.check_name(vd.metadata.name)
+        launch = plan_launch(vd.spec)
+    except SpecErrors as exc:
+        return exc
+    if name_errors:
+        return SpecErrors(name_errors)
+    return vd, launch
+
+
+def plan(observed: Observed, now: datetime, settings: Settings | None = None) -> Plan:
+    """The next step for one VLLMDeployment. Pure: same inputs, same plan."""
+    previous = previous_status(observed.body.get("status"))
+    state = Pass(
+        observed=observed,
+        now=now,
+        settings=settings or Settings(),
+        previous=previous,
+        history=list(previous.history),
+        handled=ledger.parse_handled(observed.annotations),
+    )
+    meta = observed.body.get("metadata") or {}
+    if isinstance(meta, dict) and meta.get("deletionTimestamp"):
+        # Being deleted: ownerReferences take the children with it; touch nothing.
+        return Plan(status=previous)
+    serving = observed.service(names.serving_service_name(observed.name))
+    stable = serving.revision if serving is not None else None
+    parsed = _spec_problems(observed)
+    if isinstance(parsed, SpecErrors):
+        status = steps.invalid_spec(state, parsed, stable)
+        return _finish(state, status)
+    vd, launch = parsed
+    desired = revision_hash(vd.spec)
+    if launch.warnings and previous.observed_generation != observed.generation:
+        for warning in launch.warnings:
+            state.event("Warning", "EngineWarning", warning)
+    steps.handle_requests(state, desired, stable)
+    if desired == stable:
+        outcome, candidate = steps.steady(state, vd, launch, desired), None
+    else:
+        outcome, candidate = steps.rollout(state, vd, launch, desired, stable)
+    steps.retire(state, keep={r for r in (stable, candidate) if r is not None})
+    status = _status(
+        state,
+        vd,
+        launch=launch,
+        outcome=outcome,
+        desired=desired,
+        stable=stable,
+        candidate=candidate,
+    )
+    return _finish(state, status)
+
+
+def _status(
+    state: Pass,
+    vd: VLLMDeployment,
+    *,
+    launch: LaunchPlan,
+    outcome: Outcome,
+    desired: str,
+    stable: str | None,
+    candidate: str | None,
+) -> VLLMDeploymentStatus:
+    observed = state.observed
+    fallback = {
+        "image": vd.spec.engine.image,
+        "version": str(launch.version),
+        "performanceMode": launch.performance_mode,
+        "keyFlags": list(launch.key_flags),
+    }
+    stable_summary = None
+    if stable is not None:
+        stable_summary = summarise(
+            observed.deployment_of(stable),
+            stable,
+            fallback=fallback if stable == desired else None,
+            benchmark=steps.baseline_of(state, stable),
+            previous=state.previous.stable,
+            now=state.now,
+        )
+    candidate_summary = None
+    if candidate is not None:
+        decided = state.decision(candidate)
+        candidate_summary = summarise(
+            observed.deployment_of(candidate),
+            candidate,
+            fallback=fallback if candidate == desired else None,
+            benchmark=decided.summary if decided is not None else None,
+            previous=state.previous.candidate,
+            now=state.now,
+        )
+    decided = state.decision(desired)
+    gate_status, gate_reason = gate_condition(decided, vd.spec.gate.enabled)
+    gate_message = ""
+    if decided is not None:
+        gate_message = f"revision {desired}: {decided.outcome}"
+        if decided.reasons:
+            gate_message += " - " + "; ".join(decided.reasons)
+    return build_status(
+        state.previous,
+        outcome,
+        generation=observed.generation,
+        now=state.now,
+        stable=stable_summary,
+        candidate=candidate_summary,
+        history=state.history,
+        warnings=launch.warnings,
+        gate=(gate_status, gate_reason, gate_message),
+    )
+
+
+def _finish(state: Pass, status: VLLMDeploymentStatus) -> Plan:
+    annotations: dict[str, str | None] = {}
+    if state.handled_changed:
+        annotations[ledger.HANDLED_ANNOTATION] = state.handled.to_annotation()
+    requeue = min(state.requeue) if state.requeue else None
+    return Plan(
+        status=status,
+        actions=tuple(state.actions),
+        events=tuple(state.events),
+        annotations=annotations,
+        requeue_after=requeue,
+        verdicts=tuple(state.verdicts),
+    )

@@ -1,0 +1,214 @@
+"""From a phase to the status people and GitOps tools read: conditions, revisions, history.
+
+Conditions follow kstatus: ``Reconciling=True`` while the operator works towards the spec,
+``Stalled=True`` when it cannot get there without a person (a rejected revision, an invalid
+spec, an inconclusive gate on hold), ``Ready=True`` only when the spec's revision serves
+with all its replicas. ``GatePassed`` carries the verdict on the spec's revision. A
+condition keeps its ``lastTransitionTime`` while its status does not change, so repeated
+reconciles do not churn the resource.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from vllm_operator.api.status import (
+    Condition,
+    ConditionStatus,
+    ConditionType,
+    GateRecord,
+    Phase,
+    RevisionSummary,
+    VLLMDeploymentStatus,
+)
+from vllm_operator.api.summary import BenchSummary
+from vllm_operator.rollout.ledger import second_timestamp
+from vllm_operator.rollout.observed import DeploymentView
+
+WORKING: frozenset[str] = frozenset({"Pending", "Progressing", "Benchmarking", "Promoting"})
+NEEDS_PERSON: frozenset[str] = frozenset({"Holding", "Degraded", "Failed"})
+
+
+def previous_status(raw: object) -> VLLMDeploymentStatus:
+    """The status as stored, tolerating fields written by others (kopf) or older versions."""
+    if not isinstance(raw, Mapping):
+        return VLLMDeploymentStatus()
+    known = set(VLLMDeploymentStatus.model_fields) | {
+        f.alias for f in VLLMDeploymentStatus.model_fields.values() if f.alias
+    }
+    try:
+        return VLLMDeploymentStatus.model_validate({k: v for k, v in raw.items() if k in known})
+    except ValidationError:
+        history = raw.get("history")
+        # Keep the verdict history even if something else in the status is damaged: it is
+        # what prevents a rejected revision from being tried again.
+        try:
+            return VLLMDeploymentStatus.model_validate({"history": history or []})
+        except ValidationError:
+            return VLLMDeploymentStatus()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Where the rollout stands after this pass, in a few words."""
+
+    phase: Phase
+    message: str
+    reason: str  # CamelCase: the reason of Ready (and of Reconciling/Stalled when True)
+
+
+def summarise(
+    dep: DeploymentView | None,
+    revision: str,
+    *,
+    fallback: Mapping[str, Any] | None = None,
+    benchmark: BenchSummary | None = None,
+    previous: RevisionSummary | None = None,
+    now: datetime,
+) -> RevisionSummary:
+    """A revision's summary from its Deployment (the launch-plan annotation) or ``fallback``."""
+    plan: Mapping[str, Any] = dict(fallback or {})
+    if dep is not None and dep.launch_plan:
+        plan = dep.launch_plan
+    image = str(plan.get("image") or (dep.image if dep else None) or "")
+    since = previous.since if previous is not None and previous.revision == revision else None
+    return RevisionSummary(
+        revision=revision,
+        image=image,
+        version=str(plan.get("version", "")),
+        performance_mode=str(plan.get("performanceMode", "")),
+        key_flags=[str(f) for f in plan.get("keyFlags", [])],
+        replicas=dep.replicas if dep is not None else 0,
+        ready_replicas=dep.ready_replicas if dep is not None else 0,
+        benchmark=benchmark,
+        since=since or second_timestamp(now),
+    )
+
+
+def _condition(
+    previous: Sequence[Condition],
+    kind: ConditionType,
+    status: ConditionStatus,
+    reason: str,
+    message: str,
+    *,
+    generation: int | None,
+    now: datetime,
+) -> Condition:
+    before = next((c for c in previous if c.type == kind), None)
+    since = second_timestamp(now)
+    if before is not None and before.status == status and before.last_transition_time:
+        since = before.last_transition_time
+    return Condition(
+        type=kind,
+        status=status,
+        reason=reason,
+        message=message,
+        last_transition_time=since,
+        observed_generation=generation,
+    )
+
+
+def gate_condition(decided: GateRecord | None, gate_enabled: bool) -> tuple[ConditionStatus, str]:
+    """GatePassed from the decision on the spec's revision."""
+    if decided is None:
+        return "Unknown", "AwaitingVerdict" if gate_enabled else "GateDisabled"
+    if decided.outcome == "Passed":
+        if decided.decided_by == "person":
+            return "True", "PromotedByPerson"
+        return "True", "Passed" if gate_enabled else "GateDisabled"
+    if decided.decided_by == "person":
+        return "False", "AbortedByPerson"
+    if decided.decided_by == "deadline":
+        return "False", "ProgressDeadlineExceeded"
+    return "False", decided.outcome
+
+
+def build_status(
+    previous: VLLMDeploymentStatus,
+    outcome: Outcome,
+    *,
+    generation: int | None,
+    now: datetime,
+    stable: RevisionSummary | None,
+    candidate: RevisionSummary | None,
+    history: Sequence[GateRecord],
+    warnings: Sequence[str],
+    gate: tuple[ConditionStatus, str, str],
+) -> VLLMDeploymentStatus:
+    """The full status for ``outcome``; conditions keep their transition times."""
+    phase = outcome.phase
+    ready: ConditionStatus = "True" if phase == "Serving" else "False"
+    working: ConditionStatus = "True" if phase in WORKING else "False"
+    stalled: ConditionStatus = "True" if phase in NEEDS_PERSON else "False"
+    prev = previous.conditions
+    gate_status, gate_reason, gate_message = gate
+    conditions = [
+        _condition(
+            prev, "Ready", ready, outcome.reason, outcome.message, generation=generation, now=now
+        ),
+        _condition(
+            prev,
+            "Reconciling",
+            working,
+            outcome.reason if working == "True" else "Idle",
+            outcome.message if working == "True" else "",
+            generation=generation,
+            now=now,
+        ),
+        _condition(
+            prev,
+            "Stalled",
+            stalled,
+            outcome.reason if stalled == "True" else "Progressing",
+            outcome.message if stalled == "True" else "",
+            generation=generation,
+            now=now,
+        ),
+        _condition(
+            prev,
+            "GatePassed",
+            gate_status,
+            gate_reason,
+            gate_message,
+            generation=generation,
+            now=now,
+        ),
+    ]
+    return VLLMDeploymentStatus(
+        observed_generation=generation,
+        phase=phase,
+        message=outcome.message,
+        conditions=conditions,
+        stable=stable,
+        candidate=candidate,
+        last_gate=history[0] if history else None,
+        history=list(history),
+        warnings=list(warnings),
+    )
+
+
+def merge_patch(old: Any, new: Any) -> Any:
+    """The RFC 7386 merge patch turning ``old`` into ``new`` (None when they are equal).
+
+    Removed keys become ``null``; lists are replaced whole. Used for the status: sending
+    only the difference keeps writes small and makes "nothing changed" a skipped write.
+    """
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return None if old == new else new
+    patch: dict[str, Any] = {}
+    for key in old.keys() - new.keys():
+        patch[key] = None
+    for key, value in new.items():
+        if key not in old:
+            patch[key] = value
+            continue
+        sub = merge_patch(old[key], value)
+        if sub is not None or (value is None and old[key] is not None):
+            patch[key] = sub
+    return patch or None

@@ -1,0 +1,483 @@
+"""The steps of one planning pass: requests, gating, promotion, rejection, retirement.
+
+Each step reads the observed state, appends actions and events to the ``Pass`` and returns
+where the rollout stands. Order inside a pass matters only for verdicts: a verdict is
+recorded (status is written first by the shell) before the objects it condemns are deleted.
+"""
+
+from __future__ import annotations
+
+from vllm_operator import gate
+from vllm_operator.api.resource import VLLMDeployment
+from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
+from vllm_operator.api.summary import BenchSummary
+from vllm_operator.engine.policy import LaunchPlan
+from vllm_operator.errors import SpecErrors
+from vllm_operator.render import labels, names
+from vllm_operator.render.deployment import render_deployment
+from vllm_operator.render.job import render_job
+from vllm_operator.render.services import render_candidate_service, render_serving_service
+from vllm_operator.rollout import causes, ledger
+from vllm_operator.rollout.actions import Delete, EventType, Patch
+from vllm_operator.rollout.context import Pass
+from vllm_operator.rollout.observed import STARTED_ANNOTATION, DeploymentView, JobView, parse_time
+from vllm_operator.rollout.results import job_summary
+from vllm_operator.rollout.status import Outcome, build_status, summarise
+
+PERSON_PROMOTE = "promoted by a person (annotation vllm-operator.dev/promote)"
+PERSON_ABORT = "aborted by a person (annotation vllm-operator.dev/abort)"
+
+
+def baseline_of(state: Pass, stable: str | None) -> BenchSummary | None:
+    """The stable revision's stored benchmark: the baseline of the gate."""
+    if stable is None:
+        return None
+    prev = state.previous.stable
+    if prev is not None and prev.revision == stable and prev.benchmark is not None:
+        return prev.benchmark
+    for entry in state.history:
+        if entry.revision == stable and entry.outcome == "Passed" and entry.summary is not None:
+            return entry.summary
+    return None
+
+
+def _serving_ok(state: Pass, stable: str | None) -> bool:
+    if stable is None:
+        return False
+    dep = state.observed.deployment_of(stable)
+    return dep is not None and dep.ready_replicas > 0
+
+
+def invalid_spec(state: Pass, errors: SpecErrors, stable: str | None) -> VLLMDeploymentStatus:
+    """Report an invalid spec and touch nothing: the stable revision keeps serving."""
+    observed = state.observed
+    lines = [str(e) for e in errors.errors]
+    message = "invalid spec: " + "; ".join(lines)
+    if state.previous.observed_generation != observed.generation:
+        state.event("Warning", "InvalidSpec", message)
+    serving = _serving_ok(state, stable)
+    outcome = Outcome("Degraded" if serving else "Failed", message, "InvalidSpec")
+    stable_summary = None
+    if stable is not None:
+        stable_summary = summarise(
+            observed.deployment_of(stable),
+            stable,
+            benchmark=state.previous.stable.benchmark
+            if state.previous.stable is not None and state.previous.stable.revision == stable
+            else None,
+            previous=state.previous.stable,
+            now=state.now,
+        )
+    return build_status(
+        state.previous,
+        outcome,
+        generation=observed.generation,
+        now=state.now,
+        stable=stable_summary,
+        candidate=state.previous.candidate,
+        history=state.history,
+        warnings=[],
+        gate=("Unknown", "InvalidSpec", ""),
+    )
+
+
+def handle_requests(state: Pass, desired: str, stable: str | None) -> None:
+    """Carry out new promote / abort / rerun-gate annotations, each exactly once."""
+    requests = ledger.parse_requests(state.observed.annotations)
+    handled = state.handled
+    rerun = handled.rerun
+    if requests.rerun is not None and (rerun is None or rerun.token != requests.rerun):
+        if desired == stable:
+            state.event("Normal", "RequestIgnored", f"rerun-gate: revision {desired} serves")
+            min_attempt = rerun.min_attempt if rerun is not None else 1
+        else:
+            attempts = [j.attempt for j in state.observed.jobs if j.revision == desired]
+            min_attempt = max([ledger.verdicts_on(state.history, desired), *attempts]) + 1
+            state.event(
+                "Normal",
+                "GateRerun",
+                f"re-running the gate on revision {desired} (attempt {min_attempt}), "
+                "requested by annotation vllm-operator.dev/rerun-gate",
+            )
+        rerun = ledger.Rerun(requests.rerun, desired, ledger.timestamp(state.now), min_attempt)
+        handled = ledger.Handled(handled.promote, handled.abort, rerun)
+    state.handled = handled
+    decided = state.decision(desired)
+    if requests.promote is not None and requests.promote != handled.promote:
+        if requests.promote == desired and desired != stable:
+            if decided is None or decided.outcome != "Passed":
+                state.record(
+                    GateRecord(
+                        revision=desired,
+                        outcome="Passed",
+                        reasons=[PERSON_PROMOTE],
+                        baseline_revision=stable,
+                        decided_by="person",
+                    )
+                )
+                state.event("Warning", "ForcedPromotion", f"revision {desired}: {PERSON_PROMOTE}")
+        else:
+            state.event(
+                "Warning",
+                "RequestIgnored",
+                f"promote={requests.promote} does not name the candidate revision "
+                f"({desired if desired != stable else 'none: ' + desired + ' serves'})",
+            )
+        handled = ledger.Handled(requests.promote, handled.abort, handled.rerun)
+    decided = state.decision(desired)
+    if requests.abort is not None and requests.abort != handled.abort:
+        if requests.abort == desired and desired != stable:
+            if decided is None or not ledger.is_rejection(decided, "hold"):
+                state.record(
+                    GateRecord(
+                        revision=desired,
+                        outcome="Failed",
+                        reasons=[PERSON_ABORT],
+                        baseline_revision=stable,
+                        decided_by="person",
+                    )
+                )
+                state.event("Warning", "Aborted", f"revision {desired}: {PERSON_ABORT}")
+        else:
+            state.event(
+                "Warning",
+                "RequestIgnored",
+                f"abort={requests.abort} does not name the candidate revision; the serving "
+                "revision is never aborted",
+            )
+        handled = ledger.Handled(handled.promote, requests.abort, handled.rerun)
+    if handled != state.handled or handled != ledger.parse_handled(state.observed.annotations):
+        state.handled_changed = True
+    state.handled = handled
+
+
+def _create_deployment(
+    state: Pass, vd: VLLMDeployment, revision: str, replicas: int, role: str
+) -> None:
+    manifest = render_deployment(vd, revision, replicas)
+    manifest["metadata"].setdefault("annotations", {})[STARTED_ANNOTATION] = ledger.timestamp(
+        state.now
+    )
+    state.create(manifest, role)
+
+
+def _ensure_service(state: Pass, manifest: dict[str, object], revision: str) -> None:
+    meta = manifest["metadata"]
+    assert isinstance(meta, dict)
+    current = state.observed.service(str(meta["name"]))
+    if current is None:
+        state.create(dict(manifest))
+        return
+    spec = manifest["spec"]
+    assert isinstance(spec, dict)
+    selector = spec["selector"]
+    patch: dict[str, object] = {}
+    if dict(current.selector) != selector:
+        patch["selector"] = {
+            **{k: None for k in current.selector if k not in selector},
+            **selector,
+        }
+    if current.service_type != spec["type"]:
+        patch["type"] = spec["type"]
+    if [dict(p) for p in current.ports] != spec["ports"]:
+        patch["ports"] = spec["ports"]
+    if patch:
+        state.actions.append(
+            Patch(
+                "Service",
+                current.name,
+                {
+                    "metadata": {"annotations": {labels.REVISION_ANNOTATION: revision}},
+                    "spec": patch,
+                },
+            )
+        )
+
+
+def _patch_deployment(state: Pass, dep: DeploymentView, replicas: int, role: str) -> None:
+    patch: dict[str, object] = {}
+    if dep.replicas != replicas:
+        patch["spec"] = {"replicas": replicas}
+    if dep.role != role:
+        patch["metadata"] = {"labels": {labels.ROLE_LABEL: role}}
+    if patch:
+        state.actions.append(Patch("Deployment", dep.name, patch))
+
+
+def steady(state: Pass, vd: VLLMDeployment, launch: LaunchPlan, revision: str) -> Outcome:
+    """The spec's revision serves: keep it at ``replicas`` and its Service as specified."""
+    replicas = vd.spec.replicas
+    dep = state.observed.deployment_of(revision)
+    _ensure_service(state, render_serving_service(vd, revision), revision)
+    if dep is None or dep.deleting:
+        if dep is None:
+            _create_deployment(state, vd, revision, replicas, labels.ROLE_STABLE)
+            state.event("Warning", "StableRecreated", f"revision {revision} had no Deployment")
+        state.after(1.0)
+        return Outcome("Progressing", f"recreating revision {revision}", "StableMissing")
+    _patch_deployment(state, dep, replicas, labels.ROLE_STABLE)
+    if dep.ready_replicas >= replicas and dep.replicas == replicas:
+        return Outcome(
+            "Serving",
+            f"revision {revision} serves ({dep.ready_replicas}/{replicas} Ready)",
+            "Serving",
+        )
+    return Outcome(
+        "Progressing",
+        f"revision {revision}: {dep.ready_replicas}/{replicas} Ready",
+        "Scaling",
+    )
+
+
+def rollout(
+    state: Pass, vd: VLLMDeployment, launch: LaunchPlan, desired: str, stable: str | None
+) -> tuple[Outcome, str | None]:
+    """The spec's revision is not the stable one: gate it, then promote or reject it."""
+    outcome = None
+    if state.decision(desired) is None:
+        outcome = _gate(state, vd, desired, stable)
+    decided = state.decision(desired)
+    if decided is None:
+        assert outcome is not None
+        return outcome, desired
+    if decided.outcome == "Passed":
+        return _promote(state, vd, desired, stable, decided), desired
+    if decided.outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "hold":
+        text = "; ".join(decided.reasons) or "inconclusive"
+        return Outcome(
+            "Holding",
+            f"gate inconclusive on revision {desired} ({text}); annotate "
+            f"vllm-operator.dev/promote={desired} or vllm-operator.dev/abort={desired}",
+            "GateInconclusive",
+        ), desired
+    return _reject(state, desired, stable, decided), None
+
+
+def _gate(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None) -> Outcome:
+    observed = state.observed
+    wanted = vd.spec.rollout.candidate_replicas
+    _ensure_service(state, render_candidate_service(vd, desired), desired)
+    dep = observed.deployment_of(desired)
+    deadline = state.scaled(vd.spec.rollout.progress_deadline_seconds)
+    if dep is None or dep.deleting:
+        if dep is None:
+            _create_deployment(state, vd, desired, wanted, labels.ROLE_CANDIDATE)
+            state.event("Normal", "CandidateCreated", f"revision {desired}: {wanted} replica(s)")
+            state.after(deadline)
+        else:
+            state.after(1.0)
+        return Outcome("Progressing", f"starting candidate revision {desired}", "CandidateStarting")
+    if dep.ready_replicas < wanted:
+        elapsed = state.elapsed(dep.started_at)
+        cause = causes.pods_cause(observed.pods_of_revision(desired))
+        if elapsed >= deadline:
+            reasons = [
+                f"not Ready within {vd.spec.rollout.progress_deadline_seconds} s "
+                f"({dep.ready_replicas}/{wanted} Ready)"
+            ]
+            if cause:
+                reasons.append(cause)
+            state.record(
+                GateRecord(
+                    revision=desired,
+                    outcome="Error",
+                    reasons=reasons,
+                    baseline_revision=stable,
+                    decided_by="deadline",
+                )
+            )
+            state.event("Warning", "CandidateStuck", f"revision {desired}: " + "; ".join(reasons))
+            return Outcome("Progressing", "candidate stuck", "ProgressDeadlineExceeded")
+        state.after(deadline - elapsed)
+        text = f"waiting for candidate revision {desired}: {dep.ready_replicas}/{wanted} Ready"
+        return Outcome("Progressing", text + (f" ({cause})" if cause else ""), "CandidateStarting")
+    if not vd.spec.gate.enabled:
+        state.record(
+            GateRecord(
+                revision=desired,
+                outcome="Passed",
+                reasons=["gate disabled: promoted once Ready"],
+                baseline_revision=stable,
+            )
+        )
+        return Outcome("Promoting", "gate disabled", "GateDisabled")
+    return _benchmark(state, vd, desired, stable)
+
+
+def _current_job(state: Pass, desired: str) -> JobView | None:
+    rerun = state.handled.rerun
+    floor = rerun.min_attempt if rerun is not None and rerun.revision == desired else 1
+    jobs = [
+        j
+        for j in state.observed.jobs
+        if j.revision == desired and j.attempt >= floor and not j.deleting
+    ]
+    return max(jobs, key=lambda j: j.attempt) if jobs else None
+
+
+def _benchmark(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None) -> Outcome:
+    observed = state.observed
+    baseline = baseline_of(state, stable)
+    job = _current_job(state, desired)
+    if job is None:
+        rerun = state.handled.rerun
+        floor = rerun.min_attempt if rerun is not None and rerun.revision == desired else 1
+        attempt = max(ledger.verdicts_on(state.history, desired) + 1, floor)
+        manifest = render_job(
+            vd,
+            desired,
+            attempt,
+            image=state.settings.bench_image,
+            baseline=baseline,
+            extra_env=dict(state.settings.job_env),
+            ttl_seconds=state.settings.job_ttl_seconds,
+        )
+        state.create(manifest)
+        state.event(
+            "Normal", "BenchmarkStarted", f"revision {desired}: Job {manifest['metadata']['name']}"
+        )
+        state.after(state.scaled(state.settings.job_start_seconds))
+        return Outcome("Benchmarking", f"benchmarking revision {desired}", "Benchmarking")
+    pods = observed.pods_of_job(job.name)
+    if job.finished:
+        summary = job_summary(observed, job)
+        if summary is not None:
+            verdict = gate.verdict(summary, vd.spec.gate.thresholds, baseline)
+            outcome, reasons = verdict.outcome, list(verdict.reasons)
+        else:
+            outcome = "Error"
+            reasons = [f"benchmark Job {job.name} left no summary"]
+            if job.failed_reason:
+                reasons.append(
+                    f"Job failed: {job.failed_reason} {job.failed_message or ''}".strip()
+                )
+            for extra in (causes.start_failure(pods), causes.job_pod_exit(pods)):
+                if isinstance(extra, tuple):
+                    reasons.append(extra[0])
+                elif extra:
+                    reasons.append(extra)
+        entry = state.record(
+            GateRecord(
+                revision=desired,
+                outcome=outcome,
+                reasons=reasons,
+                summary=summary,
+                baseline_revision=stable if baseline is not None else None,
+            )
+        )
+        kind: EventType = "Normal" if outcome == "Passed" else "Warning"
+        state.event(kind, f"Gate{outcome}", f"revision {desired}: " + "; ".join(entry.reasons))
+        return Outcome("Benchmarking", f"gate {outcome}", f"Gate{outcome}")
+    failure = causes.start_failure(pods)
+    limit = state.scaled(state.settings.job_start_seconds)
+    age = state.elapsed(job.created_at)
+    if failure is not None:
+        cause, hopeless = failure
+        if hopeless or age >= limit:
+            reasons = [f"benchmark Job {job.name} never started: {cause}"]
+            state.record(
+                GateRecord(
+                    revision=desired, outcome="Error", reasons=reasons, baseline_revision=stable
+                )
+            )
+            state.event("Warning", "GateError", f"revision {desired}: {reasons[0]}")
+            return Outcome("Benchmarking", "gate Error", "GateError")
+        state.after(limit - age)
+        return Outcome("Benchmarking", f"benchmark Job waiting: {cause}", "Benchmarking")
+    return Outcome(
+        "Benchmarking", f"benchmarking revision {desired} (Job {job.name})", "Benchmarking"
+    )
+
+
+def _promote(
+    state: Pass, vd: VLLMDeployment, desired: str, stable: str | None, decided: GateRecord
+) -> Outcome:
+    target = vd.spec.replicas
+    dep = state.observed.deployment_of(desired)
+    if dep is None or dep.deleting:
+        if dep is None:
+            _create_deployment(state, vd, desired, target, labels.ROLE_CANDIDATE)
+            state.event("Normal", "CandidateCreated", f"revision {desired}: {target} replica(s)")
+        state.after(1.0)
+        return Outcome("Promoting", f"starting revision {desired}", "Promoting")
+    if dep.replicas != target:
+        state.event("Normal", "Promoting", f"scaling revision {desired} to {target} replica(s)")
+    _patch_deployment(state, dep, target, labels.ROLE_CANDIDATE)
+    since = parse_time(decided.finished_at)
+    deadline = state.scaled(vd.spec.rollout.progress_deadline_seconds)
+    elapsed = state.elapsed(since)
+    proven = min(vd.spec.rollout.candidate_replicas, target)
+    enough = dep.replicas == target and dep.ready_replicas >= target
+    # Escape from a full GPU cluster: the old revision holds the GPUs the rest of the new
+    # one needs. After the deadline, switch at the size the gate proved, then retire.
+    escape = elapsed >= deadline and dep.ready_replicas >= max(proven, 1)
+    if enough or escape:
+        _ensure_service(state, render_serving_service(vd, desired), desired)
+        state.actions.append(
+            Patch(
+                "Deployment",
+                dep.name,
+                {"metadata": {"labels": {labels.ROLE_LABEL: labels.ROLE_STABLE}}},
+            )
+        )
+        why = "" if enough else f" after the progress deadline, at {dep.ready_replicas}/{target}"
+        state.event(
+            "Normal",
+            "Promoted",
+            f"serving Service now selects revision {desired} ({dep.ready_replicas} Ready{why})"
+            + (f"; retiring revision {stable}" if stable else ""),
+        )
+        state.after(0.0)
+        return Outcome("Promoting", f"switching traffic to revision {desired}", "Promoting")
+    state.after(max(deadline - elapsed, 1.0))
+    return Outcome(
+        "Promoting",
+        f"scaling revision {desired} to {target}: {dep.ready_replicas} Ready",
+        "Promoting",
+    )
+
+
+def _reject(state: Pass, desired: str, stable: str | None, decided: GateRecord) -> Outcome:
+    dep = state.observed.deployment_of(desired)
+    if dep is not None and not dep.deleting:
+        state.delete("Deployment", dep.name)
+        state.event(
+            "Normal", "CandidateRemoved", f"revision {desired} rejected: Deployment deleted"
+        )
+    text = "; ".join(decided.reasons[:3]) or decided.outcome
+    if _serving_ok(state, stable):
+        return Outcome(
+            "Degraded",
+            f"revision {desired} rejected ({decided.outcome}: {text}); revision {stable} serves",
+            "CandidateRejected",
+        )
+    return Outcome(
+        "Failed",
+        f"revision {desired} rejected ({decided.outcome}: {text}); nothing serves",
+        "CandidateRejected",
+    )
+
+
+def retire(state: Pass, keep: set[str]) -> None:
+    """Delete every Deployment and Job that no longer has a role."""
+    observed = state.observed
+    doomed = {(a.kind, a.name) for a in state.actions if isinstance(a, Delete)}
+    for dep in observed.deployments:
+        if dep.revision in keep or dep.deleting or ("Deployment", dep.name) in doomed:
+            continue
+        state.delete("Deployment", dep.name)
+        reason = "RevisionRetired" if dep.role == labels.ROLE_STABLE else "CandidateAbandoned"
+        state.event("Normal", reason, f"revision {dep.revision}: Deployment {dep.name} deleted")
+    current = None
+    for revision in keep:
+        if state.decision(revision) is None:
+            current = _current_job(state, revision) or current
+    for job in observed.jobs:
+        if job.deleting or (current is not None and job.name == current.name):
+            continue
+        if not job.finished and job.revision not in keep:
+            state.event("Normal", "BenchmarkAbandoned", f"Job {job.name} deleted")
+        state.delete("Job", job.name)
+
+
+__all__ = ["baseline_of", "handle_requests", "invalid_spec", "names", "retire", "rollout", "steady"]

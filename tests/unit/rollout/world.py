@@ -1,0 +1,288 @@
+"""A tiny in-memory cluster for planner tests: applies plans and plays the controllers.
+
+Not an API server: just enough to run the planner pass after pass (create-if-absent,
+merge patch, delete) and to let a test say "the candidate is Ready" or "the Job finished
+with this summary". Integration tests run the real thing against DevCluster.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from vllm_operator.api.summary import BenchSummary
+from vllm_operator.render import labels
+from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, observe, plan
+
+T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def merge(target: Any, patch: Any) -> Any:
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge(out.get(key), value)
+    return out
+
+
+def spec(
+    image: str = "vllm/vllm-openai:v0.17.0",
+    mode: str = "throughput",
+    **extra: Any,
+) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "model": {"name": "Qwen/Qwen3-8B"},
+        "engine": {"image": image, "performanceMode": mode},
+        "replicas": 2,
+    }
+    return merge(doc, extra)
+
+
+def summary(
+    *,
+    median_ms: float = 900.0,
+    tokens: float = 1000.0,
+    passed: int = 13,
+    total: int = 13,
+) -> BenchSummary:
+    return BenchSummary.model_validate(
+        {
+            "model": "Qwen/Qwen3-8B",
+            "latency": [
+                {
+                    "prompt_class": c,
+                    "requests": 5,
+                    "median_ms": median_ms * f,
+                    "ttft_ms": 50.0,
+                    "output_tokens": 64,
+                    "e2e_tokens_per_second": 70.0,
+                    "decode_tokens_per_second": 75.0,
+                }
+                for c, f in (("short", 0.5), ("medium", 1.0), ("long", 2.0))
+            ],
+            "concurrency": [
+                {
+                    "concurrency": n,
+                    "aggregate_tokens_per_second": tokens * n,
+                    "requests_per_second": n * 1.0,
+                    "requests": n * 4,
+                }
+                for n in (1, 2, 4, 8)
+            ],
+            "quality": {
+                "suite": "default",
+                "passed": passed,
+                "total": total,
+                "failed": [f"t{i}" for i in range(total - passed)],
+            },
+        }
+    )
+
+
+class World:
+    """One VLLMDeployment and its children, in memory."""
+
+    def __init__(self, spec_doc: dict[str, Any], settings: Settings | None = None) -> None:
+        self.now = T0
+        self.settings = settings or Settings(bench_image="op:1", job_start_seconds=120)
+        self.body: dict[str, Any] = {
+            "apiVersion": "vllm-operator.dev/v1alpha1",
+            "kind": "VLLMDeployment",
+            "metadata": {
+                "name": "qwen",
+                "namespace": "ml",
+                "uid": "uid-1",
+                "generation": 1,
+                "annotations": {},
+            },
+            "spec": spec_doc,
+        }
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.logs: dict[str, str] = {}
+        self.plans: list[Plan] = []
+        self.selector_changes: list[tuple[str, int]] = []  # (revision, ready at the switch)
+
+    # -- the operator side -------------------------------------------------------------
+    def plan(self) -> Plan:
+        objs = self.objects
+        return plan(
+            observe(
+                copy.deepcopy(self.body),
+                deployments=[o for (k, _), o in objs.items() if k == "Deployment"],
+                services=[o for (k, _), o in objs.items() if k == "Service"],
+                jobs=[o for (k, _), o in objs.items() if k == "Job"],
+                pods=[o for (k, _), o in objs.items() if k == "Pod"],
+                logs=self.logs,
+            ),
+            self.now,
+            self.settings,
+        )
+
+    def apply(self, p: Plan) -> None:
+        self.body["status"] = p.status.to_wire()
+        for key, value in p.annotations.items():
+            annotations = self.body["metadata"].setdefault("annotations", {})
+            if value is None:
+                annotations.pop(key, None)
+            else:
+                annotations[key] = value
+        for action in p.actions:
+            if isinstance(action, Create):
+                key = (action.kind, action.name)
+                if key not in self.objects:
+                    obj = copy.deepcopy(dict(action.manifest))
+                    obj["metadata"]["creationTimestamp"] = self.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+                    self.objects[key] = obj
+                    self._selector_changed(action.kind, action.name)
+            elif isinstance(action, Patch):
+                key = (action.kind, action.name)
+                assert key in self.objects, f"patch of a missing {key}"
+                self.objects[key] = merge(self.objects[key], dict(action.patch))
+                self._selector_changed(action.kind, action.name)
+            elif isinstance(action, Delete):
+                self.objects.pop((action.kind, action.name), None)
+                if action.kind == "Job":
+                    for k in [
+                        k
+                        for k, o in self.objects.items()
+                        if k[0] == "Pod" and self._job_of(o) == action.name
+                    ]:
+                        del self.objects[k]
+        self.plans.append(p)
+
+    def step(self) -> Plan:
+        p = self.plan()
+        self.apply(p)
+        return p
+
+    def settle(self, limit: int = 10) -> Plan:
+        """Plan and apply until a pass has no actions (a fixed point)."""
+        p = self.step()
+        for _ in range(limit):
+            if not p.actions and not p.annotations:
+                return p
+            p = self.step()
+        raise AssertionError(f"no fixed point: {p.kinds()}")
+
+    # -- the cluster side ----------------------------------------------------------------
+    def _job_of(self, obj: dict[str, Any]) -> str | None:
+        return obj["metadata"].get("labels", {}).get(f"{labels.DOMAIN}/job")
+
+    def _selector_changed(self, kind: str, name: str) -> None:
+        if kind != "Service" or name != "qwen":
+            return
+        rev = self.objects[(kind, name)]["spec"]["selector"][labels.REVISION_LABEL]
+        dep = self.deployment(rev)
+        ready = dep.get("status", {}).get("readyReplicas", 0) if dep else 0
+        if not self.selector_changes or self.selector_changes[-1][0] != rev:
+            self.selector_changes.append((rev, ready))
+
+    def set_spec(self, spec_doc: dict[str, Any]) -> None:
+        self.body["spec"] = spec_doc
+        self.body["metadata"]["generation"] += 1
+
+    def annotate(self, key: str, value: str | None) -> None:
+        annotations = self.body["metadata"].setdefault("annotations", {})
+        if value is None:
+            annotations.pop(key, None)
+        else:
+            annotations[key] = value
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+    def kinds(self, kind: str) -> list[str]:
+        return sorted(n for k, n in self.objects if k == kind)
+
+    def deployment(self, revision: str) -> dict[str, Any] | None:
+        for (k, _), o in self.objects.items():
+            if k == "Deployment" and o["metadata"]["labels"][labels.REVISION_LABEL] == revision:
+                return o
+        return None
+
+    def revisions(self) -> list[str]:
+        return sorted(
+            o["metadata"]["labels"][labels.REVISION_LABEL]
+            for (k, _), o in self.objects.items()
+            if k == "Deployment"
+        )
+
+    def serving(self) -> str | None:
+        svc = self.objects.get(("Service", "qwen"))
+        return svc["spec"]["selector"][labels.REVISION_LABEL] if svc else None
+
+    def ready_all(self) -> None:
+        """Every Deployment has all its replicas Ready (the kubelet did its job)."""
+        for (k, _), o in self.objects.items():
+            if k == "Deployment":
+                o["status"] = {"readyReplicas": o["spec"]["replicas"]}
+
+    def ready(self, revision: str, count: int) -> None:
+        dep = self.deployment(revision)
+        assert dep is not None
+        dep["status"] = {"readyReplicas": count}
+
+    def job(self) -> dict[str, Any]:
+        jobs = [o for (k, _), o in self.objects.items() if k == "Job"]
+        assert len(jobs) == 1, [j["metadata"]["name"] for j in jobs]
+        return jobs[0]
+
+    def add_pod(self, name: str, pod_labels: dict[str, str], status: dict[str, Any]) -> None:
+        self.objects[("Pod", name)] = {
+            "metadata": {"name": name, "labels": pod_labels},
+            "status": status,
+        }
+
+    def finish_job(
+        self,
+        result: BenchSummary | None,
+        *,
+        exit_code: int = 0,
+        in_log: bool = False,
+        failed_reason: str | None = None,
+    ) -> None:
+        job = self.job()
+        name = job["metadata"]["name"]
+        message = json.dumps(result.to_wire()) if result is not None else ""
+        terminated: dict[str, Any] = {"exitCode": exit_code, "reason": "Completed"}
+        if message and not in_log:
+            terminated["message"] = message
+        if in_log and message:
+            self.logs[name] = "progress line\n" + message + "\n"
+        self.add_pod(
+            f"{name}-pod",
+            dict(job["spec"]["template"]["metadata"]["labels"]),
+            {
+                "phase": "Succeeded",
+                "containerStatuses": [{"name": "bench", "state": {"terminated": terminated}}],
+            },
+        )
+        if exit_code == 0 and failed_reason is None:
+            job["status"] = {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
+        else:
+            job["status"] = {
+                "failed": 1,
+                "conditions": [
+                    {
+                        "type": "Failed",
+                        "status": "True",
+                        "reason": failed_reason or "BackoffLimitExceeded",
+                    }
+                ],
+            }
+
+    @property
+    def status(self) -> dict[str, Any]:
+        return self.body.get("status", {})
+
+    def condition(self, kind: str) -> dict[str, Any]:
+        return next(c for c in self.status["conditions"] if c["type"] == kind)
+
+    def events(self) -> list[str]:
+        return [e.reason for p in self.plans for e in p.events]
