@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from vllm_operator.engine import catalog
 from vllm_operator.engine.catalog import Flag
-from vllm_operator.engine.tables import EAGER_COST
+from vllm_operator.engine.tables import EAGER_COST, REMOVED_FLAG_FAMILIES
 from vllm_operator.engine.version import Version
 from vllm_operator.errors import SpecError
 
@@ -110,9 +110,28 @@ def _is_optimization_zero(occ: Occurrence) -> bool:
     return occ.flag.name == "--optimization-level" and occ.value == "0"
 
 
+def _family_errors(extra_args: list[str], version: Version) -> list[SpecError]:
+    errors: list[SpecError] = []
+    for i, token in enumerate(extra_args):
+        if catalog.lookup(token) is not None:
+            continue  # catalogued members are judged by their own row
+        for family in REMOVED_FLAG_FAMILIES:
+            if token.startswith(family.prefix) and version >= family.removed_in:
+                errors.append(
+                    SpecError(
+                        f"{FIELD}[{i}]",
+                        f"{token.split('=', 1)[0]} does not exist in vLLM {version} "
+                        f"({family.prefix}* removed in {family.removed_in})",
+                        f"use {family.replacement}",
+                    )
+                )
+    return errors
+
+
 def check(extra_args: list[str], version: Version, performance_mode: str) -> ExtraArgsReport:
     """Check the extra args for ``version``; errors name ``spec.engine.extraArgs[i]``."""
     occurrences, errors = scan(extra_args)
+    errors += _family_errors(extra_args, version)
     warnings: list[str] = []
     runs_eager = False
     pp = 1

@@ -44,8 +44,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description=(
-            "Print the Kubernetes manifests one or more VLLMDeployment resources become: "
-            "vLLM flags checked against the vLLM version, probes sized for warm-up, the "
+            "Print the Kubernetes manifests one or more VLLMDeployment resources become:\n"
+            "vLLM flags checked against the vLLM version, probes sized for warm-up, the\n"
             "library-path fix, volumes and Services. Needs no cluster."
         ),
         epilog=EPILOG,

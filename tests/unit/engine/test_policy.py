@@ -300,3 +300,13 @@ def test_nul_characters_are_refused(make_spec: MakeSpec) -> None:
     with pytest.raises(SpecErrors) as info:
         plan_launch(make_spec(extraArgs=["--x", "a\x00b"]))
     assert fields_of(info.value) == ["spec.engine.extraArgs[1]"]
+
+
+def test_removed_flag_family_is_refused_by_prefix(make_spec: MakeSpec) -> None:
+    args = ["--guided-decoding-disable-fallback"]
+    assert plan_launch(make_spec("vllm/vllm-openai:v0.10.2", extraArgs=args))
+    with pytest.raises(SpecErrors) as info:
+        plan_launch(make_spec("vllm/vllm-openai:v0.12.0", extraArgs=["--seed", "1", *args]))
+    (error,) = info.value.errors
+    assert error.field == "spec.engine.extraArgs[2]"
+    assert error.fix == "use --structured-outputs-config"
