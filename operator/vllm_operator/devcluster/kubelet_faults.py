@@ -1,0 +1,94 @@
+"""Fault injection and image emulation for the local kubelet.
+
+Faults are how tests (and ``demo --apply``) reproduce what a GPU cluster does to a rollout
+without a GPU cluster: an image that never pulls, a pod no node can take (by label, or by
+GPU count over a configured capacity), a server that never becomes Ready. Rules match pods by
+image (shell-style pattern) and/or labels; they are read on every reconcile, so a test may
+swap ``kubelet.faults`` between steps. They apply to pods the kubelet has not started yet.
+
+Image env: a real image bakes environment into the container (the 0.16/0.17
+``vllm/vllm-openai`` images put the CUDA toolkit on LD_LIBRARY_PATH); ``default_image_env``
+reproduces that so the entrypoint's library-path fix has something real to fix.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from vllm_operator.engine.version import v, version_from_image
+
+Obj = dict[str, Any]
+
+GPU_SUFFIX = "/gpu"
+
+
+@dataclass(frozen=True)
+class Match:
+    """Pods whose image matches ``image`` (if given) and which carry all ``labels``."""
+
+    image: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def matches(self, pod: Obj) -> bool:
+        containers = (pod.get("spec") or {}).get("containers") or [{}]
+        image = str(containers[0].get("image") or "")
+        if self.image is not None and not fnmatch.fnmatchcase(image, self.image):
+            return False
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        return all(labels.get(k) == val for k, val in self.labels.items())
+
+
+@dataclass(frozen=True)
+class Faults:
+    """What goes wrong, and how many GPUs the (single) node has."""
+
+    image_pull: tuple[Match, ...] = ()
+    unschedulable: tuple[Match, ...] = ()
+    never_ready: tuple[Match, ...] = ()
+    gpu_capacity: int | None = None  # None: unlimited
+
+    def image_fault(self, pod: Obj) -> str | None:
+        if any(m.matches(pod) for m in self.image_pull):
+            image = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("image")
+            return f'Failed to pull image "{image}": manifest unknown (devcluster fault)'
+        return None
+
+    def is_never_ready(self, pod: Obj) -> bool:
+        return any(m.matches(pod) for m in self.never_ready)
+
+    def unschedulable_reason(self, pod: Obj, gpus_in_use: int) -> str | None:
+        if any(m.matches(pod) for m in self.unschedulable):
+            return "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
+        need, resource = gpu_request(pod)
+        if self.gpu_capacity is not None and need and gpus_in_use + need > self.gpu_capacity:
+            return f"0/1 nodes are available: 1 Insufficient {resource}."
+        return None
+
+
+def gpu_request(pod: Obj) -> tuple[int, str]:
+    """GPUs the pod asks for (any extended resource ending in ``/gpu``) and its name."""
+    total, name = 0, "nvidia.com/gpu"
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        res = container.get("resources") or {}
+        for section in ("limits", "requests"):
+            for key, value in (res.get(section) or {}).items():
+                if key.endswith(GPU_SUFFIX):
+                    try:
+                        count = int(str(value))
+                    except ValueError:
+                        continue
+                    total, name = max(total, count), key
+    return total, name
+
+
+def default_image_env(image: str) -> dict[str, str]:
+    """Env the real image sets: vLLM 0.16/0.17 images put CUDA 12.9 on LD_LIBRARY_PATH."""
+    if "vllm-openai" not in image:
+        return {}
+    version = version_from_image(image)
+    if version is not None and v("0.16.0") <= version < v("0.18.0"):
+        return {"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64:/usr/local/cuda/lib64"}
+    return {}

@@ -1,0 +1,302 @@
+"""Turn a Pod's first container into a local process: argv, environment, files, port.
+
+A container sees paths and names that do not exist on a laptop. The kubelet maps them into
+the pod's own directory (``<workdir>/<namespace>/<pod>/fs``) and rewrites every argv item and
+env value that names them, so the rendered manifest runs unchanged:
+
+=================================  ==========================================================
+container                          local
+=================================  ==========================================================
+``volumeMounts[].mountPath``       ``fs/<mountPath>`` (emptyDir: empty; configMap/secret: keys
+                                   written as files; PVC: ``<workdir>/pvc/<ns>/<claim>``,
+                                   shared by pods and kept across restarts)
+``terminationMessagePath``         ``fs/dev/termination-log`` (read back as the message)
+``/dev/shm``, ``/root`` (HOME)     ``fs/dev/shm``, ``fs/root``: so HF_HOME and VLLM_CACHE_ROOT
+                                   under ``/root/.cache`` land in the pod directory
+``--port N`` / ``--port=N``        a free local port; the pod's address is 127.0.0.1:port
+``http://svc[.ns[.svc[.cluster     ``http://127.0.0.1:<proxy>``, the kubelet's proxy of that
+.local]]]:port``                   Service port
+``PATH``                           the ``vllm`` shim directory, then this Python's bin dir
+=================================  ==========================================================
+
+Kubernetes' ``$(VAR)`` references in command, args and env values are expanded the way the
+real kubelet does (``$$`` escapes). Image defaults (the env a real image bakes in, such as
+LD_LIBRARY_PATH of the 0.16/0.17 vLLM images) come from the kubelet configuration.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vllm_operator.engine.version import version_from_image
+
+Obj = dict[str, Any]
+ServiceResolver = Callable[[str, str, int], "str | None"]  # (namespace, host, port) -> host:port
+
+DEFAULT_TERMINATION_PATH = "/dev/termination-log"
+_FIXED_ROOTS = ("/dev/shm", "/root")
+_VAR_RE = re.compile(r"\$\$|\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
+_URL_RE = re.compile(r"(https?)://([a-z0-9]([-a-z0-9.]*[a-z0-9])?):(\d+)")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def expand_vars(text: str, env: Mapping[str, str]) -> str:
+    """Kubernetes ``$(VAR)`` expansion: defined names are replaced, ``$$`` becomes ``$``."""
+
+    def repl(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name = m.group(1)
+        return env[name] if name in env else m.group(0)
+
+    return _VAR_RE.sub(repl, text)
+
+
+class PathMap:
+    """Container path prefixes -> local directories, applied to argv items and env values."""
+
+    def __init__(self, roots: Mapping[str, Path]) -> None:
+        self.roots = dict(sorted(roots.items(), key=lambda kv: -len(kv[0])))
+        if self.roots:
+            alt = "|".join(re.escape(r.rstrip("/")) for r in self.roots)
+            self._re: re.Pattern[str] | None = re.compile(
+                rf"(?:^|(?<=[=:,\s\"']))({alt})(?=/|$|[:,\s\"'])"
+            )
+        else:
+            self._re = None
+
+    def local(self, container_path: str) -> Path:
+        return Path(self.apply(container_path))
+
+    def apply(self, text: str) -> str:
+        if self._re is None:
+            return text
+        return self._re.sub(lambda m: str(self.roots[m.group(1)]), text)
+
+
+def rewrite_service_urls(text: str, namespace: str, resolve: ServiceResolver) -> str:
+    """``http://<svc>[.<ns>[.svc[.cluster.local]]]:<port>`` -> the kubelet's proxy address."""
+
+    def repl(m: re.Match[str]) -> str:
+        host, port = m.group(2), int(m.group(4))
+        parts = host.split(".")
+        ns = namespace
+        if len(parts) >= 2:
+            ns = parts[1]
+            if parts[2:] not in ([], ["svc"], ["svc", "cluster", "local"]):
+                return m.group(0)
+        target = resolve(ns, parts[0], port)
+        return f"{m.group(1)}://{target}" if target else m.group(0)
+
+    return _URL_RE.sub(repl, text)
+
+
+def rewrite_port(argv: list[str], port: int) -> tuple[list[str], int | None]:
+    """Replace the value of ``--port`` with ``port``; also return the port it asked for."""
+    out = list(argv)
+    for i, item in enumerate(out):
+        if item == "--port" and i + 1 < len(out):
+            asked = int(out[i + 1]) if out[i + 1].isdigit() else None
+            out[i + 1] = str(port)
+            return out, asked
+        if item.startswith("--port="):
+            value = item.split("=", 1)[1]
+            out[i] = f"--port={port}"
+            return out, int(value) if value.isdigit() else None
+    return out, None
+
+
+@dataclass
+class Launch:
+    """Everything needed to start (and restart) one container instance."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    port: int | None  # local port the process listens on
+    container_ports: dict[str, int]  # named and numbered container ports -> local port
+    termination_path: Path
+    log_path: Path
+
+
+@dataclass
+class LaunchContext:
+    """What the kubelet knows besides the pod: cluster objects and local conventions."""
+
+    workdir: Path
+    shim_dir: Path | None
+    python_bin: Path
+    secret: Callable[[str, str], Obj | None]  # (namespace, name) -> Secret
+    config_map: Callable[[str, str], Obj | None]
+    resolve_service: ServiceResolver
+    image_env: Callable[[str], dict[str, str]]
+    extra_env: Mapping[str, str]
+
+
+def _key_value(obj: Obj | None, key: str, encoded: bool) -> str | None:
+    if obj is None:
+        return None
+    if encoded:
+        raw = (obj.get("data") or {}).get(key)
+        if raw is not None:
+            return base64.b64decode(raw).decode(errors="replace")
+        string = (obj.get("stringData") or {}).get(key)
+        return None if string is None else str(string)
+    value = (obj.get("data") or {}).get(key)
+    return None if value is None else str(value)
+
+
+def _write_items(target: Path, obj: Obj | None, encoded: bool, items: list[Obj] | None) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    if obj is None:
+        return
+    keys = list((obj.get("data") or {}).keys()) + list((obj.get("stringData") or {}).keys())
+    wanted = (
+        [(i["key"], i.get("path") or i["key"]) for i in items] if items else [(k, k) for k in keys]
+    )
+    for key, rel in wanted:
+        value = _key_value(obj, key, encoded)
+        if value is not None:
+            dest = target / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(value)
+
+
+def _mounts(pod: Obj, container: Obj, poddir: Path, ctx: LaunchContext) -> dict[str, Path]:
+    ns = str(pod["metadata"].get("namespace") or "default")
+    volumes = {v.get("name"): v for v in (pod.get("spec") or {}).get("volumes") or []}
+    roots: dict[str, Path] = {}
+    for mount in container.get("volumeMounts") or []:
+        path = str(mount.get("mountPath") or "").rstrip("/")
+        if not path.startswith("/"):
+            continue
+        vol = volumes.get(mount.get("name")) or {}
+        local = poddir / "fs" / path.lstrip("/")
+        if "persistentVolumeClaim" in vol:
+            claim = vol["persistentVolumeClaim"].get("claimName", "claim")
+            local = ctx.workdir / "pvc" / ns / claim
+        if mount.get("subPath"):
+            local = local / str(mount["subPath"])
+        if "configMap" in vol:
+            cm = vol["configMap"]
+            _write_items(local, ctx.config_map(ns, cm.get("name", "")), False, cm.get("items"))
+        elif "secret" in vol:
+            sec = vol["secret"]
+            _write_items(local, ctx.secret(ns, sec.get("secretName", "")), True, sec.get("items"))
+        local.mkdir(parents=True, exist_ok=True)
+        roots[path] = local
+    return roots
+
+
+def _pod_env(pod: Obj, container: Obj, ctx: LaunchContext, base: dict[str, str]) -> dict[str, str]:
+    ns = str(pod["metadata"].get("namespace") or "default")
+    env = dict(base)
+    for item in container.get("env") or []:
+        name = str(item.get("name"))
+        if "value" in item or "valueFrom" not in item:
+            env[name] = expand_vars(str(item.get("value") or ""), env)
+            continue
+        ref = item["valueFrom"]
+        value: str | None = None
+        if "secretKeyRef" in ref:
+            r = ref["secretKeyRef"]
+            value = _key_value(ctx.secret(ns, r.get("name", "")), r.get("key", ""), True)
+        elif "configMapKeyRef" in ref:
+            r = ref["configMapKeyRef"]
+            value = _key_value(ctx.config_map(ns, r.get("name", "")), r.get("key", ""), False)
+        elif "fieldRef" in ref:
+            field_path = ref["fieldRef"].get("fieldPath", "")
+            value = {
+                "metadata.name": pod["metadata"].get("name"),
+                "metadata.namespace": ns,
+                "status.podIP": "127.0.0.1",
+                "status.hostIP": "127.0.0.1",
+                "spec.nodeName": "devcluster",
+            }.get(field_path)
+        if value is not None:  # an absent Secret key leaves the variable unset
+            env[name] = value
+    return env
+
+
+def prepare_launch(pod: Obj, poddir: Path, ctx: LaunchContext) -> Launch:
+    """Build the local launch of the pod's first container (dirs are created here)."""
+    spec = pod.get("spec") or {}
+    container: Obj = (spec.get("containers") or [{}])[0]
+    ns = str(pod["metadata"].get("namespace") or "default")
+    image = str(container.get("image") or "")
+    (poddir / "logs").mkdir(parents=True, exist_ok=True)
+    roots = _mounts(pod, container, poddir, ctx)
+    term_path = str(container.get("terminationMessagePath") or DEFAULT_TERMINATION_PATH)
+    roots.setdefault(term_path, poddir / "fs" / term_path.lstrip("/"))
+    roots[term_path].parent.mkdir(parents=True, exist_ok=True)
+    for fixed in _FIXED_ROOTS:
+        roots.setdefault(fixed, poddir / "fs" / fixed.lstrip("/"))
+    paths = PathMap(roots)
+    for fixed in _FIXED_ROOTS:
+        roots[fixed].mkdir(parents=True, exist_ok=True)
+    tmp = poddir / "fs" / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    base = {
+        "HOSTNAME": str(pod["metadata"].get("name")),
+        "LANG": "C.UTF-8",
+        "PYTHONUNBUFFERED": "1",
+        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+    }
+    base.update(ctx.image_env(image))
+    version = version_from_image(image)
+    if version is not None:
+        base["VLLM_SIM_VERSION"] = str(version)
+    base.update(ctx.extra_env)
+    env = _pod_env(pod, container, ctx, base)
+    env = {k: rewrite_service_urls(paths.apply(v), ns, ctx.resolve_service) for k, v in env.items()}
+    env["HOME"] = str(roots["/root"])
+    env["TMPDIR"] = str(tmp)
+    search = [str(ctx.python_bin), "/usr/local/bin", "/usr/bin", "/bin"]
+    if ctx.shim_dir is not None:
+        search.insert(0, str(ctx.shim_dir))
+    env["PATH"] = ":".join(search)
+    argv = [*(container.get("command") or []), *(container.get("args") or [])]
+    argv = [
+        rewrite_service_urls(paths.apply(expand_vars(str(a), env)), ns, ctx.resolve_service)
+        for a in argv
+    ]
+    port = None
+    container_ports: dict[str, int] = {}
+    declared = [p for p in container.get("ports") or [] if p.get("containerPort")]
+    if any(a == "--port" or a.startswith("--port=") for a in argv) or declared:
+        port = free_port()
+        argv, asked = rewrite_port(argv, port)
+        if asked is None and declared:
+            argv.extend(["--port", str(port)])  # vLLM's default 8000 would collide locally
+        for p in declared:
+            container_ports[str(p["containerPort"])] = port
+            if p.get("name"):
+                container_ports[str(p["name"])] = port
+        if asked is not None:
+            container_ports[str(asked)] = port
+    workdir = container.get("workingDir")
+    cwd = paths.local(str(workdir)) if workdir else poddir / "fs"
+    if workdir and not str(cwd).startswith(str(poddir)):
+        cwd = poddir / "fs" / str(workdir).lstrip("/")
+    cwd.mkdir(parents=True, exist_ok=True)
+    name = str(container.get("name") or "main")
+    return Launch(
+        argv=argv,
+        env=env,
+        cwd=cwd,
+        port=port,
+        container_ports=container_ports,
+        termination_path=roots[term_path],
+        log_path=poddir / "logs" / f"{name}.log",
+    )

@@ -1,0 +1,82 @@
+"""Services as local TCP proxies: kube-proxy's job, one listening socket per Service port.
+
+Each Service port gets a loopback listener that forwards every new connection to one of
+the Ready pods its selector matches (round robin). Backends are recomputed on every
+reconcile, so a selector switch (the operator promoting a revision) takes effect for the
+next connection, exactly like endpoints in a cluster. With no Ready backend a connection
+is closed at once: the client sees the same failure as a Service without endpoints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+
+log = logging.getLogger(__name__)
+
+
+class ServiceProxy:
+    """A listener on 127.0.0.1:<free port> forwarding to the current backends."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.backends: list[tuple[str, int]] = []
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._rr = itertools.count()
+        self._conns: set[asyncio.Task[None]] = set()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+        for task in list(self._conns):
+            task.cancel()
+        for task in list(self._conns):
+            with contextlib.suppress(BaseException):
+                await task
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._conns.add(task)
+        try:
+            if not self.backends:
+                return
+            host, port = self.backends[next(self._rr) % len(self.backends)]
+            try:
+                up_reader, up_writer = await asyncio.open_connection(host, port)
+            except OSError:
+                return
+            try:
+                await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+            finally:
+                up_writer.close()
+        finally:
+            writer.close()
+            if task is not None:
+                self._conns.discard(task)
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            if writer.can_write_eof():
+                writer.write_eof()

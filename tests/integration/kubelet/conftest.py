@@ -1,0 +1,33 @@
+"""Fixtures for the local kubelet tests: a kubelet started on the ``devcluster`` fixture."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_operator.devcluster import DevCluster
+from vllm_operator.devcluster.kubelet import Kubelet
+
+
+@pytest.fixture
+def make_kubelet(devcluster: DevCluster, tmp_path: Path) -> Iterator[Callable[..., Kubelet]]:
+    started: list[Kubelet] = []
+
+    def make(**kw: Any) -> Kubelet:
+        kw.setdefault("time_scale", 0.01)
+        kubelet = Kubelet(devcluster, tmp_path / f"kubelet{len(started)}", **kw)
+        kubelet.start()
+        started.append(kubelet)
+        return kubelet
+
+    yield make
+    for kubelet in started:
+        kubelet.stop()
+
+
+@pytest.fixture
+def kubelet(make_kubelet: Callable[..., Kubelet]) -> Kubelet:
+    return make_kubelet()

@@ -1,0 +1,62 @@
+"""Rendered vLLM pods run the simulator through the real entrypoint: rendering bugs show."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from vllm_operator.api import parse_vllm_deployment
+from vllm_operator.devcluster import DevCluster
+from vllm_operator.devcluster.kubelet import Kubelet
+from vllm_operator.render import render_deployment, render_serving_service
+
+from .helpers import container_status, pods_of, status_of, wait
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "qwen3-30b-a3b-v0.17-throughput.yaml"
+
+
+def _resource(name: str, fix: str) -> Any:
+    cr = yaml.safe_load(EXAMPLE.read_text())
+    cr = copy.deepcopy(cr)
+    cr["metadata"]["name"] = name
+    cr["spec"]["replicas"] = 1
+    cr["spec"]["engine"]["libraryPathFix"] = fix
+    cr["spec"]["engine"]["env"] = [{"name": "VLLM_SIM_TIME_SCALE", "value": "0.005"}]
+    return parse_vllm_deployment(cr)
+
+
+def test_library_path_fix_decides_whether_017_starts(
+    devcluster: DevCluster, kubelet: Kubelet
+) -> None:
+    # The kubelet gives 0.17 images their real LD_LIBRARY_PATH (CUDA toolkit included).
+    fixed, broken = _resource("fixed", "auto"), _resource("broken", "none")
+    for vd in (fixed, broken):
+        devcluster.create(render_deployment(vd, "r1", 1))
+    devcluster.create(render_serving_service(fixed, "r1"))
+
+    wait(
+        lambda: (
+            status_of(devcluster, "apps/v1", "deployments", "fixed-r1").get("readyReplicas") == 1
+        ),
+        what="auto: the simulated 0.17 server is Ready",
+    )
+    address = kubelet.service_address("default", "fixed", 8000)
+    models = httpx.get(f"http://{address}/v1/models", timeout=5).json()
+    assert models["data"][0]["id"] == "qwen3-30b-a3b"  # --served-model-name from the render
+    version = httpx.get(f"http://{address}/version", timeout=5).json()
+    assert version["version"].startswith("0.17.0")  # VLLM_SIM_VERSION from the image tag
+
+    def crashed() -> dict[str, Any] | None:
+        pods = [p for p in pods_of(devcluster) if p["metadata"]["name"].startswith("broken-")]
+        cs = container_status(pods[0]) if pods else {}
+        return cs if cs.get("lastState", {}).get("terminated") else None
+
+    cs = wait(crashed, what="none: the pod crashes")
+    message = cs["lastState"]["terminated"]["message"]
+    assert "CUBLAS_STATUS_INVALID_VALUE" in message
+    assert cs["ready"] is False
+    assert status_of(devcluster, "apps/v1", "deployments", "broken-r1").get("readyReplicas") == 0
