@@ -42,6 +42,14 @@ class ConcurrencyFigures(APIModel):
         ge=0, description="Output tokens/s of all streams over the steady window."
     )
     requests_per_second: float = Field(ge=0, description="Completed requests per second.")
+    requests: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "Requests completed at this level; the gate calls a level with fewer requests "
+            "than streams too thin to compare."
+        ),
+    )
 
 
 class QualityFigures(APIModel):
@@ -50,7 +58,13 @@ class QualityFigures(APIModel):
     suite: str = Field(description="Suite name.")
     passed: int = Field(ge=0, description="Tests passed.")
     total: int = Field(ge=0, description="Tests run.")
-    failed: list[str] = Field(default_factory=list, description="Ids of failed tests.")
+    failed: list[str] = Field(
+        default_factory=list,
+        description="Ids of failed tests (must-pass ids first when the list is cut to fit).",
+    )
+    failed_omitted: int = Field(
+        default=0, ge=0, description="Failed ids left out of `failed` to fit 4,096 bytes."
+    )
 
 
 class BenchSummary(APIModel):

@@ -1,1 +1,10 @@
-"""gate."""
+"""The promotion gate: a pure verdict on a benchmark summary, shared by bench and operator.
+
+``verdict(summary, thresholds, baseline)`` is the only entry point; ``classes`` names the
+request error classes both sides count.
+"""
+
+from vllm_operator.gate.classes import ERROR_CLASSES, kind_of
+from vllm_operator.gate.verdict import MIN_LATENCY_SAMPLES, verdict
+
+__all__ = ["ERROR_CLASSES", "MIN_LATENCY_SAMPLES", "kind_of", "verdict"]
