@@ -1,0 +1,158 @@
+"""One reconcile pass: read the cluster, ask the pure planner, apply its plan.
+
+This is the whole shell around ``rollout.plan``: no decision is taken here. The order of
+writes is the planner's contract: status first (a verdict is on record before anything it
+condemns is deleted), then the handled-requests annotation, then the actions (each
+idempotent: 409 on create and 404 on delete mean "already so"), then Events (best effort).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from vllm_operator.config import OperatorConfig
+from vllm_operator.kube.client import Kube, KubeError
+from vllm_operator.metrics import OperatorMetrics
+from vllm_operator.render import labels
+from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, observe, plan
+from vllm_operator.rollout.observed import finished_jobs_needing_logs
+from vllm_operator.rollout.status import merge_patch
+
+logger = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+Hook = Callable[[str, str, Plan], None]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def settings_from(config: OperatorConfig) -> Settings:
+    return Settings(
+        bench_image=config.bench_image,
+        deadline_scale=config.deadline_scale,
+        job_start_seconds=config.job_start_seconds,
+        job_env=config.job_env,
+        job_ttl_seconds=config.job_ttl_seconds,
+    )
+
+
+def _owned_by(uid: str | None, obj: Mapping[str, Any]) -> bool:
+    refs = obj.get("metadata", {}).get("ownerReferences") or []
+    return uid is None or not refs or any(r.get("uid") == uid for r in refs)
+
+
+class Reconciler:
+    """Reconciles one VLLMDeployment per call; safe to call again at any time."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        config: OperatorConfig,
+        metrics: OperatorMetrics,
+        *,
+        clock: Clock = utc_now,
+        on_plan: Hook | None = None,
+    ) -> None:
+        self.kube = kube
+        self.settings = settings_from(config)
+        self.metrics = metrics
+        self.clock = clock
+        self.on_plan = on_plan
+
+    async def __call__(self, key: tuple[str, str]) -> float | None:
+        started = time.perf_counter()
+        try:
+            delay = await self.reconcile(*key)
+        except Exception as exc:
+            self.metrics.failed(exc)
+            raise
+        finally:
+            self.metrics.reconciled(time.perf_counter() - started)
+        return delay
+
+    async def reconcile(self, namespace: str, name: str) -> float | None:
+        kube = self.kube
+        body = await kube.get_vllmd(namespace, name)
+        if body is None:
+            self.metrics.forget(namespace, name)
+            return None
+        uid = body.get("metadata", {}).get("uid")
+        selector = {labels.DEPLOYMENT_LABEL: name}
+        deployments, services, jobs, pods = await asyncio.gather(
+            kube.list("Deployment", namespace, selector),
+            kube.list("Service", namespace, selector),
+            kube.list("Job", namespace, selector),
+            kube.list("Pod", namespace, selector),
+        )
+        observed = observe(
+            body,
+            deployments=[d for d in deployments if _owned_by(uid, d)],
+            services=[s for s in services if _owned_by(uid, s)],
+            jobs=[j for j in jobs if _owned_by(uid, j)],
+            pods=pods,
+        )
+        wanted = finished_jobs_needing_logs(observed)
+        if wanted:
+            logs: dict[str, str] = {}
+            for job, pod in wanted:
+                try:
+                    logs[job] = await kube.pod_log(namespace, pod)
+                except KubeError as exc:
+                    logger.info("no log for %s/%s: %s", namespace, pod, exc)
+            observed = observe(
+                body,
+                deployments=[d for d in deployments if _owned_by(uid, d)],
+                services=[s for s in services if _owned_by(uid, s)],
+                jobs=[j for j in jobs if _owned_by(uid, j)],
+                pods=pods,
+                logs=logs,
+            )
+        result = plan(observed, self.clock(), self.settings)
+        await self.apply(body, result)
+        if self.on_plan is not None:
+            self.on_plan(namespace, name, result)
+        return result.requeue_after
+
+    async def apply(self, body: Mapping[str, Any], result: Plan) -> None:
+        kube = self.kube
+        meta = body.get("metadata", {})
+        namespace, name = str(meta.get("namespace", "default")), str(meta.get("name"))
+        status_patch = merge_patch(body.get("status") or {}, result.status.to_wire())
+        if status_patch is not None:
+            await kube.patch(
+                "VLLMDeployment", namespace, name, {"status": status_patch}, subresource="status"
+            )
+        if result.annotations:
+            await kube.patch(
+                "VLLMDeployment",
+                namespace,
+                name,
+                {"metadata": {"annotations": dict(result.annotations)}},
+            )
+        for action in result.actions:
+            if isinstance(action, Create):
+                await kube.create(action.manifest)
+            elif isinstance(action, Patch):
+                await kube.patch(action.kind, namespace, action.name, action.patch)
+            elif isinstance(action, Delete):
+                await kube.delete(action.kind, namespace, action.name)
+        for record in result.verdicts:
+            self.metrics.verdict(namespace, name, record)
+        self.metrics.set_phase(namespace, name, result.status.phase)
+        for event in result.events:
+            try:
+                await kube.event(body, event.type, event.reason, event.message)
+            except KubeError as exc:  # Events are best effort; the status holds the facts
+                logger.warning(
+                    "event %s on %s/%s not posted: %s", event.reason, namespace, name, exc
+                )
+        for event in result.events:
+            log = logger.warning if event.type == "Warning" else logger.info
+            log("%s/%s %s: %s", namespace, name, event.reason, event.message)

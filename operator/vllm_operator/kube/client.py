@@ -1,0 +1,282 @@
+"""The one door to the Kubernetes API: typed, idempotent, declared calls over raw JSON.
+
+Built on the ``kubernetes`` client's ``ApiClient`` (its kubeconfig / in-cluster auth, TLS
+and retries) but reading and writing plain JSON dicts: the operator's manifests are dicts
+already, and skipping the generated models avoids their first-use cost (0.7-1.1 s per
+model) and their stricter-than-the-server validation. The client is synchronous, so every
+call runs in a small thread pool: the event loop (kopf's watches) never blocks.
+
+Every call checks ``permissions.PERMISSIONS`` first; an undeclared call raises before it
+reaches the network, which keeps the Helm chart's RBAC and the code in step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from vllm_operator.errors import TransientError
+from vllm_operator.kube.permissions import require
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where a kind lives in the API."""
+
+    group: str
+    version: str
+    plural: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+VLLMD = Resource("vllm-operator.dev", "v1alpha1", "vllmdeployments")
+RESOURCES: dict[str, Resource] = {
+    "Deployment": Resource("apps", "v1", "deployments"),
+    "Service": Resource("", "v1", "services"),
+    "Job": Resource("batch", "v1", "jobs"),
+    "Pod": Resource("", "v1", "pods"),
+    "Event": Resource("", "v1", "events"),
+    "VLLMDeployment": VLLMD,
+}
+
+
+class KubeError(Exception):
+    """The API refused a call; ``code`` is the HTTP status."""
+
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        self.code = code
+        self.reason = reason
+        super().__init__(f"{code} {reason}: {message}")
+
+
+class KubeTransientError(KubeError, TransientError):
+    """A refusal worth retrying (conflict on update, throttling, server errors)."""
+
+
+def _path(res: Resource, namespace: str | None, name: str | None = None, sub: str = "") -> str:
+    base = f"/apis/{res.group}/{res.version}" if res.group else f"/api/{res.version}"
+    if namespace is not None:
+        base += f"/namespaces/{quote(namespace, safe='')}"
+    base += f"/{res.plural}"
+    if name is not None:
+        base += f"/{quote(name, safe='')}"
+    if sub:
+        base += f"/{sub}"
+    return base
+
+
+def api_client_for(
+    url: str | None = None, kubeconfig: str | None = None, context: str | None = None
+) -> k8s.ApiClient:
+    """An ApiClient for ``url`` (no auth: dev clusters), a kubeconfig, or in-cluster."""
+    cfg = k8s.Configuration()
+    if url is not None:
+        cfg.host = url
+    else:
+        try:
+            k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        except k8s_config.ConfigException:
+            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, context=context, client_configuration=cfg
+            )
+    cfg.connection_pool_maxsize = 32
+    return k8s.ApiClient(cfg)
+
+
+class Kube:
+    """Async, declared, idempotent access to the objects the operator manages."""
+
+    def __init__(self, api: k8s.ApiClient, *, workers: int = 16) -> None:
+        self._api = api
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube")
+        self.calls = 0
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._api.close()  # type: ignore[no-untyped-call]
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Any:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        _, url, headers, body, _ = self._api.param_serialize(
+            method,
+            path,
+            query_params=query or [],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = self._api.call_api(method, url, header_params=headers, body=body)
+        data = response.read()  # type: ignore[no-untyped-call]
+        self.calls += 1
+        if response.status >= 400:
+            try:
+                status = json.loads(data)
+                reason, message = str(status.get("reason", "")), str(status.get("message", ""))
+            except (ValueError, AttributeError):
+                reason, message = "", data.decode("utf-8", "replace")[:500]
+            kind = (
+                KubeTransientError
+                if response.status in (409, 429) or response.status >= 500
+                else KubeError
+            )
+            raise kind(response.status, reason, message)
+        if method == "GET" and path.endswith("/log"):
+            return data.decode("utf-8", "replace")
+        return json.loads(data) if data else None
+
+    async def _run(self, method: str, path: str, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, lambda: self._call(method, path, **kwargs))
+
+    # -- reads ---------------------------------------------------------------------------
+    async def get_vllmd(self, namespace: str, name: str) -> dict[str, Any] | None:
+        require(VLLMD.group, VLLMD.plural, "get")
+        try:
+            found: dict[str, Any] = await self._run("GET", _path(VLLMD, namespace, name))
+        except KubeError as exc:
+            if exc.code == 404:
+                return None
+            raise
+        return found
+
+    async def list(
+        self, kind: str, namespace: str, selector: Mapping[str, str]
+    ) -> list[dict[str, Any]]:
+        res = RESOURCES[kind]
+        require(res.group, res.plural, "list")
+        label_selector = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        found = await self._run(
+            "GET", _path(res, namespace), query=[("labelSelector", label_selector)]
+        )
+        items = found.get("items", []) if isinstance(found, dict) else []
+        # Defensive: keep only matches even if a server ignored the selector.
+        return [
+            i
+            for i in items
+            if all(
+                (i.get("metadata", {}).get("labels") or {}).get(k) == v for k, v in selector.items()
+            )
+        ]
+
+    async def pod_log(self, namespace: str, pod: str, tail_lines: int = 200) -> str:
+        require("", "pods/log", "get")
+        text: str = await self._run(
+            "GET",
+            _path(RESOURCES["Pod"], namespace, pod, "log"),
+            query=[("tailLines", str(tail_lines))],
+        )
+        return text
+
+    # -- writes --------------------------------------------------------------------------
+    async def create(self, manifest: Mapping[str, Any]) -> bool:
+        """Create ``manifest``; False when it already exists (409 AlreadyExists)."""
+        res = RESOURCES[str(manifest["kind"])]
+        require(res.group, res.plural, "create")
+        namespace = str(manifest["metadata"]["namespace"])
+        try:
+            await self._run("POST", _path(res, namespace), body=dict(manifest))
+        except KubeError as exc:
+            if exc.code == 409 and exc.reason == "AlreadyExists":
+                return False
+            raise
+        return True
+
+    async def patch(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        patch: Mapping[str, Any],
+        *,
+        subresource: str = "",
+    ) -> dict[str, Any]:
+        """JSON merge patch of one object (or its ``status`` subresource)."""
+        res = RESOURCES[kind]
+        require(res.group, f"{res.plural}/{subresource}" if subresource else res.plural, "patch")
+        result: dict[str, Any] = await self._run(
+            "PATCH",
+            _path(res, namespace, name, subresource),
+            body=dict(patch),
+            content_type="application/merge-patch+json",
+        )
+        return result
+
+    async def delete(self, kind: str, namespace: str, name: str) -> bool:
+        """Delete one object with background propagation; False when already gone."""
+        res = RESOURCES[kind]
+        require(res.group, res.plural, "delete")
+        try:
+            await self._run(
+                "DELETE",
+                _path(res, namespace, name),
+                body={
+                    "kind": "DeleteOptions",
+                    "apiVersion": "v1",
+                    "propagationPolicy": "Background",
+                },
+            )
+        except KubeError as exc:
+            if exc.code == 404:
+                return False
+            raise
+        return True
+
+    async def event(
+        self,
+        involved: Mapping[str, Any],
+        kind: str,
+        reason: str,
+        message: str,
+        *,
+        component: str = "vllm-operator",
+        now: datetime | None = None,
+    ) -> None:
+        """Post an Event about ``involved`` (the VLLMDeployment body)."""
+        meta = involved.get("metadata", {})
+        when = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{meta.get('name')}.{secrets.token_hex(8)}",
+                "namespace": meta.get("namespace", "default"),
+            },
+            "involvedObject": {
+                "apiVersion": involved.get("apiVersion", VLLMD.api_version),
+                "kind": involved.get("kind", "VLLMDeployment"),
+                "name": meta.get("name"),
+                "namespace": meta.get("namespace", "default"),
+                "uid": meta.get("uid"),
+            },
+            "type": kind,
+            "reason": reason,
+            "message": message[:1024],
+            "firstTimestamp": when,
+            "lastTimestamp": when,
+            "count": 1,
+            "source": {"component": component},
+            "reportingComponent": component,
+            "reportingInstance": component,
+        }
+        await self.create(event)
