@@ -1,0 +1,10 @@
+"""``python -m vllm_operator.sim MODEL [flags]``: the simulator without the dispatcher."""
+
+from __future__ import annotations
+
+import sys
+
+from vllm_operator.sim.cli import main
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:], "vllm serve"))

@@ -1,0 +1,122 @@
+"""Everything one simulator process runs with, decided once at start-up.
+
+Why a value object: the CLI, the env-var fallback used by rendered pods, and in-process
+tests must all produce the same thing, and the server must not read the environment
+itself. ``SimConfig.create`` fills the fields that follow from others (profile, limits).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vllm_operator.engine.version import Version, v
+from vllm_operator.sim import answers as answers_mod
+from vllm_operator.sim import profiles as profiles_mod
+from vllm_operator.sim.answers import AnswerBook
+from vllm_operator.sim.profiles import Profile
+
+DEFAULT_VERSION = "0.17.0"
+DEFAULT_MAX_MODEL_LEN = 32768
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Injected failures. Token counts are "after N tokens were sent"; ``None`` = off.
+
+    ``stall_seconds`` is wall-clock time (not scaled by the time scale): a fault is about
+    what a client sees, and tests choose it directly.
+    """
+
+    error_rate: float = 0.0
+    error_status: int = 500
+    stall_after_tokens: int | None = None
+    stall_seconds: float = 0.0
+    truncate_after_tokens: int | None = None
+    malformed_after_tokens: int | None = None
+    drop_after_tokens: int | None = None
+    wrong_usage: bool = False
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """One simulator's settings. Build with :meth:`create` unless you set every field."""
+
+    model: str
+    profile: Profile
+    version: Version = field(default_factory=lambda: v(DEFAULT_VERSION))
+    served_model_names: tuple[str, ...] = ()
+    host: str = "127.0.0.1"
+    port: int = 0
+    api_key: str | None = None
+    max_num_seqs: int = 256
+    max_model_len: int = DEFAULT_MAX_MODEL_LEN
+    time_scale: float = 1.0
+    warmup_seconds: float = 0.0  # wall-clock, already scaled
+    degraded: bool = False
+    faults: Faults = field(default_factory=Faults)
+    seed: int = 0
+    answers: AnswerBook = field(default_factory=AnswerBook)
+    ld_library_path: str | None = None  # as the process saw it; None = unset
+    ledger_size: int = 10_000
+
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        """Names clients may put in ``model``; the first is reported in responses."""
+        return self.served_model_names or (self.model,)
+
+    @classmethod
+    def create(
+        cls,
+        model: str,
+        *,
+        version: str | Version = DEFAULT_VERSION,
+        mode: str = "default",
+        profile: str | Profile | None = None,
+        time_scale: float = 1.0,
+        warmup_seconds: float | None = None,
+        max_num_seqs: int | None = None,
+        ttft_ms: float | None = None,
+        itl_ms: float | None = None,
+        answers_path: Path | None = None,
+        answers: AnswerBook | None = None,
+        profiles_path: Path | None = None,
+        **fields: object,
+    ) -> SimConfig:
+        """A config with the profile chosen like the CLI does (see :mod:`.profiles`).
+
+        ``warmup_seconds`` is wall-clock (not scaled); by default the profile's warm-up
+        times ``time_scale``. ``ttft_ms``/``itl_ms`` replace the profile's timing with
+        constants (model milliseconds, still scaled).
+        """
+        ver = version if isinstance(version, Version) else Version.parse(version)
+        if time_scale <= 0:
+            raise ValueError("time scale must be > 0")
+        if isinstance(profile, Profile):
+            prof = profile
+        else:
+            table = profiles_mod.load_profiles(profiles_path)
+            if profile is None:
+                prof = profiles_mod.choose(table, ver, mode)
+            elif profile in table:
+                prof = table[profile]
+            else:
+                raise ValueError(f"unknown profile {profile!r}; known: {', '.join(sorted(table))}")
+        prof = prof.flat(ttft_ms, itl_ms)
+        seqs = max_num_seqs
+        if seqs is None:
+            seqs = prof.max_num_seqs
+            if mode == "throughput" and prof.mode != "throughput":
+                seqs *= 2  # throughput mode doubles the default (vllm-facts)
+        warmup = prof.warmup_seconds * time_scale if warmup_seconds is None else warmup_seconds
+        book = answers if answers is not None else answers_mod.load(answers_path)
+        return cls(
+            model=model,
+            profile=prof,
+            version=ver,
+            max_num_seqs=seqs,
+            time_scale=time_scale,
+            warmup_seconds=warmup,
+            answers=book,
+            **fields,  # type: ignore[arg-type]
+        )

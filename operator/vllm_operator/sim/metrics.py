@@ -1,0 +1,100 @@
+"""vLLM's Prometheus metrics, fed by the simulator's real traffic.
+
+Why: dashboards, autoscalers and the operator's own checks read ``vllm:*`` metrics; the
+simulator exports the names listed in vllm-facts (0.17-0.33) with the ``model_name`` and
+``engine`` labels vLLM uses. Each server owns a ``CollectorRegistry`` so several simulators
+can live in one test process. Gauges are computed when scraped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LATENCY_BUCKETS = (
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+    120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
+)  # fmt: skip
+TTFT_BUCKETS = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+    7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+ITL_BUCKETS = (
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0,
+    7.5, 10.0, 20.0, 40.0, 80.0,
+)  # fmt: skip
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class SimMetrics:
+    """The metric families of one simulator, pre-bound to its model name."""
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        running: Callable[[], float],
+        waiting: Callable[[], float],
+        kv_usage: Callable[[], float],
+    ) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        labels = ("model_name", "engine")
+        values = (model_name, "0")
+        reg = self.registry
+
+        def gauge(name: str, doc: str, fn: Callable[[], float]) -> None:
+            Gauge(name, doc, labels, registry=reg).labels(*values).set_function(fn)
+
+        gauge("vllm:num_requests_running", "Requests in model execution batches.", running)
+        gauge("vllm:num_requests_waiting", "Requests waiting to be processed.", waiting)
+        gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent.", kv_usage)
+
+        def counter(name: str, doc: str) -> Counter:
+            return Counter(name, doc, labels, registry=reg)
+
+        self.prompt_tokens = counter("vllm:prompt_tokens", "Prefill tokens processed.").labels(
+            *values
+        )
+        self.generation_tokens = counter(
+            "vllm:generation_tokens", "Generation tokens processed."
+        ).labels(*values)
+        self.preemptions = counter("vllm:num_preemptions", "Cumulative preemptions.").labels(
+            *values
+        )
+        self._success = Counter(
+            "vllm:request_success",
+            "Successfully processed requests.",
+            (*labels, "finished_reason"),
+            registry=reg,
+        )
+        self._values = values
+
+        def hist(name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
+            return Histogram(name, doc, labels, buckets=buckets, registry=reg)
+
+        self.ttft = hist(
+            "vllm:time_to_first_token_seconds", "Time to first token.", TTFT_BUCKETS
+        ).labels(*values)
+        self.itl = hist(
+            "vllm:inter_token_latency_seconds", "Inter-token latency.", ITL_BUCKETS
+        ).labels(*values)
+        self.e2e = hist(
+            "vllm:e2e_request_latency_seconds", "End-to-end request latency.", LATENCY_BUCKETS
+        ).labels(*values)
+        self.queue = hist(
+            "vllm:request_queue_time_seconds", "Time spent waiting.", LATENCY_BUCKETS
+        ).labels(*values)
+        self.prefill = hist(
+            "vllm:request_prefill_time_seconds", "Time spent in prefill.", LATENCY_BUCKETS
+        ).labels(*values)
+        self.decode = hist(
+            "vllm:request_decode_time_seconds", "Time spent in decode.", LATENCY_BUCKETS
+        ).labels(*values)
+
+    def success(self, finished_reason: str) -> None:
+        self._success.labels(*self._values, finished_reason).inc()
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

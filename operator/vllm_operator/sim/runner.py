@@ -1,0 +1,230 @@
+"""Running a simulator: warm-up, bind, serve; in this loop, in a thread, or as a process.
+
+Why the order matters: a real vLLM does not listen while it loads and compiles, so probes
+see "connection refused" until it is ready; the simulator sleeps its warm-up *before*
+binding the socket, then checks the start-up failures of its version, then listens.
+
+Three ways to run one, for three kinds of callers:
+* ``async with SimServer(config) as sim:`` / ``await serve(config)``: in the caller's loop;
+* ``with SimThread(config) as sim:``: its own loop in a background thread (sync tests);
+* ``SimProcess.start([...argv])``: ``python -m vllm_operator.sim`` as a child process,
+  with the bound port read from its ``SIM LISTENING http://HOST:PORT`` stdout line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import IO, Any
+
+from aiohttp import web
+
+from vllm_operator.sim.config import SimConfig
+from vllm_operator.sim.server import SimState, build_app
+from vllm_operator.sim.startup import check_cublas
+
+log = logging.getLogger("vllm_operator.sim")
+LISTENING_PREFIX = "SIM LISTENING "
+
+
+class SimServer:
+    """One simulator in the running event loop."""
+
+    def __init__(self, config: SimConfig, *, wall: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.state = SimState(config, wall=wall)
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    async def start(self) -> str:
+        """Warm up (not listening), fail like vLLM would, then listen; return the base URL."""
+        cfg = self.config
+        log.info(
+            "vLLM API server version %s (simulated), model %s, profile %s, warm-up %.2f s",
+            cfg.version,
+            cfg.model,
+            cfg.profile.name,
+            cfg.warmup_seconds,
+        )
+        if cfg.warmup_seconds > 0:
+            await asyncio.sleep(cfg.warmup_seconds)
+        check_cublas(cfg.version, cfg.ld_library_path)
+        runner = web.AppRunner(build_app(self.state), access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True)
+        await site.start()
+        self._runner = runner
+        host, port = runner.addresses[0][:2]
+        if host in ("0.0.0.0", "::"):
+            host = "127.0.0.1"
+        if ":" in host:
+            host = f"[{host}]"
+        self.url = f"http://{host}:{port}"
+        log.info("Starting vLLM API server on %s", self.url)
+        return self.url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> SimServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+
+async def serve(
+    config: SimConfig,
+    *,
+    ready: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None,
+    on_listening: Callable[[str], None] | None = None,
+) -> None:
+    """Run a simulator until ``stop`` is set (forever without one).
+
+    Raises :class:`~vllm_operator.sim.startup.StartupFailure` where vLLM would exit.
+    """
+    server = SimServer(config)
+    await server.start()
+    try:
+        if on_listening is not None:
+            on_listening(server.url)
+        if ready is not None:
+            ready.set()
+        await (stop or asyncio.Event()).wait()
+    finally:
+        await server.stop()
+
+
+class SimThread:
+    """A simulator on its own event loop in a daemon thread (for synchronous callers)."""
+
+    def __init__(self, config: SimConfig) -> None:
+        self.config = config
+        self.url = ""
+        self.server: SimServer | None = None
+        self._loop = asyncio.new_event_loop()
+        self._stop: asyncio.Event | None = None
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="vllm-sim", daemon=True)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(self._main())
+
+    async def _main(self) -> None:
+        self._stop = asyncio.Event()
+        self.server = SimServer(self.config)
+        try:
+            self.url = await self.server.start()
+        except BaseException as e:
+            self._error = e
+            self._started.set()
+            return
+        self._started.set()
+        await self._stop.wait()
+        await self.server.stop()
+
+    def start(self, timeout: float | None = None) -> str:
+        """Start and wait (by default the warm-up plus 30 s) until it listens."""
+        self._thread.start()
+        if timeout is None:
+            timeout = self.config.warmup_seconds + 30.0
+        if not self._started.wait(timeout):
+            raise TimeoutError("simulator did not start in time")
+        if self._error is not None:
+            raise self._error
+        return self.url
+
+    def close(self) -> None:
+        if self._stop is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> SimThread:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SimProcess:
+    """``python -m vllm_operator.sim ARGV`` as a child process."""
+
+    def __init__(self, proc: subprocess.Popen[str], url: str) -> None:
+        self.proc = proc
+        self.url = url
+
+    @classmethod
+    def start(
+        cls,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float = 60.0,
+        prefix: Sequence[str] = (),
+        stderr: int | IO[Any] | None = None,
+    ) -> SimProcess:
+        """Start it and wait for its listening line; ``prefix`` e.g. ``["taskset", "-c", "0"]``.
+
+        Raises ``RuntimeError`` (with the exit status) if it exits first.
+        """
+        cmd = [*prefix, sys.executable, "-m", "vllm_operator.sim", *argv]
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env=dict(os.environ if env is None else env),
+        )
+        lines: queue.Queue[str | None] = queue.Queue()
+
+        def drain() -> None:  # keeps reading so the child never blocks on a full pipe
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.put(line)
+            lines.put(None)
+
+        threading.Thread(target=drain, name="vllm-sim-stdout", daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                raise RuntimeError(f"simulator exited with status {proc.wait()}")
+            if line.startswith(LISTENING_PREFIX):
+                return cls(proc, line[len(LISTENING_PREFIX) :].strip())
+        proc.kill()
+        proc.wait()
+        raise TimeoutError("simulator did not report its address in time")
+
+    def stop(self) -> int:
+        self.proc.terminate()
+        try:
+            return self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+    def __enter__(self) -> SimProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

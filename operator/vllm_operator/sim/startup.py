@@ -1,0 +1,54 @@
+"""Start-up failures a real vLLM image shows, reproduced so the operator's fixes can be tested.
+
+CUBLAS_STATUS_INVALID_VALUE (vllm-facts; vllm#35608, vllm-omni#1790, pytorch#174949): the
+0.16/0.17 images pair a pip-installed ``libcublas`` with a system ``libcublasLt`` found
+through ``LD_LIBRARY_PATH`` (``/usr/local/cuda/lib64``, CUDA 12.9); the first bf16/fp16 GEMM
+fails after the weights are loaded, and vLLM exits. Driver directories such as
+``/usr/local/nvidia/lib64`` are harmless (GKE mounts the driver there, vllm PR #25766), and
+so are toolkit entries on vLLM >= 0.18 (shared/calibration/h200-vllm-0.22.md: 0.22 with the
+CUDA 13 toolkit first loaded its own pip pair and passed). Rule used: on 0.16.x/0.17.x,
+any ``/usr/local/cuda[-X.Y]/lib64`` entry fails the start.
+"""
+
+from __future__ import annotations
+
+import re
+
+from vllm_operator.engine.version import Version, v
+
+_TOOLKIT_ENTRY = re.compile(r"^/usr/local/cuda(-\d+(\.\d+)*)?/(lib64|targets/[^/]+/lib)/?$")
+AFFECTED_FROM = v("0.16.0")
+FIXED_IN = v("0.18.0")
+
+
+class StartupFailure(Exception):
+    """vLLM would exit during start-up; ``log`` is the line it prints last."""
+
+    def __init__(self, log: str, exit_code: int = 1) -> None:
+        super().__init__(log)
+        self.log = log
+        self.exit_code = exit_code
+
+
+def toolkit_entries(ld_library_path: str | None) -> list[str]:
+    """The CUDA toolkit library directories in ``ld_library_path``."""
+    if not ld_library_path:
+        return []
+    return [e for e in ld_library_path.split(":") if _TOOLKIT_ENTRY.match(e)]
+
+
+def check_cublas(version: Version, ld_library_path: str | None) -> None:
+    """Raise :class:`StartupFailure` when this version and library path hit the CUBLAS bug."""
+    if not (AFFECTED_FROM <= version < FIXED_IN):
+        return
+    entries = toolkit_entries(ld_library_path)
+    if entries:
+        raise StartupFailure(
+            "RuntimeError: CUDA error: CUBLAS_STATUS_INVALID_VALUE when calling "
+            "`cublasGemmEx( handle, opa, opb, m, n, k, &falpha, a, CUDA_R_16BF, lda, b, "
+            "CUDA_R_16BF, ldb, &fbeta, c, CUDA_R_16BF, ldc, compute_type, "
+            "CUBLAS_GEMM_DEFAULT_TENSOR_OP)` "
+            f"(simulated: vLLM {version} with CUDA toolkit libraries first on "
+            f"LD_LIBRARY_PATH: {', '.join(entries)}; remove the toolkit entries, keep the "
+            "driver paths)"
+        )

@@ -1,0 +1,213 @@
+"""One generation in time: queue, prefill, decode, and the faults injected on the way.
+
+Why one loop for streaming and non-streaming: the timing (and the ground truth recorded in
+the ledger) must be the same whether the client reads chunks or waits for the body; only
+the sink differs. Faults apply after ``min(N, tokens)`` tokens: drop resets the TCP
+connection, truncate ends the body without ``[DONE]`` (or cuts a JSON body), malformed
+sends a broken chunk (or body), stall pauses once; ``--sim-wrong-usage`` adds one to the
+reported completion tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import struct
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from vllm_operator.sim import openai_format
+from vllm_operator.sim.engine import sleep_until
+from vllm_operator.sim.generation import Plan
+from vllm_operator.sim.ledger import RequestRecord
+from vllm_operator.sim.openai_format import StreamFormat
+from vllm_operator.sim.requests import CompletionRequest
+
+if TYPE_CHECKING:
+    from vllm_operator.sim.server import SimState
+
+
+def reset_connection(request: web.Request) -> None:
+    """Abort the client's TCP connection with a RST (SO_LINGER 0), like a crashed server."""
+    transport = request.transport
+    if transport is None:
+        return
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    transport.abort()
+
+
+class _Dropped(Exception):
+    """The connection was reset on purpose (fault) or by the client."""
+
+
+@dataclass
+class Generation:
+    """Runs one request against the engine and writes its response."""
+
+    state: SimState
+    request: web.Request
+    req: CompletionRequest
+    plan: Plan
+    record: RequestRecord
+    arrival: float  # loop time at arrival
+    sent: int = 0
+    _resp: web.StreamResponse | None = field(default=None, repr=False)
+
+    async def respond(self) -> web.StreamResponse:
+        state, req, record = self.state, self.req, self.record
+        headers = {"x-sim-request-id": record.id}
+        fmt = StreamFormat(
+            request_id=record.id, model=req.model, created=int(record.arrival), chat=req.chat
+        )
+        if req.stream:
+            resp = web.StreamResponse(
+                headers={
+                    **headers,
+                    "Content-Type": "text/event-stream; charset=utf-8",
+                    "Cache-Control": "no-cache",
+                }
+            )
+            await resp.prepare(self.request)
+            self._resp = resp
+        engine = state.engine
+        loop = asyncio.get_running_loop()
+        arrival = self.arrival
+        await engine.admit()
+        admitted = loop.time()
+        engine.kv_tokens += req.prompt_tokens
+        try:
+            fault = await self._generate(fmt, arrival, admitted)
+        except (_Dropped, ConnectionError):
+            record.finish_reason = "abort"
+            return self._resp or web.Response(status=499)
+        finally:
+            engine.kv_tokens -= req.prompt_tokens + self.sent
+            engine.release()
+        return await self._finish(fmt, fault, headers)
+
+    async def _generate(self, fmt: StreamFormat, arrival: float, admitted: float) -> str | None:
+        """Emit the tokens on schedule; return the fault that ended the stream early, if any."""
+        state, req, plan, record = self.state, self.req, self.plan, self.record
+        engine, timing, metrics, faults = (
+            state.engine,
+            state.timing,
+            state.metrics,
+            state.config.faults,
+        )
+        loop = asyncio.get_running_loop()
+        metrics.queue.observe(admitted - arrival)
+        metrics.prompt_tokens.inc(req.prompt_tokens)
+        record.queue_time = admitted - arrival
+        ttft = engine.ttft(req.prompt_tokens)
+        record.intended_ttft = record.queue_time + ttft
+        deltas = plan.deltas
+        n = len(deltas)
+        deadline = admitted + ttft
+        gap = 0.0
+        gap_sum = 0.0
+        prev = first = 0.0
+        stops = {
+            "truncate": faults.truncate_after_tokens,
+            "malformed": faults.malformed_after_tokens,
+            "drop": faults.drop_after_tokens,
+        }
+        for k in range(max(n, 1)):
+            if k > 0:
+                gap = engine.itl(req.prompt_tokens + k)
+                deadline += gap
+                gap_sum += gap
+            if faults.stall_after_tokens == k:
+                deadline += faults.stall_seconds
+                gap += faults.stall_seconds
+            for name, after in stops.items():
+                if after is not None and after == k:
+                    return name
+            await sleep_until(loop, deadline)
+            if self._resp is not None:
+                last = k == max(n, 1) - 1
+                if last:
+                    chunk = fmt.last(
+                        deltas[k] if n else None, plan.finish_reason, plan.stop_reason, first=k == 0
+                    )
+                else:
+                    chunk = fmt.token(deltas[k], first=k == 0)
+                await self._resp.write(chunk)
+            now = loop.time()
+            if k == 0:
+                first = now
+                record.first_token = state.wall()
+                timing.ttft_errors.append(now - admitted - ttft)
+                metrics.ttft.observe(now - arrival)
+            else:
+                timing.gap_errors.append(now - prev - gap)
+                metrics.itl.observe(now - prev)
+            prev = now
+            if n:
+                self.sent += 1
+                engine.kv_tokens += 1
+                metrics.generation_tokens.inc()
+        record.last_token = state.wall()
+        record.completion_tokens = self.sent
+        record.intended_itl = gap_sum / (n - 1) if n > 1 else None
+        end = loop.time()
+        metrics.e2e.observe(end - arrival)
+        metrics.prefill.observe(first - admitted)
+        metrics.decode.observe(end - first)
+        for name, after in stops.items():
+            if after is not None and after >= n:
+                return name
+        return None
+
+    async def _finish(
+        self, fmt: StreamFormat, fault: str | None, headers: dict[str, str]
+    ) -> web.StreamResponse:
+        state, req, plan, record = self.state, self.req, self.plan, self.record
+        record.completion_tokens = self.sent
+        reported = self.sent + (1 if state.config.faults.wrong_usage else 0)
+        if fault == "drop":
+            record.finish_reason = "abort"
+            reset_connection(self.request)
+            raise asyncio.CancelledError  # aiohttp drops the handler's connection quietly
+        if fault is None:
+            record.finish_reason = plan.finish_reason
+            state.metrics.success(plan.finish_reason)
+        else:
+            record.finish_reason = "abort"
+        resp = self._resp
+        if resp is not None:
+            if fault == "malformed":
+                await resp.write(fmt.malformed())
+            if fault != "truncate":
+                if req.include_usage:
+                    await resp.write(fmt.usage_chunk(req.prompt_tokens, reported))
+                await resp.write(openai_format.DONE)
+            await resp.write_eof()
+            return resp
+        body = openai_format.full_response(
+            request_id=record.id,
+            model=req.model,
+            created=int(record.arrival),
+            chat=req.chat,
+            text=plan.text if fault is None else "".join(plan.deltas[: self.sent]),
+            finish_reason=plan.finish_reason,
+            stop_reason=plan.stop_reason,
+            prompt_tokens=req.prompt_tokens,
+            completion_tokens=reported,
+        )
+        data = json.dumps(body).encode()
+        if fault == "malformed":
+            data = data[: len(data) // 2] + b" }"
+        if fault == "truncate":
+            out = web.StreamResponse(headers=headers)
+            out.content_length = len(data)
+            out.content_type = "application/json"
+            await out.prepare(self.request)
+            await out.write(data[: len(data) // 2])
+            reset_connection(self.request)
+            raise asyncio.CancelledError
+        return web.Response(body=data, headers=headers, content_type="application/json")

@@ -1,0 +1,210 @@
+"""Endpoints, stream format, API key, metrics and the ground-truth side channel."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+import aiohttp
+
+from vllm_operator.sim import tokens
+
+
+async def test_probe_endpoints(start_sim: Any, http: aiohttp.ClientSession) -> None:
+    async with start_sim(version="0.16.0", served_model_names=("served",)) as sim:
+        for path in ("/health", "/ping"):
+            async with http.get(sim.url + path) as r:
+                assert r.status == 200
+        async with http.get(sim.url + "/version") as r:
+            assert await r.json() == {"version": "0.16.0"}
+        async with http.get(sim.url + "/v1/models") as r:
+            body = await r.json()
+            assert [m["id"] for m in body["data"]] == ["served"]
+            assert body["data"][0]["root"] == "sim-model"
+
+
+async def test_completion_stream_format(
+    start_sim: Any, http: aiohttp.ClientSession, read_sse: Any
+) -> None:
+    async with start_sim() as sim:
+        body = {"prompt": "a b c", "max_tokens": 4, "stream": True,
+                "stream_options": {"include_usage": True}}  # fmt: skip
+        async with http.post(sim.url + "/v1/completions", json=body) as r:
+            assert r.status == 200
+            assert r.headers["Content-Type"].startswith("text/event-stream")
+            rid = r.headers["x-sim-request-id"]
+            data = await read_sse(r)
+    assert data[-1] == "[DONE]"
+    chunks = [json.loads(d) for d in data[:-1]]
+    assert all(c["id"] == rid and c["object"] == "text_completion" for c in chunks)
+    tokens_ = chunks[:-1]
+    assert len(tokens_) == 4
+    assert [c["choices"][0]["finish_reason"] for c in tokens_] == [None, None, None, "length"]
+    usage = chunks[-1]
+    assert usage["choices"] == []
+    assert usage["usage"] == {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
+
+
+async def test_chat_stream_sends_role_with_first_token(
+    start_sim: Any, http: aiohttp.ClientSession, read_sse: Any
+) -> None:
+    async with start_sim() as sim:
+        body = {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 3,
+                "stream": True}  # fmt: skip
+        async with http.post(sim.url + "/v1/chat/completions", json=body) as r:
+            data = await read_sse(r)
+    assert data[-1] == "[DONE]"
+    chunks = [json.loads(d) for d in data[:-1]]
+    deltas = [c["choices"][0]["delta"] for c in chunks]
+    assert deltas[0] == {"role": "assistant", "content": ""}
+    assert all("role" not in d for d in deltas[1:])
+    assert len(deltas[1:]) == 3  # no usage chunk without include_usage
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+
+
+async def test_errors_are_openai_style(start_sim: Any, http: aiohttp.ClientSession) -> None:
+    async with start_sim(max_model_len=100) as sim:
+        cases = [
+            ({"prompt": "x", "model": "other"}, 404, "does not exist"),
+            ({"prompt": "x", "max_tokens": 0}, 400, "max_tokens"),
+            ({"prompt": tokens.prompt_of(90), "max_tokens": 20}, 400, "maximum context length"),
+            ({"max_tokens": 2}, 400, "prompt"),
+        ]
+        for body, status, text in cases:
+            async with http.post(sim.url + "/v1/completions", json=body) as r:
+                assert r.status == status
+                err = (await r.json())["error"]
+                assert text in err["message"]
+                assert err["code"] == status
+        async with http.post(sim.url + "/v1/completions", data=b"{nope") as r:
+            assert r.status == 400
+
+
+async def test_api_key_guards_v1_only(start_sim: Any, http: aiohttp.ClientSession) -> None:
+    async with start_sim(api_key="s3cret") as sim:
+        body = {"prompt": "x", "max_tokens": 1}
+        async with http.post(sim.url + "/v1/completions", json=body) as r:
+            assert r.status == 401
+            assert (await r.json())["error"]["code"] == 401
+        async with http.get(sim.url + "/v1/models", headers={"Authorization": "Bearer wrong"}) as r:
+            assert r.status == 401
+        auth = {"Authorization": "Bearer s3cret"}
+        async with http.post(sim.url + "/v1/completions", json=body, headers=auth) as r:
+            assert r.status == 200
+            rid = r.headers["x-sim-request-id"]
+        for path in ("/health", "/ping", "/version", "/metrics", f"/sim/requests/{rid}"):
+            async with http.get(sim.url + path) as r:
+                assert r.status == 200, path
+
+
+def metric(text: str, name: str) -> float:
+    pattern = rf"^{re.escape(name)}(\{{[^}}]*\}})? ([0-9.e+-]+)$"
+    values = [float(m.group(2)) for m in re.finditer(pattern, text, re.MULTILINE)]
+    assert values, name
+    return sum(values)
+
+
+async def test_metrics_move_with_traffic(start_sim: Any, http: aiohttp.ClientSession) -> None:
+    async with start_sim(model="m1", itl_ms=20.0, max_num_seqs=1) as sim:
+        async with http.get(sim.url + "/metrics") as r:
+            before = await r.text()
+        assert metric(before, "vllm:generation_tokens_total") == 0
+        assert 'model_name="m1"' in before
+        body = {"prompt": "one two three", "max_tokens": 10}
+        reqs = [asyncio.create_task(http.post(sim.url + "/v1/completions", json=body))
+                for _ in range(2)]  # fmt: skip
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5
+        while loop.time() < deadline:  # both in flight: one running, one waiting
+            async with http.get(sim.url + "/metrics") as r:
+                during = await r.text()
+            if metric(during, "vllm:num_requests_waiting") == 1:
+                break
+            await asyncio.sleep(0.005)
+        assert metric(during, "vllm:num_requests_running") == 1
+        assert metric(during, "vllm:kv_cache_usage_perc") > 0
+        for t in reqs:
+            (await t).release()
+        async with http.get(sim.url + "/metrics") as r:
+            after = await r.text()
+    assert metric(after, "vllm:prompt_tokens_total") == 6
+    assert metric(after, "vllm:generation_tokens_total") == 20
+    assert metric(after, "vllm:request_success_total") == 2
+    assert metric(after, "vllm:num_requests_running") == 0
+    for h in ("time_to_first_token_seconds", "e2e_request_latency_seconds",
+              "request_queue_time_seconds", "request_prefill_time_seconds",
+              "request_decode_time_seconds"):  # fmt: skip
+        assert metric(after, f"vllm:{h}_count") == 2, h
+    assert metric(after, "vllm:inter_token_latency_seconds_count") == 18
+    assert metric(after, "vllm:request_queue_time_seconds_sum") > 0.1  # waited one request
+    assert "vllm:num_preemptions_total" in after
+
+
+async def test_side_channel_records_ground_truth(
+    start_sim: Any, http: aiohttp.ClientSession, read_sse: Any
+) -> None:
+    async with start_sim(ttft_ms=30.0, itl_ms=10.0) as sim:
+        body = {"prompt": tokens.prompt_of(8), "max_tokens": 5, "stream": True}
+        async with http.post(sim.url + "/v1/completions", json=body) as r:
+            rid = r.headers["x-sim-request-id"]
+            await read_sse(r)
+        async with http.get(f"{sim.url}/sim/requests/{rid}") as r:
+            rec = await r.json()
+        async with http.get(f"{sim.url}/sim/requests/unknown") as r:
+            assert r.status == 404
+        async with http.get(f"{sim.url}/sim/timing") as r:
+            timing = await r.json()
+    assert set(rec) >= {"id", "arrival", "first_token", "last_token", "prompt_tokens",
+                        "completion_tokens", "intended_ttft", "intended_itl"}  # fmt: skip
+    assert rec["id"] == rid
+    assert (rec["prompt_tokens"], rec["completion_tokens"]) == (8, 5)
+    assert abs(rec["intended_ttft"] - rec["queue_time"] - 0.030) < 1e-6
+    assert abs(rec["intended_itl"] - 0.010) < 1e-6
+    assert rec["arrival"] < rec["first_token"] < rec["last_token"]
+    # generous bound: a loaded CI machine may be late, never early by more than EARLY
+    assert rec["first_token"] - rec["arrival"] > 0.029
+    assert rec["last_token"] - rec["first_token"] > 4 * 0.010 - 0.002
+    assert timing["gap_error"]["count"] == 4
+
+
+async def test_stop_strings_and_ignore_eos_non_stream(
+    start_sim: Any, http: aiohttp.ClientSession
+) -> None:
+    async with start_sim() as sim:
+        body = {"prompt": "p", "max_tokens": 6, "ignore_eos": True, "temperature": 0}
+        async with http.post(sim.url + "/v1/completions", json=body) as r:
+            full = await r.json()
+        text = full["choices"][0]["text"]
+        assert tokens.count(text) == 6
+        stop = text.split()[3]
+        body["stop"] = [stop]
+        async with http.post(sim.url + "/v1/completions", json=body) as r:
+            cut = await r.json()
+    choice = cut["choices"][0]
+    assert choice["finish_reason"] == "stop"
+    assert choice["stop_reason"] == stop
+    assert text.startswith(choice["text"])
+    assert cut["usage"]["completion_tokens"] == tokens.count(choice["text"])
+
+
+async def test_requests_beyond_max_num_seqs_queue(
+    start_sim: Any, http: aiohttp.ClientSession
+) -> None:
+    async with start_sim(max_num_seqs=2, itl_ms=10.0) as sim:
+        body = {"prompt": "x", "max_tokens": 5}
+
+        async def one() -> str:
+            async with http.post(sim.url + "/v1/completions", json=body) as r:
+                return r.headers["x-sim-request-id"]
+
+        ids = await asyncio.gather(*(one() for _ in range(3)))
+        recs = []
+        for rid in ids:
+            async with http.get(f"{sim.url}/sim/requests/{rid}") as r:
+                recs.append(await r.json())
+    queued = sorted(rec["queue_time"] for rec in recs)
+    assert queued[0] < 0.01
+    assert queued[2] > 0.03  # waited for a whole request (5 ms + 4 x 10 ms)

@@ -1,0 +1,113 @@
+"""The simulator's command line: vLLM's flags per version, --sim-* knobs and their env vars."""
+
+from __future__ import annotations
+
+import pytest
+
+from vllm_operator.engine.version import v
+from vllm_operator.sim import cli, startup
+
+PROG = "vllm serve"
+
+
+def reject(
+    argv: list[str], capsys: pytest.CaptureFixture[str], env: dict[str, str] | None = None
+) -> str:
+    assert cli.run(argv, PROG, env or {}) == 2
+    return capsys.readouterr().err
+
+
+def test_performance_mode_is_refused_by_0_16(capsys: pytest.CaptureFixture[str]) -> None:
+    err = reject(["m", "--sim-version", "0.16.0", "--performance-mode", "throughput"], capsys)
+    assert "unrecognized arguments: --performance-mode" in err
+    assert "added in vLLM 0.17.0" in err
+
+
+def test_disable_log_requests_is_refused_by_0_17_naming_the_replacement(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    err = reject(["m", "--disable-log-requests"], capsys)
+    assert "--disable-log-requests" in err
+    assert "removed in vLLM 0.17.0" in err
+    assert "--enable-log-requests" in err
+
+
+def test_renamed_flag_names_its_successor(capsys: pytest.CaptureFixture[str]) -> None:
+    err = reject(["m", "--sim-version", "0.16.0", "--cuda-graph-sizes", "8"], capsys)
+    assert "--cudagraph-capture-sizes" in err
+
+
+def test_unknown_flag_and_bad_choice_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "unrecognized arguments: --no-such-flag" in reject(["m", "--no-such-flag"], capsys)
+    assert "invalid choice" in reject(["m", "--performance-mode", "fast"], capsys)
+    # abbreviations are not accepted (a real vLLM would not guess either)
+    assert "unrecognized" in reject(["m", "--performance", "throughput"], capsys)
+
+
+def test_env_var_version_applies_and_cli_wins(capsys: pytest.CaptureFixture[str]) -> None:
+    env = {"VLLM_SIM_VERSION": "0.16.0"}
+    reject(["m", "--performance-mode", "throughput"], capsys, env)
+    config = cli.config_from_args(
+        ["m", "--performance-mode", "throughput", "--sim-version", "0.17.0"], PROG, env
+    )
+    assert config.version == v("0.17.0")
+    assert config.profile.name == "0.17.0-throughput"
+
+
+def test_flags_and_knobs_become_the_config() -> None:
+    env = {
+        "VLLM_SIM_TIME_SCALE": "0.01",
+        "VLLM_SIM_DEGRADED": "true",
+        "VLLM_SIM_DROP_AFTER_TOKENS": "3",
+        "VLLM_API_KEY": "from-env",
+        "LD_LIBRARY_PATH": "/usr/local/nvidia/lib64",
+    }
+    argv = ["Qwen/Qwen3", "--enforce-eager", "--port", "9001", "--served-model-name", "a", "b",
+            "--max-num-seqs", "4", "-tp", "1", "--sim-time-scale", "0.5"]  # fmt: skip
+    c = cli.config_from_args(argv, PROG, env)
+    assert c.profile.name == "0.17.0-eager"
+    assert (c.port, c.host, c.max_num_seqs) == (9001, "0.0.0.0", 4)
+    assert c.model_names == ("a", "b")
+    assert c.time_scale == 0.5  # command line wins over VLLM_SIM_TIME_SCALE
+    assert c.warmup_seconds == pytest.approx(c.profile.warmup_seconds * 0.5)
+    assert c.degraded
+    assert c.faults.drop_after_tokens == 3
+    assert c.api_key == "from-env"
+    assert c.ld_library_path == "/usr/local/nvidia/lib64"
+
+
+def test_optimization_level_zero_is_eager_also_glued() -> None:
+    assert cli.config_from_args(["m", "-O0"], PROG, {}).profile.mode == "eager"
+    assert cli.config_from_args(["m", "-O", "3"], PROG, {}).profile.mode == "default"
+
+
+def test_bad_env_value_is_an_argparse_error(capsys: pytest.CaptureFixture[str]) -> None:
+    err = reject(["m"], capsys, {"VLLM_SIM_TIME_SCALE": "fast"})
+    assert "VLLM_SIM_TIME_SCALE" in err
+
+
+def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.run(["--help"], PROG, {}) == 0
+    out = capsys.readouterr().out
+    assert "--sim-time-scale" in out
+    assert "VLLM_SIM_" in out
+
+
+@pytest.mark.parametrize(
+    ("version", "path", "fails"),
+    [
+        ("0.17.0", "/usr/local/nvidia/lib64:/usr/local/cuda/lib64", True),
+        ("0.16.0", "/usr/local/cuda-12.9/lib64:/usr/local/nvidia/lib64", True),
+        ("0.17.1", "/usr/local/cuda/lib64/", True),
+        ("0.17.0", "/usr/local/nvidia/lib64:/usr/local/nvidia/lib", False),
+        ("0.17.0", "", False),
+        ("0.22.0", "/usr/local/cuda/lib64:/usr/local/nvidia/lib64", False),
+        ("0.12.0", "/usr/local/cuda/lib64", False),
+    ],
+)
+def test_cublas_rule(version: str, path: str, fails: bool) -> None:
+    if fails:
+        with pytest.raises(startup.StartupFailure, match="CUBLAS_STATUS_INVALID_VALUE"):
+            startup.check_cublas(v(version), path)
+    else:
+        startup.check_cublas(v(version), path)
