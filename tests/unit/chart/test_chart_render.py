@@ -42,7 +42,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
             "scope": "namespaces",
             "namespaces": ["llm"],
             "benchImage": "registry.example/vllm-operator:bench",
-            "extraArgs": ["--verbose"],
+            "extraArgs": ["--resync-seconds=120"],
             "extraEnv": [{"name": "EXTRA", "value": "1"}],
         },
         "image": {"digest": "sha256:" + "0" * 64},
@@ -245,12 +245,34 @@ def test_operator_args_follow_scope_and_image() -> None:
     assert pinned["spec"]["template"]["spec"]["containers"][0]["image"].endswith("1" * 64)
 
 
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_run_command_accepts_the_rendered_args(name: str) -> None:
+    config = pytest.importorskip("vllm_operator.config")
+    (deployment,) = _by_kind(render(VALUE_SETS[name]), "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    args = container["args"]
+    assert args[0] == "run"
+    parsed = config.config_from_args(args[1:], {}, "vllm-operator run")
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert parsed.metrics_port == ports["metrics"]
+    assert parsed.liveness_port == ports["health"]
+    assert (
+        parsed.bench_image == container["image"]
+        or VALUE_SETS[name].get("operator", {}).get("benchImage") == parsed.bench_image
+    )
+    scope = VALUE_SETS[name].get("operator", {})
+    if scope.get("scope") == "namespaces":
+        assert parsed.namespaces == tuple(scope.get("namespaces") or ["vllm-system"])
+    else:
+        assert parsed.clusterwide
+
+
 def test_probes_use_kopf_liveness_endpoint() -> None:
-    (deployment,) = _by_kind(render({"operator": {"healthPort": 8181}}), "Deployment")
+    (deployment,) = _by_kind(render({"operator": {"livenessPort": 8181}}), "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports["health"] == 8181
-    assert "--health-port=8181" in container["args"]
+    assert "--liveness-port=8181" in container["args"]
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
 
