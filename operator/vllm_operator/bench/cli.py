@@ -1,0 +1,253 @@
+"""`vllm-operator bench`: benchmark and quality-gate an OpenAI-compatible vLLM server.
+
+The command the benchmark Job runs. Exit codes are part of the contract with the operator:
+0 gate passed (or no gate and no failed request), 1 gate failed or inconclusive, 2 usage
+error, 3 could not measure (endpoint down, deadline, aborted run). The compact summary goes
+to ``--summary-path`` (the Job uses ``/dev/termination-log``) in every case, usage errors
+included, so the operator always learns why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, TextIO, TypeVar
+
+from pydantic import ValidationError
+
+from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.summary import BenchSummary
+from vllm_operator.bench import human
+from vllm_operator.bench import summary as summary_mod
+from vllm_operator.bench.config import MAX_LEVELS, BenchConfig
+from vllm_operator.bench.progress import JsonLinesProgress, TerminalProgress
+from vllm_operator.bench.prompts import parse_classes
+from vllm_operator.bench.report import EXIT_USAGE, BenchReport, build_report
+from vllm_operator.bench.runner import Progress, run
+from vllm_operator.bench.suite import load_suite
+from vllm_operator.errors import SpecError
+
+ModelT = TypeVar("ModelT", Thresholds, BenchSummary)
+
+EPILOG = """\
+exit codes: 0 passed (or no gate), 1 failed or inconclusive, 2 usage error, 3 could not measure.
+
+examples:
+  vllm-operator bench --url http://my-model:8000 --model Qwen/Qwen3-30B-A3B
+  vllm-operator bench --url http://cand:8000 --model m --summary-path /dev/termination-log \\
+      --thresholds-json '{"quality": {"minPassed": 12}, "maxRegressionPercent": 10}' \\
+      --baseline-json @stable-summary.json
+JSON options take the JSON itself or @FILE. See docs/bench.md for every rule.
+"""
+
+
+def parser(prog: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description=(
+            "Measure latency (short/medium/long prompts), aggregate tokens/s at several "
+            "concurrency levels and a quality suite against an OpenAI-compatible server, "
+            "then judge the result with the same gate the operator uses."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--url", required=True, help="server root, e.g. http://host:8000")
+    p.add_argument("--model", required=True, help="model name to request (as served)")
+    key = p.add_mutually_exclusive_group()
+    key.add_argument("--api-key-file", metavar="F", help="read the API key from file F")
+    key.add_argument("--api-key-env", metavar="VAR", help="read the API key from env VAR")
+    p.add_argument(
+        "--suite",
+        default="builtin:default",
+        help="builtin:default (13 tests), builtin:none, or a suite file (default: %(default)s)",
+    )
+    p.add_argument("--iterations", type=int, default=5, help="measured requests per prompt class")
+    p.add_argument("--warmup", type=int, default=1, help="discarded warm-up requests per class")
+    p.add_argument(
+        "--prompt-classes",
+        default="short,medium,long",
+        help="classes to measure: names, or NAME=PROMPT/OUTPUT tokens (default: %(default)s)",
+    )
+    p.add_argument(
+        "--concurrency",
+        default="1,2,4,8",
+        help="comma-separated stream counts; 'none' to skip (default: %(default)s)",
+    )
+    p.add_argument(
+        "--requests-per-stream", type=int, default=3, help="closed-loop requests per stream"
+    )
+    p.add_argument("--thresholds-json", metavar="JSON", help="gate limits (Thresholds, camelCase)")
+    p.add_argument("--baseline-json", metavar="JSON", help="the stable revision's BenchSummary")
+    p.add_argument("--report-path", metavar="PATH", help="write the full JSON report here")
+    p.add_argument("--summary-path", metavar="PATH", help="write the compact summary here")
+    p.add_argument("--deadline-seconds", type=float, default=1500.0, help="whole-run deadline")
+    p.add_argument("--request-timeout", type=float, default=600.0, help="per-request limit (s)")
+    p.add_argument("--stall-seconds", type=float, default=60.0, help="max silence mid-stream (s)")
+    p.add_argument("--connect-timeout", type=float, default=10.0, help="connect limit (s)")
+    p.add_argument("--client", choices=("aiohttp", "httpx"), default="aiohttp", help="HTTP client")
+    p.add_argument(
+        "--output",
+        choices=("auto", "human", "jsonl"),
+        default="auto",
+        help="auto: tables and a live line on a terminal, JSON lines otherwise",
+    )
+    p.add_argument("--label", help="row label in the tables (default: the model name)")
+    return p
+
+
+def main(argv: list[str], prog: str) -> int:
+    args = parser(prog).parse_args(argv)
+    try:
+        config = config_from_args(args)
+    except SpecError as exc:
+        sys.stderr.write(f"{prog}: error: {exc}\n")
+        _usage_summary(args.summary_path, args.model, str(exc))
+        return EXIT_USAGE
+    jsonl = args.output == "jsonl" or (args.output == "auto" and not sys.stdout.isatty())
+    progress: Progress
+    terminal: TerminalProgress | None = None
+    if jsonl:
+        progress = JsonLinesProgress(sys.stdout)
+    else:
+        terminal = TerminalProgress(sys.stderr)
+        progress = terminal
+    state = asyncio.run(run(config, progress=progress))
+    if terminal is not None:
+        terminal.close()
+    report = build_report(config, state)
+    _publish(report, args, jsonl, sys.stdout, sys.stderr)
+    return report.exit_code
+
+
+def config_from_args(args: argparse.Namespace) -> BenchConfig:
+    """Validate every option into a ``BenchConfig``; ``SpecError`` names the bad option."""
+    suite = load_suite(args.suite)
+    thresholds = _model_arg(Thresholds, args.thresholds_json, "--thresholds-json")
+    baseline = _model_arg(BenchSummary, args.baseline_json, "--baseline-json")
+    if thresholds is not None:
+        unknown = sorted(set(thresholds.quality.must_pass) - set(suite.ids))
+        if unknown:
+            raise SpecError(
+                "--thresholds-json: quality.mustPass",
+                f"{', '.join(unknown)} not in suite {suite.name}",
+            )
+    levels = _levels(args.concurrency)
+    for name, value in (
+        ("--iterations", args.iterations),
+        ("--requests-per-stream", args.requests_per_stream),
+    ):
+        if value < 1:
+            raise SpecError(name, "must be >= 1")
+    if args.warmup < 0:
+        raise SpecError("--warmup", "must be >= 0")
+    for name, value in (
+        ("--deadline-seconds", args.deadline_seconds),
+        ("--request-timeout", args.request_timeout),
+        ("--stall-seconds", args.stall_seconds),
+        ("--connect-timeout", args.connect_timeout),
+    ):
+        if value <= 0:
+            raise SpecError(name, "must be > 0")
+    return BenchConfig(
+        url=args.url,
+        model=args.model,
+        api_key=_api_key(args),
+        suite=suite,
+        suite_ref=args.suite,
+        iterations=args.iterations,
+        warmup=args.warmup,
+        prompt_classes=parse_classes(args.prompt_classes),
+        concurrency=levels,
+        requests_per_stream=args.requests_per_stream,
+        thresholds=thresholds,
+        baseline=baseline,
+        deadline_seconds=args.deadline_seconds,
+        request_timeout=args.request_timeout,
+        stall_seconds=args.stall_seconds,
+        connect_timeout=args.connect_timeout,
+        client=args.client,
+    )
+
+
+def _levels(text: str) -> tuple[int, ...]:
+    if text.strip().lower() in ("", "none"):
+        return ()
+    try:
+        levels = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError as exc:
+        raise SpecError("--concurrency", f"{text!r} is not a list of integers", "1,2,4,8") from exc
+    if any(level < 1 or level > 1024 for level in levels) or len(levels) > MAX_LEVELS:
+        raise SpecError("--concurrency", f"1..{MAX_LEVELS} levels, each 1..1024")
+    return tuple(levels)
+
+
+def _api_key(args: argparse.Namespace) -> str | None:
+    if args.api_key_file:
+        try:
+            key = Path(args.api_key_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise SpecError("--api-key-file", f"cannot read: {exc.strerror or exc}") from exc
+        if not key:
+            raise SpecError("--api-key-file", "the file is empty")
+        return key
+    if args.api_key_env:
+        key = os.environ.get(args.api_key_env, "").strip()
+        if not key:
+            raise SpecError("--api-key-env", f"environment variable {args.api_key_env} is unset")
+        return key
+    return None
+
+
+def _model_arg(model: type[ModelT], text: str | None, option: str) -> ModelT | None:
+    if text is None:
+        return None
+    if text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SpecError(option, f"cannot read {text[1:]}: {exc.strerror or exc}") from exc
+    try:
+        return model.model_validate(json.loads(text))
+    except ValueError as exc:
+        if isinstance(exc, ValidationError):
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise SpecError(f"{option}: {where}", first["msg"]) from exc
+        raise SpecError(option, f"not JSON: {exc}") from exc
+
+
+def _usage_summary(path: str | None, model: str, reason: str) -> None:
+    if not path:
+        return
+    summary = BenchSummary(
+        model=model, errors={"client_error": 1}, verdict="Error", reasons=[f"usage: {reason}"]
+    )
+    _write(path, summary_mod.wire(summary_mod.fit(summary)))
+
+
+def _publish(
+    report: BenchReport, args: argparse.Namespace, jsonl: bool, out: TextIO, err: TextIO
+) -> None:
+    data: dict[str, Any] = report.to_json()
+    tables = human.render(report, args.label)
+    if jsonl:
+        err.write(tables)
+        err.flush()
+        out.write(json.dumps({"event": "report", "report": data}, default=str) + "\n")
+        out.flush()
+    else:
+        out.write(tables)
+    if args.report_path:
+        _write(args.report_path, json.dumps(data, indent=2, default=str) + "\n")
+    if args.summary_path:
+        _write(args.summary_path, summary_mod.wire(report.summary))
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)

@@ -1,0 +1,90 @@
+"""What one benchmark run is asked to do, decided once before it starts.
+
+The CLI, the operator's Job arguments and in-process callers all build a ``BenchConfig``;
+the runner reads nothing else (no environment, no files), so a run is reproducible from its
+config, which the report records (without the API key).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.summary import BenchSummary
+from vllm_operator.bench.prompts import CONCURRENCY_CLASS, DEFAULT_CLASSES, PromptClass
+from vllm_operator.bench.suite import EMPTY_SUITE, Suite
+
+MAX_LEVELS = 16
+"""Concurrency levels per run (the CRD allows 16; keeps the summary under 4,096 bytes)."""
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """One benchmark run."""
+
+    url: str
+    model: str
+    api_key: str | None = field(default=None, repr=False)
+    suite: Suite = EMPTY_SUITE
+    suite_ref: str = "builtin:none"
+    iterations: int = 5
+    warmup: int = 1
+    prompt_classes: tuple[PromptClass, ...] = DEFAULT_CLASSES
+    concurrency: tuple[int, ...] = (1, 2, 4, 8)
+    concurrency_class: PromptClass = CONCURRENCY_CLASS
+    requests_per_stream: int = 3
+    thresholds: Thresholds | None = None
+    baseline: BenchSummary | None = None
+    deadline_seconds: float = 1500.0
+    request_timeout: float = 600.0
+    stall_seconds: float = 60.0
+    connect_timeout: float = 10.0
+    client: str = "aiohttp"
+
+    def __post_init__(self) -> None:
+        if self.iterations < 1 or self.warmup < 0 or self.requests_per_stream < 1:
+            raise ValueError("iterations >= 1, warmup >= 0, requests per stream >= 1")
+        if len(self.concurrency) > MAX_LEVELS or any(c < 1 for c in self.concurrency):
+            raise ValueError(f"at most {MAX_LEVELS} concurrency levels, each >= 1")
+        if self.deadline_seconds <= 0:
+            raise ValueError("deadline must be > 0")
+
+    @property
+    def base_url(self) -> str:
+        """The server root (``/v1`` stripped if given)."""
+        base = self.url.rstrip("/")
+        return base[: -len("/v1")] if base.endswith("/v1") else base
+
+    @property
+    def chat_url(self) -> str:
+        return f"{self.base_url}/v1/chat/completions"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    @property
+    def gated(self) -> bool:
+        """Was the run given limits or a baseline (otherwise: no gate)?"""
+        return self.thresholds is not None or self.baseline is not None
+
+    def public(self) -> dict[str, object]:
+        """The config as the report shows it: everything except the API key."""
+        return {
+            "url": self.url,
+            "model": self.model,
+            "api_key": "set" if self.api_key else "none",
+            "suite": self.suite_ref,
+            "iterations": self.iterations,
+            "warmup": self.warmup,
+            "prompt_classes": [
+                {"name": c.name, "prompt_tokens": c.prompt_tokens, "output_tokens": c.output_tokens}
+                for c in self.prompt_classes
+            ],
+            "concurrency": list(self.concurrency),
+            "requests_per_stream": self.requests_per_stream,
+            "deadline_seconds": self.deadline_seconds,
+            "request_timeout_seconds": self.request_timeout,
+            "stall_seconds": self.stall_seconds,
+            "client": self.client,
+        }

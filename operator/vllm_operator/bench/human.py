@@ -1,0 +1,143 @@
+"""The report for people: the published study's tables, then errors and the verdict.
+
+Layout as in the study (shared/docs/published-study.md): one row per configuration with
+latency and tok/s for short, medium and long prompts; aggregate tok/s by concurrent
+streams; the quality tests with a pass/fail mark. Detail tables (TTFT, decode rate, spread)
+follow, labelled, because the study's "tok/s" is output tokens over end-to-end latency and
+readers confuse it with the decode rate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vllm_operator.bench.report import BenchReport
+
+
+def render(report: BenchReport, label: str | None = None) -> str:
+    data = report.to_json()
+    name = label or report.config.model
+    out: list[str] = []
+    out += _latency(data["latency"], name)
+    out += _concurrency(data["concurrency"], name)
+    out += _quality(data["quality"])
+    out += _errors(data["errors"])
+    out += _verdict(report)
+    return "\n".join(out) + "\n"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f} ms"
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _median(stats: dict[str, float] | None) -> float | None:
+    return None if stats is None else stats["median"]
+
+
+def _latency(rows: list[dict[str, Any]], name: str) -> list[str]:
+    if not rows:
+        return []
+    head = ["Configuration"]
+    cells = [name]
+    for row in rows:
+        head += [f"{row['class'].capitalize()} lat.", f"{row['class'].capitalize()} tok/s"]
+        cells += [_ms(_median(row["e2e_ms"])), _num(_median(row["e2e_tokens_per_second"]))]
+    out = [
+        "## Latency and generation speed (medians; tok/s = output tokens / end-to-end latency)",
+        _row(head),
+        _row(["---"] * len(head)),
+        _row(cells),
+        "",
+        _row(["Prompt", "OK/sent", "TTFT", "E2E min-max", "E2E std", "decode tok/s", "tokens"]),
+        _row(["---"] * 7),
+    ]
+    for row in rows:
+        e2e = row["e2e_ms"]
+        spread = "-" if e2e is None else f"{e2e['min']:,.0f}-{e2e['max']:,.0f} ms"
+        std = "-" if e2e is None else f"{e2e['std']:,.1f} ms"
+        tokens = _num(_median(row["output_tokens"]), 0)
+        if row["tokens_estimated"]:
+            tokens += " (estimated)"
+        out.append(
+            _row(
+                [
+                    row["class"],
+                    f"{row['ok']}/{row['requests']}",
+                    _ms(_median(row["ttft_ms"])),
+                    spread,
+                    std,
+                    _num(_median(row["decode_tokens_per_second"])),
+                    tokens,
+                ]
+            )
+        )
+    return [*out, ""]
+
+
+def _concurrency(rows: list[dict[str, Any]], name: str) -> list[str]:
+    if not rows:
+        return []
+    out = [
+        "## Aggregate tok/s by concurrent streams (closed loop, steady window)",
+        _row(["Streams", name, "req/s", "median stream tok/s", "scaling eff.", "OK/failed"]),
+        _row(["---"] * 6),
+    ]
+    for row in rows:
+        eff = row["scaling_efficiency"]
+        out.append(
+            _row(
+                [
+                    str(row["concurrency"]),
+                    _num(row["aggregate_tokens_per_second"]),
+                    _num(row["requests_per_second"], 2),
+                    _num(row["median_stream_tokens_per_second"]),
+                    "-" if eff is None else f"{eff:.0%}",
+                    f"{row['completed']}/{row['failed']}",
+                ]
+            )
+        )
+    return [*out, ""]
+
+
+def _quality(data: dict[str, Any] | None) -> list[str]:
+    if data is None:
+        return []
+    out = [
+        f"## Quality: {data['passed']}/{data['total']} passed (suite {data['suite']})",
+        _row(["Test", "Category", "Result", "Why"]),
+        _row(["---"] * 4),
+    ]
+    for test in data["tests"]:
+        mark = "✓ pass" if test["passed"] else "✗ FAIL"
+        why = "" if test["passed"] else test["reason"][:120].replace("|", "/").replace("\n", " ")
+        out.append(_row([test["id"], test["category"], mark, why]))
+    run = len(data["tests"])
+    if run < data["total"]:
+        out.append(f"({data['total'] - run} test(s) not run)")
+    return [*out, ""]
+
+
+def _errors(errors: dict[str, Any]) -> list[str]:
+    if not errors:
+        return ["## Errors: none", ""]
+    out = ["## Errors (requests by class)"]
+    for name, info in errors.items():
+        example = f" e.g. {info['examples'][0]}" if info["examples"] else ""
+        out.append(f"- {name}: {info['count']} ({info['meaning']}){example}")
+    return [*out, ""]
+
+
+def _verdict(report: BenchReport) -> list[str]:
+    if not report.config.gated:
+        return [f"## No gate (no thresholds or baseline given); exit {report.exit_code}"]
+    out = [f"## Gate: {report.verdict.outcome} (exit {report.exit_code})"]
+    out += [f"- {reason}" for reason in report.summary.reasons]
+    return out
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"

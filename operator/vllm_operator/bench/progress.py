@@ -1,0 +1,64 @@
+"""Progress while a run lasts: a live line on a terminal, JSON lines in a Job log.
+
+A person at a terminal wants one updating line; a Job's log is read by machines and by
+``kubectl logs`` after the fact, so there every event is one JSON object per line
+(``{"event": ..., "t": seconds since start, ...}``), ending with the full report.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, TextIO
+
+
+class JsonLinesProgress:
+    """One JSON object per event, flushed at once (the Job log keeps every line)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._t0 = time.monotonic()
+
+    def emit(self, event: str, **fields: Any) -> None:
+        line = {"event": event, "t": round(time.monotonic() - self._t0, 3), **fields}
+        self._stream.write(json.dumps(line, default=str) + "\n")
+        self._stream.flush()
+
+
+class TerminalProgress:
+    """A single status line rewritten in place (carriage return), cleared at the end."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._width = 0
+
+    def emit(self, event: str, **fields: Any) -> None:
+        text = _describe(event, fields)
+        if text is None:
+            return
+        pad = max(0, self._width - len(text))
+        self._stream.write("\r" + text + " " * pad)
+        self._stream.flush()
+        self._width = len(text)
+
+    def close(self) -> None:
+        if self._width:
+            self._stream.write("\r" + " " * self._width + "\r")
+            self._stream.flush()
+
+
+def _describe(event: str, f: dict[str, Any]) -> str | None:
+    if event == "request":
+        what = f"{f['phase']} {f['class']} #{f['index'] + 1}"
+        if "error" in f:
+            return f"{what}: {f['error']}"
+        return f"{what}: {f['e2e_ms']:,.0f} ms, TTFT {f['ttft_ms']:,.0f} ms, {f['tokens']} tokens"
+    if event == "concurrency":
+        return f"concurrency {f['level']}: {f['completed']} requests done"
+    if event == "quality":
+        return f"quality {f['id']}: {'pass' if f['passed'] else 'FAIL'}"
+    if event in ("deadline", "aborted"):
+        return f"{event}: {f.get('reason', f.get('seconds'))}"
+    if event == "preflight":
+        return f"server {f.get('server_version') or '?'} serves {f.get('served')}"
+    return None

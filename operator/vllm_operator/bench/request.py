@@ -1,0 +1,282 @@
+"""One streamed chat completion, timed and checked: the unit every figure is built from.
+
+A request either ends in a complete, well-formed stream (``[DONE]`` seen, usage present and
+consistent) or it is counted under exactly one error class (``gate.classes``); figures are
+computed only from complete ones, and the gate sees the error counts. Timing: ``sent_at``
+is when the transport handed the request to the network, ``queue`` the wait before that
+(scheduling plus connection pool) so client-side delay stays apart from the server's TTFT;
+TTFT ends at the first chunk with content, end-to-end at the last data event before
+``[DONE]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from vllm_operator.bench.sse import SSEError, SSEParser
+from vllm_operator.bench.transport import ConnectFailed, Dropped, Stalled, Transport
+
+Clock = Callable[[], float]
+
+SIM_REQUEST_ID_HEADER = "x-sim-request-id"
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """What to send: one user message (plus optional system), sizes and sampling."""
+
+    prompt: str
+    max_tokens: int
+    ignore_eos: bool = True
+    system: str | None = None
+    temperature: float = 0.0
+
+    def body(self, model: str) -> bytes:
+        messages = [] if self.system is None else [{"role": "system", "content": self.system}]
+        messages.append({"role": "user", "content": self.prompt})
+        payload: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if self.ignore_eos:
+            payload["ignore_eos"] = True
+        return json.dumps(payload).encode()
+
+
+@dataclass
+class RequestRecord:
+    """What one request measured (clock seconds) or why it failed."""
+
+    scheduled_at: float
+    sent_at: float | None = None
+    first_token_at: float | None = None
+    last_event_at: float | None = None
+    chunk_times: list[float] = field(default_factory=list)
+    output_tokens: int = 0
+    prompt_tokens: int | None = None
+    tokens_estimated: bool = False
+    text: str = ""
+    finish_reason: str | None = None
+    error: str | None = None
+    detail: str = ""
+    status: int | None = None
+    server_id: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def ttft(self) -> float:
+        assert self.sent_at is not None
+        assert self.first_token_at is not None
+        return self.first_token_at - self.sent_at
+
+    @property
+    def e2e(self) -> float:
+        assert self.sent_at is not None
+        assert self.last_event_at is not None
+        return self.last_event_at - self.sent_at
+
+    @property
+    def queue(self) -> float:
+        return 0.0 if self.sent_at is None else max(0.0, self.sent_at - self.scheduled_at)
+
+    @property
+    def decode_tps(self) -> float | None:
+        """(N - 1) / (E2E - TTFT): the rate after the first token."""
+        gap = self.e2e - self.ttft
+        if self.output_tokens < 2 or gap <= 0:
+            return None
+        return (self.output_tokens - 1) / gap
+
+    @property
+    def e2e_tps(self) -> float | None:
+        """N / E2E: the study's tok/s."""
+        return self.output_tokens / self.e2e if self.e2e > 0 else None
+
+    def fail(self, error: str, detail: str) -> RequestRecord:
+        if self.error is None:
+            self.error, self.detail = error, detail[:300]
+        return self
+
+
+async def send(
+    transport: Transport,
+    request: ChatRequest,
+    *,
+    url: str,
+    model: str,
+    headers: Mapping[str, str],
+    clock: Clock,
+    keep_text: bool = False,
+    record: RequestRecord | None = None,
+) -> RequestRecord:
+    """Send ``request``, fill ``record`` (or a new one) and return it; raises only on cancel.
+
+    On cancellation (request timeout or global deadline) the record is marked ``timeout``
+    before the ``CancelledError`` propagates, so a caller that created the record and kept
+    it still counts the request.
+    """
+    if record is None:
+        record = RequestRecord(scheduled_at=clock())
+    try:
+        body = request.body(model)
+        await _exchange(transport, url, body, headers, clock, record, keep_text=keep_text)
+    except asyncio.CancelledError:
+        record.fail("timeout", "request cancelled by its time limit or the deadline")
+        raise
+    except ConnectFailed as exc:
+        record.fail("connect_error", str(exc) or "connection failed")
+    except Stalled as exc:
+        record.fail("stall", f"no bytes within the stall limit ({exc})")
+    except Dropped as exc:
+        record.fail("no_done", f"connection dropped mid-stream: {exc}")
+    except (SSEError, UnicodeDecodeError) as exc:
+        record.fail("malformed_sse", str(exc))
+    except Exception as exc:  # classified as client_error, never hidden
+        record.fail("client_error", f"{type(exc).__name__}: {exc}")
+    if record.ok:
+        _check_usage(record, request)
+    return record
+
+
+async def _exchange(  # noqa: PLR0917 - private, called once
+    transport: Transport,
+    url: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    clock: Clock,
+    record: RequestRecord,
+    *,
+    keep_text: bool,
+) -> None:
+    all_headers = {"content-type": "application/json", "accept": "text/event-stream", **headers}
+    async with transport.post(url, body, all_headers) as resp:
+        record.sent_at = resp.sent_at
+        record.status = resp.status
+        record.server_id = resp.headers.get(SIM_REQUEST_ID_HEADER)
+        if resp.status >= 400:
+            body = b""
+            async for chunk in resp.chunks:
+                body += chunk
+                if len(body) > 2000:
+                    break
+            kind = "http_5xx" if resp.status >= 500 else "http_4xx"
+            record.fail(kind, f"HTTP {resp.status}: {body[:240].decode('utf-8', 'replace')}")
+            return
+        ctype = resp.headers.get("content-type", "")
+        if "text/event-stream" not in ctype:
+            record.fail("malformed_sse", f"content-type {ctype!r} is not text/event-stream")
+            return
+        parser = SSEParser()
+        state = _StreamState(keep_text)
+        async for chunk in resp.chunks:
+            at = clock()
+            for event in parser.feed(chunk, at):
+                state.handle(event.data, event.at, record)
+                if record.error is not None or state.done:
+                    return
+        rest = parser.close()
+        if not state.done:
+            tail = f" (trailing {rest[:60]!r})" if rest else ""
+            record.fail("no_done", f"stream ended without [DONE]{tail}")
+
+
+class _StreamState:
+    """Accumulates one stream's events into its record."""
+
+    def __init__(self, keep_text: bool) -> None:
+        self.done = False
+        self.usage: dict[str, Any] | None = None
+        self.keep_text = keep_text
+        self.parts: list[str] = []
+
+    def handle(self, data: str, at: float, record: RequestRecord) -> None:
+        if data.strip() == "[DONE]":
+            self.done = True
+            record.text = "".join(self.parts)
+            if self.usage is None:
+                record.output_tokens = len(record.chunk_times)
+                record.tokens_estimated = True
+                record.fail("usage_missing", "no usage chunk before [DONE]")
+            return
+        try:
+            obj = json.loads(data)
+        except ValueError as exc:
+            record.fail("malformed_sse", f"event is not JSON: {data[:80]!r} ({exc})")
+            return
+        if not isinstance(obj, dict):
+            record.fail("malformed_sse", f"event is not a JSON object: {data[:80]!r}")
+            return
+        if "error" in obj or obj.get("object") == "error":
+            _stream_error(obj, record)
+            return
+        choices = obj.get("choices")
+        if not isinstance(choices, list):
+            record.fail("malformed_sse", f"event without a choices list: {data[:80]!r}")
+            return
+        record.last_event_at = at
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            self.usage = usage
+            _apply_usage(usage, record)
+        for choice in choices:
+            if not isinstance(choice, dict):
+                record.fail("malformed_sse", "a choice is not an object")
+                return
+            delta = choice.get("delta")
+            content = delta.get("content") if isinstance(delta, dict) else None
+            if isinstance(content, str) and content:
+                if record.first_token_at is None:
+                    record.first_token_at = at
+                record.chunk_times.append(at)
+                self.parts.append(content)
+            if choice.get("finish_reason"):
+                record.finish_reason = str(choice["finish_reason"])
+
+
+def _apply_usage(usage: dict[str, Any], record: RequestRecord) -> None:
+    completion = usage.get("completion_tokens")
+    prompt = usage.get("prompt_tokens")
+    if isinstance(completion, int) and not isinstance(completion, bool):
+        record.output_tokens = completion
+    else:
+        record.fail("usage_mismatch", f"usage.completion_tokens is {completion!r}")
+    if isinstance(prompt, int) and not isinstance(prompt, bool):
+        record.prompt_tokens = prompt
+
+
+def _stream_error(obj: dict[str, Any], record: RequestRecord) -> None:
+    err = obj.get("error", obj)
+    code = err.get("code") if isinstance(err, dict) else None
+    message = err.get("message", err) if isinstance(err, dict) else err
+    status = code if isinstance(code, int) else 500
+    kind = "http_4xx" if 400 <= status < 500 else "http_5xx"
+    record.fail(kind, f"error event mid-stream ({status}): {str(message)[:200]}")
+
+
+def _check_usage(record: RequestRecord, request: ChatRequest) -> None:
+    if record.first_token_at is None:
+        if request.max_tokens > 0 and request.ignore_eos:
+            record.fail("no_done", "stream finished without any content")
+        return
+    streamed = len(record.chunk_times)
+    tokens = record.output_tokens
+    if streamed > tokens:
+        record.fail("usage_mismatch", f"{streamed} content chunks but usage says {tokens} tokens")
+    elif request.ignore_eos and tokens != request.max_tokens:
+        record.fail(
+            "usage_mismatch",
+            f"usage says {tokens} tokens, asked for exactly {request.max_tokens} (ignore_eos)",
+        )
+    elif tokens > request.max_tokens:
+        record.fail("usage_mismatch", f"usage says {tokens} tokens > max_tokens")

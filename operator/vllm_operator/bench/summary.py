@@ -1,0 +1,119 @@
+"""The compact summary: the figures a gate needs, always under 4,096 bytes.
+
+Kubernetes keeps at most 4,096 bytes of a container's termination message; a longer one is
+cut mid-JSON and the operator would read garbage. So the summary is built small (rounded
+figures, no per-request data) and then fitted: if it is still too large, it drops, in this
+order and deterministically, the tail of ``reasons`` (leaving a "+N more" line), the tail
+of ``quality.failed`` (must-pass ids are listed first and counted in ``failedOmitted``),
+then the reasons and the failed list entirely, then the concurrency and latency figures.
+Error counts and the verdict are never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+from vllm_operator.api.summary import (
+    BenchSummary,
+    ConcurrencyFigures,
+    LatencyFigures,
+    QualityFigures,
+)
+from vllm_operator.bench.quality import SuiteOutcome
+from vllm_operator.bench.request import RequestRecord
+from vllm_operator.bench.stats import level_figures
+
+LIMIT = 4095
+"""Bytes of the wire JSON (strictly below Kubernetes' 4,096)."""
+
+MAX_REASON = 200
+MAX_MODEL = 200
+
+
+def latency_figures(name: str, records: list[RequestRecord]) -> LatencyFigures:
+    done = [r for r in records if r.ok]
+
+    def median(values: list[float]) -> float:
+        return round(statistics.median(values), 2) if values else 0.0
+
+    return LatencyFigures(
+        prompt_class=name,
+        requests=len(done),
+        median_ms=median([r.e2e * 1000 for r in done]),
+        ttft_ms=median([r.ttft * 1000 for r in done]),
+        output_tokens=median([float(r.output_tokens) for r in done]),
+        e2e_tokens_per_second=median([t for r in done if (t := r.e2e_tps) is not None]),
+        decode_tokens_per_second=median([t for r in done if (t := r.decode_tps) is not None]),
+    )
+
+
+def concurrency_figures(level: int, streams: list[list[RequestRecord]]) -> ConcurrencyFigures:
+    figures = level_figures(level, streams)
+    return ConcurrencyFigures(
+        concurrency=level,
+        aggregate_tokens_per_second=round(figures.aggregate_tps, 2),
+        requests_per_second=round(figures.requests_per_second, 3),
+        requests=figures.completed,
+    )
+
+
+def quality_figures(outcome: SuiteOutcome, must_pass: tuple[str, ...]) -> QualityFigures:
+    return QualityFigures(
+        suite=outcome.suite.name,
+        passed=outcome.passed,
+        total=len(outcome.suite.tests),
+        failed=outcome.failed_ids(must_pass),
+    )
+
+
+def size(summary: BenchSummary) -> int:
+    """Bytes of the summary's compact wire JSON."""
+    return len(wire(summary).encode("utf-8"))
+
+
+def wire(summary: BenchSummary) -> str:
+    return json.dumps(summary.to_wire(), separators=(",", ":"), ensure_ascii=False)
+
+
+def fit(summary: BenchSummary, limit: int = LIMIT) -> BenchSummary:
+    """``summary`` cut down (see module docstring) until its wire JSON is <= ``limit`` bytes."""
+    s = summary.model_copy(
+        update={
+            "model": _cut(summary.model, MAX_MODEL),
+            "reasons": [_cut(r, MAX_REASON) for r in summary.reasons],
+        }
+    )
+    if size(s) <= limit:
+        return s
+    reasons = s.reasons
+    for keep in range(len(reasons) - 1, -1, -1):
+        more = [f"+{len(reasons) - keep} more reason(s) in the report"]
+        s = s.model_copy(update={"reasons": reasons[:keep] + more})
+        if size(s) <= limit:
+            return s
+    s = s.model_copy(update={"reasons": []})
+    if s.quality is not None and size(s) > limit:
+        quality = s.quality
+        failed = quality.failed
+        for keep in range(len(failed) - 1, -1, -1):
+            cut = quality.model_copy(
+                update={
+                    "failed": failed[:keep],
+                    "failed_omitted": quality.failed_omitted + len(failed) - keep,
+                }
+            )
+            s = s.model_copy(update={"quality": cut})
+            if size(s) <= limit:
+                return s
+    for dropped in ("concurrency", "latency"):
+        if size(s) <= limit:
+            return s
+        s = s.model_copy(update={dropped: []})
+    if size(s) > limit:
+        s = s.model_copy(update={"model": _cut(s.model, 32)})
+    return s
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,255 @@
+"""The HTTP seam: how bytes get to and from the server, and nothing else.
+
+The benchmark measures the server through its client, so the client's own delay is part of
+every figure. Measured against the simulator's server-side timestamps
+(``benchmarks/bench_accuracy.py``, docs/bench.md), httpx adds several milliseconds of TTFT
+at a few streams and tens at 64, aiohttp about one: aiohttp is the default, httpx stays
+available behind the same two-method interface for comparison and for tests.
+
+A transport only moves raw bytes. It does not parse SSE (``bench.sse`` does, so line-length
+limits of a library never apply) and does not classify failures beyond the four exceptions
+below, which the request code maps to error classes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Protocol
+
+import aiohttp
+import httpx
+
+Clock = Callable[[], float]
+
+READ_CHUNK = 1 << 20
+"""aiohttp's read buffer; its 64 KB default is a known trap for long SSE lines."""
+
+
+class TransportError(Exception):
+    """Base of the failures a transport reports."""
+
+
+class ConnectFailed(TransportError):
+    """Nothing accepted the connection (refused, unreachable, DNS, connect timeout)."""
+
+
+class Stalled(TransportError):
+    """The server sent nothing for longer than the stall limit."""
+
+
+class Dropped(TransportError):
+    """The connection closed or broke before the response was complete."""
+
+
+@dataclass
+class Response:
+    """An open response: status, headers and its body as raw chunks."""
+
+    status: int
+    headers: Mapping[str, str]
+    sent_at: float
+    chunks: AsyncIterator[bytes]
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+class Transport(Protocol):
+    """What the benchmark needs from an HTTP client."""
+
+    def post(
+        self, url: str, body: bytes, headers: Mapping[str, str]
+    ) -> AbstractAsyncContextManager[Response]:
+        """POST ``body``; the response's ``sent_at`` is when the request was handed over."""
+        ...
+
+    async def get(self, url: str, headers: Mapping[str, str]) -> tuple[int, bytes]:
+        """A small GET (``/v1/models``, ``/version``, the simulator's side channel)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
+
+
+@dataclass
+class Limits:
+    """Timeouts shared by both transports (seconds)."""
+
+    connect: float = 10.0
+    stall: float = 60.0
+
+
+class AiohttpTransport:
+    """The default transport: aiohttp with unlimited pooling and a large read buffer."""
+
+    def __init__(self, limits: Limits | None = None, clock: Clock | None = None) -> None:
+        self._limits = limits or Limits()
+        self._clock = clock or asyncio.get_running_loop().time
+        self._session: aiohttp.ClientSession | None = None
+
+    def _open(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            trace = aiohttp.TraceConfig()
+            trace.on_request_headers_sent.append(self._on_headers_sent)
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
+                timeout=aiohttp.ClientTimeout(
+                    total=None, sock_connect=self._limits.connect, sock_read=self._limits.stall
+                ),
+                read_bufsize=READ_CHUNK,
+                auto_decompress=False,
+                trace_configs=[trace],
+            )
+        return self._session
+
+    async def _on_headers_sent(
+        self,
+        _session: aiohttp.ClientSession,
+        context: SimpleNamespace,
+        _params: aiohttp.TraceRequestHeadersSentParams,
+    ) -> None:
+        stamps = context.trace_request_ctx
+        if isinstance(stamps, dict):
+            stamps["sent_at"] = self._clock()
+
+    @asynccontextmanager
+    async def post(
+        self, url: str, body: bytes, headers: Mapping[str, str]
+    ) -> AsyncIterator[Response]:
+        session = self._open()
+        stamps: dict[str, float] = {}
+        started = self._clock()
+        try:
+            async with session.post(
+                url, data=body, headers=dict(headers), trace_request_ctx=stamps
+            ) as resp:
+                yield Response(
+                    status=resp.status,
+                    headers={k.lower(): v for k, v in resp.headers.items()},
+                    sent_at=stamps.get("sent_at", started),
+                    chunks=self._chunks(resp),
+                    extra={"started_at": started},
+                )
+        except aiohttp.ClientConnectorError as exc:
+            raise ConnectFailed(str(exc)) from exc
+        except aiohttp.ServerTimeoutError as exc:
+            raise _timeout(exc) from exc
+        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
+            raise Dropped(str(exc) or type(exc).__name__) from exc
+        except aiohttp.ClientOSError as exc:
+            raise Dropped(str(exc)) from exc
+
+    @staticmethod
+    async def _chunks(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in resp.content.iter_any():
+                yield chunk
+        except aiohttp.ServerTimeoutError as exc:
+            raise Stalled(str(exc) or "read timeout") from exc
+        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
+            raise Dropped(str(exc) or type(exc).__name__) from exc
+        except aiohttp.ClientOSError as exc:
+            raise Dropped(str(exc)) from exc
+
+    async def get(self, url: str, headers: Mapping[str, str]) -> tuple[int, bytes]:
+        session = self._open()
+        try:
+            async with session.get(url, headers=dict(headers)) as resp:
+                return resp.status, await resp.read()
+        except aiohttp.ClientConnectorError as exc:
+            raise ConnectFailed(str(exc)) from exc
+        except aiohttp.ServerTimeoutError as exc:
+            raise _timeout(exc) from exc
+        except aiohttp.ClientError as exc:
+            raise Dropped(str(exc) or type(exc).__name__) from exc
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _timeout(exc: Exception) -> TransportError:
+    text = str(exc) or type(exc).__name__
+    if "connect" in text.lower():
+        return ConnectFailed(text)
+    return Stalled(text)
+
+
+class HttpxTransport:
+    """httpx with the pool limits lifted; kept to compare clients and for its MockTransport."""
+
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        clock: Clock | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        lim = limits or Limits()
+        self._clock = clock or asyncio.get_running_loop().time
+        self._client = httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
+            timeout=httpx.Timeout(connect=lim.connect, read=lim.stall, write=lim.stall, pool=None),
+            transport=transport,
+        )
+
+    @asynccontextmanager
+    async def post(
+        self, url: str, body: bytes, headers: Mapping[str, str]
+    ) -> AsyncIterator[Response]:
+        started = self._clock()
+        try:
+            async with self._client.stream("POST", url, content=body, headers=headers) as resp:
+                yield Response(
+                    status=resp.status_code,
+                    headers={k.lower(): v for k, v in resp.headers.items()},
+                    sent_at=started,
+                    chunks=self._chunks(resp),
+                    extra={"started_at": started},
+                )
+        except httpx.ConnectError as exc:
+            raise ConnectFailed(str(exc)) from exc
+        except httpx.ConnectTimeout as exc:
+            raise ConnectFailed(str(exc) or "connect timeout") from exc
+        except httpx.ReadTimeout as exc:
+            raise Stalled(str(exc) or "read timeout") from exc
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            raise Dropped(str(exc) or type(exc).__name__) from exc
+
+    @staticmethod
+    async def _chunks(resp: httpx.Response) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in resp.aiter_raw():
+                yield chunk
+        except httpx.ReadTimeout as exc:
+            raise Stalled(str(exc) or "read timeout") from exc
+        except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+            raise Dropped(str(exc) or type(exc).__name__) from exc
+
+    async def get(self, url: str, headers: Mapping[str, str]) -> tuple[int, bytes]:
+        try:
+            resp = await self._client.get(url, headers=headers)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise ConnectFailed(str(exc) or type(exc).__name__) from exc
+        except httpx.TimeoutException as exc:
+            raise Stalled(str(exc) or "timeout") from exc
+        except httpx.TransportError as exc:
+            raise Dropped(str(exc) or type(exc).__name__) from exc
+        return resp.status_code, resp.content
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def make_transport(
+    name: str, limits: Limits | None = None, clock: Clock | None = None
+) -> Transport:
+    """``aiohttp`` (default) or ``httpx``, by name (the CLI's ``--client``)."""
+    if name == "aiohttp":
+        return AiohttpTransport(limits, clock)
+    if name == "httpx":
+        return HttpxTransport(limits, clock)
+    raise ValueError(f"unknown client {name!r}: aiohttp or httpx")

@@ -1,0 +1,134 @@
+"""Every assertion type has answers that pass and answers that fail."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import TypeAdapter
+
+from vllm_operator.bench.assertions import check, fenced_or_all, parse_number
+from vllm_operator.bench.suite import Assertion
+
+ADAPTER: TypeAdapter[Any] = TypeAdapter(Assertion)
+
+CASES: list[tuple[dict[str, Any], str, bool]] = [
+    ({"type": "equals", "value": "billing"}, "  billing\n", True),
+    ({"type": "equals", "value": "billing"}, "Billing", False),
+    ({"type": "equals", "value": "billing", "ignoreCase": True}, "BILLING", True),
+    ({"type": "equals", "value": "billing"}, "billing.", False),
+    ({"type": "contains", "value": "June 3"}, "launch on June 3.", True),
+    ({"type": "contains", "value": ["June 3", "$49"]}, "launch on June 3", False),
+    ({"type": "contains", "value": "dana", "ignoreCase": True}, "Dear Dana,", True),
+    ({"type": "regex", "pattern": r"Answer:\s*13:50\s*\Z"}, "...\nAnswer: 13:50\n", True),
+    ({"type": "regex", "pattern": r"Answer:\s*13:50\s*\Z"}, "Answer: 13:50 or 13:30", False),
+    ({"type": "regex", "pattern": "^yes$", "ignoreCase": True}, "YES", True),
+    ({"type": "is-json"}, '{"a": [1, 2]}', True),
+    ({"type": "is-json"}, 'Here: ```json\n{"a": 1}\n```', True),
+    ({"type": "is-json"}, "{'a': 1}", False),
+    ({"type": "is-json"}, 'Sure! {"a": 1}', False),
+    ({"type": "json-schema", "schema": {"type": "object", "required": ["a"]}}, '{"a": 1}', True),
+    ({"type": "json-schema", "schema": {"type": "object", "required": ["a"]}}, '{"b": 1}', False),
+    ({"type": "json-schema", "schema": {"type": "object"}}, "not json", False),
+    ({"type": "number-close", "value": 9422, "tolerance": 0.5}, "so it is $9,422.", True),
+    ({"type": "number-close", "value": 9422}, "first 9422, finally 3922", False),
+    (
+        {"type": "number-close", "value": 9422, "pattern": r"Gross profit:\s*\$?([\d,.]+)"},
+        "Gross profit: $9,422.00\nCheck: 3922",
+        True,
+    ),
+    ({"type": "number-close", "value": 1.5, "tolerance": 0.1}, "no numbers here", False),
+    ({"type": "word-count", "min": 2, "max": 3}, "one two three", True),
+    ({"type": "word-count", "max": 2}, "one two three", False),
+    ({"type": "word-count", "min": 4}, "one two three", False),
+    ({"type": "not", "assert": {"type": "contains", "value": "[Your Name]"}}, "Best, Ann", True),
+    (
+        {"type": "not", "assert": {"type": "contains", "value": "[Your Name]"}},
+        "Best, [Your Name]",
+        False,
+    ),
+    (
+        {"type": "not", "assert": {"type": "not", "assert": {"type": "equals", "value": "x"}}},
+        "x",
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(("spec", "answer", "passes"), CASES)
+async def test_assertion(spec: dict[str, Any], answer: str, passes: bool) -> None:
+    result = await check(ADAPTER.validate_python(spec), answer)
+    assert result.passed is passes, result.detail
+    assert result.detail
+
+
+def test_every_type_has_a_passing_and_a_failing_case() -> None:
+    types = {
+        "equals",
+        "contains",
+        "regex",
+        "is-json",
+        "json-schema",
+        "number-close",
+        "word-count",
+        "not",
+    }
+    for kind in types:
+        outcomes = {passes for spec, _, passes in CASES if spec["type"] == kind}
+        assert outcomes == {True, False}, kind
+
+
+PALINDROME_TESTS = (
+    'assert is_palindrome("A man, a plan, a canal: Panama")\nassert not is_palindrome("ab")'
+)
+
+
+@pytest.mark.parametrize(
+    ("answer", "passes", "words"),
+    [
+        (
+            "```python\ndef is_palindrome(s):\n"
+            "    t = [c.lower() for c in s if c.isalnum()]\n    return t == t[::-1]\n```",
+            True,
+            "passed",
+        ),
+        ("def is_palindrome(s):\n    return s == s[::-1]", False, "AssertionError"),
+        ("def is_palindrome(s) return", False, "SyntaxError"),
+        ("import sys\nsys.exit(0)", False, "SystemExit"),
+        ("while True:\n    pass", False, "timed out"),
+    ],
+)
+async def test_python_tests(answer: str, passes: bool, words: str) -> None:
+    spec = {"type": "python-tests", "tests": PALINDROME_TESTS, "timeoutSeconds": 1.5}
+    result = await check(ADAPTER.validate_python(spec), answer)
+    assert result.passed is passes, result.detail
+    assert words in result.detail
+
+
+async def test_python_tests_negated() -> None:
+    spec = {"type": "not", "assert": {"type": "python-tests", "tests": "assert f() == 1"}}
+    result = await check(ADAPTER.validate_python(spec), "def f():\n    return 2")
+    assert result.passed
+
+
+def test_fenced_extraction_and_numbers() -> None:
+    assert fenced_or_all("text\n```py\ncode\n```\nmore") == "code"
+    assert fenced_or_all("  plain  ") == "plain"
+    assert parse_number("$12,345.50") == 12345.5
+    assert parse_number("1,2,3x") is None
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"type": "regex", "pattern": "("},
+        {"type": "number-close", "value": 1, "pattern": "no group"},
+        {"type": "json-schema", "schema": {"type": "object", "patternProperties": {}}},
+        {"type": "equals", "value": "x", "typo": 1},
+        {"type": "unknown"},
+        {"type": "not"},
+    ],
+)
+def test_bad_assertions_are_rejected_at_load(spec: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="validation error"):  # pydantic ValidationError
+        ADAPTER.validate_python(spec)

@@ -1,0 +1,102 @@
+"""The compact summary always fits a termination message (< 4,096 bytes), deterministically."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vllm_operator.api.summary import (
+    BenchSummary,
+    ConcurrencyFigures,
+    LatencyFigures,
+    QualityFigures,
+)
+from vllm_operator.bench.summary import LIMIT, fit, size, wire
+from vllm_operator.gate import ERROR_CLASSES
+
+names = st.text(st.characters(codec="utf-8"), min_size=1, max_size=300)
+ids = st.from_regex(r"[a-z0-9][a-z0-9._-]{0,62}", fullmatch=True)
+floats = st.floats(0, 1e9, allow_nan=False)
+
+latency = st.fixed_dictionaries(
+    {
+        "prompt_class": st.from_regex(r"[a-z][a-z0-9-]{0,15}", fullmatch=True),
+        "requests": st.integers(0, 100),
+        "median_ms": floats,
+        "ttft_ms": floats,
+        "output_tokens": floats,
+        "e2e_tokens_per_second": floats,
+        "decode_tokens_per_second": floats,
+    }
+).map(lambda kw: LatencyFigures(**kw))
+level = st.fixed_dictionaries(
+    {
+        "concurrency": st.integers(1, 1024),
+        "aggregate_tokens_per_second": floats,
+        "requests_per_second": floats,
+        "requests": st.integers(0, 100_000),
+    }
+).map(lambda kw: ConcurrencyFigures(**kw))
+summaries = st.fixed_dictionaries(
+    {
+        "model": names,
+        "latency": st.lists(latency, max_size=3),
+        "concurrency": st.lists(level, max_size=16),
+        "quality": st.none()
+        | st.fixed_dictionaries(
+            {
+                "suite": st.from_regex(r"[a-z]{1,63}", fullmatch=True),
+                "passed": st.integers(0, 500),
+                "total": st.integers(0, 500),
+                "failed": st.lists(ids, max_size=300),
+            }
+        ).map(lambda kw: QualityFigures(**kw)),
+        "errors": st.dictionaries(st.sampled_from(sorted(ERROR_CLASSES)), st.integers(0, 10**9)),
+        "verdict": st.sampled_from(["Passed", "Failed", "Inconclusive", "Error"]),
+        "reasons": st.lists(names, max_size=60),
+    }
+).map(lambda kw: BenchSummary(**kw))
+
+
+@settings(max_examples=60, deadline=None)
+@given(summaries)
+def test_fitted_summary_is_under_4096_bytes_and_keeps_what_gates(summary: BenchSummary) -> None:
+    fitted = fit(summary)
+    assert size(fitted) <= LIMIT < 4096
+    assert fit(summary) == fitted  # deterministic
+    again = BenchSummary.model_validate_json(wire(fitted))
+    assert again == fitted
+    assert fitted.errors == summary.errors
+    assert fitted.verdict == summary.verdict
+    if summary.quality is not None:
+        assert fitted.quality is not None
+        shown = fitted.quality.failed
+        assert shown == summary.quality.failed[: len(shown)]
+        assert len(shown) + fitted.quality.failed_omitted == len(summary.quality.failed)
+
+
+def test_small_summary_is_untouched() -> None:
+    s = BenchSummary(
+        model="m", reasons=["ok"], quality=QualityFigures(suite="d", passed=1, total=1)
+    )
+    assert fit(s) == s
+
+
+def test_long_reasons_are_cut_with_a_count() -> None:
+    s = BenchSummary(model="m", reasons=[f"reason {i} " + "x" * 150 for i in range(60)])
+    fitted = fit(s)
+    assert size(fitted) <= LIMIT
+    assert fitted.reasons[-1].startswith("+")
+    assert fitted.reasons[-1].endswith("more reason(s) in the report")
+    assert fitted.reasons[0] == s.reasons[0]
+
+
+def test_failed_ids_are_cut_after_reasons() -> None:
+    failed = [f"test-{i:03d}-" + "y" * 40 for i in range(200)]
+    s = BenchSummary(
+        model="m", quality=QualityFigures(suite="big", passed=0, total=200, failed=failed)
+    )
+    fitted = fit(s)
+    assert fitted.quality is not None
+    assert fitted.quality.failed == failed[: len(fitted.quality.failed)]
+    assert fitted.quality.failed_omitted == 200 - len(fitted.quality.failed) > 0
