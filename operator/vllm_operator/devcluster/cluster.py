@@ -17,7 +17,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
@@ -30,6 +30,7 @@ from .apiserver import ApiServer
 from .kubeconfig import write_kubeconfig
 from .resources import ResourceType
 from .semantics import JSON_PATCH, MERGE, Clock, Semantics, utcnow
+from .store import Store
 
 T = TypeVar("T")
 
@@ -46,8 +47,10 @@ class DevCluster:
         namespaces: Iterable[str] = ("default",),
         crds: Iterable[dict[str, Any] | str | Path] = (),
         seed: int | None = None,
+        max_log: int = 100_000,
     ) -> None:
         self._host = host
+        self._max_log = max_log
         self._port = port
         self._clock = clock
         self._namespaces = list(namespaces)
@@ -127,7 +130,9 @@ class DevCluster:
         def schedule(fn: Callable[[], None]) -> None:
             loop.call_soon(_guarded, fn)
 
-        semantics = Semantics(clock=self._clock, schedule=schedule, seed=self._seed)
+        semantics = Semantics(
+            Store(self._max_log), clock=self._clock, schedule=schedule, seed=self._seed
+        )
         self.server = ApiServer(semantics=semantics, server_address=self._host)
         async with self.server:
             runner = aiohttp.web.ServerRunner(aiohttp.web.Server(self.server), shutdown_timeout=1.0)
@@ -308,6 +313,35 @@ class DevCluster:
             "DELETE", self.path(api_version, plural, name, namespace), body=body
         )
         return result
+
+    def watch(
+        self,
+        api_version: str,
+        plural: str,
+        namespace: str | None = None,
+        *,
+        resource_version: str | None = None,
+        timeout: float = 5.0,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Watch events (dicts with ``type`` and ``object``) until ``timeout`` seconds pass.
+
+        Stop early by breaking out of the loop; the stream is closed on exit.
+        """
+        params = {"watch": "true", "timeoutSeconds": str(max(1, round(timeout)))}
+        for key, value in (
+            ("resourceVersion", resource_version),
+            ("labelSelector", label_selector),
+            ("fieldSelector", field_selector),
+        ):
+            if value:
+                params[key] = value
+        path = self.path(api_version, plural, None, namespace)
+        with httpx.stream("GET", self.url + path, params=params, timeout=timeout + 5) as response:
+            for line in response.iter_lines():
+                if line.strip():
+                    yield json.loads(line)
 
     def exists(
         self, api_version: str, plural: str, name: str, namespace: str | None = "default"

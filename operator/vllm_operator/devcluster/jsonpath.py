@@ -53,6 +53,8 @@ def _tokens(expr: str) -> list[tuple[str, str]]:
             elif inner[:1] in "'\"" and inner[-1:] == inner[:1]:
                 tokens.append(("key", inner[1:-1]))
             elif inner.startswith("?"):
+                if not _FILTER.match(inner):
+                    raise JsonPathError(f"unsupported filter {inner!r}")
                 tokens.append(("filter", inner))
             else:
                 raise JsonPathError(f"unsupported bracket expression [{inner}]")
@@ -88,8 +90,7 @@ def find(obj: Any, expr: str) -> list[Any]:
                 selected.extend(value.values())
             elif kind == "filter" and isinstance(value, list):
                 match = _FILTER.match(arg)
-                if not match:
-                    raise JsonPathError(f"unsupported filter {arg!r}")
+                assert match is not None  # checked when tokenizing
                 path, op, _, wanted = match[1], match[2], match[3], match[4]
                 for item in value:
                     found = _lookup(item, path)

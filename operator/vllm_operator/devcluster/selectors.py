@@ -17,7 +17,7 @@ from .apierrors import bad_request
 
 Matcher = Callable[[dict[str, Any]], bool]
 
-_KEY = r"[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?"
+_KEY = r"[A-Za-z0-9](?:[-A-Za-z0-9_./]*[A-Za-z0-9])?"
 _SET = re.compile(rf"^\s*({_KEY})\s+(in|notin)\s*\(([^)]*)\)\s*$")
 _CMP = re.compile(rf"^\s*({_KEY})\s*(==|!=|=|>|<)\s*(.*?)\s*$")
 _EXISTS = re.compile(rf"^\s*(!?)\s*({_KEY})\s*$")
@@ -86,7 +86,7 @@ def parse_label_selector(text: str) -> list[Requirement]:
             values = tuple(v.strip() for v in match[3].split(",") if v.strip())
             requirements.append(Requirement(match[1], match[2], values))
         elif match := _CMP.match(part):
-            key, op, value = match[1], match[3], match[4]
+            key, op, value = match[1], match[2], match[3]
             if op in ("=", "=="):
                 requirements.append(Requirement(key, "in", (value,)))
             elif op == "!=":

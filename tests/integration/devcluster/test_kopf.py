@@ -19,7 +19,7 @@ def make_registry(seen: Counter[str], lock: threading.Lock) -> kopf.OperatorRegi
     registry = kopf.OperatorRegistry()
 
     @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
-    def created(body: Any, name: str, namespace: str, patch: Any, **_: Any) -> None:
+    def created(body: Any, name: str, namespace: str, patch: Any, memo: Any, **_: Any) -> None:
         with lock:
             seen[f"create:{name}"] += 1
         child = {
@@ -31,10 +31,12 @@ def make_registry(seen: Counter[str], lock: threading.Lock) -> kopf.OperatorRegi
         kopf.adopt(child, owner=body)
         import kubernetes
 
-        config = kubernetes.client.Configuration(host=_URL[0])
+        config = kubernetes.client.Configuration(host=memo.url)
         with kubernetes.client.ApiClient(config) as client:
             kubernetes.client.CoreV1Api(client).create_namespaced_config_map(namespace, child)
         patch.status["phase"] = "Created"
+        kopf.info(body, reason="Created", message="first event")
+        kopf.info(body, reason="Created", message="second event")
 
     @kopf.on.update(GROUP, VERSION, PLURAL, registry=registry)
     def updated(name: str, patch: Any, **_: Any) -> None:
@@ -50,17 +52,13 @@ def make_registry(seen: Counter[str], lock: threading.Lock) -> kopf.OperatorRegi
     return registry
 
 
-_URL: list[str] = [""]
-
-
 def test_kopf_sees_each_change_once_and_children_are_collected(
     devcluster: DevCluster, run_operator: Callable[..., OperatorThread]
 ) -> None:
-    _URL[0] = devcluster.url
     devcluster.create(widget_crd())
     seen: Counter[str] = Counter()
     lock = threading.Lock()
-    run_operator(make_registry(seen, lock))
+    run_operator(make_registry(seen, lock), memo=kopf.Memo(url=devcluster.url))
 
     devcluster.create(widget("w1", size=3))
     status = devcluster.wait_for(
@@ -75,6 +73,15 @@ def test_kopf_sees_each_change_once_and_children_are_collected(
     ref = child["metadata"]["ownerReferences"][0]
     assert ref["uid"] == owner["metadata"]["uid"]
     assert ref["kind"] == "Widget"
+
+    uid = owner["metadata"]["uid"]
+    selector = f"involvedObject.uid={uid}"
+    devcluster.wait_for(
+        lambda: len(devcluster.list("v1", "events", "default", field_selector=selector)) == 2
+    )
+    posted = devcluster.list("v1", "events", "default", field_selector=selector)
+    names = {e["metadata"]["name"] for e in posted}
+    assert len(names) == 2  # generateName resolved to distinct names
 
     devcluster.patch(API_VERSION, PLURAL, "w1", {"spec": {"size": 4}})
     devcluster.wait_for(
@@ -91,3 +98,22 @@ def test_kopf_sees_each_change_once_and_children_are_collected(
     )
     with lock:
         assert seen == {"create:w1": 1, "update:w1": 1, "delete:w1": 1}
+
+
+def test_kopf_in_namespaced_mode(
+    devcluster: DevCluster, run_operator: Callable[..., OperatorThread]
+) -> None:
+    devcluster.create(widget_crd())
+    registry = kopf.OperatorRegistry()
+    created: list[str] = []
+
+    @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
+    def on_create(name: str, namespace: str, **_: Any) -> None:
+        created.append(f"{namespace}/{name}")
+
+    devcluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
+    run_operator(registry, namespaces=["default"])
+    devcluster.create(widget("mine"))
+    devcluster.create(widget("theirs", namespace="other"))
+    devcluster.wait_for(lambda: created, message="namespaced operator saw its widget")
+    assert created == ["default/mine"]

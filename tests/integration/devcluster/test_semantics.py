@@ -1,0 +1,407 @@
+"""API-server semantics over HTTP: each test covers one gap of plain kmock 0.8."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+import pytest
+
+from vllm_operator.devcluster import ApiError, DevCluster
+
+from .crd import API_VERSION, PLURAL, widget, widget_crd
+
+
+def cm(name: str, **meta: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, **meta},
+        "data": {"k": "v"},
+    }
+
+
+def deployment(name: str, replicas: int = 1, **meta: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, **meta},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": []}},
+        },
+        "status": {"readyReplicas": 99},
+    }
+
+
+def test_namespaces_list_and_default_namespace(devcluster: DevCluster) -> None:
+    response = httpx.get(devcluster.url + "/api/v1/namespaces")
+    assert response.status_code == 200
+    assert [ns["metadata"]["name"] for ns in response.json()["items"]] == ["default"]
+    assert response.json()["kind"] == "NamespaceList"
+
+
+def test_create_stamps_server_metadata_and_answers_201(devcluster: DevCluster) -> None:
+    response = httpx.post(devcluster.url + "/api/v1/namespaces/default/configmaps", json=cm("a"))
+    assert response.status_code == 201
+    meta = response.json()["metadata"]
+    assert re.fullmatch(r"[0-9a-f-]{36}", meta["uid"])
+    assert meta["generation"] == 1
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", meta["creationTimestamp"])
+    assert meta["namespace"] == "default"
+    second = devcluster.create(cm("b"))
+    assert int(second["metadata"]["resourceVersion"]) > int(meta["resourceVersion"])
+    assert second["metadata"]["uid"] != meta["uid"]
+
+
+def test_resource_version_is_global_across_resources(devcluster: DevCluster) -> None:
+    versions = [
+        int(devcluster.create(body)["metadata"]["resourceVersion"])
+        for body in (cm("a"), deployment("d"), cm("b"))
+    ]
+    assert versions == sorted(versions)
+    assert len(set(versions)) == 3
+
+
+def test_client_cannot_set_server_metadata(devcluster: DevCluster) -> None:
+    created = devcluster.create(cm("a", uid="mine", resourceVersion="999", generation=7))
+    assert created["metadata"]["uid"] != "mine"
+    assert created["metadata"]["generation"] == 1
+    assert created["metadata"]["resourceVersion"] != "999"
+
+
+def test_generation_bumps_on_spec_changes_only(devcluster: DevCluster) -> None:
+    devcluster.create(deployment("d"))
+    labelled = devcluster.patch("apps/v1", "deployments", "d", {"metadata": {"labels": {"x": "1"}}})
+    assert labelled["metadata"]["generation"] == 1
+    status = devcluster.patch(
+        "apps/v1", "deployments", "d", {"status": {"replicas": 1}}, subresource="status"
+    )
+    assert status["metadata"]["generation"] == 1
+    scaled = devcluster.patch("apps/v1", "deployments", "d", {"spec": {"replicas": 3}})
+    assert scaled["metadata"]["generation"] == 2
+
+
+def test_generation_of_specless_objects_tracks_their_content(devcluster: DevCluster) -> None:
+    devcluster.create(cm("a"))
+    assert (
+        devcluster.patch("v1", "configmaps", "a", {"metadata": {"labels": {"x": "y"}}})["metadata"][
+            "generation"
+        ]
+        == 1
+    )
+    assert (
+        devcluster.patch("v1", "configmaps", "a", {"data": {"k": "w"}})["metadata"]["generation"]
+        == 2
+    )
+
+
+def test_noop_write_keeps_resource_version(devcluster: DevCluster) -> None:
+    created = devcluster.create(cm("a"))
+    same = devcluster.patch("v1", "configmaps", "a", {"data": {"k": "v"}})
+    assert same["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+
+
+def test_generate_name(devcluster: DevCluster) -> None:
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "run-"}}
+    names = {devcluster.create(body)["metadata"]["name"] for _ in range(5)}
+    assert len(names) == 5
+    assert all(re.fullmatch(r"run-[a-z0-9]{5}", n) for n in names)
+
+
+def test_name_or_generate_name_is_required(devcluster: DevCluster) -> None:
+    with pytest.raises(ApiError) as err:
+        devcluster.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})
+    assert (err.value.code, err.value.reason) == (422, "Invalid")
+
+
+@pytest.mark.parametrize("api_version", ["v1", "events.k8s.io/v1"])
+def test_events_are_created_with_generate_name(devcluster: DevCluster, api_version: str) -> None:
+    body = {
+        "apiVersion": api_version,
+        "kind": "Event",
+        "metadata": {"generateName": "w1.", "namespace": "default"},
+        "reason": "Tested",
+    }
+    first, second = devcluster.create(body), devcluster.create(body)
+    assert first["metadata"]["name"] != second["metadata"]["name"]
+    assert first["metadata"]["name"].startswith("w1.")
+
+
+def test_create_conflict_is_409_already_exists(devcluster: DevCluster) -> None:
+    devcluster.create(cm("a"))
+    response = httpx.post(devcluster.url + "/api/v1/namespaces/default/configmaps", json=cm("a"))
+    assert response.status_code == 409
+    body = response.json()
+    assert (body["kind"], body["reason"], body["code"]) == ("Status", "AlreadyExists", 409)
+    assert body["details"]["name"] == "a"
+
+
+def test_missing_object_is_404_not_found_status(devcluster: DevCluster) -> None:
+    response = httpx.get(devcluster.url + "/apis/apps/v1/namespaces/default/deployments/nope")
+    assert response.status_code == 404
+    body = response.json()
+    assert (body["kind"], body["status"], body["reason"]) == ("Status", "Failure", "NotFound")
+    assert body["message"] == 'deployments.apps "nope" not found'
+    assert httpx.get(devcluster.url + "/apis/nope.io/v1/things").status_code == 404
+
+
+def test_create_in_missing_namespace_is_404(devcluster: DevCluster) -> None:
+    with pytest.raises(ApiError) as err:
+        devcluster.create(cm("a", namespace="ghost"))
+    assert err.value.code == 404
+    assert "namespaces" in err.value.message
+
+
+def test_stale_resource_version_conflicts_in_put_and_patch(devcluster: DevCluster) -> None:
+    first = devcluster.create(cm("a"))
+    devcluster.patch("v1", "configmaps", "a", {"data": {"k": "2"}})
+    stale = dict(first, data={"k": "3"})
+    with pytest.raises(ApiError) as put_err:
+        devcluster.replace(stale)
+    assert (put_err.value.code, put_err.value.reason) == (409, "Conflict")
+    old_rv = first["metadata"]["resourceVersion"]
+    with pytest.raises(ApiError) as patch_err:
+        devcluster.patch("v1", "configmaps", "a", {"metadata": {"resourceVersion": old_rv}})
+    assert patch_err.value.code == 409
+
+
+def test_put_replaces_the_object(devcluster: DevCluster) -> None:
+    current = devcluster.create(cm("a"))
+    current["data"] = {"other": "x"}
+    replaced = devcluster.replace(current)
+    assert replaced["data"] == {"other": "x"}
+    assert replaced["metadata"]["uid"] == current["metadata"]["uid"]
+    assert devcluster.get("v1", "configmaps", "a")["data"] == {"other": "x"}
+
+
+def test_failed_json_patch_test_is_422(devcluster: DevCluster) -> None:
+    devcluster.create(cm("a"))
+    ops = [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "0"},
+        {"op": "add", "path": "/metadata/finalizers", "value": ["x"]},
+    ]
+    with pytest.raises(ApiError) as err:
+        devcluster.patch("v1", "configmaps", "a", ops)
+    assert err.value.code == 422
+    assert "finalizers" not in devcluster.get("v1", "configmaps", "a")["metadata"]
+
+
+def test_patch_content_types(devcluster: DevCluster) -> None:
+    devcluster.create(deployment("d"))
+    merged = devcluster.patch(
+        "apps/v1", "deployments", "d", {"metadata": {"labels": {"a": "1", "b": "2"}}}
+    )
+    assert merged["metadata"]["labels"] == {"a": "1", "b": "2"}
+    nulled = devcluster.patch("apps/v1", "deployments", "d", {"metadata": {"labels": {"a": None}}})
+    assert nulled["metadata"]["labels"] == {"b": "2"}
+    smp = devcluster.patch(
+        "apps/v1",
+        "deployments",
+        "d",
+        {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}},
+        content_type="application/strategic-merge-patch+json",
+    )
+    assert smp["spec"]["template"]["spec"]["containers"] == [{"name": "c", "image": "i"}]
+    jp = devcluster.patch(
+        "apps/v1",
+        "deployments",
+        "d",
+        [
+            {"op": "replace", "path": "/spec/replicas", "value": 5},
+            {"op": "remove", "path": "/metadata/labels/b"},
+        ],
+    )
+    assert jp["spec"]["replicas"] == 5
+    assert "b" not in jp["metadata"].get("labels", {})
+    with pytest.raises(ApiError) as err:
+        devcluster.patch("apps/v1", "deployments", "d", {}, content_type="text/plain")
+    assert err.value.code == 415
+
+
+def test_status_subresource_of_builtins(devcluster: DevCluster) -> None:
+    created = devcluster.create(deployment("d"))
+    assert "status" not in created  # status of a create is ignored
+    ignored = devcluster.patch("apps/v1", "deployments", "d", {"status": {"readyReplicas": 1}})
+    assert "status" not in ignored
+    written = devcluster.patch(
+        "apps/v1",
+        "deployments",
+        "d",
+        {"status": {"readyReplicas": 1}, "spec": {"replicas": 9}},
+        subresource="status",
+    )
+    assert written["status"] == {"readyReplicas": 1}
+    assert written["spec"]["replicas"] == 1  # a status write changes only status
+    put = devcluster.get("apps/v1", "deployments", "d")
+    put["status"] = {"readyReplicas": 7}
+    assert devcluster.replace(put)["status"] == {"readyReplicas": 1}
+    assert devcluster.replace(put, subresource="status")["status"] == {"readyReplicas": 7}
+
+
+def test_status_subresource_follows_the_crd(devcluster: DevCluster) -> None:
+    devcluster.create(widget_crd(status=False))
+    devcluster.create(widget("w", size=1))
+    patched = devcluster.patch(API_VERSION, PLURAL, "w", {"status": {"phase": "X"}})
+    assert patched["status"] == {"phase": "X"}  # no subresource: status is ordinary content
+    with pytest.raises(ApiError) as err:
+        devcluster.patch(API_VERSION, PLURAL, "w", {"status": {}}, subresource="status")
+    assert err.value.code == 404
+
+
+def test_label_selectors(devcluster: DevCluster) -> None:
+    for name, labels in {
+        "a": {"app": "x", "tier": "web"},
+        "b": {"app": "y"},
+        "c": {"app": "z", "tier": "db"},
+        "d": {},
+    }.items():
+        devcluster.create(cm(name, labels=labels))
+
+    def names(selector: str) -> list[str]:
+        items = devcluster.list("v1", "configmaps", "default", label_selector=selector)
+        return [i["metadata"]["name"] for i in items]
+
+    assert names("app=x") == ["a"]
+    assert names("app==y") == ["b"]
+    assert names("app!=x") == ["b", "c", "d"]
+    assert names("app in (x, z)") == ["a", "c"]
+    assert names("app notin (x,z)") == ["b", "d"]
+    assert names("tier") == ["a", "c"]
+    assert names("!tier") == ["b", "d"]
+    assert names("app in (x,y,z),!tier") == ["b"]
+    with pytest.raises(ApiError) as err:
+        names("app in x")
+    assert err.value.code == 400
+
+
+def test_field_selectors(devcluster: DevCluster) -> None:
+    devcluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
+    devcluster.create(cm("a"))
+    devcluster.create(cm("b"))
+    devcluster.create(cm("a", namespace="other"))
+    by_name = devcluster.list("v1", "configmaps", None, field_selector="metadata.name=a")
+    assert sorted(i["metadata"]["namespace"] for i in by_name) == ["default", "other"]
+    by_ns = devcluster.list("v1", "configmaps", None, field_selector="metadata.namespace=other")
+    assert [i["metadata"]["name"] for i in by_ns] == ["a"]
+    both = devcluster.list(
+        "v1", "configmaps", None, field_selector="metadata.name!=a,metadata.namespace=default"
+    )
+    assert [i["metadata"]["name"] for i in both] == ["b"]
+
+
+def test_delete_with_finalizers_waits_for_the_last_one(devcluster: DevCluster) -> None:
+    devcluster.create(cm("a", finalizers=["x/one", "x/two"]))
+    marked = devcluster.delete("v1", "configmaps", "a")
+    assert marked["metadata"]["deletionTimestamp"]
+    assert devcluster.exists("v1", "configmaps", "a")
+    devcluster.patch("v1", "configmaps", "a", {"metadata": {"finalizers": ["x/two"]}})
+    assert devcluster.exists("v1", "configmaps", "a")
+    devcluster.patch("v1", "configmaps", "a", [{"op": "remove", "path": "/metadata/finalizers"}])
+    assert not devcluster.exists("v1", "configmaps", "a")
+
+
+def owned_by(owner: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    ref = {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+    }
+    body["metadata"].setdefault("ownerReferences", []).append(ref)
+    return body
+
+
+def test_garbage_collection_cascades_by_uid(devcluster: DevCluster) -> None:
+    top = devcluster.create(deployment("top"))
+    mid = devcluster.create(owned_by(top, cm("mid")))
+    devcluster.create(owned_by(mid, cm("leaf")))
+    other = devcluster.create(cm("other"))
+    devcluster.create(owned_by(other, owned_by(top, cm("shared"))))
+    devcluster.delete("apps/v1", "deployments", "top")
+    devcluster.wait_for(lambda: not devcluster.exists("v1", "configmaps", "leaf"))
+    assert not devcluster.exists("v1", "configmaps", "mid")
+    shared = devcluster.get("v1", "configmaps", "shared")
+    assert [r["name"] for r in shared["metadata"]["ownerReferences"]] == ["other"]
+
+
+def test_orphan_propagation_and_job_default(devcluster: DevCluster) -> None:
+    owner = devcluster.create(deployment("d"))
+    devcluster.create(owned_by(owner, cm("kept")))
+    devcluster.delete("apps/v1", "deployments", "d", propagation="Orphan")
+    devcluster.wait_for(
+        lambda: "ownerReferences" not in devcluster.get("v1", "configmaps", "kept")["metadata"]
+    )
+    job = devcluster.create(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "j"},
+            "spec": {"template": {"spec": {"containers": []}}},
+        }
+    )
+    devcluster.create(owned_by(job, cm("job-pod")))
+    devcluster.delete("batch/v1", "jobs", "j")  # no policy: Jobs orphan, as on a real server
+    devcluster.wait_for(
+        lambda: "ownerReferences" not in devcluster.get("v1", "configmaps", "job-pod")["metadata"]
+    )
+
+
+def test_dependent_with_missing_owner_is_collected(devcluster: DevCluster) -> None:
+    ghost = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "ghost", "uid": "00000000-0000-4000-8000-000000000000"},
+    }
+    devcluster.create(owned_by(ghost, cm("dangling")))
+    devcluster.wait_for(lambda: not devcluster.exists("v1", "configmaps", "dangling"))
+
+
+def test_namespace_deletion_removes_its_contents(devcluster: DevCluster) -> None:
+    devcluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tmp"}})
+    devcluster.create(cm("a", namespace="tmp"))
+    devcluster.delete("v1", "namespaces", "tmp", namespace=None)
+    devcluster.wait_for(lambda: not devcluster.exists("v1", "namespaces", "tmp", None))
+    assert devcluster.list("v1", "configmaps", "tmp") == []
+
+
+def test_crd_is_served_and_discoverable_at_once(devcluster: DevCluster) -> None:
+    devcluster.create(widget_crd())
+    resources = httpx.get(devcluster.url + "/apis/test.devcluster.io/v1").json()["resources"]
+    main = next(r for r in resources if r["name"] == PLURAL)
+    assert main["shortNames"] == ["wdg"]
+    assert main["categories"] == ["all"]
+    assert {r["name"] for r in resources} == {PLURAL, f"{PLURAL}/status"}
+    groups = httpx.get(devcluster.url + "/apis").json()["groups"]
+    assert "test.devcluster.io" in {g["name"] for g in groups}
+    created = devcluster.create(widget("w"))
+    assert created["spec"] == {"size": 1}  # schema default
+    devcluster.delete(
+        "apiextensions.k8s.io/v1",
+        "customresourcedefinitions",
+        f"{PLURAL}.test.devcluster.io",
+        namespace=None,
+    )
+    devcluster.wait_for(
+        lambda: httpx.get(devcluster.url + "/apis/test.devcluster.io/v1").status_code == 404
+    )
+
+
+def test_crd_name_must_match_its_names(devcluster: DevCluster) -> None:
+    crd = widget_crd()
+    crd["metadata"]["name"] = "wrong.test.devcluster.io"
+    with pytest.raises(ApiError) as err:
+        devcluster.create(crd)
+    assert err.value.code == 422
+
+
+def test_user_reactions_override_semantics(devcluster: DevCluster) -> None:
+    import kmock
+
+    assert devcluster.server is not None
+    devcluster.server[kmock.resource("", "v1", "configmaps"), "post"] << 503
+    response = httpx.post(devcluster.url + "/api/v1/namespaces/default/configmaps", json=cm("a"))
+    assert response.status_code == 503
+    assert httpx.get(devcluster.url + "/api/v1/namespaces/default/configmaps").status_code == 200

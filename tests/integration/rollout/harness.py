@@ -1,0 +1,210 @@
+"""The rollout under test: DevCluster + the local kubelet + the real operator in kopf.
+
+``Rollout`` starts the three, applies VLLMDeployments and waits on conditions (never fixed
+sleeps). The kubelet runs every rendered vLLM pod as the simulator and every benchmark Job
+as the real ``vllm-operator bench``, time-scaled so a whole rollout takes seconds.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from vllm_operator.config import OperatorConfig
+from vllm_operator.devcluster import DevCluster, OperatorThread
+from vllm_operator.devcluster.kubelet import Kubelet
+from vllm_operator.devcluster.kubelet_faults import Faults
+from vllm_operator.handlers.registry import Runtime, build_registry, configure
+from vllm_operator.kube.client import Kube, api_client_for
+from vllm_operator.metrics import OperatorMetrics
+from vllm_operator.render import labels
+
+ROOT = Path(__file__).resolve().parents[3]
+CRD = ROOT / "crds" / "vllm-operator.dev_vllmdeployments.yaml"
+API = "vllm-operator.dev/v1alpha1"
+SIM_TIME_SCALE = "0.01"
+
+Obj = dict[str, Any]
+
+
+def resource(
+    name: str = "qwen",
+    *,
+    image: str = "vllm/vllm-openai:v0.17.0",
+    mode: str = "throughput",
+    sim_env: Mapping[str, str] | None = None,
+    **spec: Any,
+) -> Obj:
+    env = {"VLLM_SIM_TIME_SCALE": SIM_TIME_SCALE, **(sim_env or {})}
+    body: Obj = {
+        "model": {
+            "name": "Qwen/Qwen3-30B-A3B-Instruct-2507-GPTQ-Int4",
+            "servedModelName": "qwen3-30b-a3b",
+        },
+        "engine": {
+            "image": image,
+            "performanceMode": mode,
+            "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
+        },
+        "replicas": 1,
+        "gate": {"iterations": 3, "concurrency": [1, 4], "timeoutSeconds": 120},
+    }
+    for key, value in spec.items():
+        if isinstance(value, dict) and isinstance(body.get(key), dict):
+            body[key] = {**body[key], **value}
+        else:
+            body[key] = value
+    return {
+        "apiVersion": API,
+        "kind": "VLLMDeployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": body,
+    }
+
+
+class Rollout:
+    """One DevCluster, one kubelet, one operator (restartable)."""
+
+    def __init__(self, workdir: Path, *, faults: Faults | None = None, **config: Any) -> None:
+        self.cluster = DevCluster(crds=[CRD]).start()
+        self.kubelet = Kubelet(self.cluster, workdir / "kubelet", time_scale=0.01, faults=faults)
+        self.kubelet.start()
+        defaults: dict[str, Any] = {
+            "bench_image": "ghcr.io/vllm-operator/vllm-operator:test",
+            "deadline_scale": 0.02,
+            "job_start_seconds": 60,
+            "resync_seconds": 2.0,
+            "workers": 4,
+            "metrics_port": None,
+            "liveness_port": None,
+        }
+        self.config = OperatorConfig(**{**defaults, **config})
+        self.prometheus = CollectorRegistry()
+        self.metrics = OperatorMetrics(self.prometheus)
+        self.operator: OperatorThread | None = None
+        self.runtime: Runtime | None = None
+        self.kube: Kube | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start_operator(self) -> None:
+        assert self.operator is None
+        self.kube = Kube(api_client_for(self.cluster.url))
+
+        def keep(runtime: Runtime) -> None:
+            self.runtime = runtime
+
+        registry = build_registry(
+            self.config, kube=self.kube, metrics=self.metrics, login=False, runtime_out=keep
+        )
+        self.operator = OperatorThread(
+            registry, self.cluster, settings=lambda s: configure(s, self.config), posting=False
+        ).start()
+
+    def stop_operator(self) -> None:
+        if self.operator is not None:
+            self.operator.stop()
+            self.operator = None
+        if self.kube is not None:
+            self.kube.close()
+            self.kube = None
+
+    def close(self) -> None:
+        self.stop_operator()
+        self.kubelet.stop()
+        self.cluster.stop()
+
+    # -- resources ------------------------------------------------------------------------
+    def apply(self, body: Obj) -> Obj:
+        name = body["metadata"]["name"]
+        if not self.cluster.exists(API, "vllmdeployments", name):
+            return self.cluster.create(copy.deepcopy(body))
+        current = self.cluster.get(API, "vllmdeployments", name)
+        return (
+            self.cluster.patch(API, "vllmdeployments", name, {"spec": body["spec"]})
+            if current
+            else current
+        )
+
+    def annotate(self, name: str, key: str, value: str | None) -> None:
+        self.cluster.patch(
+            API, "vllmdeployments", name, {"metadata": {"annotations": {key: value}}}
+        )
+
+    def get(self, name: str = "qwen") -> Obj:
+        return self.cluster.get(API, "vllmdeployments", name)
+
+    def status(self, name: str = "qwen") -> Obj:
+        return self.get(name).get("status") or {}
+
+    def wait(self, predicate: Callable[[], Any], timeout: float = 60.0, what: str = "") -> Any:
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            try:
+                last = predicate()
+            except Exception as exc:
+                last = exc
+            if last:
+                return last
+            time.sleep(0.05)
+        raise TimeoutError(
+            f"{what or predicate} not met in {timeout}s; status={self.status_or_none()} last={last}"
+        )
+
+    def status_or_none(self, name: str = "qwen") -> Obj | None:
+        try:
+            return self.status(name)
+        except Exception:
+            return None
+
+    def wait_phase(
+        self, phase: str, name: str = "qwen", timeout: float = 60.0, gate: str | None = None
+    ) -> Obj:
+        def reached() -> Obj | None:
+            st = self.status(name)
+            if st.get("phase") != phase:
+                return None
+            if gate is not None and (st.get("lastGate") or {}).get("outcome") != gate:
+                return None
+            return st
+
+        result: Obj = self.wait(reached, timeout, f"{name} phase {phase}")
+        return result
+
+    def objects(self, api: str, plural: str, name: str = "qwen") -> list[Obj]:
+        return self.cluster.list(
+            api, plural, "default", label_selector=f"{labels.DEPLOYMENT_LABEL}={name}"
+        )
+
+    def names(self, api: str, plural: str, name: str = "qwen") -> list[str]:
+        return sorted(o["metadata"]["name"] for o in self.objects(api, plural, name))
+
+    def serving_revision(self, name: str = "qwen") -> str | None:
+        if not self.cluster.exists("v1", "services", name):
+            return None
+        svc = self.cluster.get("v1", "services", name)
+        return str(svc["spec"]["selector"][labels.REVISION_LABEL])
+
+    def selector_changes(self, name: str = "qwen") -> list[tuple[str, int]]:
+        """Every revision the serving Service selected, with that revision's Ready pods then.
+
+        Versions of the Service and of every Deployment are ordered by resourceVersion (one
+        counter for the whole store), so "Ready at that moment" is exact.
+        """
+        svc_versions = self.cluster.history("v1", "services", name)
+        changes: list[tuple[str, int]] = []
+        for version in svc_versions:
+            rev = version["spec"]["selector"][labels.REVISION_LABEL]
+            if changes and changes[-1][0] == rev:
+                continue
+            at = int(version["metadata"]["resourceVersion"])
+            dep_versions = self.cluster.history("apps/v1", "deployments", f"{name}-{rev}")
+            before = [d for d in dep_versions if int(d["metadata"]["resourceVersion"]) <= at]
+            ready = (before[-1].get("status") or {}).get("readyReplicas", 0) if before else 0
+            changes.append((rev, int(ready or 0)))
+        return changes

@@ -1,0 +1,235 @@
+"""The gated rollout for real: kopf + the operator + DevCluster + the local kubelet.
+
+Every vLLM pod is the simulator started from its rendered command, every benchmark Job is
+the real ``vllm-operator bench``; the operator only sees the Kubernetes API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_operator.devcluster.kubelet_faults import Faults, Match
+from vllm_operator.rollout.ledger import ABORT_ANNOTATION, PROMOTE_ANNOTATION
+
+from .harness import API, Rollout, resource
+
+QUALITY = {"thresholds": {"quality": {"minPassed": 12}}}
+
+
+@pytest.fixture
+def rollout(tmp_path: Path) -> Iterator[Rollout]:
+    r = Rollout(tmp_path)
+    r.start_operator()
+    yield r
+    r.close()
+
+
+def _events(r: Rollout) -> list[str]:
+    return [e["reason"] for e in r.cluster.list("v1", "events", "default")]
+
+
+def _gate(**extra: Any) -> dict[str, Any]:
+    return {"iterations": 3, "concurrency": [1, 4], "timeoutSeconds": 120, **extra}
+
+
+def _serving(r: Rollout, body: dict[str, Any], timeout: float = 60) -> str:
+    r.apply(body)
+    st = r.wait_phase("Serving", timeout=timeout)
+    return str(st["stable"]["revision"])
+
+
+def test_first_deploy_passes_and_serves_only_once_ready(rollout: Rollout) -> None:
+    rev = _serving(rollout, resource(gate=_gate(**QUALITY)))
+    st = rollout.status()
+    assert st["lastGate"]["outcome"] == "Passed"
+    assert st["stable"]["version"] == "0.17.0"
+    assert "--performance-mode throughput" in st["stable"]["keyFlags"]
+    assert {c["type"]: c["status"] for c in st["conditions"]} == {
+        "Ready": "True",
+        "Reconciling": "False",
+        "Stalled": "False",
+        "GatePassed": "True",
+    }
+    assert rollout.serving_revision() == rev
+    changes = rollout.selector_changes()
+    assert changes == [(rev, 1)]
+    dep = rollout.cluster.get("apps/v1", "deployments", f"qwen-{rev}")
+    assert dep["metadata"]["ownerReferences"][0]["uid"] == rollout.get()["metadata"]["uid"]
+    assert rollout.names("batch/v1", "jobs") == []  # judged, then removed
+    events = _events(rollout)
+    for reason in ("CandidateCreated", "BenchmarkStarted", "GatePassed", "Promoted"):
+        assert reason in events
+    verdicts = rollout.prometheus.get_sample_value(
+        "vllm_operator_gate_verdicts_total", {"outcome": "Passed", "decided_by": "gate"}
+    )
+    assert verdicts == 1
+    phase = rollout.prometheus.get_sample_value(
+        "vllm_operator_phase", {"namespace": "default", "name": "qwen", "phase": "Serving"}
+    )
+    assert phase == 1
+
+
+def test_first_deploy_failing_quality_is_rejected(rollout: Rollout) -> None:
+    rollout.apply(resource(sim_env={"VLLM_SIM_DEGRADED": "1"}, gate=_gate(**QUALITY)))
+    st = rollout.wait_phase("Failed", timeout=60)
+    assert st["lastGate"]["outcome"] == "Failed"
+    assert any("quality" in r.lower() or "passed" in r for r in st["lastGate"]["reasons"])
+    rollout.wait(lambda: rollout.names("apps/v1", "deployments") == [], what="candidate removed")
+    assert rollout.serving_revision() is None
+
+
+def test_published_upgrade_story(rollout: Rollout) -> None:
+    gate = _gate(thresholds={"maxRegressionPercent": 10, "quality": {"minPassed": 12}})
+    stable = _serving(rollout, resource(image="vllm/vllm-openai:v0.16.0", mode="eager", gate=gate))
+
+    rollout.apply(resource(image="vllm/vllm-openai:v0.17.0", mode="eager", gate=gate))
+    st = rollout.wait_phase("Degraded", timeout=60)
+    assert st["lastGate"]["outcome"] == "Failed"
+    assert st["lastGate"]["baselineRevision"] == stable
+    assert any("regress" in r or "%" in r for r in st["lastGate"]["reasons"]), st["lastGate"]
+    assert rollout.serving_revision() == stable
+    rollout.wait(lambda: rollout.names("apps/v1", "deployments") == [f"qwen-{stable}"])
+
+    rollout.apply(resource(image="vllm/vllm-openai:v0.17.0", mode="throughput", gate=gate))
+    st = rollout.wait_phase("Serving", timeout=60, gate="Passed")
+    promoted = st["stable"]["revision"]
+    assert promoted != stable
+    rollout.wait(lambda: rollout.names("apps/v1", "deployments") == [f"qwen-{promoted}"])
+    assert [h["outcome"] for h in st["history"]] == ["Passed", "Failed", "Passed"]
+    changes = rollout.selector_changes()
+    assert [rev for rev, _ in changes] == [stable, promoted]
+    assert all(ready >= 1 for _, ready in changes), changes
+
+
+def test_stuck_candidate_is_rejected_with_its_cause(tmp_path: Path) -> None:
+    faults = Faults(unschedulable=(Match(image="vllm/vllm-openai:v0.17.1"),))
+    r = Rollout(tmp_path, faults=faults)
+    r.start_operator()
+    try:
+        stable = _serving(r, resource(gate=_gate()))
+        r.apply(resource(image="vllm/vllm-openai:v0.17.1", rollout={"progressDeadlineSeconds": 60}))
+        st = r.wait_phase("Degraded", timeout=30)
+        gate = st["lastGate"]
+        assert gate["decidedBy"] == "deadline"
+        assert any("unschedulable" in reason for reason in gate["reasons"]), gate
+        assert r.serving_revision() == stable
+        r.wait(lambda: r.names("apps/v1", "deployments") == [f"qwen-{stable}"])
+    finally:
+        r.close()
+
+
+def test_job_image_pull_failure_is_an_error_never_a_pass(tmp_path: Path) -> None:
+    r = Rollout(tmp_path, faults=Faults(image_pull=(Match(image="ghcr.io/vllm-operator/*"),)))
+    r.start_operator()
+    try:
+        r.apply(resource(gate=_gate()))
+        st = r.wait_phase("Failed", timeout=40)
+        gate = st["lastGate"]
+        assert gate["outcome"] == "Error"
+        assert "never started" in gate["reasons"][0]
+        assert "ImagePullBackOff" in gate["reasons"][0] or "ErrImagePull" in gate["reasons"][0]
+        r.wait(lambda: r.names("batch/v1", "jobs") == [], what="Job removed")
+        assert r.serving_revision() is None
+    finally:
+        r.close()
+
+
+def test_bench_error_keeps_the_stable_revision(rollout: Rollout) -> None:
+    stable = _serving(rollout, resource(gate=_gate()))
+    rollout.apply(resource(mode="balanced", sim_env={"VLLM_SIM_ERROR_RATE": "1"}, gate=_gate()))
+    st = rollout.wait_phase("Degraded", timeout=60)
+    assert st["lastGate"]["outcome"] in ("Error", "Failed")
+    assert st["lastGate"]["revision"] != stable
+    assert rollout.serving_revision() == stable
+    assert rollout.selector_changes() == [(stable, 1)]
+
+
+def test_spec_change_mid_benchmark_abandons_the_candidate(rollout: Rollout) -> None:
+    stable = _serving(rollout, resource(gate=_gate()))
+    slow = _gate(iterations=40, concurrency=[1, 2, 4, 8])
+    rollout.apply(resource(mode="balanced", gate=slow))
+    job = rollout.wait(lambda: rollout.names("batch/v1", "jobs"), what="a benchmark Job")[0]
+    rollout.apply(resource(mode="interactivity", gate=_gate()))
+    st = rollout.wait_phase("Serving", timeout=60, gate="Passed")
+    assert st["stable"]["revision"] not in (stable, job.split("-")[2])
+    assert not rollout.cluster.exists("batch/v1", "jobs", job)
+    assert "CandidateAbandoned" in _events(rollout)
+    assert len(rollout.names("apps/v1", "deployments")) == 1
+
+
+def test_deletion_removes_every_child(rollout: Rollout) -> None:
+    _serving(rollout, resource(gate=_gate()))
+    rollout.cluster.delete(API, "vllmdeployments", "qwen")
+    rollout.wait(
+        lambda: (
+            not rollout.names("apps/v1", "deployments")
+            and not rollout.names("v1", "services")
+            and not rollout.names("batch/v1", "jobs")
+        ),
+        what="children garbage-collected",
+    )
+
+
+def test_forced_promotion_and_abort_annotations(rollout: Rollout) -> None:
+    stable = _serving(rollout, resource(gate=_gate(**QUALITY)))
+    rollout.apply(
+        resource(mode="balanced", sim_env={"VLLM_SIM_DEGRADED": "1"}, gate=_gate(**QUALITY))
+    )
+    st = rollout.wait_phase("Degraded", timeout=60)
+    rejected = st["lastGate"]["revision"]
+    rollout.annotate("qwen", PROMOTE_ANNOTATION, rejected)
+    st = rollout.wait(
+        lambda: (
+            rollout.serving_revision() == rejected and rollout.wait_phase("Serving", timeout=20)
+        ),
+        timeout=40,
+        what="forced promotion",
+    )
+    st = rollout.status()
+    assert st["lastGate"]["decidedBy"] == "person"
+    assert st["stable"]["revision"] == rejected
+    assert "ForcedPromotion" in _events(rollout)
+
+    rollout.apply(resource(mode="interactivity", gate=_gate(iterations=40)))
+    candidate = rollout.wait(lambda: rollout.status()["candidate"]["revision"], what="candidate")
+    rollout.annotate("qwen", ABORT_ANNOTATION, candidate)
+    st = rollout.wait_phase("Degraded", timeout=30)
+    assert st["lastGate"]["decidedBy"] == "person"
+    assert st["lastGate"]["revision"] == candidate
+    assert rollout.serving_revision() == rejected
+    assert "Aborted" in _events(rollout)
+    assert stable != rejected
+
+
+def test_restart_at_every_step_creates_nothing_twice(rollout: Rollout) -> None:
+    rollout.apply(resource(gate=_gate(iterations=10)))
+    for phase in ("Progressing", "Benchmarking", "Promoting"):
+        try:
+            rollout.wait_phase(phase, timeout=30)
+        except TimeoutError:
+            if rollout.status().get("phase") != "Serving":
+                raise
+        rollout.stop_operator()
+        rollout.start_operator()
+    st = rollout.wait_phase("Serving", timeout=60, gate="Passed")
+    rev = st["stable"]["revision"]
+    created = [
+        v["metadata"]["name"]
+        for plural, api, name in (
+            ("deployments", "apps/v1", f"qwen-{rev}"),
+            ("jobs", "batch/v1", f"qwen-gate-{rev}-1"),
+            ("services", "v1", "qwen"),
+            ("services", "v1", "qwen-candidate"),
+        )
+        for v in rollout.cluster.history(api, plural, name)
+        if v["_event"] == "ADDED"
+    ]
+    assert sorted(created) == sorted(
+        [f"qwen-{rev}", f"qwen-gate-{rev}-1", "qwen", "qwen-candidate"]
+    )
+    assert not rollout.cluster.exists("batch/v1", "jobs", f"qwen-gate-{rev}-2")
+    assert len(st["history"]) == 1
