@@ -1,0 +1,65 @@
+"""The kind e2e script's VLLMDeployment renders, and its pod would really start the simulator.
+
+``hack/e2e-kind.sh`` cannot run here (no container runtime), so the parts that can be
+checked without one are: the example is a valid resource, the operator renders it, the
+rendered pod asks for the fake GPU the script advertises, and the simulator (the image's
+``vllm`` shim) accepts the exact argv and environment of the rendered container, listening
+on every interface on the Service's port.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from vllm_operator.api import parse_vllm_deployment
+from vllm_operator.render import render_all
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "hack" / "kind" / "vllmd-sim.yaml"
+SCRIPT = ROOT / "hack" / "e2e-kind.sh"
+
+
+def _container() -> dict[str, Any]:
+    vd = parse_vllm_deployment(yaml.safe_load(EXAMPLE.read_text(encoding="utf-8")))
+    (deployment,) = [m for m in render_all(vd) if m["kind"] == "Deployment"]
+    container: dict[str, Any] = deployment["spec"]["template"]["spec"]["containers"][0]
+    return container
+
+
+def test_example_renders_with_the_fake_gpu_the_script_advertises() -> None:
+    container = _container()
+    script = SCRIPT.read_text(encoding="utf-8")
+    fake_gpu = "vllm-operator.dev/sim-gpu"
+    assert f"FAKE_GPU={fake_gpu}" in script
+    assert container["resources"]["limits"][fake_gpu] == "1"
+    assert container["image"] == "vllm-operator:dev"
+    assert "image: vllm-operator:dev" in EXAMPLE.read_text(encoding="utf-8")  # sed target
+
+
+def test_simulator_accepts_the_rendered_container() -> None:
+    sim_cli = pytest.importorskip("vllm_operator.sim.cli")
+    container = _container()
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    # The entrypoint ends in `exec vllm serve "$@"`; the shim drops `serve`.
+    assert container["command"][-2].rstrip().endswith('exec vllm serve "$@"')
+    config = sim_cli.config_from_args(list(container["args"]), "vllm", env)
+    assert str(config.version) == "0.17.0"
+    assert config.time_scale == pytest.approx(0.05)
+    assert config.host == "0.0.0.0"
+    assert config.port == container["ports"][0]["containerPort"]
+    assert "qwen" in config.served_model_names
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
+def test_scripts_are_shellcheck_clean() -> None:
+    scripts = [SCRIPT, ROOT / "hack" / "update-crds.sh"]
+    result = subprocess.run(
+        ["shellcheck", *map(str, scripts)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
