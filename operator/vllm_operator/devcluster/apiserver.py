@@ -24,7 +24,7 @@ import kmock
 import yaml
 from kmock._internal import parsing, references, rendering
 
-from . import apierrors, discovery
+from . import apierrors, discovery, openapi
 from .apierrors import ApiError
 from .resources import ResourceType
 from .routing import Route, parse_route
@@ -153,6 +153,13 @@ class ApiServer(kmock.KubernetesEmulator):
                 return _json(discovery.api_versions(self.server_address))
             if path == "/apis":
                 return _json(discovery.api_group_list(registry))
+            if path == "/openapi/v3":
+                return _json(openapi.index(registry))
+            if path.startswith("/openapi/v3/"):
+                document = openapi.group_version(registry, path.removeprefix("/openapi/v3/"))
+                if document is None:
+                    raise apierrors.resource_not_found()
+                return _json(document)
             if len(parts) == 2 and parts[0] == "apis":
                 group = discovery.api_group(registry, parts[1])
                 if group is None:
@@ -170,6 +177,9 @@ class ApiServer(kmock.KubernetesEmulator):
         rtype = registry.get(route.group, route.version, route.plural)
         if rtype is None or (route.namespace is not None and not rtype.namespaced):
             raise apierrors.resource_not_found()
+        if request.params.get("dryRun"):
+            with self.semantics.dry_run():
+                return await self._serve_resource(request, raw, route, rtype)
         return await self._serve_resource(request, raw, route, rtype)
 
     # --- resource paths ----------------------------------------------------------------
@@ -244,6 +254,10 @@ class ApiServer(kmock.KubernetesEmulator):
 
     @staticmethod
     def _body(request: rendering.Request) -> Any:
+        content_type = request.headers.get("Content-Type", "")
+        if "protobuf" in content_type:
+            # kubectl sends built-in kinds as protobuf; a 415 makes client-go retry as JSON.
+            raise apierrors.unsupported_media_type(content_type)
         if request.body and request.data is None:
             raise apierrors.bad_request("the request body is not valid JSON")
         return request.data

@@ -15,8 +15,8 @@ from .resources import Registry
 
 SERVER_VERSION = {
     "major": "1",
-    "minor": "32",
-    "gitVersion": "v1.32.0-devcluster",
+    "minor": "36",
+    "gitVersion": "v1.36.0-devcluster",
     "gitCommit": "0000000000000000000000000000000000000000",
     "gitTreeState": "clean",
     "buildDate": "2026-01-01T00:00:00Z",

@@ -109,7 +109,7 @@ class Lifecycle:
             ns = self.store.get(NAMESPACES, "", namespace)
             if ns is not None and meta(ns).get("deletionTimestamp"):
                 self.schedule(lambda: self._empty_container(NAMESPACES, ns))
-        if store_key == CRDS:
+        if store_key == CRDS and not self.store.dry_run:
             self.registry.remove_crd(name_of(gone))
         else:
             crd = self._crd_of(store_key)

@@ -99,6 +99,11 @@ def _col(name: str, json_path: str, type_: str = "string", priority: int = 0) ->
     return {"name": name, "type": type_, "jsonPath": json_path, "priority": priority}
 
 
+def _computed(name: str, compute: str, type_: str = "string") -> Column:
+    """A column kubectl shows for a built-in kind that no JSONPath expresses ("1/2" ready)."""
+    return {"name": name, "type": type_, "compute": compute, "priority": 0}
+
+
 _AGE = _col("Age", ".metadata.creationTimestamp", "date")
 
 BUILTINS: tuple[ResourceType, ...] = (
@@ -122,8 +127,9 @@ BUILTINS: tuple[ResourceType, ...] = (
         status_subresource=True,
         extra_subresources=("log",),
         columns=(
-            _col("Status", ".status.phase"),
-            _col("Restarts", ".status.containerStatuses[0].restartCount", "integer"),
+            _computed("Ready", "pod-ready"),
+            _computed("Status", "pod-status"),
+            _computed("Restarts", "pod-restarts", "integer"),
             _AGE,
             _col("IP", ".status.podIP", priority=1),
         ),
@@ -139,8 +145,9 @@ BUILTINS: tuple[ResourceType, ...] = (
         columns=(
             _col("Type", ".spec.type"),
             _col("Cluster-IP", ".spec.clusterIP"),
+            _computed("Port(s)", "service-ports"),
             _AGE,
-            _col("Selector", ".spec.selector", priority=1),
+            {**_computed("Selector", "service-selector"), "priority": 1},
         ),
     ),
     ResourceType("", "v1", "configmaps", "ConfigMap", short_names=("cm",)),
@@ -169,10 +176,9 @@ BUILTINS: tuple[ResourceType, ...] = (
         status_subresource=True,
         extra_subresources=("scale",),
         columns=(
-            _col("Ready", ".status.readyReplicas", "integer"),
-            _col("Replicas", ".spec.replicas", "integer"),
-            _col("Up-To-Date", ".status.updatedReplicas", "integer"),
-            _col("Available", ".status.availableReplicas", "integer"),
+            _computed("Ready", "deployment-ready"),
+            _computed("Up-To-Date", "deployment-updated", "integer"),
+            _computed("Available", "deployment-available", "integer"),
             _AGE,
         ),
     ),
@@ -198,8 +204,8 @@ BUILTINS: tuple[ResourceType, ...] = (
         categories=("all",),
         status_subresource=True,
         columns=(
-            _col("Succeeded", ".status.succeeded", "integer"),
-            _col("Failed", ".status.failed", "integer"),
+            _computed("Status", "job-status"),
+            _computed("Completions", "job-completions"),
             _AGE,
         ),
     ),

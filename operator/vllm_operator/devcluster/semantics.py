@@ -10,12 +10,13 @@ call is atomic with respect to watches.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime
 import ipaddress
 import random
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import apierrors
@@ -69,6 +70,16 @@ class Semantics(Lifecycle):
         self.pod_logs: dict[tuple[str, str], str] = {}
         self._next_ip = int(ipaddress.IPv4Address("10.96.0.10"))
         self._orphaning: set[str] = set()
+
+    @contextlib.contextmanager
+    def dry_run(self) -> Iterator[None]:
+        """``?dryRun=All`` (kubectl diff): validate and answer, but store and schedule nothing."""
+        schedule = self.schedule
+        self.store.dry_run, self.schedule = True, lambda fn: None
+        try:
+            yield
+        finally:
+            self.store.dry_run, self.schedule = False, schedule
 
     # --- reads -------------------------------------------------------------------------
     def get(self, rtype: ResourceType, namespace: str, name: str) -> dict[str, Any]:
@@ -211,7 +222,8 @@ class Semantics(Lifecycle):
         types = types_from_crd(crd)
         if not types:
             raise apierrors.invalid(CRD_PLURAL, CRD_GROUP, expected, "spec.versions: Required")
-        self.registry.set_crd(expected, types)
+        if not self.store.dry_run:
+            self.registry.set_crd(expected, types)
         accepted = dict(names)
         accepted.setdefault("singular", names.get("kind", "").lower())
         accepted.setdefault("listKind", f"{names.get('kind', '')}List")

@@ -59,6 +59,7 @@ class Store:
         self._compacted_rv = 0  # changes at or below this rv are gone from the log
         self._subscriptions: set[Subscription] = set()
         self.rv = 0
+        self.dry_run = False  # set around a ?dryRun=All request: compute, store nothing
 
     # --- reads -------------------------------------------------------------------------
     def get(self, store_key: StoreKey, namespace: str, name: str) -> dict[str, Any] | None:
@@ -96,6 +97,8 @@ class Store:
     # --- writes ------------------------------------------------------------------------
     def commit(self, store_key: StoreKey, type_: str, obj: dict[str, Any]) -> dict[str, Any]:
         """Store (ADDED/MODIFIED) or remove (DELETED) ``obj`` under a new resourceVersion."""
+        if self.dry_run:
+            return copy.deepcopy(obj)
         self.rv += 1
         new = copy.deepcopy(obj)
         new.setdefault("metadata", {})["resourceVersion"] = str(self.rv)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import json
+from collections.abc import Callable
 from typing import Any
 
 from .jsonpath import JsonPathError, find
@@ -66,7 +67,69 @@ def columns_of(rtype: ResourceType) -> list[dict[str, Any]]:
     return [dict(c) for c in (rtype.columns or _DEFAULT_COLUMNS)]
 
 
+def _section(obj: dict[str, Any], key: str) -> dict[str, Any]:
+    value = obj.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _pod_status(pod: dict[str, Any]) -> str:
+    """kubectl's STATUS: a waiting/terminated reason (CrashLoopBackOff, ...) over the phase."""
+    status = _section(pod, "status")
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return "Terminating"
+    for container in status.get("containerStatuses") or []:
+        state = container.get("state") or {}
+        reason = (state.get("waiting") or {}).get("reason") or (state.get("terminated") or {}).get(
+            "reason"
+        )
+        if reason and reason != "Completed":
+            return str(reason)
+    return str(status.get("phase") or "Unknown")
+
+
+def _job_status(job: dict[str, Any]) -> str:
+    for condition in _section(job, "status").get("conditions") or []:
+        if condition.get("status") == "True" and condition.get("type") in ("Complete", "Failed"):
+            return str(condition["type"])
+    return "Running"
+
+
+COMPUTED: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "pod-ready": lambda p: "{}/{}".format(
+        sum(1 for c in _section(p, "status").get("containerStatuses") or [] if c.get("ready")),
+        len(_section(p, "spec").get("containers") or []),
+    ),
+    "pod-status": _pod_status,
+    "pod-restarts": lambda p: sum(
+        int(c.get("restartCount") or 0)
+        for c in _section(p, "status").get("containerStatuses") or []
+    ),
+    "deployment-ready": lambda d: "{}/{}".format(
+        _section(d, "status").get("readyReplicas") or 0, _section(d, "spec").get("replicas", 1)
+    ),
+    "deployment-updated": lambda d: _section(d, "status").get("updatedReplicas") or 0,
+    "deployment-available": lambda d: _section(d, "status").get("availableReplicas") or 0,
+    "job-status": _job_status,
+    "job-completions": lambda j: "{}/{}".format(
+        _section(j, "status").get("succeeded") or 0, _section(j, "spec").get("completions", 1)
+    ),
+    "service-ports": lambda s: (
+        ",".join(
+            f"{p.get('port')}/{p.get('protocol', 'TCP')}"
+            for p in _section(s, "spec").get("ports") or []
+        )
+        or "<none>"
+    ),
+    "service-selector": lambda s: (
+        ",".join(f"{k}={v}" for k, v in sorted((_section(s, "spec").get("selector") or {}).items()))
+        or "<none>"
+    ),
+}
+
+
 def _cell(obj: dict[str, Any], column: dict[str, Any], now: datetime.datetime) -> Any:
+    if column.get("compute") in COMPUTED:
+        return COMPUTED[column["compute"]](obj)
     try:
         values = find(obj, str(column.get("jsonPath", "")))
     except JsonPathError:

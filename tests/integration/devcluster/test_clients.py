@@ -148,3 +148,36 @@ def test_kubectl_apply_and_delete(devcluster: DevCluster, kubectl: Any, tmp_path
     assert devcluster.get("v1", "configmaps", "applied")["data"] == {"a": "2"}
     kubectl("delete", "configmap", "applied")
     assert not devcluster.exists("v1", "configmaps", "applied")
+
+
+def test_kubectl_default_apply_server_side_and_diff(
+    devcluster: DevCluster, kubectl: Any, tmp_path: Path
+) -> None:
+    manifest = tmp_path / "cm.yaml"
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"a": "1"}}
+    manifest.write_text(yaml.safe_dump(body))
+    kubectl("apply", "-f", str(manifest))  # default --validate=strict: needs the OpenAPI probe
+    kubectl("apply", "--server-side", "-f", str(manifest))
+    before = devcluster.get("v1", "configmaps", "x")
+    body["data"] = {"a": "2"}
+    manifest.write_text(yaml.safe_dump(body))
+    binary = kubectl_binary()
+    diff = subprocess.run(
+        [
+            binary,
+            "--kubeconfig",
+            str(devcluster.write_kubeconfig(tmp_path / "kc")),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "diff",
+            "-f",
+            str(manifest),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert diff.returncode == 1, diff.stderr  # 1 = differences found
+    assert '+  a: "2"' in diff.stdout
+    assert devcluster.get("v1", "configmaps", "x") == before  # dryRun stored nothing

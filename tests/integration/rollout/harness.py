@@ -147,10 +147,11 @@ class Rollout:
         while time.monotonic() < deadline:
             try:
                 last = predicate()
-            except Exception as exc:
+            except Exception as exc:  # objects may not exist yet
                 last = exc
-            if last:
-                return last
+            else:
+                if last:
+                    return last
             time.sleep(0.05)
         raise TimeoutError(
             f"{what or predicate} not met in {timeout}s; status={self.status_or_none()} last={last}"
