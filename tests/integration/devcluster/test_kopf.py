@@ -117,3 +117,37 @@ def test_kopf_in_namespaced_mode(
     devcluster.create(widget("theirs", namespace="other"))
     devcluster.wait_for(lambda: created, message="namespaced operator saw its widget")
     assert created == ["default/mine"]
+
+
+def test_restarted_operator_does_not_replay_creation(devcluster: DevCluster) -> None:
+    import time
+
+    devcluster.create(widget_crd())
+    registry = kopf.OperatorRegistry()
+    created: list[str] = []
+    resumed: list[str] = []
+
+    @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
+    def on_create(name: str, **_: Any) -> None:
+        created.append(name)
+
+    @kopf.on.resume(GROUP, VERSION, PLURAL, registry=registry)
+    def on_resume(name: str, **_: Any) -> None:
+        resumed.append(name)
+
+    with OperatorThread(registry, devcluster):
+        devcluster.create(widget("w"))
+        devcluster.wait_for(lambda: created, message="created once")
+        devcluster.wait_for(
+            lambda: (
+                "kopf.zalando.org/last-handled-configuration"
+                in devcluster.get(API_VERSION, PLURAL, "w")["metadata"].get("annotations", {})
+            )
+        )
+        started = time.monotonic()
+    assert time.monotonic() - started < 3.0  # stop is fast
+
+    with OperatorThread(registry, devcluster):  # same registry, second run
+        devcluster.wait_for(lambda: resumed, message="resumed after restart")
+    assert created == ["w"]
+    assert resumed == ["w"]

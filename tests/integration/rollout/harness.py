@@ -114,9 +114,16 @@ class Rollout:
             self.kube = None
 
     def close(self) -> None:
+        import sys
+        t = time.monotonic()
         self.stop_operator()
+        print("op", time.monotonic() - t, file=sys.stderr)
+        t = time.monotonic()
         self.kubelet.stop()
+        print("kubelet", time.monotonic() - t, file=sys.stderr)
+        t = time.monotonic()
         self.cluster.stop()
+        print("cluster", time.monotonic() - t, file=sys.stderr)
 
     # -- resources ------------------------------------------------------------------------
     def apply(self, body: Obj) -> Obj:
