@@ -98,7 +98,17 @@ async def serve(
     Raises :class:`~vllm_operator.sim.startup.StartupFailure` where vLLM would exit.
     """
     server = SimServer(config)
-    await server.start()
+    starting = asyncio.create_task(server.start())
+    if stop is not None:  # a SIGTERM during the warm-up ends the process promptly
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)
+            await server.stop()
+            return
+        stopping.cancel()
+    await starting
     try:
         if on_listening is not None:
             on_listening(server.url)

@@ -116,7 +116,17 @@ class Generation:
             "malformed": faults.malformed_after_tokens,
             "drop": faults.drop_after_tokens,
         }
-        for k in range(max(n, 1)):
+        stop_k, stop_name = min(
+            ((after, name) for name, after in stops.items() if after is not None),
+            default=(-1, ""),
+        )
+        resp, steps, gap_errors, token_metrics = (
+            self._resp,
+            max(n, 1),
+            timing.gap_errors,
+            metrics.tokens,
+        )
+        for k in range(steps):
             if k > 0:
                 gap = engine.itl(req.prompt_tokens + k)
                 deadline += gap
@@ -124,19 +134,17 @@ class Generation:
             if faults.stall_after_tokens == k:
                 deadline += faults.stall_seconds
                 gap += faults.stall_seconds
-            for name, after in stops.items():
-                if after is not None and after == k:
-                    return name
+            if k == stop_k:
+                return stop_name
             await sleep_until(loop, deadline)
-            if self._resp is not None:
-                last = k == max(n, 1) - 1
-                if last:
+            if resp is not None:
+                if k == steps - 1:
                     chunk = fmt.last(
                         deltas[k] if n else None, plan.finish_reason, plan.stop_reason, first=k == 0
                     )
                 else:
                     chunk = fmt.token(deltas[k], first=k == 0)
-                await self._resp.write(chunk)
+                await resp.write(chunk)
             now = loop.time()
             if k == 0:
                 first = now
@@ -144,13 +152,13 @@ class Generation:
                 timing.ttft_errors.append(now - admitted - ttft)
                 metrics.ttft.observe(now - arrival)
             else:
-                timing.gap_errors.append(now - prev - gap)
-                metrics.itl.observe(now - prev)
+                gap_errors.append(now - prev - gap)
+                token_metrics.observe_itl(now - prev)
             prev = now
             if n:
                 self.sent += 1
                 engine.kv_tokens += 1
-                metrics.generation_tokens.inc()
+                token_metrics.generation_tokens += 1
         record.last_token = state.wall()
         record.completion_tokens = self.sent
         record.intended_itl = gap_sum / (n - 1) if n > 1 else None
@@ -158,9 +166,8 @@ class Generation:
         metrics.e2e.observe(end - arrival)
         metrics.prefill.observe(first - admitted)
         metrics.decode.observe(end - first)
-        for name, after in stops.items():
-            if after is not None and after >= n:
-                return name
+        if stop_k >= n:
+            return stop_name
         return None
 
     async def _finish(

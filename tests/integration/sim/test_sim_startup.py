@@ -147,6 +147,20 @@ def test_subprocess_env_knobs_and_port_zero() -> None:
                          stderr=subprocess.DEVNULL)  # fmt: skip
 
 
+def test_sigterm_during_warmup_exits_promptly() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vllm_operator.sim", "m", "--port", "0",
+         "--sim-warmup-seconds", "60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    assert "warm-up 60.00 s" in proc.stderr.readline()  # the handlers are installed by now
+    proc.terminate()
+    out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == 0
+    assert "SIM LISTENING" not in out
+
+
 def test_thread_runner_for_synchronous_callers() -> None:
     with (
         SimThread(SimConfig.create("m", warmup_seconds=0)) as sim,
