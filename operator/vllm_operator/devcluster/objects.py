@@ -120,3 +120,32 @@ def apply_defaults(schema: dict[str, Any] | None, value: Any) -> Any:
         for item in value:
             apply_defaults(schema.get("items"), item)
     return value
+
+
+def prune(schema: dict[str, Any] | None, value: Any, *, root: bool = True) -> Any:
+    """Drop fields a structural schema does not declare (in place; returns ``value``).
+
+    A real API server prunes unknown fields of custom resources silently: a status field
+    the CRD forgot is lost on a cluster, so it is lost here too. ``apiVersion``, ``kind``
+    and ``metadata`` of the root are kept; ``x-kubernetes-preserve-unknown-fields`` and
+    ``additionalProperties`` keep what they cover.
+    """
+    if not schema or not isinstance(schema, dict):
+        return value
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        keep_unknown = bool(schema.get("x-kubernetes-preserve-unknown-fields")) or extra is True
+        for key in list(value):
+            if root and key in ("apiVersion", "kind", "metadata"):
+                continue
+            if key in properties:
+                prune(properties[key], value[key], root=False)
+            elif isinstance(extra, dict):
+                prune(extra, value[key], root=False)
+            elif not keep_unknown:
+                del value[key]
+    elif isinstance(value, list):
+        for item in value:
+            prune(schema.get("items"), item, root=False)
+    return value

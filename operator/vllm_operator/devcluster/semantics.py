@@ -29,6 +29,7 @@ from .objects import (
     name_problem,
     next_generation,
     owner_uids,
+    prune,
     same_except_version,
     timestamp,
 )
@@ -157,7 +158,7 @@ class Semantics(Lifecycle):
         obj["apiVersion"] = rtype.api_version
         obj["kind"] = rtype.kind
         self._initial_status(rtype, obj)
-        apply_defaults(rtype.schema, obj)
+        apply_defaults(rtype.schema, prune(rtype.schema, obj))
         if rtype.store_key == (CRD_GROUP, CRD_PLURAL):
             self._accept_crd(obj)
         stored = self.store.commit(rtype.store_key, "ADDED", obj)
@@ -330,7 +331,7 @@ class Semantics(Lifecycle):
                     new["metadata"].pop(key, None)
             new["apiVersion"] = old.get("apiVersion", rtype.api_version)
             new["kind"] = rtype.kind
-            apply_defaults(rtype.schema, new)
+        apply_defaults(rtype.schema, prune(rtype.schema, new))
         new["metadata"]["generation"] = next_generation(old, new)
         if same_except_version(old, new):
             return self._present(rtype, old)

@@ -235,3 +235,40 @@ def test_semantics_without_a_server_and_crd_table() -> None:
     for fn in deferred:
         fn()
     assert sem.store.get(cms.store_key, "default", "child") is None
+
+
+def test_prune_drops_undeclared_fields() -> None:
+    from vllm_operator.devcluster.objects import prune
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "properties": {
+                    "a": {"type": "integer"},
+                    "env": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "list": {
+                        "type": "array",
+                        "items": {"type": "object", "properties": {"x": {"type": "string"}}},
+                    },
+                },
+            },
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        },
+    }
+    obj = {
+        "apiVersion": "g/v1",
+        "kind": "K",
+        "metadata": {"name": "n", "labels": {"l": "1"}},
+        "spec": {"a": 1, "b": 2, "env": {"K": "V"}, "list": [{"x": "1", "y": "2"}]},
+        "status": {"anything": {"goes": 1}},
+        "extra": 1,
+    }
+    assert prune(schema, obj) == {
+        "apiVersion": "g/v1",
+        "kind": "K",
+        "metadata": {"name": "n", "labels": {"l": "1"}},
+        "spec": {"a": 1, "env": {"K": "V"}, "list": [{"x": "1"}]},
+        "status": {"anything": {"goes": 1}},
+    }

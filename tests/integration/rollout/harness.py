@@ -115,6 +115,7 @@ class Rollout:
 
     def close(self) -> None:
         import sys
+
         t = time.monotonic()
         self.stop_operator()
         print("op", time.monotonic() - t, file=sys.stderr)
