@@ -9,6 +9,7 @@ refuses at ``kubectl apply`` what the operator would refuse later.
 from __future__ import annotations
 
 import copy
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +54,12 @@ _ALLOWED_KEYS = frozenset(
         "x-kubernetes-preserve-unknown-fields",
         "x-kubernetes-list-type",
         "x-kubernetes-list-map-keys",
+        "x-kubernetes-validations",
     }
 )
 
 
+@functools.cache
 def _schema() -> dict[str, Any]:
     version = crd_document()["spec"]["versions"][0]
     schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
@@ -319,6 +322,14 @@ def test_identity_scope_and_status_subresource() -> None:
     assert version["subresources"] == {"status": {}}
     assert version["served"]
     assert version["storage"]
+
+
+def test_name_length_rule_matches_the_renderer() -> None:
+    from vllm_operator.render.names import MAX_NAME_LENGTH
+
+    (rule,) = _schema()["x-kubernetes-validations"]
+    assert rule["rule"] == f"size(self.metadata.name) <= {MAX_NAME_LENGTH}"
+    assert str(MAX_NAME_LENGTH) in rule["message"]
 
 
 def test_printer_columns_point_at_real_fields() -> None:
