@@ -330,6 +330,30 @@ def test_monitors_and_policy_select_the_pods_the_operator_renders() -> None:
     assert vllm_selector.items() <= pod_labels.items()
 
 
+def test_network_policy_lets_the_rendered_job_reach_the_candidate() -> None:
+    from vllm_operator.api import parse_vllm_deployment
+    from vllm_operator.render import render_candidate_service
+    from vllm_operator.render.job import render_job
+
+    example = ROOT / "examples" / "qwen3-30b-a3b-v0.17-throughput.yaml"
+    vd = parse_vllm_deployment(yaml.safe_load(example.read_text(encoding="utf-8")))
+    template = _rendered_vllm_pod_template()
+    revision = template["metadata"]["labels"]["vllm-operator.dev/revision"]
+    job = render_job(vd, revision, 1, image="vllm-operator:dev")
+    job_pod_labels = job["spec"]["template"]["metadata"]["labels"]
+    service = render_candidate_service(vd, revision)
+    container_ports = {
+        p["name"]: p["containerPort"] for c in template["spec"]["containers"] for p in c["ports"]
+    }
+    target = service["spec"]["ports"][0]["targetPort"]
+    port = container_ports[target] if isinstance(target, str) else target
+    (policy,) = _by_kind(render(VALUE_SETS["network-policy"]), "NetworkPolicy")
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= job_pod_labels.items()
+    to_vllm = policy["spec"]["egress"][0]
+    assert {"protocol": "TCP", "port": port} in to_vllm["ports"]
+    assert service["spec"]["selector"].items() <= template["metadata"]["labels"].items()
+
+
 def test_service_monitor_selects_the_metrics_service() -> None:
     docs = render(VALUE_SETS["monitoring"])
     (service_monitor,) = _by_kind(docs, "ServiceMonitor")
@@ -341,3 +365,21 @@ def test_service_monitor_selects_the_metrics_service() -> None:
     assert service_monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
     (configmap,) = _by_kind(docs, "ConfigMap")
     assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+
+
+def test_operator_and_benchmark_pods_run_as_the_image_user() -> None:
+    from vllm_operator.api import parse_vllm_deployment
+    from vllm_operator.render.job import render_job
+
+    dockerfile = (ROOT / "operator" / "Dockerfile").read_text(encoding="utf-8")
+    (user,) = [line.split()[1] for line in dockerfile.splitlines() if line.startswith("USER ")]
+    uid = int(user.split(":")[0])
+    assert uid != 0
+    example = ROOT / "examples" / "qwen3-30b-a3b-v0.17-throughput.yaml"
+    vd = parse_vllm_deployment(yaml.safe_load(example.read_text(encoding="utf-8")))
+    job = render_job(vd, "0123456789", 1, image="vllm-operator:dev")
+    (deployment,) = _by_kind(render({}), "Deployment")
+    for where, pod in _pod_specs([job, deployment]):
+        assert pod["securityContext"]["runAsUser"] == uid, where
+        for container in pod["containers"]:
+            assert container["securityContext"]["allowPrivilegeEscalation"] is False, where
