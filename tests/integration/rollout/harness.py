@@ -7,7 +7,10 @@ as the real ``vllm-operator bench``, time-scaled so a whole rollout takes second
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
+import signal
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -67,10 +70,29 @@ def resource(
     }
 
 
+def _reap(workdir: Path) -> None:
+    """Kill processes this test's kubelet left behind (by pid, found by working directory).
+
+    A safety net: the kubelet should stop every pod process itself.
+    """
+    root = str(workdir.resolve())
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if cwd.startswith(root):
+            with contextlib.suppress(OSError):
+                os.kill(int(entry.name), signal.SIGKILL)
+
+
 class Rollout:
     """One DevCluster, one kubelet, one operator (restartable)."""
 
     def __init__(self, workdir: Path, *, faults: Faults | None = None, **config: Any) -> None:
+        self.workdir = workdir
         self.cluster = DevCluster(crds=[CRD]).start()
         self.kubelet = Kubelet(self.cluster, workdir / "kubelet", time_scale=0.01, faults=faults)
         self.kubelet.start()
@@ -114,17 +136,10 @@ class Rollout:
             self.kube = None
 
     def close(self) -> None:
-        import sys
-
-        t = time.monotonic()
         self.stop_operator()
-        print("op", time.monotonic() - t, file=sys.stderr)
-        t = time.monotonic()
-        self.kubelet.stop()
-        print("kubelet", time.monotonic() - t, file=sys.stderr)
-        t = time.monotonic()
+        self.kubelet.stop(timeout=5)
         self.cluster.stop()
-        print("cluster", time.monotonic() - t, file=sys.stderr)
+        _reap(self.workdir)
 
     # -- resources ------------------------------------------------------------------------
     def apply(self, body: Obj) -> Obj:
