@@ -95,7 +95,7 @@ def wait(cluster: DevCluster, check: Any, timeout: float = 30.0, interval: float
         try:
             if check():
                 return time.perf_counter()
-        except Exception:  # noqa: BLE001 - not there yet
+        except Exception:
             pass
         time.sleep(interval)
     raise TimeoutError("condition not met")
