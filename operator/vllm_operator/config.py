@@ -61,13 +61,20 @@ class OperatorConfig:
         return None if port is None else f"http://0.0.0.0:{port}/healthz"
 
 
-def _port(text: str) -> int | None:
+def _port(text: str) -> int:
     value = int(text)
-    if value == 0:
-        return None
-    if not 1 <= value <= 65535:
+    if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"port {value} is not in 1..65535 (0 disables)")
     return value
+
+
+def _port_or_off(flag: int | None, env_text: str | None, default: int | None) -> int | None:
+    """A port from the flag, else the environment, else ``default``; 0 means off."""
+    if flag is None and env_text:
+        flag = _port(env_text)
+    if flag is None:
+        return default
+    return None if flag == 0 else flag
 
 
 def _positive(text: str) -> float:
@@ -212,20 +219,12 @@ def config_from_args(argv: Sequence[str], environ: Mapping[str, str], prog: str)
     elif not all_ns and environ.get(ENV["namespaces"]):
         namespaces = tuple(n.strip() for n in environ[ENV["namespaces"]].split(",") if n.strip())
     base = OperatorConfig()
-    metrics_port = base.metrics_port
-    if args.metrics_port is not None or environ.get(ENV["metrics_port"]):
-        metrics_port = (
-            args.metrics_port
-            if args.metrics_port is not None
-            else _port(environ[ENV["metrics_port"]])
-        )
-    liveness_port = base.liveness_port
-    if args.liveness_port is not None or environ.get(ENV["liveness_port"]):
-        liveness_port = (
-            args.liveness_port
-            if args.liveness_port is not None
-            else _port(environ[ENV["liveness_port"]])
-        )
+    metrics_port = _port_or_off(
+        args.metrics_port, environ.get(ENV["metrics_port"]), base.metrics_port
+    )
+    liveness_port = _port_or_off(
+        args.liveness_port, environ.get(ENV["liveness_port"]), base.liveness_port
+    )
 
     def number(flag: object, key: str, default: float) -> float:
         value = pick(flag, key, float)

@@ -7,6 +7,8 @@ recorded (status is written first by the shell) before the objects it condemns a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from vllm_operator import gate
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
@@ -107,7 +109,7 @@ def _ensure_service(state: Pass, manifest: dict[str, object], revision: str) -> 
         }
     if current.service_type != spec["type"]:
         patch["type"] = spec["type"]
-    if [dict(p) for p in current.ports] != spec["ports"]:
+    if _port_keys(current.ports) != _port_keys(spec["ports"]):
         patch["ports"] = spec["ports"]
     if patch:
         state.actions.append(
@@ -120,6 +122,14 @@ def _ensure_service(state: Pass, manifest: dict[str, object], revision: str) -> 
                 },
             )
         )
+
+
+def _port_keys(ports: object) -> list[tuple[str, ...]]:
+    """What the operator sets on a Service port; ignores what the API server assigns
+    (nodePort, appProtocol), so a NodePort Service is not re-patched on every pass."""
+    keys = ("name", "port", "targetPort", "protocol")
+    items = ports if isinstance(ports, list | tuple) else []
+    return sorted(tuple(str(p.get(k, "")) for k in keys) for p in items if isinstance(p, Mapping))
 
 
 def _patch_deployment(state: Pass, dep: DeploymentView, replicas: int, role: str) -> None:

@@ -1,0 +1,90 @@
+"""The benchmark Job manifest: valid, fail-closed, harmless."""
+
+from __future__ import annotations
+
+import json
+
+import kubernetes_validate
+import pytest
+
+from vllm_operator.api import parse_vllm_deployment
+from vllm_operator.render.job import render_job
+
+from .world import summary
+
+
+def _vd(**gate: object) -> object:
+    return parse_vllm_deployment(
+        {
+            "apiVersion": "vllm-operator.dev/v1alpha1",
+            "kind": "VLLMDeployment",
+            "metadata": {"name": "qwen", "namespace": "ml"},
+            "spec": {
+                "model": {"name": "Qwen/Qwen3-8B", "servedModelName": "qwen3"},
+                "engine": {"image": "vllm/vllm-openai:v0.17.0"},
+                "service": {"port": 8000},
+                "gate": {"timeoutSeconds": 900, **gate},
+            },
+        }
+    )
+
+
+@pytest.mark.parametrize("version", ["1.30", kubernetes_validate.latest_version()])
+def test_job_is_a_valid_batch_v1_job(version: str) -> None:
+    job = render_job(_vd(), "0123456789", 1, image="op:1", baseline=summary())
+    kubernetes_validate.validate(job, version, strict=True)
+
+
+def test_job_fails_closed_and_runs_restricted() -> None:
+    job = render_job(_vd(), "0123456789", 2, image="op:1")
+    assert job["metadata"]["name"] == "qwen-gate-0123456789-2"
+    spec = job["spec"]
+    assert spec["backoffLimit"] == 0
+    assert spec["activeDeadlineSeconds"] == 900
+    assert spec["ttlSecondsAfterFinished"] > 0
+    pod = spec["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["restartPolicy"] == "Never"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    (container,) = pod["containers"]
+    ctx = container["securityContext"]
+    assert ctx["allowPrivilegeEscalation"] is False
+    assert ctx["readOnlyRootFilesystem"] is True
+    assert ctx["capabilities"] == {"drop": ["ALL"]}
+    assert ctx["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+    assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    assert container["resources"]["limits"]["memory"] == "512Mi"
+    args = container["args"]
+    assert args[:5] == ["bench", "--url", "http://qwen-candidate.ml.svc:8000", "--model", "qwen3"]
+    assert args[args.index("--summary-path") + 1] == "/dev/termination-log"
+    assert int(args[args.index("--deadline-seconds") + 1]) < 900
+    assert "--baseline-json" not in args
+    # Pods of the Job never match a Service (component=benchmark).
+    assert pod_labels(job)["app.kubernetes.io/component"] == "benchmark"
+
+
+def pod_labels(job: dict[str, object]) -> dict[str, str]:
+    return job["spec"]["template"]["metadata"]["labels"]  # type: ignore[index,no-any-return]
+
+
+def test_custom_suite_comes_from_a_configmap_volume() -> None:
+    job = render_job(
+        _vd(suite={"configMap": "my-suite", "key": "s.yaml"}), "0123456789", 1, image="op"
+    )
+    pod = job["spec"]["template"]["spec"]
+    assert {
+        "name": "suite",
+        "configMap": {"name": "my-suite", "items": [{"key": "s.yaml", "path": "s.yaml"}]},
+    } in pod["volumes"]
+    args = pod["containers"][0]["args"]
+    assert args[args.index("--suite") + 1] == "/etc/vllm-operator/suite/s.yaml"
+
+
+def test_thresholds_and_baseline_are_passed_as_json() -> None:
+    vd = _vd(thresholds={"maxRegressionPercent": 10}, concurrency=[1, 8])
+    job = render_job(vd, "0123456789", 1, image="op", baseline=summary())
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert json.loads(args[args.index("--thresholds-json") + 1])["maxRegressionPercent"] == 10
+    assert json.loads(args[args.index("--baseline-json") + 1])["quality"]["passed"] == 13
+    assert args[args.index("--concurrency") + 1] == "1,8"
