@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import apierrors
+from .kinds import apply_kind_defaults, validate_kind
 from .lifecycle import Lifecycle
 from .objects import (
     SERVER_METADATA,
@@ -159,6 +160,8 @@ class Semantics(Lifecycle):
         obj["kind"] = rtype.kind
         self._initial_status(rtype, obj)
         apply_defaults(rtype.schema, prune(rtype.schema, obj))
+        apply_kind_defaults(rtype, obj)
+        validate_kind(rtype, obj)
         if rtype.store_key == (CRD_GROUP, CRD_PLURAL):
             self._accept_crd(obj)
         stored = self.store.commit(rtype.store_key, "ADDED", obj)
@@ -332,6 +335,9 @@ class Semantics(Lifecycle):
             new["apiVersion"] = old.get("apiVersion", rtype.api_version)
             new["kind"] = rtype.kind
         apply_defaults(rtype.schema, prune(rtype.schema, new))
+        if not subresource:
+            apply_kind_defaults(rtype, new)
+            validate_kind(rtype, new, old)
         new["metadata"]["generation"] = next_generation(old, new)
         if same_except_version(old, new):
             return self._present(rtype, old)

@@ -405,3 +405,82 @@ def test_user_reactions_override_semantics(devcluster: DevCluster) -> None:
     response = httpx.post(devcluster.url + "/api/v1/namespaces/default/configmaps", json=cm("a"))
     assert response.status_code == 503
     assert httpx.get(devcluster.url + "/api/v1/namespaces/default/configmaps").status_code == 200
+
+
+def test_builtin_defaults(devcluster: DevCluster) -> None:
+    body = deployment("d")
+    del body["spec"]["replicas"]
+    created = devcluster.create(body)
+    assert created["spec"]["replicas"] == 1
+    assert created["spec"]["strategy"]["type"] == "RollingUpdate"
+    job = devcluster.create(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "j"},
+            "spec": {"template": {"spec": {"containers": []}}},
+        }
+    )
+    uid = job["metadata"]["uid"]
+    assert job["spec"]["selector"] == {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+    assert job["spec"]["template"]["metadata"]["labels"]["job-name"] == "j"
+    assert job["spec"]["backoffLimit"] == 6
+    svc = devcluster.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "s"},
+            "spec": {"ports": [{"port": 80}]},
+        }
+    )
+    assert svc["spec"]["ports"] == [{"port": 80, "protocol": "TCP", "targetPort": 80}]
+    assert svc["spec"]["clusterIP"]
+
+
+def test_builtin_validation_and_immutable_fields(devcluster: DevCluster) -> None:
+    bad = deployment("bad")
+    bad["spec"]["selector"]["matchLabels"] = {"app": "other"}
+    with pytest.raises(ApiError) as mismatch:
+        devcluster.create(bad)
+    assert mismatch.value.code == 422
+    devcluster.create(deployment("d"))
+    with pytest.raises(ApiError) as selector:
+        devcluster.patch(
+            "apps/v1",
+            "deployments",
+            "d",
+            {
+                "spec": {
+                    "selector": {"matchLabels": {"app": "x"}},
+                    "template": {"metadata": {"labels": {"app": "x"}}},
+                }
+            },
+        )
+    assert "immutable" in selector.value.message
+    devcluster.create(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "j"},
+            "spec": {"template": {"spec": {"containers": []}}},
+        }
+    )
+    with pytest.raises(ApiError) as template:
+        devcluster.patch(
+            "batch/v1",
+            "jobs",
+            "j",
+            {"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}},
+        )
+    assert template.value.code == 422
+    devcluster.create(dict(cm("frozen"), immutable=True))
+    with pytest.raises(ApiError):
+        devcluster.patch("v1", "configmaps", "frozen", {"data": {"k": "changed"}})
+
+
+def test_no_new_finalizers_while_deleting(devcluster: DevCluster) -> None:
+    devcluster.create(cm("a", finalizers=["x/one"]))
+    devcluster.delete("v1", "configmaps", "a")
+    with pytest.raises(ApiError) as err:
+        devcluster.patch("v1", "configmaps", "a", {"metadata": {"finalizers": ["x/one", "x/2"]}})
+    assert err.value.code == 422

@@ -1,0 +1,94 @@
+"""`vllm-operator demo` end to end: the three verdicts, and traffic only ever on Ready pods.
+
+The serving Service's selector and every Deployment's readiness are recorded by watches of
+our own (not the demo's check), then compared in resourceVersion order: the API server's
+global resourceVersion orders events of different kinds exactly.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from vllm_operator.devcluster import demo
+
+pytestmark = pytest.mark.slow
+
+NAME = "qwen3-30b-a3b"
+REVISION_LABEL = "vllm-operator.dev/revision"
+
+
+class Recorder(threading.Thread):
+    """Collects (resourceVersion, type, object) of one resource's watch stream."""
+
+    def __init__(self, url: str, path: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.path = url, path
+        self.events: list[tuple[int, str, dict[str, Any]]] = []
+        self.started_watch = threading.Event()
+        self._client = httpx.Client(base_url=url, timeout=httpx.Timeout(None, connect=5))
+
+    def run(self) -> None:
+        try:
+            with self._client.stream("GET", self.path, params={"watch": "true"}) as resp:
+                self.started_watch.set()
+                for line in resp.iter_lines():
+                    if line.strip():
+                        event = json.loads(line)
+                        obj = event["object"]
+                        rv = int(obj["metadata"]["resourceVersion"])
+                        self.events.append((rv, event["type"], obj))
+        except httpx.HTTPError:
+            pass  # the cluster stopped
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def test_demo_story(tmp_path: Path) -> None:
+    out = io.StringIO()
+    say = demo.Printer(out)
+    with demo.Session(
+        time_scale=demo.DEFAULT_TIME_SCALE, deadline_scale=0.1, workdir=tmp_path, printer=say
+    ) as session:
+        services = Recorder(session.cluster.url, "/api/v1/namespaces/default/services")
+        deployments = Recorder(session.cluster.url, "/apis/apps/v1/namespaces/default/deployments")
+        for recorder in (services, deployments):
+            recorder.start()
+            assert recorder.started_watch.wait(5)
+        code = demo.run_story(session, timeout=150)
+    for recorder in (services, deployments):
+        recorder.close()
+    text = out.getvalue()
+    assert code == 0, text
+    verdicts = re.findall(r"step \d: verdict (\w+) \(expected", text)
+    assert verdicts == ["Passed", "Failed", "Passed"], text
+    assert "below stable" in text  # the rejection names the regression against stable
+    assert "| Streams |" in text
+    assert "| Configuration | Short lat. |" in text
+
+    # Every selector of the serving Service must name a revision whose Deployment had a
+    # Ready replica at that moment.
+    selected = [
+        (rv, obj["spec"]["selector"][REVISION_LABEL])
+        for rv, kind, obj in services.events
+        if obj["metadata"]["name"] == NAME and kind != "DELETED"
+    ]
+    switches = [s for i, s in enumerate(selected) if i == 0 or s[1] != selected[i - 1][1]]
+    assert len(switches) == 2, switches  # 0.16 eager first, then 0.17 throughput
+    for rv, revision in switches:
+        before = [
+            obj
+            for drv, kind, obj in deployments.events
+            if drv < rv and obj["metadata"]["name"] == f"{NAME}-{revision}" and kind != "DELETED"
+        ]
+        assert before, f"revision {revision} selected before its Deployment existed"
+        ready = (before[-1].get("status") or {}).get("readyReplicas", 0)
+        assert ready >= 1, f"serving Service selected {revision} with {ready} Ready replicas"
