@@ -107,6 +107,7 @@ class Kubelet:
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self.reconciles = 0
+        self._halting = False
 
     # ---- thread hosting ---------------------------------------------------------------
     def start(self, timeout: float = 15.0) -> Kubelet:
@@ -145,10 +146,11 @@ class Kubelet:
         task = asyncio.create_task(self.serve())
         stop = asyncio.create_task(self._stop.wait())
         await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
-        task.cancel()
+        stop.cancel()
+        # A flag, not task.cancel(): on 3.11 wait_for() can swallow a cancellation.
+        self.halt()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-        stop.cancel()
 
     # ---- queries (safe to call from other threads: plain reads) -----------------------
     def pod_address(self, namespace: str, name: str) -> str | None:
@@ -177,6 +179,7 @@ class Kubelet:
         """Run until cancelled; on the way out stop every pod and proxy."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._wake = asyncio.Event()
+        self._halting = False
         self._api = kapi.KubeAPI(self.url, transport=self._transport)
         self._probe_http = httpx.AsyncClient()
         self._shim_dir = write_vllm_shim(self.workdir / "bin").parent
@@ -193,10 +196,12 @@ class Kubelet:
             for inf in self.informers.values():
                 await inf.synced.wait()
             self._ready.set()
-            while True:
+            while not self._halting:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.resync_seconds)
                 self._wake.clear()
+                if self.halting:
+                    break
                 try:
                     await self.reconcile()
                 except (httpx.HTTPError, kapi.APIError) as exc:
@@ -212,6 +217,15 @@ class Kubelet:
             self.proxies.clear()
             await self._probe_http.aclose()
             await self._api.close()
+
+    @property
+    def halting(self) -> bool:
+        return self._halting
+
+    def halt(self) -> None:
+        """Ask ``serve()`` to stop pods and proxies and return (call on its loop)."""
+        self._halting = True
+        self._poke()
 
     def _poke(self) -> None:
         if self._wake is not None:

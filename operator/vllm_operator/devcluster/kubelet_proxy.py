@@ -27,6 +27,7 @@ class ServiceProxy:
         self._server: asyncio.Server | None = None
         self._rr = itertools.count()
         self._conns: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
 
     @property
     def address(self) -> str:
@@ -41,16 +42,18 @@ class ServiceProxy:
             self._server.close()
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
-        for task in list(self._conns):
-            task.cancel()
-        for task in list(self._conns):
-            with contextlib.suppress(BaseException):
-                await task
+        # Abort open connections (cancelling their tasks makes asyncio log noise on 3.11);
+        # the pipes then end on their own.
+        for writer in list(self._writers):
+            writer.transport.abort()
+        if self._conns:
+            await asyncio.wait(list(self._conns), timeout=2.0)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         if task is not None:
             self._conns.add(task)
+        self._writers.add(writer)
         try:
             if not self.backends:
                 return
@@ -59,12 +62,15 @@ class ServiceProxy:
                 up_reader, up_writer = await asyncio.open_connection(host, port)
             except OSError:
                 return
+            self._writers.add(up_writer)
             try:
                 await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
             finally:
                 up_writer.close()
+                self._writers.discard(up_writer)
         finally:
             writer.close()
+            self._writers.discard(writer)
             if task is not None:
                 self._conns.discard(task)
 
