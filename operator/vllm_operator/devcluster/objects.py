@@ -139,6 +139,11 @@ def prune(schema: dict[str, Any] | None, value: Any, *, root: bool = True) -> An
         for key in list(value):
             if root and key in ("apiVersion", "kind", "metadata"):
                 continue
+            declared = properties.get(key, extra if isinstance(extra, dict) else None)
+            if value[key] is None and isinstance(declared, dict):
+                if not declared.get("nullable"):
+                    del value[key]  # nulls of non-nullable fields are pruned, not rejected
+                continue
             if key in properties:
                 prune(properties[key], value[key], root=False)
             elif isinstance(extra, dict):

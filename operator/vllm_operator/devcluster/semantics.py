@@ -36,6 +36,7 @@ from .objects import (
 )
 from .patches import PatchFailed, PatchMalformed, json_patch, merge_patch
 from .resources import CRD_GROUP, CRD_PLURAL, Registry, ResourceType, types_from_crd
+from .schema import validate as validate_schema
 from .selectors import selector_matcher
 from .store import Store
 
@@ -162,6 +163,7 @@ class Semantics(Lifecycle):
         apply_defaults(rtype.schema, prune(rtype.schema, obj))
         apply_kind_defaults(rtype, obj)
         validate_kind(rtype, obj)
+        self._check_schema(rtype, obj)
         if rtype.store_key == (CRD_GROUP, CRD_PLURAL):
             self._accept_crd(obj)
         stored = self.store.commit(rtype.store_key, "ADDED", obj)
@@ -338,6 +340,7 @@ class Semantics(Lifecycle):
         if not subresource:
             apply_kind_defaults(rtype, new)
             validate_kind(rtype, new, old)
+        self._check_schema(rtype, new)
         new["metadata"]["generation"] = next_generation(old, new)
         if same_except_version(old, new):
             return self._present(rtype, old)
@@ -349,6 +352,12 @@ class Semantics(Lifecycle):
         if owner_uids(stored) and owner_uids(stored) != owner_uids(old):
             self.schedule(lambda: self.collect_if_orphaned(rtype.store_key, stored))
         return self._present(rtype, stored)
+
+    def _check_schema(self, rtype: ResourceType, obj: dict[str, Any]) -> None:
+        errors = validate_schema(rtype.schema, obj)
+        if errors:
+            detail = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+            raise apierrors.invalid(rtype.plural, rtype.group, str(meta(obj).get("name")), detail)
 
     # --- subresources ----------------------------------------------------------------------
     def pod_log(self, namespace: str, name: str) -> str:

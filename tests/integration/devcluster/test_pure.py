@@ -272,3 +272,57 @@ def test_prune_drops_undeclared_fields() -> None:
         "spec": {"a": 1, "env": {"K": "V"}, "list": [{"x": "1"}]},
         "status": {"anything": {"goes": 1}},
     }
+
+
+def test_schema_validation_messages() -> None:
+    from vllm_operator.devcluster.schema import validate
+
+    schema = {
+        "type": "object",
+        "required": ["spec"],
+        "properties": {
+            "spec": {
+                "type": "object",
+                "required": ["size"],
+                "properties": {
+                    "size": {"type": "integer", "minimum": 1, "maximum": 8},
+                    "mode": {"type": "string", "enum": ["eager", "throughput"]},
+                    "port": {"x-kubernetes-int-or-string": True},
+                    "tags": {
+                        "type": "array",
+                        "maxItems": 2,
+                        "items": {"type": "string", "pattern": "^[a-z]+$"},
+                    },
+                    "ratio": {"type": "number"},
+                    "flag": {"type": "boolean"},
+                },
+            }
+        },
+    }
+    good = {
+        "apiVersion": "x",
+        "metadata": {},
+        "spec": {
+            "size": 2,
+            "mode": "eager",
+            "port": "http",
+            "tags": ["a"],
+            "ratio": 1,
+            "flag": False,
+        },
+    }
+    assert validate(schema, good) == []
+    assert validate(schema, {"metadata": {}}) == ["spec: Required value"]
+    errors = validate(
+        schema,
+        {"spec": {"size": "2", "mode": "fast", "tags": ["A", "b", "c"], "flag": 1, "port": 1.5}},
+    )
+    assert any(e.startswith("spec.size: Invalid value") and "integer" in e for e in errors)
+    assert any(e.startswith("spec.mode: Unsupported value") for e in errors)
+    assert any(e.startswith("spec.tags: Too many") for e in errors)
+    assert any(e.startswith("spec.tags[0]: Invalid value") for e in errors)
+    assert any(e.startswith("spec.flag:") for e in errors)
+    assert any(e.startswith("spec.port:") for e in errors)
+    assert validate(schema, {"spec": {"size": 9}}) == [
+        "spec.size: Invalid value: 9: should be <= 8"
+    ]

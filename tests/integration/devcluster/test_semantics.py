@@ -484,3 +484,14 @@ def test_no_new_finalizers_while_deleting(devcluster: DevCluster) -> None:
     with pytest.raises(ApiError) as err:
         devcluster.patch("v1", "configmaps", "a", {"metadata": {"finalizers": ["x/one", "x/2"]}})
     assert err.value.code == 422
+
+
+def test_custom_resources_are_validated_against_the_crd_schema(devcluster: DevCluster) -> None:
+    devcluster.create(widget_crd())
+    with pytest.raises(ApiError) as err:
+        devcluster.create(widget("w", size="big"))
+    assert err.value.code == 422
+    assert "spec.size" in err.value.message
+    devcluster.create(widget("w", size=2, image=None))  # null of a non-nullable field: pruned
+    with pytest.raises(ApiError):
+        devcluster.patch(API_VERSION, PLURAL, "w", {"spec": {"image": 5}})

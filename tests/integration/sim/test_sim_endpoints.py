@@ -208,3 +208,23 @@ async def test_requests_beyond_max_num_seqs_queue(
     queued = sorted(rec["queue_time"] for rec in recs)
     assert queued[0] < 0.01
     assert queued[2] > 0.03  # waited for a whole request (5 ms + 4 x 10 ms)
+
+
+async def test_tokens_due_together_are_coalesced_but_stay_separate_events(
+    start_sim: Any, http: aiohttp.ClientSession, read_sse: Any
+) -> None:
+    # 10 us per token: far below the event loop's 1 ms timer resolution
+    async with start_sim(ttft_ms=1.0, itl_ms=0.01) as sim:
+        body = {"prompt": "x", "max_tokens": 500, "stream": True}
+        async with http.post(sim.url + "/v1/completions", json=body) as r:
+            rid = r.headers["x-sim-request-id"]
+            data = await read_sse(r)
+        async with http.get(f"{sim.url}/sim/requests/{rid}") as r:
+            rec = await r.json()
+    assert data[-1] == "[DONE]"
+    texts = [json.loads(d)["choices"][0]["text"] for d in data[:-1]]
+    assert len(texts) == 500
+    assert tokens.count("".join(texts)) == 500
+    assert rec["completion_tokens"] == 500
+    # 499 gaps of 10 us = 5 ms; one write per token would take far longer on one core
+    assert rec["last_token"] - rec["first_token"] < 0.5

@@ -1,0 +1,223 @@
+"""Acceptance: the benchmark reproduces the published study against the simulator's profiles.
+
+Three simulator processes per profile, each time-scaled for what it measures, so the whole
+module stays near ten seconds of wall time without measuring noise instead of the server:
+
+- medium and long prompts and the quality suite at scale 0.03 (a long eager request takes
+  0.9 s instead of 30 s);
+- short prompts at scale 0.5: a short request is two tokens, and at 0.03 it would last
+  14 ms, where a millisecond of client or timer jitter is already 7%;
+- concurrency at a scale that keeps the simulator under about 3,500 tokens/s (it sustains
+  5,000 on a free core; these machines are shared), 0.05 eager and 0.3 throughput.
+
+Figures are converted back to model time (latency / scale, tok/s x scale) and compared with
+the published tables within 10%. The un-scaled comparison is ``benchmarks/bench_profiles.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from bench_simproc import MODEL, start_sim
+
+from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.summary import BenchSummary
+from vllm_operator.bench import BenchConfig, BenchReport, run_benchmark
+from vllm_operator.bench.prompts import DEFAULT_CLASSES
+from vllm_operator.bench.suite import load_suite
+from vllm_operator.gate import verdict
+
+PUBLISHED = {
+    # (flags, (short, medium, long) latency ms, (1, 2, 4, 8) streams aggregate tok/s)
+    "0.16.0-eager": (
+        ("--sim-version", "0.16.0", "--enforce-eager"),
+        (471, 4602, 29130),
+        (22.4, 44.7, 86.9, 167.3),
+    ),
+    "0.17.0-eager": (
+        ("--sim-version", "0.17.0", "--enforce-eager"),
+        (454, 5151, 30605),
+        (21.0, 35.4, 69.2, 137.9),
+    ),
+    "0.17.0-throughput": (
+        ("--sim-version", "0.17.0", "--performance-mode", "throughput"),
+        (280, 886, 4817),
+        (97.2, 193.3, 374.9, 714.3),
+    ),
+}
+SCALE_FAST, SCALE_SHORT = 0.03, 0.5
+SCALE_CONCURRENCY = {"0.16.0-eager": 0.05, "0.17.0-eager": 0.05, "0.17.0-throughput": 0.3}
+# The study's own figures disagree for 0.17 throughput: 118.6 tok/s for one medium request
+# but 97.2 aggregate for one stream. The simulator keeps the latency table, so its 1-stream
+# aggregate is about 22% above the published one (sim/data/profiles.yaml); compare that cell
+# with the simulator's documented value instead.
+SIM_KNOWN_OFFSET = {("0.17.0-throughput", 1): 1.22}
+
+
+@dataclass
+class Measured:
+    fast: BenchReport
+    short: BenchReport
+    concurrency: BenchReport
+    scale_concurrency: float
+
+    def normalised(self) -> BenchSummary:
+        """One summary in model time, as an un-scaled run would have produced."""
+        lat = [
+            f.model_copy(
+                update={
+                    "median_ms": f.median_ms / scale,
+                    "ttft_ms": f.ttft_ms / scale,
+                    "e2e_tokens_per_second": f.e2e_tokens_per_second * scale,
+                    "decode_tokens_per_second": f.decode_tokens_per_second * scale,
+                }
+            )
+            for report, scale in ((self.short, SCALE_SHORT), (self.fast, SCALE_FAST))
+            for f in report.summary.latency
+        ]
+        conc = [
+            f.model_copy(
+                update={
+                    "aggregate_tokens_per_second": f.aggregate_tokens_per_second
+                    * self.scale_concurrency,
+                    "requests_per_second": f.requests_per_second * self.scale_concurrency,
+                }
+            )
+            for f in self.concurrency.summary.concurrency
+        ]
+        errors = {**self.fast.summary.errors}
+        for report in (self.short, self.concurrency):
+            for name, count in report.summary.errors.items():
+                errors[name] = errors.get(name, 0) + count
+        return BenchSummary(
+            model=MODEL,
+            latency=lat,
+            concurrency=conc,
+            quality=self.fast.summary.quality,
+            errors=errors,
+        )
+
+
+async def _measure_latency(
+    urls: dict[str, tuple[str, str]],
+) -> dict[str, tuple[BenchReport, BenchReport]]:
+    suite = load_suite("builtin:default")
+    short, rest = DEFAULT_CLASSES[0], DEFAULT_CLASSES[1:]
+
+    async def one(name: str) -> tuple[str, tuple[BenchReport, BenchReport]]:
+        fast_url, short_url = urls[name]
+        common = {"model": MODEL, "iterations": 3, "warmup": 1, "concurrency": ()}
+        fast, slow = await asyncio.gather(
+            run_benchmark(
+                BenchConfig(url=fast_url, prompt_classes=rest, suite=suite, **common)  # type: ignore[arg-type]
+            ),
+            run_benchmark(BenchConfig(url=short_url, prompt_classes=(short,), **common)),  # type: ignore[arg-type]
+        )
+        return name, (fast, slow)
+
+    return dict(await asyncio.gather(*(one(n) for n in PUBLISHED)))
+
+
+async def _measure_concurrency(url: str) -> BenchReport:
+    config = BenchConfig(
+        url=url, model=MODEL, prompt_classes=(), concurrency=(1, 2, 4, 8), requests_per_stream=2
+    )
+    return await run_benchmark(config)
+
+
+@pytest.fixture(scope="module")
+def measured() -> Iterator[dict[str, Measured]]:
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> str:
+        proc, url = start_sim(*args)
+        procs.append(proc)
+        return url
+
+    try:
+        urls = {
+            name: (
+                start(*flags, "--sim-time-scale", str(SCALE_FAST)),
+                start(*flags, "--sim-time-scale", str(SCALE_SHORT)),
+            )
+            for name, (flags, _, _) in PUBLISHED.items()
+        }
+        conc_urls = {
+            name: start(*flags, "--sim-time-scale", str(SCALE_CONCURRENCY[name]))
+            for name, (flags, _, _) in PUBLISHED.items()
+        }
+        latency = asyncio.run(_measure_latency(urls))
+        out = {}
+        for name in PUBLISHED:  # one at a time: concurrency is the CPU-heavy phase
+            conc = asyncio.run(_measure_concurrency(conc_urls[name]))
+            fast, short = latency[name]
+            out[name] = Measured(fast, short, conc, SCALE_CONCURRENCY[name])
+        yield out
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("profile", list(PUBLISHED))
+def test_latency_table_within_10_percent(measured: dict[str, Measured], profile: str) -> None:
+    summary = measured[profile].normalised()
+    _, published, _ = PUBLISHED[profile]
+    got = {f.prompt_class: f for f in summary.latency}
+    for name, expected in zip(("short", "medium", "long"), published, strict=True):
+        figure = got[name]
+        assert figure.requests == 3
+        assert figure.median_ms == pytest.approx(expected, rel=0.10), name
+    # tok/s of the study = output tokens / end-to-end latency, with 2 / 105 / 700 tokens
+    assert [got[c.name].output_tokens for c in DEFAULT_CLASSES] == [2, 105, 700]
+    medium = got["medium"]
+    assert medium.e2e_tokens_per_second == pytest.approx(105 / medium.median_ms * 1000, rel=0.02)
+
+
+@pytest.mark.parametrize("profile", list(PUBLISHED))
+def test_concurrency_table_within_10_percent(measured: dict[str, Measured], profile: str) -> None:
+    summary = measured[profile].normalised()
+    _, _, published = PUBLISHED[profile]
+    got = {f.concurrency: f for f in summary.concurrency}
+    for level, expected in zip((1, 2, 4, 8), published, strict=True):
+        target = expected * SIM_KNOWN_OFFSET.get((profile, level), 1.0)
+        assert got[level].aggregate_tokens_per_second == pytest.approx(target, rel=0.10), level
+        assert got[level].requests == 2 * level
+
+
+@pytest.mark.parametrize("profile", list(PUBLISHED))
+def test_quality_is_12_of_13_with_gross_profit_failing(
+    measured: dict[str, Measured], profile: str
+) -> None:
+    report = measured[profile].fast
+    quality = report.summary.quality
+    assert quality is not None
+    assert (quality.passed, quality.total, quality.failed) == (12, 13, ["multi-step-reason-1"])
+    assert report.summary.errors == {}
+    tests = report.to_json()["quality"]["tests"]
+    gross = next(t for t in tests if t["id"] == "multi-step-reason-1")
+    assert "got 3922, expected 9422" in gross["reason"]
+
+
+def test_gate_rejects_017_eager_against_016_eager(measured: dict[str, Measured]) -> None:
+    thresholds = Thresholds.model_validate(
+        {"maxRegressionPercent": 10, "quality": {"minPassed": 12}}
+    )
+    base = measured["0.16.0-eager"].normalised()
+    result = verdict(measured["0.17.0-eager"].normalised(), thresholds, base)
+    assert result.outcome == "Failed", result.reasons
+    assert any(r.startswith("2 streams:") and "below stable" in r for r in result.reasons)
+
+
+def test_gate_passes_017_throughput_against_016_eager(measured: dict[str, Measured]) -> None:
+    thresholds = Thresholds.model_validate(
+        {"maxRegressionPercent": 10, "quality": {"minPassed": 12}}
+    )
+    base = measured["0.16.0-eager"].normalised()
+    result = verdict(measured["0.17.0-throughput"].normalised(), thresholds, base)
+    assert result.outcome == "Passed", result.reasons
