@@ -5,43 +5,60 @@ Used by the integration tests and by ``vllm-operator demo``. No cluster, no netw
 
 Start it (own thread and event loop; port 0 picks a free port)::
 
-    from vllm_operator.devcluster import DevCluster, OperatorThread
+    from vllm_operator.devcluster import ApiError, DevCluster, OperatorThread
 
-    with DevCluster(crds=["crds/vllmdeployments.yaml"]) as cluster:   # or .start()/.stop()
-        cluster.url                                  # http://127.0.0.1:PORT
-        path = cluster.write_kubeconfig(tmp / "kubeconfig")   # kubectl --kubeconfig path ...
+    with DevCluster(crds=["crds/vllm-operator.dev_vllmdeployments.yaml"]) as cluster:
+        cluster.url                                   # http://127.0.0.1:PORT
+        kc = cluster.write_kubeconfig(tmp / "kubeconfig")  # kubectl --kubeconfig kc get vllmd
         cluster.create({"apiVersion": "v1", "kind": "ConfigMap",
                         "metadata": {"name": "x", "namespace": "default"}, "data": {}})
         cluster.get("apps/v1", "deployments", "name", namespace="default")
         cluster.list("batch/v1", "jobs", "default", label_selector="app=x")
         cluster.patch("apps/v1", "deployments", "name", {"status": {...}}, subresource="status")
+        cluster.patch("v1", "pods", "p", [{"op": "remove", "path": "/metadata/finalizers"}])
         cluster.replace(obj); cluster.delete("v1", "pods", "p", propagation="Background")
+        cluster.exists("v1", "pods", "p")
         cluster.wait_for(lambda: cluster.get(...)["status"].get("phase") == "Ready", timeout=5)
+        for event in cluster.watch("v1", "pods", "default", resource_version=rv, timeout=5): ...
         cluster.history("v1", "services", "svc")      # every stored version, oldest first
         cluster.set_pod_log("default", "pod", "text") # what GET .../pods/pod/log returns
-        cluster.server                                # the kmock.KubernetesEmulator subclass:
         cluster.server[kmock.resource("apps", "v1", "deployments"), "patch"] << 500  # faults
 
-Errors come back as ``apierrors.ApiError`` (``.code``, ``.reason``), as a real server's
-``Status``. Everything is created through the HTTP API; the helpers are thin clients.
+    DevCluster(port=8001, clock=..., namespaces=("default", "llm"), seed=1, max_log=100_000)
 
-Run a kopf operator against it (its own thread and loop; stop is fast)::
+``cluster.server`` is the ``kmock.KubernetesEmulator`` subclass: reactions declared on it
+win over the semantics (fault injection); iterating ``cluster.server[criteria]`` yields
+the recorded requests (the last 10 000).
+Errors come back as ``ApiError`` (``.code``, ``.reason``, ``.message``) from the server's
+``Status``. Creation always goes through the HTTP API; the helpers are thin clients.
+
+Run a kopf operator against it (its own thread and loop, explicit login, standalone
+peering, sub-second cancellation polling; stop takes well under a second)::
 
     registry = kopf.OperatorRegistry()
-    @kopf.on.create("vllm.ai", "v1alpha1", "vllmdeployments", registry=registry)
+    @kopf.on.create("vllm-operator.dev", "v1alpha1", "vllmdeployments", registry=registry)
     def created(**_): ...
-    with OperatorThread(registry, cluster, settings=optional_hook, memo=...) as op:
-        ...                                          # op.stop() on exit
+    with OperatorThread(registry, cluster, settings=hook, memo=memo, posting=True,
+                        namespaces=["default"]) as operator:   # no namespaces: clusterwide
+        ...                                                    # operator.stop() on exit
 
-In pytest (``tests/integration/conftest.py``): fixtures ``devcluster``, ``kubeconfig``
-and ``run_operator(registry, **kwargs)``.
+In pytest (``tests/integration/conftest.py``): fixtures ``devcluster``, ``kubeconfig`` and
+``run_operator(registry, **OperatorThread kwargs)`` (stopped at teardown).
 
-Semantics implemented (see ``semantics.py``/``lifecycle.py``): uid, global resourceVersion,
-generation (spec changes), creationTimestamp, generateName, 201/404/409/422 Status bodies,
-optimistic concurrency, status subresource, PUT, merge / strategic (as merge) / JSON patch,
-no-op writes suppressed, finalizers, garbage collection by ownerReferences, namespace and
-CRD cleanup, label/field selectors, watches resuming at ``resourceVersion``, CRDs served
-on creation with printer columns and schema defaults, discovery and ``Table`` for kubectl.
+Semantics (``semantics.py``, ``lifecycle.py``, ``kinds.py``, ``schema.py``): uid, one
+global resourceVersion, generation (spec changes; content of spec-less kinds),
+creationTimestamp, generateName, 201/404/409/410/415/422 ``Status`` bodies, optimistic
+concurrency on PUT/PATCH, status subresource (CRDs that declare it, pods, deployments,
+replicasets, jobs, services, namespaces), PUT, merge / strategic (as merge) / JSON / apply
+(as merge, upsert) patches, no-op writes keep the resourceVersion, finalizers, garbage
+collection by owner uid (background, orphan; Jobs orphan by default), namespace and CRD
+cleanup, label/field selectors, watches resuming after ``resourceVersion`` (410 when
+compacted, ``timeoutSeconds``), ``?dryRun``, CRDs served on creation with printer columns,
+schema defaults, pruning and validation, built-in defaults and immutable fields, discovery,
+OpenAPI v3 probe for ``kubectl apply``, ``Table`` for ``kubectl get``. Not implemented:
+admission webhooks, CEL rules, RBAC/auth, protobuf (kubectl's imperative ``create
+deployment`` gets 415), aggregated discovery, ``kubectl explain``, real controllers (the
+kubelet modules play those).
 """
 
 from .apierrors import ApiError
