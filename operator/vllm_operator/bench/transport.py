@@ -93,7 +93,7 @@ class AiohttpTransport:
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None:
             trace = aiohttp.TraceConfig()
-            trace.on_request_headers_sent.append(self._on_headers_sent)
+            trace.on_request_chunk_sent.append(self._on_chunk_sent)
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
                 timeout=aiohttp.ClientTimeout(
@@ -105,12 +105,15 @@ class AiohttpTransport:
             )
         return self._session
 
-    async def _on_headers_sent(
+    async def _on_chunk_sent(
         self,
         _session: aiohttp.ClientSession,
         context: SimpleNamespace,
-        _params: aiohttp.TraceRequestHeadersSentParams,
+        _params: aiohttp.TraceRequestChunkSentParams,
     ) -> None:
+        # On Python < 3.12 aiohttp buffers the headers and writes them with the body from a
+        # separately scheduled task: the body chunk, not the headers, marks the moment the
+        # request leaves. The wait before it is client queue time, reported apart from TTFT.
         stamps = context.trace_request_ctx
         if isinstance(stamps, dict):
             stamps["sent_at"] = self._clock()

@@ -3,12 +3,13 @@
 Three simulator processes per profile, each time-scaled for what it measures, so the whole
 module stays near ten seconds of wall time without measuring noise instead of the server:
 
-- medium and long prompts and the quality suite at scale 0.03 (a long eager request takes
-  0.9 s instead of 30 s);
-- short prompts at scale 0.5: a short request is two tokens, and at 0.03 it would last
-  14 ms, where a millisecond of client or timer jitter is already 7%;
-- concurrency at a scale that keeps the simulator under about 3,500 tokens/s (it sustains
-  5,000 on a free core; these machines are shared), 0.05 eager and 0.3 throughput.
+- medium and long prompts and the quality suite at a scale that keeps the inter-token gap
+  at 1.7 ms or more (the simulator's timers are good to about a millisecond): 0.05 eager
+  (a long request takes 1.5 s instead of 30 s), 0.3 throughput;
+- short prompts at scale 0.5: a short request is two tokens, and at 0.05 it would last
+  23 ms, where a millisecond or two of client and timer jitter is already 5-10%;
+- concurrency at the same scales as the first, which keeps the simulator under about
+  3,500 tokens/s (it sustains 5,000 on a free core; these machines are shared).
 
 Figures are converted back to model time (latency / scale, tok/s x scale) and compared with
 the published tables within 10%. The un-scaled comparison is ``benchmarks/bench_profiles.py``.
@@ -49,8 +50,8 @@ PUBLISHED = {
         (97.2, 193.3, 374.9, 714.3),
     ),
 }
-SCALE_FAST, SCALE_SHORT = 0.03, 0.5
-SCALE_CONCURRENCY = {"0.16.0-eager": 0.05, "0.17.0-eager": 0.05, "0.17.0-throughput": 0.3}
+SCALE_SHORT = 0.5
+SCALE = {"0.16.0-eager": 0.05, "0.17.0-eager": 0.05, "0.17.0-throughput": 0.3}
 # The study's own figures disagree for 0.17 throughput: 118.6 tok/s for one medium request
 # but 97.2 aggregate for one stream. The simulator keeps the latency table, so its 1-stream
 # aggregate is about 22% above the published one (sim/data/profiles.yaml); compare that cell
@@ -63,7 +64,7 @@ class Measured:
     fast: BenchReport
     short: BenchReport
     concurrency: BenchReport
-    scale_concurrency: float
+    scale: float
 
     def normalised(self) -> BenchSummary:
         """One summary in model time, as an un-scaled run would have produced."""
@@ -76,15 +77,14 @@ class Measured:
                     "decode_tokens_per_second": f.decode_tokens_per_second * scale,
                 }
             )
-            for report, scale in ((self.short, SCALE_SHORT), (self.fast, SCALE_FAST))
+            for report, scale in ((self.short, SCALE_SHORT), (self.fast, self.scale))
             for f in report.summary.latency
         ]
         conc = [
             f.model_copy(
                 update={
-                    "aggregate_tokens_per_second": f.aggregate_tokens_per_second
-                    * self.scale_concurrency,
-                    "requests_per_second": f.requests_per_second * self.scale_concurrency,
+                    "aggregate_tokens_per_second": f.aggregate_tokens_per_second * self.scale,
+                    "requests_per_second": f.requests_per_second * self.scale,
                 }
             )
             for f in self.concurrency.summary.concurrency
@@ -110,7 +110,7 @@ async def _measure_latency(
 
     async def one(name: str) -> tuple[str, tuple[BenchReport, BenchReport]]:
         fast_url, short_url = urls[name]
-        common = {"model": MODEL, "iterations": 3, "warmup": 1, "concurrency": ()}
+        common = {"model": MODEL, "iterations": 3, "warmup": 0, "concurrency": ()}
         fast, slow = await asyncio.gather(
             run_benchmark(
                 BenchConfig(url=fast_url, prompt_classes=rest, suite=suite, **common)  # type: ignore[arg-type]
@@ -141,13 +141,13 @@ def measured() -> Iterator[dict[str, Measured]]:
     try:
         urls = {
             name: (
-                start(*flags, "--sim-time-scale", str(SCALE_FAST)),
+                start(*flags, "--sim-time-scale", str(SCALE[name])),
                 start(*flags, "--sim-time-scale", str(SCALE_SHORT)),
             )
             for name, (flags, _, _) in PUBLISHED.items()
         }
         conc_urls = {
-            name: start(*flags, "--sim-time-scale", str(SCALE_CONCURRENCY[name]))
+            name: start(*flags, "--sim-time-scale", str(SCALE[name]))
             for name, (flags, _, _) in PUBLISHED.items()
         }
         latency = asyncio.run(_measure_latency(urls))
@@ -155,7 +155,7 @@ def measured() -> Iterator[dict[str, Measured]]:
         for name in PUBLISHED:  # one at a time: concurrency is the CPU-heavy phase
             conc = asyncio.run(_measure_concurrency(conc_urls[name]))
             fast, short = latency[name]
-            out[name] = Measured(fast, short, conc, SCALE_CONCURRENCY[name])
+            out[name] = Measured(fast, short, conc, SCALE[name])
         yield out
     finally:
         for proc in procs:

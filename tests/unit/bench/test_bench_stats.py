@@ -40,23 +40,31 @@ def test_percentile() -> None:
 
 
 def test_window_excludes_ramp_up_and_down() -> None:
-    # stream A: tokens 0.0..0.9 then 1.0..1.9; stream B starts late (0.5) and ends late.
-    a = [rec(0.0, 10, 0.1), rec(1.0, 10, 0.1)]
-    b = [rec(0.5, 10, 0.1), rec(1.5, 10, 0.1)]
-    assert steady_window([a, b]) == pytest.approx((0.5, 1.9))
+    # A sends at -0.1 (tokens 0.0..0.9) and 0.95 (1.0..1.9); B sends at 0.4 and 1.45.
+    a = [rec(0.0, 10, 0.1), rec(1.0, 10, 0.1, sent=0.95)]
+    b = [rec(0.5, 10, 0.1), rec(1.5, 10, 0.1, sent=1.45)]
+    assert steady_window([a, b]) == pytest.approx((0.4, 1.9))
     f = level_figures(2, [a, b])
-    # tokens strictly after 0.5 and up to 1.9: A 0.6..1.9 (14), B 0.6..1.9 (14)
-    assert f.tokens_in_window == pytest.approx(28)
-    assert f.aggregate_tps == pytest.approx(28 / 1.4)
+    # tokens after 0.4 and up to 1.9: A 0.5..1.9 (15), B 0.5..1.9 (15)
+    assert f.tokens_in_window == pytest.approx(30)
+    assert f.aggregate_tps == pytest.approx(30 / 1.5)
     assert f.completed == 4
     assert f.requests_in_window == 3  # A ends at 0.9 and 1.9 (window end, included), B at 1.4
     assert f.median_stream_tps is not None
 
 
-def test_chunks_carrying_several_tokens_count_by_usage() -> None:
-    stream = [rec(0.0, 5, 0.1, tokens=10)]  # 5 chunks, 10 tokens: 2 per chunk
+def test_one_stream_gives_tokens_over_end_to_end_time() -> None:
+    # Two requests of 10 tokens, TTFT 0.5 s, 0.1 s per token after: E2E 1.4 s each.
+    stream = [rec(0.5, 10, 0.1, sent=0.0), rec(1.9, 10, 0.1, sent=1.4)]
     f = level_figures(1, [stream])
-    assert f.tokens_in_window == pytest.approx(8)  # 4 chunks after the first, 2 tokens each
+    assert f.aggregate_tps == pytest.approx(10 / 1.4)  # N / E2E, not the decode rate 10/s
+    assert f.requests_per_second == pytest.approx(1 / 1.4)
+
+
+def test_chunks_carrying_several_tokens_count_by_usage() -> None:
+    stream = [rec(0.0, 5, 0.1, tokens=10, sent=0.0)]  # 5 chunks, 10 tokens: 2 per chunk
+    f = level_figures(1, [stream])
+    assert f.tokens_in_window == pytest.approx(8)  # the chunk at the window start is out
     assert f.aggregate_tps == pytest.approx(8 / 0.4)
 
 
