@@ -343,13 +343,29 @@ class ApiServer(kmock.KubernetesEmulator):
                 lines.append(json.dumps(event, separators=(",", ":")).encode() + b"\n")
             return b"".join(lines)
 
+        bookmarks = params.get("allowWatchBookmarks") == "true"
+
+        def bookmark(**annotations: str) -> bytes:
+            metadata: dict[str, Any] = {"resourceVersion": str(self.semantics.store.rv)}
+            if annotations:
+                metadata["annotations"] = annotations
+            obj = {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": metadata}
+            return json.dumps({"type": "BOOKMARK", "object": obj}).encode() + b"\n"
+
+        closing = False
         try:
             await response.prepare(raw)
-            if chunk := encode(backlog):
+            chunk = encode(backlog)
+            if bookmarks and params.get("sendInitialEvents") == "true":
+                # The streaming-list protocol: the initial state ends with this bookmark.
+                chunk += bookmark(**{"k8s.io/initial-events-end": "true"})
+            if chunk:
                 await response.write(chunk)
-            while True:
+            while not closing:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
+                    if bookmarks:
+                        await response.write(bookmark())
                     break
                 try:
                     change = await asyncio.wait_for(sub.queue.get(), min(remaining, 1.0))
@@ -363,6 +379,7 @@ class ApiServer(kmock.KubernetesEmulator):
                 while not sub.queue.empty():
                     item = sub.queue.get_nowait()
                     if item is None:
+                        closing = True
                         break
                     batch.append(item)
                 if chunk := encode(batch):

@@ -151,3 +151,24 @@ def test_restarted_operator_does_not_replay_creation(devcluster: DevCluster) -> 
         devcluster.wait_for(lambda: resumed, message="resumed after restart")
     assert created == ["w"]
     assert resumed == ["w"]
+
+
+def test_kopf_with_server_side_initial_streaming(
+    devcluster: DevCluster, run_operator: Callable[..., OperatorThread]
+) -> None:
+    devcluster.create(widget_crd())
+    devcluster.create(widget("before"))
+    registry = kopf.OperatorRegistry()
+    seen: list[str] = []
+
+    @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
+    def on_create(name: str, **_: Any) -> None:
+        seen.append(name)
+
+    def streaming(settings: kopf.OperatorSettings) -> None:
+        settings.watching.initial_streaming = True  # sendInitialEvents + initial bookmark
+
+    run_operator(registry, settings=streaming)
+    devcluster.wait_for(lambda: seen == ["before"], message="existing widget handled")
+    devcluster.create(widget("after"))
+    devcluster.wait_for(lambda: seen == ["before", "after"], message="new widget handled")

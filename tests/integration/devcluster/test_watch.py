@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
@@ -108,8 +109,31 @@ def test_timeout_seconds_ends_the_stream_and_bookmarks_are_harmless(
         timeout=10,
     )
     assert response.status_code == 200
-    assert response.text == ""
     assert 0.9 < time.monotonic() - started < 4
+    lines = response.text.splitlines()
+    assert len(lines) == 1  # nothing happened: only the closing bookmark
+    mark = json.loads(lines[0])
+    assert mark["type"] == "BOOKMARK"
+    assert mark["object"]["metadata"]["resourceVersion"] == "1"
+
+
+def test_streaming_list_ends_its_initial_events_with_a_bookmark(devcluster: DevCluster) -> None:
+    devcluster.create(cm("a"))
+    with httpx.stream(
+        "GET",
+        devcluster.url + "/api/v1/namespaces/default/configmaps",
+        params={
+            "watch": "true",
+            "timeoutSeconds": "1",
+            "allowWatchBookmarks": "true",
+            "sendInitialEvents": "true",
+            "resourceVersionMatch": "NotOlderThan",
+        },
+    ) as response:
+        events = [json.loads(line) for line in response.iter_lines() if line]
+    assert [e["type"] for e in events] == ["ADDED", "BOOKMARK", "BOOKMARK"]
+    annotations = events[1]["object"]["metadata"]["annotations"]
+    assert annotations == {"k8s.io/initial-events-end": "true"}
 
 
 def test_too_old_resource_version_is_410_expired() -> None:
