@@ -22,6 +22,7 @@ Start it (own thread and event loop; port 0 picks a free port)::
         for event in cluster.watch("v1", "pods", "default", resource_version=rv, timeout=5): ...
         cluster.history("v1", "services", "svc")      # every stored version, oldest first
         cluster.set_pod_log("default", "pod", "text") # what GET .../pods/pod/log returns
+        cluster.set_log_source(lambda ns, pod, container: text_or_None)  # or serve them live
         cluster.server[kmock.resource("apps", "v1", "deployments"), "patch"] << 500  # faults
 
     DevCluster(port=8001, clock=..., namespaces=("default", "llm"), seed=1, max_log=100_000)

@@ -219,7 +219,11 @@ class ApiServer(kmock.KubernetesEmulator):
             raise apierrors.method_not_allowed()
         if method == "GET":
             if sub == "log" and rtype.store_key == ("", "pods"):
-                return aiohttp.web.Response(text=sem.pod_log(ns, name))
+                tail = params.get("tailLines", "")
+                text = sem.pod_log(
+                    ns, name, params.get("container", ""), int(tail) if tail.isdigit() else None
+                )
+                return aiohttp.web.Response(text=text)
             if sub == "scale" and "scale" in rtype.extra_subresources:
                 return _json(sem.scale(rtype, ns, name))
             if sub not in ("", "status") or (sub == "status" and not rtype.status_subresource):

@@ -257,6 +257,15 @@ class ClusterClient:
         """What ``GET .../pods/<name>/log`` returns (no API writes logs, hence a helper)."""
         self.call(lambda: self.semantics.pod_logs.__setitem__((namespace, name), text))
 
+    def set_log_source(self, source: Callable[[str, str, str], str | None] | None) -> None:
+        """Serve pod logs from ``source(namespace, pod, container)`` (called on the server's
+        loop: keep it quick, e.g. read a file); None falls back to ``set_pod_log`` text."""
+
+        def install() -> None:
+            self.semantics.log_source = source
+
+        self.call(install)
+
 
 def _dumps(body: Any) -> bytes:
     return json.dumps(body).encode()

@@ -71,6 +71,8 @@ class Semantics(Lifecycle):
         self.schedule: Schedule = schedule or (lambda fn: fn())
         self.rng = random.Random(seed)
         self.pod_logs: dict[tuple[str, str], str] = {}
+        # (namespace, pod, container) -> log text, or None to fall back to ``pod_logs``.
+        self.log_source: Callable[[str, str, str], str | None] | None = None
         self._next_ip = int(ipaddress.IPv4Address("10.96.0.10"))
         self._orphaning: set[str] = set()
 
@@ -360,10 +362,20 @@ class Semantics(Lifecycle):
             raise apierrors.invalid(rtype.plural, rtype.group, str(meta(obj).get("name")), detail)
 
     # --- subresources ----------------------------------------------------------------------
-    def pod_log(self, namespace: str, name: str) -> str:
+    def pod_log(
+        self, namespace: str, name: str, container: str = "", tail_lines: int | None = None
+    ) -> str:
+        """What ``GET .../pods/<name>/log`` returns: the log source's text, else the stored
+        text (no API writes logs: the kubelet or a test provides them)."""
         if self.store.get(("", "pods"), namespace, name) is None:
             raise apierrors.not_found("pods", "", name)
-        return self.pod_logs.get((namespace, name), "")
+        text = self.log_source(namespace, name, container) if self.log_source else None
+        if text is None:
+            text = self.pod_logs.get((namespace, name), "")
+        if tail_lines is not None:
+            lines = text.splitlines(keepends=True)
+            text = "".join(lines[-tail_lines:] if tail_lines > 0 else [])
+        return text
 
     def scale(self, rtype: ResourceType, namespace: str, name: str) -> dict[str, Any]:
         obj = self._existing(rtype, namespace, name)

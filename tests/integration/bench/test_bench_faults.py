@@ -50,21 +50,19 @@ def _closed_port() -> int:
 
 
 async def _bench(url: str, **overrides: object) -> Outcome:
-    config = BenchConfig(
-        url=url,
-        model=MODEL,
-        prompt_classes=SMALL,
-        iterations=3,
-        warmup=0,
-        concurrency=(2,),
-        requests_per_stream=2,
-        thresholds=Thresholds(),
-        deadline_seconds=DEADLINE,
-        stall_seconds=0.5,
-        request_timeout=10,
-        connect_timeout=2,
-        **overrides,  # type: ignore[arg-type]
-    )
+    settings: dict[str, object] = {
+        "prompt_classes": SMALL,
+        "iterations": 3,
+        "warmup": 0,
+        "concurrency": (2,),
+        "requests_per_stream": 2,
+        "thresholds": Thresholds(),
+        "deadline_seconds": DEADLINE,
+        "stall_seconds": 0.5,
+        "request_timeout": 10,
+        "connect_timeout": 2,
+    }
+    config = BenchConfig(url=url, model=MODEL, **{**settings, **overrides})  # type: ignore[arg-type]
     started = time.monotonic()
     report = await run_benchmark(config)
     return Outcome(report, time.monotonic() - started)

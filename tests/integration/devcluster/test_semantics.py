@@ -495,3 +495,20 @@ def test_custom_resources_are_validated_against_the_crd_schema(devcluster: DevCl
     devcluster.create(widget("w", size=2, image=None))  # null of a non-nullable field: pruned
     with pytest.raises(ApiError):
         devcluster.patch(API_VERSION, PLURAL, "w", {"spec": {"image": 5}})
+
+
+def test_pod_logs_from_text_or_a_source(devcluster: DevCluster) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+    }
+    devcluster.create(pod)
+    url = devcluster.url + "/api/v1/namespaces/default/pods/p/log"
+    assert httpx.get(url).text == ""
+    devcluster.set_pod_log("default", "p", "one\ntwo\n")
+    assert httpx.get(url, params={"tailLines": "1"}).text == "two\n"
+    devcluster.set_log_source(lambda ns, name, container: f"{ns}/{name}/{container}\n")
+    assert httpx.get(url, params={"container": "c"}).text == "default/p/c\n"
+    assert httpx.get(devcluster.url + "/api/v1/namespaces/default/pods/q/log").status_code == 404

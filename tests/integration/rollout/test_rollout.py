@@ -83,19 +83,30 @@ def test_first_deploy_failing_quality_is_rejected(rollout: Rollout) -> None:
 
 
 def test_published_upgrade_story(rollout: Rollout) -> None:
+    # Time scale 0.05 (as the demo): at 0.01 a short request is ~5 ms and the HTTP overhead
+    # of a loaded 2-core machine alone can exceed a 10 % regression limit.
+    slower = {"VLLM_SIM_TIME_SCALE": "0.05"}
     gate = _gate(thresholds={"maxRegressionPercent": 10, "quality": {"minPassed": 12}})
-    stable = _serving(rollout, resource(image="vllm/vllm-openai:v0.16.0", mode="eager", gate=gate))
+    stable = _serving(
+        rollout,
+        resource(image="vllm/vllm-openai:v0.16.0", mode="eager", sim_env=slower, gate=gate),
+        timeout=90,
+    )
 
-    rollout.apply(resource(image="vllm/vllm-openai:v0.17.0", mode="eager", gate=gate))
-    st = rollout.wait_phase("Degraded", timeout=60)
+    rollout.apply(
+        resource(image="vllm/vllm-openai:v0.17.0", mode="eager", sim_env=slower, gate=gate)
+    )
+    st = rollout.wait_phase("Degraded", timeout=90)
     assert st["lastGate"]["outcome"] == "Failed"
     assert st["lastGate"]["baselineRevision"] == stable
     assert any("regress" in r or "%" in r for r in st["lastGate"]["reasons"]), st["lastGate"]
     assert rollout.serving_revision() == stable
     rollout.wait(lambda: rollout.names("apps/v1", "deployments") == [f"qwen-{stable}"])
 
-    rollout.apply(resource(image="vllm/vllm-openai:v0.17.0", mode="throughput", gate=gate))
-    st = rollout.wait_phase("Serving", timeout=60, gate="Passed")
+    rollout.apply(
+        resource(image="vllm/vllm-openai:v0.17.0", mode="throughput", sim_env=slower, gate=gate)
+    )
+    st = rollout.wait_phase("Serving", timeout=90, gate="Passed")
     promoted = st["stable"]["revision"]
     assert promoted != stable
     rollout.wait(lambda: rollout.names("apps/v1", "deployments") == [f"qwen-{promoted}"])
