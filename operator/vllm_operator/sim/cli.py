@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -255,6 +256,7 @@ def run(argv: list[str], prog: str, env: Mapping[str, str]) -> int:
     _setup_logging()
 
     def listening(url: str) -> None:
+        gc.freeze()  # start-up objects never die: keep them out of every later GC pass
         sys.stdout.write(f"{LISTENING_PREFIX}{url}\n")
         sys.stdout.flush()
 
