@@ -228,3 +228,27 @@ async def test_tokens_due_together_are_coalesced_but_stay_separate_events(
     assert rec["completion_tokens"] == 500
     # 499 gaps of 10 us = 5 ms; one write per token would take far longer on one core
     assert rec["last_token"] - rec["first_token"] < 0.5
+
+
+async def test_client_disconnect_frees_the_batch_slot(
+    start_sim: Any, http: aiohttp.ClientSession
+) -> None:
+    async with start_sim(itl_ms=20.0, max_num_seqs=1) as sim:
+        body = {"prompt": "x", "max_tokens": 1000, "stream": True}
+        resp = await http.post(sim.url + "/v1/completions", json=body)
+        await resp.content.readline()  # streaming has started
+        rid = resp.headers["x-sim-request-id"]
+        resp.close()  # the client goes away mid-stream
+        for _ in range(500):  # poll for up to 5 s
+            if not sim.state.engine.running:
+                break
+            await asyncio.sleep(0.01)
+        assert sim.state.engine.running == 0
+        async with http.get(f"{sim.url}/sim/requests/{rid}") as r:
+            rec = await r.json()
+        assert rec["finish_reason"] == "abort"
+        assert rec["completion_tokens"] < 1000
+        body["stream"] = False
+        body["max_tokens"] = 2
+        async with http.post(sim.url + "/v1/completions", json=body) as r:  # slot is free
+            assert r.status == 200

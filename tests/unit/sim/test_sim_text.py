@@ -127,3 +127,21 @@ def test_filler_is_deterministic_per_prompt_and_of_requested_length() -> None:
     assert len(a.deltas) == 7
     assert a.finish_reason == "length"
     assert len(generation.plan("x", max_tokens=None, book=empty).deltas) == 16
+
+
+def test_ledger_keeps_the_last_records_and_percentiles() -> None:
+    from vllm_operator.sim.ledger import Ledger, RequestRecord, TimingStats, percentile
+
+    ledger = Ledger(size=3)
+    for i in range(5):
+        ledger.add(RequestRecord(id=f"r{i}", arrival=float(i)))
+    assert len(ledger) == 3
+    assert ledger.get("r1") is None
+    assert ledger.get("r4") is not None
+    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 50) == 3.0
+    stats = TimingStats()
+    stats.gap_errors.extend([-0.001, 0.0, 0.002])
+    summary = stats.summary()["gap_error"]
+    assert summary["count"] == 3
+    assert summary["p50_ms"] == 0.0
+    assert summary["abs_p99_ms"] == 2.0
