@@ -195,7 +195,7 @@ class Watcher:
         line = (status.phase, status.message)
         if self.seen.get(f"{name}/phase") != line:
             self.seen[f"{name}/phase"] = line
-            self.say(f"{name}: {status.phase} - {status.message}")
+            self.say(f"{name}: {status.phase}" + (f" - {status.message}" if status.message else ""))
         gate = status.last_gate
         key = (gate.revision, gate.outcome, gate.finished_at) if gate else None
         if gate is not None and self.seen.get(f"{name}/gate") != key:

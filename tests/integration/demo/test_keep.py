@@ -86,6 +86,22 @@ def test_keep_serves_kubectl(tmp_path: Path) -> None:
         expected = ["NAME", "MODEL", "VLLM", "PHASE", "READY", "STABLE", "CANDIDATE", "AGE"]
         assert header.split() == expected, header
         assert row.split()[:4] == ["tiny", "Qwen/Qwen3-0.6B", "0.17.0", "Serving"]
+        pods = subprocess.run(
+            [_kubectl(), "--kubeconfig", kubeconfig, "get", "pods", "-o", "name"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.split()
+        assert len(pods) == 1, pods
+        logs = subprocess.run(
+            [_kubectl(), "--kubeconfig", kubeconfig, "logs", pods[0]],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert "SIM LISTENING" in logs.stdout, logs.stdout + logs.stderr
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
     finally:
