@@ -28,7 +28,6 @@ class RequestRecord:
     intended_itl: float | None = None
     queue_time: float = 0.0
     finish_reason: str | None = None
-    status: int = 200
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
