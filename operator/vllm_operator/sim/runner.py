@@ -29,7 +29,7 @@ from aiohttp import web
 
 from vllm_operator.sim.config import SimConfig
 from vllm_operator.sim.server import SimState, build_app
-from vllm_operator.sim.startup import check_cublas
+from vllm_operator.sim.startup import check_cublas, warmup_stages
 
 log = logging.getLogger("vllm_operator.sim")
 LISTENING_PREFIX = "SIM LISTENING "
@@ -55,7 +55,9 @@ class SimServer:
             cfg.warmup_seconds,
         )
         if cfg.warmup_seconds > 0:
-            await asyncio.sleep(cfg.warmup_seconds)
+            for seconds, text in warmup_stages(cfg.profile.mode, cfg.warmup_seconds):
+                log.info("%s (%.1f s)", text, seconds)
+                await asyncio.sleep(seconds)
         check_cublas(cfg.version, cfg.ld_library_path)
         runner = web.AppRunner(build_app(self.state), access_log=None, handle_signals=False)
         await runner.setup()

@@ -21,6 +21,29 @@ AFFECTED_FROM = v("0.16.0")
 FIXED_IN = v("0.18.0")
 
 
+# What a cold start spends its time on (shared/calibration/h200-vllm-0.22.md: eager 54 s of
+# loading and profiling; compiled 115 s = the same plus torch.compile ~30 s and CUDA graph
+# capture ~24 s). Fractions of the profile's warm-up, logged as the stages go by.
+_STAGES = {
+    "eager": (
+        (0.85, "Loading weights and profiling memory"),
+        (0.15, "enforce_eager: skipping torch.compile and CUDA graphs; allocating KV cache"),
+    ),
+    "compiled": (
+        (0.47, "Loading weights and profiling memory"),
+        (0.26, "torch.compile: compiling the model graph (cache in VLLM_CACHE_ROOT)"),
+        (0.21, "Capturing CUDA graphs (FULL_AND_PIECEWISE)"),
+        (0.06, "Allocating KV cache and starting the API server"),
+    ),
+}
+
+
+def warmup_stages(mode: str, seconds: float) -> list[tuple[float, str]]:
+    """``(duration, log line)`` of each warm-up stage for a profile ``mode``."""
+    stages = _STAGES["eager" if mode == "eager" else "compiled"]
+    return [(fraction * seconds, text) for fraction, text in stages]
+
+
 class StartupFailure(Exception):
     """vLLM would exit during start-up; ``log`` is the line it prints last."""
 

@@ -111,3 +111,11 @@ def test_cublas_rule(version: str, path: str, fails: bool) -> None:
             startup.check_cublas(v(version), path)
     else:
         startup.check_cublas(v(version), path)
+
+
+def test_warmup_stages_add_up_and_compiled_ones_compile() -> None:
+    for mode in ("eager", "default", "throughput"):
+        stages = startup.warmup_stages(mode, 100.0)
+        assert sum(s for s, _ in stages) == pytest.approx(100.0)
+    assert any("CUDA graphs" in t for _, t in startup.warmup_stages("default", 1.0))
+    assert not any("Capturing" in t for _, t in startup.warmup_stages("eager", 1.0))
