@@ -92,6 +92,7 @@ KNOBS = (
     Knob("malformed-after-tokens", int, None, "send a broken JSON chunk after N tokens"),
     Knob("drop-after-tokens", int, None, "reset the connection after N tokens"),
     Knob("wrong-usage", _bool, False, "report one completion token more than streamed"),
+    Knob("die-after-seconds", float, None, "engine dies N s after listening (/health 503)"),
     Knob("seed", int, 0, "seed of the injected-error draw"),
     Knob("ttft-ms", float, None, "constant TTFT in model ms, replacing the profile's"),
     Knob("itl-ms", float, None, "constant inter-token latency in model ms (no batch effect)"),
@@ -209,6 +210,7 @@ def config_from_args(argv: list[str], prog: str, env: Mapping[str, str]) -> SimC
         malformed_after_tokens=args.sim_malformed_after_tokens,
         drop_after_tokens=args.sim_drop_after_tokens,
         wrong_usage=args.sim_wrong_usage,
+        die_after_seconds=args.sim_die_after_seconds,
     )
     try:
         return SimConfig.create(

@@ -24,8 +24,11 @@ DEFAULT_MAX_MODEL_LEN = 32768
 class Faults:
     """Injected failures. Token counts are "after N tokens were sent"; ``None`` = off.
 
-    ``stall_seconds`` is wall-clock time (not scaled by the time scale): a fault is about
-    what a client sees, and tests choose it directly.
+    ``stall_seconds`` and ``die_after_seconds`` are wall-clock time (not scaled by the time
+    scale): a fault is about what a client sees, and tests choose it directly.
+    ``die_after_seconds``: the engine dies that long after the server starts listening:
+    ``/health`` answers 503 (as vLLM's does once its engine is dead), completions 500, and
+    streams in flight are cut.
     """
 
     error_rate: float = 0.0
@@ -36,6 +39,7 @@ class Faults:
     malformed_after_tokens: int | None = None
     drop_after_tokens: int | None = None
     wrong_usage: bool = False
+    die_after_seconds: float | None = None
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,13 @@ class SimServer:
             host = f"[{host}]"
         self.url = f"http://{host}:{port}"
         log.info("Starting vLLM API server on %s", self.url)
+        if cfg.faults.die_after_seconds is not None:
+            asyncio.get_running_loop().call_later(cfg.faults.die_after_seconds, self._die)
         return self.url
+
+    def _die(self) -> None:
+        self.state.dead = True
+        log.error("EngineCore encountered a fatal error (simulated: --sim-die-after-seconds)")
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -55,6 +55,7 @@ class SimState:
         )
         self.rng = random.Random(config.seed)
         self.created = int(wall())
+        self.dead = False  # the engine died (fault): /health 503, completions 500
 
 
 def build_app(state: SimState) -> web.Application:
@@ -74,7 +75,7 @@ def build_app(state: SimState) -> web.Application:
     app = web.Application(middlewares=[api_key], client_max_size=64 * 1024 * 1024)
 
     async def health(_: web.Request) -> web.Response:
-        return web.Response(status=200)
+        return web.Response(status=503 if state.dead else 200)
 
     async def version(_: web.Request) -> web.Response:
         return web.json_response({"version": str(config.version)})
@@ -152,6 +153,8 @@ async def handle_completion(
 ) -> web.StreamResponse:
     """Validate, maybe inject an error, plan the answer, then generate it in time."""
     config = state.config
+    if state.dead:
+        return error_response(500, "EngineDeadError: the engine core died (simulated)")
     arrival_wall = state.wall()
     arrival = asyncio.get_running_loop().time()
     try:

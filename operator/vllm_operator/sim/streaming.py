@@ -141,6 +141,8 @@ class Generation:
             if k == stop_k:
                 return stop_name
             await sleep_until(loop, deadline)
+            if state.dead:
+                return "drop"
             # Tokens already due go out in the same write, as a busy server's would: at
             # heavily scaled time this keeps the per-token cost far below one syscall.
             due = loop.time() + EARLY

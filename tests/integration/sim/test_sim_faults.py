@@ -118,3 +118,26 @@ async def test_wrong_usage_overstates_completion_tokens(
     streamed = sum(1 for c in chunks if c["choices"])
     assert streamed == 6
     assert chunks[-1]["usage"]["completion_tokens"] == 7
+
+
+async def test_dead_engine_fails_health_and_requests(
+    start_sim: Any, http: aiohttp.ClientSession
+) -> None:
+    async with start_sim(faults=Faults(die_after_seconds=0.2), itl_ms=50.0) as sim:
+        async with http.get(sim.url + "/health") as r:
+            assert r.status == 200
+        long_body = {"prompt": "x", "max_tokens": 100, "stream": True}
+        cut = False
+        try:
+            async with http.post(sim.url + "/v1/completions", json=long_body) as r:
+                await r.read()
+        except (aiohttp.ClientPayloadError, aiohttp.ClientOSError):
+            cut = True
+        assert cut  # 100 tokens x 50 ms outlive the engine
+        async with http.get(sim.url + "/health") as r:
+            assert r.status == 503
+        async with http.post(sim.url + "/v1/completions", json={"prompt": "x"}) as r:
+            assert r.status == 500
+            assert "EngineDeadError" in (await r.json())["error"]["message"]
+        async with http.get(sim.url + "/metrics") as r:
+            assert r.status == 200
