@@ -9,7 +9,8 @@ pass tests and leak on a cluster, or the reverse. Rules implemented:
 - Removal garbage-collects dependents by owner uid, recursively, after the call returns
   (scheduled, like the real collector): a dependent whose other owners still exist only
   loses the reference; ``propagationPolicy: Orphan`` strips references instead. batch/v1
-  Jobs default to Orphan when no policy is given, as on a real server.
+  Jobs default to Orphan when no policy is given, as on a real server. ``Foreground``
+  keeps the owner (finalizer ``foregroundDeletion``) until its dependents are gone.
 - A new object whose owners do not exist is collected too (wrong uid = a real bug).
 - Deleting a namespace (or a CRD) marks it terminating, deletes its contents and removes
   it when empty.
@@ -30,6 +31,7 @@ from .store import Store, StoreKey, name_of, namespace_of
 NAMESPACES: StoreKey = ("", "namespaces")
 CRDS: StoreKey = (CRD_GROUP, CRD_PLURAL)
 _ORPHAN_BY_DEFAULT = {("batch", "jobs")}
+FOREGROUND = "foregroundDeletion"
 
 
 class Lifecycle:
@@ -69,10 +71,16 @@ class Lifecycle:
         if m.get("deletionTimestamp"):
             return obj
         terminating_container = rtype.store_key in (NAMESPACES, CRDS)
-        if m.get("finalizers") or terminating_container:
+        foreground = policy == "Foreground" and self._dependents(str(m.get("uid")))
+        if m.get("finalizers") or terminating_container or foreground:
             marked = copy.deepcopy(obj)
             marked["metadata"]["deletionTimestamp"] = timestamp(self.clock())
             marked["metadata"]["deletionGracePeriodSeconds"] = 0
+            if foreground:
+                finalizers = marked["metadata"].setdefault("finalizers", [])
+                finalizers.append(FOREGROUND)
+                uid = str(m.get("uid"))
+                self.schedule(lambda: self._collect_dependents(uid, orphan=False))
             if rtype.store_key == NAMESPACES:
                 marked.setdefault("status", {})["phase"] = "Terminating"
             stored = self.store.commit(rtype.store_key, "MODIFIED", marked)
@@ -97,9 +105,32 @@ class Lifecycle:
                     continue
         return deleted
 
+    def _dependents(self, uid: str) -> list[tuple[StoreKey, dict[str, Any]]]:
+        return [(sk, obj) for sk, obj in self.store.all_objects() if uid in owner_uids(obj)]
+
+    def _release_foreground_owners(self, dependent: dict[str, Any]) -> None:
+        """A foreground-deleted owner goes once its last dependent is gone."""
+        for uid in owner_uids(dependent):
+            located = self.store.by_uid(uid)
+            if located is None or self._dependents(uid):
+                continue
+            store_key, owner = located
+            finalizers = meta(owner).get("finalizers") or []
+            if FOREGROUND in finalizers:
+                released = copy.deepcopy(owner)
+                rest = [f for f in finalizers if f != FOREGROUND]
+                released["metadata"]["finalizers"] = rest
+                if rest:
+                    self.store.commit(store_key, "MODIFIED", released)
+                else:
+                    del released["metadata"]["finalizers"]
+                    self.remove(store_key, released)
+
     def remove(self, store_key: StoreKey, obj: dict[str, Any]) -> dict[str, Any]:
         """Finally remove ``obj`` (no finalizers left) and schedule what follows from it."""
         gone = self.store.commit(store_key, "DELETED", obj)
+        if owner_uids(gone):
+            self.schedule(lambda: self._release_foreground_owners(gone))
         uid = str(meta(gone).get("uid"))
         orphan = uid in self._orphaning
         self._orphaning.discard(uid)

@@ -10,8 +10,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 
 MODEL = "Qwen/Qwen3-30B-A3B-Instruct-2507-GPTQ-Int4"
+StartSim = Callable[..., str]
+"""The ``sim`` fixture: ``sim(*knobs) -> base URL``."""
 
 
 def start_sim(*args: str, model: str = MODEL) -> tuple[subprocess.Popen[str], str]:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
-from bench_simproc import MODEL, start_sim
-
-StartSim = Callable[..., str]
+from bench_simproc import MODEL, StartSim, start_sim
 
 
 @pytest.fixture

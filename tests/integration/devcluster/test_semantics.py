@@ -512,3 +512,18 @@ def test_pod_logs_from_text_or_a_source(devcluster: DevCluster) -> None:
     devcluster.set_log_source(lambda ns, name, container: f"{ns}/{name}/{container}\n")
     assert httpx.get(url, params={"container": "c"}).text == "default/p/c\n"
     assert httpx.get(devcluster.url + "/api/v1/namespaces/default/pods/q/log").status_code == 404
+
+
+def test_foreground_deletion_keeps_the_owner_until_dependents_are_gone(
+    devcluster: DevCluster,
+) -> None:
+    owner = devcluster.create(deployment("d"))
+    devcluster.create(owned_by(owner, cm("child", finalizers=["x/hold"])))
+    marked = devcluster.delete("apps/v1", "deployments", "d", propagation="Foreground")
+    assert marked["metadata"]["finalizers"] == ["foregroundDeletion"]
+    devcluster.wait_for(
+        lambda: devcluster.get("v1", "configmaps", "child")["metadata"].get("deletionTimestamp")
+    )
+    assert devcluster.exists("apps/v1", "deployments", "d")  # the child still holds it
+    devcluster.patch("v1", "configmaps", "child", {"metadata": {"finalizers": None}})
+    devcluster.wait_for(lambda: not devcluster.exists("apps/v1", "deployments", "d"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import multiprocessing
 import os
 import signal
 import time
@@ -88,13 +89,51 @@ def _reap(workdir: Path) -> None:
                 os.kill(int(entry.name), signal.SIGKILL)
 
 
+def _kubelet_process(url: str, workdir: str, faults: Faults | None, ready: Any, stop: Any) -> None:
+    """A kubelet in its own process: its Service proxies then do not share a GIL with the
+    API server and the operator, so the benchmark measures the simulator, not the test."""
+    kubelet = Kubelet(url, Path(workdir), time_scale=0.01, faults=faults)
+    kubelet.start()
+    ready.set()
+    try:
+        stop.wait()
+    finally:
+        kubelet.stop(timeout=5)
+
+
+class KubeletProcess:
+    """``Kubelet`` hosted in a child process (start/stop like the in-process one)."""
+
+    def __init__(self, url: str, workdir: Path, faults: Faults | None) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._ready = ctx.Event()
+        self._stop = ctx.Event()
+        self._proc = ctx.Process(
+            target=_kubelet_process,
+            args=(url, str(workdir), faults, self._ready, self._stop),
+            daemon=True,
+        )
+
+    def start(self) -> None:
+        self._proc.start()
+        if not self._ready.wait(30):
+            raise RuntimeError("kubelet process did not start")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._proc.join(timeout)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join(5)
+
+
 class Rollout:
     """One DevCluster, one kubelet, one operator (restartable)."""
 
     def __init__(self, workdir: Path, *, faults: Faults | None = None, **config: Any) -> None:
         self.workdir = workdir
         self.cluster = DevCluster(crds=[CRD]).start()
-        self.kubelet = Kubelet(self.cluster, workdir / "kubelet", time_scale=0.01, faults=faults)
+        self.kubelet = KubeletProcess(self.cluster.url, workdir / "kubelet", faults)
         self.kubelet.start()
         defaults: dict[str, Any] = {
             "bench_image": "ghcr.io/vllm-operator/vllm-operator:test",
