@@ -40,8 +40,14 @@ class BenchReport:
 
     @property
     def exit_code(self) -> int:
-        """0 passed (or no gate and no errors), 1 failed/inconclusive, 3 could not measure."""
-        if self.state.deadline_hit or self.state.aborted:
+        """0 passed (or no gate and no errors), 1 failed/inconclusive, 3 could not measure.
+
+        A run cut by its deadline is always 3; a run stopped early because the server kept
+        failing follows the verdict (Failed: the server is broken, 1; Error: 3).
+        """
+        if self.state.deadline_hit:
+            return EXIT_UNMEASURED
+        if self.state.aborted and not self.config.gated:
             return EXIT_UNMEASURED
         if not self.config.gated:
             return EXIT_UNMEASURED if self.summary.errors else EXIT_PASSED
