@@ -260,8 +260,8 @@ def prepare_launch(pod: Obj, poddir: Path, ctx: LaunchContext) -> Launch:
     base.update(ctx.extra_env)
     env = _pod_env(pod, container, ctx, base)
     env = {k: rewrite_service_urls(paths.apply(v), ns, ctx.resolve_service) for k, v in env.items()}
-    env["HOME"] = str(roots["/root"])
-    env["TMPDIR"] = str(tmp)
+    env.setdefault("HOME", str(roots["/root"]))  # the image's user is root unless set
+    env.setdefault("TMPDIR", str(tmp))
     search = [str(ctx.python_bin), "/usr/local/bin", "/usr/bin", "/bin"]
     if ctx.shim_dir is not None:
         search.insert(0, str(ctx.shim_dir))

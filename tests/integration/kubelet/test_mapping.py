@@ -107,3 +107,45 @@ def test_job_plan_deadline_and_ttl() -> None:
     done = dict(job, status=late.status)
     assert not job_plan(done, [], start + 65).delete_owner
     assert job_plan(done, [], start + 75).delete_owner
+
+
+def test_rendered_bench_job_launches_locally(tmp_path: Path) -> None:
+    import yaml
+
+    from vllm_operator.api import parse_vllm_deployment
+    from vllm_operator.devcluster.kubelet_launch import LaunchContext, prepare_launch
+    from vllm_operator.render.job import render_job
+
+    cr = yaml.safe_load(
+        (
+            Path(__file__).resolve().parents[3] / "examples/qwen3-30b-a3b-v0.17-throughput.yaml"
+        ).read_text()
+    )
+    vd = parse_vllm_deployment(cr)
+    job = render_job(vd, "abc", 1, image="ghcr.io/x/vllm-operator:0.1.0")
+    pod = {
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": job["spec"]["template"]["spec"],
+    }
+    ctx = LaunchContext(
+        workdir=tmp_path,
+        shim_dir=tmp_path / "bin",
+        python_bin=tmp_path / "py",
+        secret=lambda ns, name: None,
+        config_map=lambda ns, name: None,
+        resolve_service=lambda ns, name, port: (
+            "127.0.0.1:4567" if (name, port) == ("qwen3-30b-a3b-candidate", 8000) else None
+        ),
+        image_env=lambda image: {},
+        extra_env={},
+    )
+    launch = prepare_launch(pod, tmp_path / "pod", ctx)
+    argv = launch.argv
+    assert argv[0] == "vllm-operator"
+    assert argv[argv.index("--url") + 1] == "http://127.0.0.1:4567"
+    summary = argv[argv.index("--summary-path") + 1]
+    assert summary == str(launch.termination_path)
+    assert summary.startswith(str(tmp_path / "pod"))
+    assert launch.env["HOME"] == str(tmp_path / "pod/fs/tmp")  # the Job's HOME=/tmp, mapped
+    assert launch.env["PATH"].split(":")[:2] == [str(tmp_path / "bin"), str(tmp_path / "py")]
+    assert launch.port is None  # a client: no port to rewrite
