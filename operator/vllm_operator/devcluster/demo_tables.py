@@ -84,7 +84,8 @@ def quality_table(rows: Sequence[Row]) -> list[str]:
 def verdict_table(rows: Sequence[Row]) -> list[str]:
     out = ["| Configuration | Revision | Verdict | Reasons |", "|---|---|---|---|"]
     for row in rows:
-        reasons = "; ".join(row.reasons[:3]) + (" ..." if len(row.reasons) > 3 else "")
+        shown = [r if len(r) <= 240 else r[:120] + " ... " + r[-115:] for r in row.reasons[:3]]
+        reasons = "; ".join(shown) + (" ..." if len(row.reasons) > 3 else "")
         out.append(f"| {row.label} | {row.revision} | {row.outcome} | {reasons or '-'} |")
     return out
 
@@ -94,10 +95,10 @@ def render(rows: Sequence[Row], time_scale: float) -> str:
         f"(measured with the simulator at time scale {time_scale:g}; shown at full scale: "
         f"latency / {time_scale:g}, tok/s x {time_scale:g})"
     )
-    parts = [
-        "## Gate verdicts",
-        *verdict_table(rows),
-        "",
+    parts = ["## Gate verdicts", *verdict_table(rows), ""]
+    if not any(row.summary for row in rows):
+        return "\n".join(parts)  # nothing was measured: no figures to show
+    parts += [
         f"## Latency and generation speed {scale}",
         *latency_table(rows, time_scale),
         "",
@@ -106,5 +107,6 @@ def render(rows: Sequence[Row], time_scale: float) -> str:
         "",
         "## Quality",
         *quality_table(rows),
+        "",
     ]
-    return "\n".join(parts) + "\n"
+    return "\n".join(parts)

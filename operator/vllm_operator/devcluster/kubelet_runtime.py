@@ -28,6 +28,7 @@ from vllm_operator.devcluster.kubelet_launch import Launch, LaunchContext, prepa
 Obj = dict[str, Any]
 MESSAGE_LIMIT = 4096
 FALLBACK_LINES = 80
+FALLBACK_BYTES = 2048
 
 
 @dataclass(frozen=True)
@@ -53,12 +54,13 @@ class Instance:
 
 
 def _tail(path: Path, lines: int) -> str:
+    """Kubernetes' FallbackToLogsOnError: the last 80 lines or 2048 bytes, the smaller."""
     try:
         data = path.read_bytes()[-64 * 1024 :]
     except OSError:
         return ""
     text = data.decode(errors="replace").rstrip("\n").splitlines()[-lines:]
-    return "\n".join(text)[-MESSAGE_LIMIT:]
+    return "\n".join(text)[-FALLBACK_BYTES:]
 
 
 class PodRuntime:
