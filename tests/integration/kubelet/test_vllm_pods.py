@@ -10,11 +10,17 @@ import httpx
 import yaml
 
 from vllm_operator.api import parse_vllm_deployment
+from vllm_operator.api.summary import BenchSummary
 from vllm_operator.devcluster import DevCluster
 from vllm_operator.devcluster.kubelet import Kubelet
-from vllm_operator.render import render_deployment, render_serving_service
+from vllm_operator.render import (
+    render_candidate_service,
+    render_deployment,
+    render_serving_service,
+)
+from vllm_operator.render.job import render_job
 
-from .helpers import container_status, pods_of, status_of, wait
+from .helpers import condition, container_status, pods_of, status_of, wait
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "qwen3-30b-a3b-v0.17-throughput.yaml"
 
@@ -26,6 +32,7 @@ def _resource(name: str, fix: str) -> Any:
     cr["spec"]["replicas"] = 1
     cr["spec"]["engine"]["libraryPathFix"] = fix
     cr["spec"]["engine"]["env"] = [{"name": "VLLM_SIM_TIME_SCALE", "value": "0.005"}]
+    cr["spec"]["gate"] = {"iterations": 1, "concurrency": [1, 2], "suite": {"builtin": "none"}}
     return parse_vllm_deployment(cr)
 
 
@@ -60,3 +67,32 @@ def test_library_path_fix_decides_whether_017_starts(
     assert "CUBLAS_STATUS_INVALID_VALUE" in message
     assert cs["ready"] is False
     assert status_of(devcluster, "apps/v1", "deployments", "broken-r1").get("readyReplicas") == 0
+
+
+def test_rendered_bench_job_measures_the_candidate(
+    devcluster: DevCluster, kubelet: Kubelet
+) -> None:
+    vd = _resource("cand", "auto")
+    devcluster.create(render_deployment(vd, "r1", 1))
+    devcluster.create(render_candidate_service(vd, "r1"))
+    wait(
+        lambda: (
+            status_of(devcluster, "apps/v1", "deployments", "cand-r1").get("readyReplicas") == 1
+        ),
+        what="candidate Ready",
+    )
+    job = render_job(vd, "r1", 1, image="ghcr.io/example/vllm-operator:0.1.0")
+    devcluster.create(job)
+    name = job["metadata"]["name"]
+    wait(
+        lambda: condition(status_of(devcluster, "batch/v1", "jobs", name), "Complete"),
+        timeout=60,
+        what="benchmark Job Complete",
+    )
+    (pod,) = pods_of(devcluster, **{"job-name": name})
+    message = container_status(pod)["state"]["terminated"]["message"]
+    summary = BenchSummary.model_validate_json(message)
+    assert summary.model == "qwen3-30b-a3b"
+    assert [f.prompt_class for f in summary.latency] == ["short", "medium", "long"]
+    assert [c.concurrency for c in summary.concurrency] == [1, 2]
+    assert summary.errors == {}
