@@ -62,6 +62,12 @@ class APIError(Exception):
         self.status = status
 
 
+def resource_version(obj: Obj) -> int | None:
+    """The resourceVersion as a number when the server uses numbers (DevCluster does)."""
+    text = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    return int(text) if text.isdigit() else None
+
+
 def key_of(obj: Obj) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
@@ -177,6 +183,9 @@ class Informer:
         self.kind = kind
         self.namespace = namespace
         self.objects: dict[tuple[str, str], Obj] = {}
+        # Objects we deleted, by the resourceVersion we last knew: a watch event that was
+        # already in flight must not bring them back into the cache.
+        self._tombstones: dict[tuple[str, str], int] = {}
         self.synced = asyncio.Event()
         self._on_change = on_change
         self._poll = poll_interval
@@ -189,11 +198,23 @@ class Informer:
 
     def store(self, obj: Obj) -> None:
         """Record our own write's answer at once (the watch confirms it later)."""
-        if obj.get("metadata"):
+        if obj.get("metadata") and not self._stale(key_of(obj), obj):
             self.objects[key_of(obj)] = obj
 
     def forget(self, namespace: str, name: str) -> None:
-        self.objects.pop((namespace, name), None)
+        gone = self.objects.pop((namespace, name), None)
+        rv = resource_version(gone) if gone else None
+        if rv is not None:
+            self._tombstones[(namespace, name)] = rv
+
+    def _stale(self, key: tuple[str, str], obj: Obj) -> bool:
+        """True for an older version than the one cached (or deleted) for ``key``."""
+        rv = resource_version(obj)
+        if rv is None:
+            return False
+        current = self.objects.get(key)
+        known = resource_version(current) if current else self._tombstones.get(key)
+        return known is not None and rv <= known and (current is None or rv < known)
 
     async def run(self) -> None:
         while True:
@@ -204,6 +225,7 @@ class Informer:
                 await asyncio.sleep(self._poll)
                 continue
             self.objects = {key_of(o): o for o in items}
+            self._tombstones.clear()
             self.synced.set()
             self._on_change()
             try:
@@ -223,6 +245,9 @@ class Informer:
         key = key_of(obj)
         if kind == "DELETED":
             self.objects.pop(key, None)
+            self._tombstones.pop(key, None)
+        elif self._stale(key, obj):
+            return
         else:
             self.objects[key] = obj
         self._on_change()

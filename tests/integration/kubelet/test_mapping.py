@@ -149,3 +149,29 @@ def test_rendered_bench_job_launches_locally(tmp_path: Path) -> None:
     assert launch.env["HOME"] == str(tmp_path / "pod/fs/tmp")  # the Job's HOME=/tmp, mapped
     assert launch.env["PATH"].split(":")[:2] == [str(tmp_path / "bin"), str(tmp_path / "py")]
     assert launch.port is None  # a client: no port to rewrite
+
+
+def test_informer_ignores_events_older_than_its_own_writes() -> None:
+    from typing import Any, cast
+
+    from vllm_operator.devcluster.kubelet_api import PODS, Informer, KubeAPI
+
+    changes: list[int] = []
+    informer = Informer(cast(KubeAPI, None), PODS, "n", lambda: changes.append(1))
+
+    def pod(rv: int, phase: str = "Running") -> dict[str, Any]:
+        return {
+            "metadata": {"name": "p", "namespace": "n", "resourceVersion": str(rv)},
+            "status": {"phase": phase},
+        }
+
+    informer.store(pod(5))
+    informer._apply({"type": "MODIFIED", "object": pod(4, "Pending")})  # in flight before our write
+    assert informer.get("n", "p")["status"]["phase"] == "Running"  # type: ignore[index]
+    informer.forget("n", "p")  # we deleted it
+    informer._apply({"type": "MODIFIED", "object": pod(5)})
+    assert informer.get("n", "p") is None  # a late event does not resurrect a deleted pod
+    informer._apply({"type": "MODIFIED", "object": pod(6)})  # e.g. deletionTimestamp set
+    assert informer.get("n", "p") is not None
+    informer._apply({"type": "DELETED", "object": pod(7)})
+    assert informer.get("n", "p") is None
