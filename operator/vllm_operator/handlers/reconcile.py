@@ -9,6 +9,7 @@ idempotent: 409 on create and 404 on delete mean "already so"), then Events (bes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -16,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vllm_operator.config import OperatorConfig
-from vllm_operator.kube.client import Kube, KubeError
+from vllm_operator.kube.client import Kube, KubeError, KubeTransientError
 from vllm_operator.metrics import OperatorMetrics
 from vllm_operator.render import labels
 from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, observe, plan
@@ -137,12 +138,21 @@ class Reconciler:
                 {"metadata": {"annotations": dict(result.annotations)}},
             )
         for action in result.actions:
-            if isinstance(action, Create):
-                await kube.create(action.manifest)
-            elif isinstance(action, Patch):
-                await kube.patch(action.kind, namespace, action.name, action.patch)
-            elif isinstance(action, Delete):
-                await kube.delete(action.kind, namespace, action.name)
+            try:
+                if isinstance(action, Create):
+                    await kube.create(action.manifest)
+                elif isinstance(action, Patch):
+                    await kube.patch(action.kind, namespace, action.name, action.patch)
+                elif isinstance(action, Delete):
+                    await kube.delete(action.kind, namespace, action.name)
+            except KubeTransientError:
+                raise  # retried with back-off; nothing a person needs to see yet
+            except KubeError as exc:
+                # Refused for good (invalid, forbidden, quota): say so where people look.
+                with contextlib.suppress(KubeError):
+                    what = f"{type(action).__name__.lower()} {action.kind} {action.name}"
+                    await kube.event(body, "Warning", "ApplyFailed", f"{what}: {exc}"[:1024])
+                raise
         for record in result.verdicts:
             self.metrics.verdict(namespace, name, record)
         self.metrics.set_phase(namespace, name, result.status.phase)
