@@ -16,17 +16,12 @@ sharing a name are applied one after the other, each waiting for its verdict).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
-import shutil
 import signal
 import sys
-import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
@@ -34,305 +29,35 @@ from typing import Any, TextIO
 import yaml
 
 from vllm_operator.api import parse_vllm_deployment
-from vllm_operator.api.crd import crd_document
-from vllm_operator.api.resource import API_VERSION, KIND, PLURAL
-from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
-from vllm_operator.config import OperatorConfig
-from vllm_operator.devcluster.apierrors import ApiError
-from vllm_operator.devcluster.cluster import DevCluster
-from vllm_operator.devcluster.demo_tables import Row, render
-from vllm_operator.devcluster.kopfrun import OperatorThread
-from vllm_operator.devcluster.kubelet import Kubelet
+from vllm_operator.api.resource import KIND
+from vllm_operator.devcluster.demo_session import Printer, Session
+from vllm_operator.devcluster.demo_story import (
+    STORY,
+    Watcher,
+    run_apply,
+    run_step,
+    run_story,
+    serving_violations,
+    story_documents,
+)
 from vllm_operator.errors import SpecErrors
-from vllm_operator.handlers.registry import build_registry
-from vllm_operator.render import deployment_name, revision_hash, serving_service_name
-from vllm_operator.render.labels import REVISION_LABEL
+
+__all__ = [
+    "STORY",
+    "Printer",
+    "Session",
+    "Watcher",
+    "main",
+    "run_apply",
+    "run_step",
+    "run_story",
+    "serving_violations",
+    "story_documents",
+]
 
 Obj = dict[str, Any]
 DEFAULT_TIME_SCALE = 0.05
 DEFAULT_DEADLINE_SCALE = 0.1
-
-
-@dataclass(frozen=True)
-class Step:
-    file: str
-    label: str
-    title: str
-    expect: str  # the verdict the story expects
-
-
-STORY = (
-    Step(
-        "step1-v0.16.0-eager.yaml",
-        "v0.16.0 (enforce-eager)",
-        "vLLM 0.16.0 with --enforce-eager: the first revision, gated, becomes stable",
-        "Passed",
-    ),
-    Step(
-        "step2-v0.17.0-eager.yaml",
-        "v0.17.0 (enforce-eager)",
-        "vLLM 0.17.0 keeping --enforce-eager: compared with stable 0.16, rejected",
-        "Failed",
-    ),
-    Step(
-        "step3-v0.17.0-throughput.yaml",
-        "v0.17.0 --performance-mode throughput",
-        "vLLM 0.17.0 compiled, --performance-mode throughput: promoted",
-        "Passed",
-    ),
-)
-
-
-def story_documents() -> list[Obj]:
-    data = resources.files("vllm_operator.devcluster") / "demo_data"
-    return [yaml.safe_load((data / step.file).read_text()) for step in STORY]
-
-
-class Printer:
-    """Progress lines with the time since the demo started."""
-
-    def __init__(self, out: TextIO) -> None:
-        self.out = out
-        self.t0 = time.monotonic()
-
-    def __call__(self, text: str = "", *, stamp: bool = True) -> None:
-        prefix = f"[{time.monotonic() - self.t0:6.1f}s] " if stamp else ""
-        self.out.write(prefix + text + "\n")
-        self.out.flush()
-
-
-class Session:
-    """DevCluster + CRD + kubelet + the operator, started and stopped together."""
-
-    def __init__(
-        self,
-        *,
-        time_scale: float,
-        deadline_scale: float,
-        workdir: Path | None,
-        printer: Printer,
-    ) -> None:
-        self.time_scale = time_scale
-        self.deadline_scale = deadline_scale
-        self.own_workdir = workdir is None
-        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="vllm-operator-demo-"))
-        self.say = printer
-        self._stack = contextlib.ExitStack()
-        self.cluster: DevCluster
-        self.kubelet: Kubelet
-
-    def __enter__(self) -> Session:
-        try:
-            self._start()
-        except BaseException:
-            self._stack.close()
-            raise
-        return self
-
-    def _start(self) -> None:
-        self.cluster = self._stack.enter_context(DevCluster(crds=[crd_document()]))
-        self.kubelet = Kubelet(
-            self.cluster,
-            self.workdir / "kubelet",
-            time_scale=self.time_scale,
-            deadline_time_scale=self.deadline_scale,
-            extra_env={"VLLM_SIM_TIME_SCALE": f"{self.time_scale:g}"},
-        )
-        self._stack.enter_context(self.kubelet)
-        config = OperatorConfig(
-            namespaces=("default",),
-            metrics_port=None,
-            liveness_port=None,
-            api_url=self.cluster.url,
-            deadline_scale=self.deadline_scale,
-            resync_seconds=5.0,
-        )
-        registry = build_registry(config, login=False)
-        self._stack.enter_context(OperatorThread(registry, self.cluster, namespaces=["default"]))
-        self.say(
-            f"embedded API {self.cluster.url}; operator and kubelet running "
-            f"(time scale {self.time_scale:g}, pods in {self.workdir / 'kubelet'})"
-        )
-
-    def __exit__(self, *exc: object) -> None:
-        self._stack.close()
-        if self.own_workdir:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def apply(self, doc: Obj) -> Obj:
-        """Create, or replace the spec of, one object (like ``kubectl apply``)."""
-        meta = doc.setdefault("metadata", {})
-        meta.setdefault("namespace", "default")
-        kind = str(doc.get("kind"))
-        plural = PLURAL if kind == KIND else kind
-        try:
-            current = self.cluster.get(doc["apiVersion"], plural, meta["name"], meta["namespace"])
-        except ApiError as exc:
-            if exc.code != 404:
-                raise
-            return self.cluster.create(doc)
-        body = dict(current, **{k: v for k, v in doc.items() if k not in ("metadata", "status")})
-        return self.cluster.replace(body)
-
-    def resource(self, name: str, namespace: str) -> Obj:
-        return self.cluster.get(API_VERSION, PLURAL, name, namespace)
-
-
-def _status(obj: Obj) -> VLLMDeploymentStatus:
-    return VLLMDeploymentStatus.model_validate(obj.get("status") or {})
-
-
-class Watcher:
-    """Prints what changed in a VLLMDeployment's status since the last look."""
-
-    def __init__(self, say: Printer) -> None:
-        self.say = say
-        self.seen: dict[str, Any] = {}
-
-    def observe(self, obj: Obj) -> VLLMDeploymentStatus:
-        status = _status(obj)
-        name = obj["metadata"]["name"]
-        line = (status.phase, status.message)
-        if self.seen.get(f"{name}/phase") != line:
-            self.seen[f"{name}/phase"] = line
-            self.say(f"{name}: {status.phase}" + (f" - {status.message}" if status.message else ""))
-        gate = status.last_gate
-        key = (gate.revision, gate.outcome, gate.finished_at) if gate else None
-        if gate is not None and self.seen.get(f"{name}/gate") != key:
-            self.seen[f"{name}/gate"] = key
-            self.say(f"{name}: verdict on revision {gate.revision}: {gate.outcome.upper()}")
-            for reason in gate.reasons:
-                self.say(f"    - {reason}", stamp=False)
-        return status
-
-
-def _settled(status: VLLMDeploymentStatus, revision: str) -> GateRecord | None:
-    """The verdict on ``revision`` once the rollout around it has finished."""
-    record = next((r for r in status.history if r.revision == revision), None)
-    if record is None and status.last_gate and status.last_gate.revision == revision:
-        record = status.last_gate
-    promoted = status.stable is not None and status.stable.revision == revision
-    if record is None:
-        return None
-    if record.outcome == "Passed":
-        return record if promoted and status.candidate is None else None
-    candidate_gone = status.candidate is None or status.candidate.revision != revision
-    return record if candidate_gone or status.phase in ("Holding", "Failed") else None
-
-
-def run_step(
-    session: Session, doc: Obj, watcher: Watcher, timeout: float
-) -> tuple[str, GateRecord | None]:
-    vd = parse_vllm_deployment(doc)
-    revision = revision_hash(vd.spec)
-    name, namespace = vd.metadata.name, vd.metadata.namespace
-    session.apply(doc)
-    session.say(f"applied {name} (revision {revision}, {vd.spec.engine.image})")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status = watcher.observe(session.resource(name, namespace))
-        if not vd.spec.gate.enabled and status.stable and status.stable.revision == revision:
-            return revision, None
-        record = _settled(status, revision)
-        if record is not None:
-            return revision, record
-        time.sleep(0.1)
-    session.say(f"{name}: no verdict on {revision} within {timeout:g} s")
-    return revision, None
-
-
-def serving_violations(cluster: DevCluster, name: str, namespace: str) -> list[str]:
-    """Times the serving Service selected a revision whose Deployment had no Ready pod."""
-    problems = []
-    svc = serving_service_name(name)
-    for version in cluster.history("v1", "services", svc, namespace):
-        revision = ((version.get("spec") or {}).get("selector") or {}).get(REVISION_LABEL)
-        if not revision or version.get("_event") == "DELETED":
-            continue
-        rv = int(version["metadata"]["resourceVersion"])
-        states = cluster.history(
-            "apps/v1", "deployments", deployment_name(name, revision), namespace
-        )
-        before = [s for s in states if int(s["metadata"]["resourceVersion"]) < rv]
-        ready = (before[-1].get("status") or {}).get("readyReplicas", 0) if before else 0
-        if not ready:
-            problems.append(f"Service {svc} selected revision {revision} with no Ready pod")
-    return problems
-
-
-def run_story(session: Session, timeout: float) -> int:
-    say = session.say
-    watcher = Watcher(say)
-    rows: list[Row] = []
-    ok = True
-    for number, (step, doc) in enumerate(zip(STORY, story_documents(), strict=True), 1):
-        say("")
-        say(f"== Step {number}/{len(STORY)}: {step.title}", stamp=False)
-        revision, record = run_step(session, doc, watcher, timeout)
-        outcome = record.outcome if record else "none"
-        good = outcome == step.expect
-        ok &= good
-        mark = "ok" if good else "UNEXPECTED"
-        say(f"step {number}: verdict {outcome} (expected {step.expect}) {mark}")
-        rows.append(
-            Row(
-                step.label,
-                revision,
-                outcome,
-                tuple(record.reasons) if record else (),
-                record.summary if record else None,
-            )
-        )
-        if not good:
-            break
-    name = str(story_documents()[0]["metadata"]["name"])
-    violations = serving_violations(session.cluster, name, "default")
-    say("")
-    say(render(rows, session.time_scale), stamp=False)
-    for problem in violations:
-        say(f"PROBLEM: {problem}")
-    if not violations:
-        say("the serving Service only ever selected Ready revisions", stamp=True)
-    ok &= not violations
-    say("RESULT: " + ("all verdicts as expected" if ok else "unexpected outcome"), stamp=True)
-    return 0 if ok else 1
-
-
-def run_apply(session: Session, files: list[str], timeout: float) -> int:
-    docs: list[Obj] = []
-    for file in files:
-        text = sys.stdin.read() if file == "-" else Path(file).read_text()
-        docs += [d for d in yaml.safe_load_all(text) if d]
-    watcher = Watcher(session.say)
-    rows: list[Row] = []
-    ok = True
-    for doc in docs:
-        if doc.get("kind") != KIND:
-            session.apply(doc)
-            session.say(f"applied {doc.get('kind')} {doc['metadata']['name']}")
-            continue
-        revision, record = run_step(session, doc, watcher, timeout)
-        status = _status(
-            session.resource(doc["metadata"]["name"], doc["metadata"].get("namespace", "default"))
-        )
-        promoted = status.stable is not None and status.stable.revision == revision
-        ok &= promoted
-        label = f"{doc['metadata']['name']} ({doc['spec']['engine']['image'].rsplit(':', 1)[-1]})"
-        rows.append(
-            Row(
-                label,
-                revision,
-                record.outcome if record else ("promoted" if promoted else "none"),
-                tuple(record.reasons) if record else (),
-                record.summary if record else None,
-            )
-        )
-    session.say("")
-    session.say(render(rows, session.time_scale), stamp=False)
-    session.say(
-        "RESULT: " + ("every revision promoted" if ok else "not every revision was promoted")
-    )
-    return 0 if ok else 1
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:

@@ -40,11 +40,10 @@ from vllm_operator.devcluster.kubelet_controllers import (
     Plan,
     deployment_plan,
     job_plan,
-    pod_ready,
 )
 from vllm_operator.devcluster.kubelet_faults import Faults, default_image_env, gpu_request
 from vllm_operator.devcluster.kubelet_launch import LaunchContext
-from vllm_operator.devcluster.kubelet_proxy import ServiceProxy
+from vllm_operator.devcluster.kubelet_proxy import ServiceProxy, sync_proxies
 from vllm_operator.devcluster.kubelet_runtime import PodRuntime, RuntimeConfig
 from vllm_operator.sim.vllm_shim import write_vllm_shim
 
@@ -391,38 +390,19 @@ class Kubelet:
 
     # ---- services ---------------------------------------------------------------------
     async def _sync_services(self) -> None:
-        wanted: dict[tuple[str, str, int], tuple[Obj, Obj]] = {}
-        for svc in self.informers["services"].items():
-            spec = svc.get("spec") or {}
-            if not spec.get("selector"):
-                continue
-            ns, name = kapi.key_of(svc)
-            for port in spec.get("ports") or []:
-                wanted[(ns, name, int(port.get("port", 0)))] = (svc, port)
-        for key in [k for k in self.proxies if k not in wanted]:
-            await self.proxies.pop(key).close()
         pods = self.informers["pods"]
-        for key, (svc, port) in wanted.items():
-            proxy = self.proxies.get(key)
-            if proxy is None:
-                proxy = ServiceProxy(f"{key[0]}/{key[1]}:{key[2]}")
-                await proxy.start()
-                self.proxies[key] = proxy
-            selector: dict[str, str] = svc["spec"]["selector"]
-            target = str(port.get("targetPort", port.get("port")))
-            backends = []
+
+        def backends(namespace: str, selector: dict[str, str], target: str) -> list[int]:
+            ports = []
             for (ns, pod_name), rt in sorted(self.runtimes.items()):
                 pod = pods.get(ns, pod_name)
-                if ns != key[0] or pod is None or not rt.ready:
+                if ns != namespace or pod is None or not rt.ready:
                     continue
                 labels = pod["metadata"].get("labels") or {}
                 if all(labels.get(k) == val for k, val in selector.items()):
                     local = rt.local_port(target)
                     if local is not None:
-                        backends.append(("127.0.0.1", local))
-            proxy.backends = backends
+                        ports.append(local)
+            return ports
 
-
-def pod_is_ready(pod: Obj) -> bool:
-    """Re-exported for callers that wait on pods they read from the API."""
-    return pod_ready(pod)
+        await sync_proxies(self.proxies, self.informers["services"].items(), backends)

@@ -13,8 +13,14 @@ import asyncio
 import contextlib
 import itertools
 import logging
+from collections.abc import Callable, Iterable
+from typing import Any
 
 log = logging.getLogger(__name__)
+
+ProxyKey = tuple[str, str, int]  # namespace, Service name, Service port
+# (namespace, selector, targetPort) -> local ports of the Ready pods it selects
+Backends = Callable[[str, dict[str, str], str], list[int]]
 
 
 class ServiceProxy:
@@ -86,3 +92,31 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         with contextlib.suppress(Exception):
             if writer.can_write_eof():
                 writer.write_eof()
+
+
+async def sync_proxies(
+    proxies: dict[ProxyKey, ServiceProxy], services: Iterable[dict[str, Any]], backends: Backends
+) -> None:
+    """One proxy per port of every Service with a selector; backends re-read each time."""
+    wanted: dict[ProxyKey, tuple[dict[str, str], str]] = {}
+    for svc in services:
+        spec = svc.get("spec") or {}
+        if not spec.get("selector"):
+            continue
+        meta = svc.get("metadata") or {}
+        for port in spec.get("ports") or []:
+            key = (
+                str(meta.get("namespace") or ""),
+                str(meta.get("name")),
+                int(port.get("port", 0)),
+            )
+            wanted[key] = (dict(spec["selector"]), str(port.get("targetPort", port.get("port"))))
+    for key in [k for k in proxies if k not in wanted]:
+        await proxies.pop(key).close()
+    for key, (selector, target) in wanted.items():
+        proxy = proxies.get(key)
+        if proxy is None:
+            proxy = ServiceProxy(f"{key[0]}/{key[1]}:{key[2]}")
+            await proxy.start()
+            proxies[key] = proxy
+        proxy.backends = [("127.0.0.1", p) for p in backends(key[0], selector, target)]
