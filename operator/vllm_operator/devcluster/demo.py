@@ -74,14 +74,11 @@ def keep_running(session: Session, out: TextIO) -> None:
         f"KUBECONFIG={path}\n"
     )
     out.flush()
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
         out.write("stopping\n")
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -161,19 +158,27 @@ def main(argv: list[str], prog: str) -> int:
             return 2
     say = Printer(sys.stdout)
     say("vllm-operator demo: starting the embedded cluster, kubelet and operator")
-    with Session(
-        time_scale=args.time_scale,
-        deadline_scale=args.deadline_scale,
-        workdir=args.workdir,
-        printer=say,
-    ) as session:
-        if args.apply:
-            code = run_apply(session, args.apply, args.timeout)
-        else:
-            code = run_story(session, args.timeout)
-        say(f"finished in {time.monotonic() - say.t0:.1f} s", stamp=False)
-        if args.keep:
-            keep_running(session, sys.stdout)
+    # SIGTERM unwinds like Ctrl-C, so the kubelet kills every pod process on the way out.
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        with Session(
+            time_scale=args.time_scale,
+            deadline_scale=args.deadline_scale,
+            workdir=args.workdir,
+            printer=say,
+        ) as session:
+            if args.apply:
+                code = run_apply(session, args.apply, args.timeout)
+            else:
+                code = run_story(session, args.timeout)
+            say(f"finished in {time.monotonic() - say.t0:.1f} s", stamp=False)
+            if args.keep:
+                keep_running(session, sys.stdout)
+    except KeyboardInterrupt:
+        sys.stdout.write("interrupted: stopped the operator, every pod and the API\n")
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return code
 
 
