@@ -26,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import signal
 import sys
 import threading
 import time
@@ -124,6 +126,11 @@ class Kubelet:
                 self._loop.call_soon_threadsafe(self._stop.set)
         if self._thread is not None:
             self._thread.join(timeout)
+            if self._thread.is_alive():  # never leave pod processes behind
+                log.error("kubelet did not stop within %s s: killing its pods", timeout)
+                for pid in self.pids():
+                    with contextlib.suppress(OSError):
+                        os.killpg(pid, signal.SIGKILL)
             self._thread = None
 
     def __enter__(self) -> Kubelet:
