@@ -151,9 +151,11 @@ def test_job_image_pull_failure_is_an_error_never_a_pass(tmp_path: Path) -> None
 
 def test_bench_error_keeps_the_stable_revision(rollout: Rollout) -> None:
     stable = _serving(rollout, resource(gate=_gate()))
-    rollout.apply(resource(mode="balanced", sim_env={"VLLM_SIM_ERROR_RATE": "1"}, gate=_gate()))
+    # Every request refused with a 4xx: the benchmark cannot measure (a measurement fault).
+    faulty = {"VLLM_SIM_ERROR_RATE": "1", "VLLM_SIM_ERROR_STATUS": "400"}
+    rollout.apply(resource(mode="balanced", sim_env=faulty, gate=_gate()))
     st = rollout.wait_phase("Degraded", timeout=60)
-    assert st["lastGate"]["outcome"] in ("Error", "Failed")
+    assert st["lastGate"]["outcome"] == "Error", st["lastGate"]
     assert st["lastGate"]["revision"] != stable
     assert rollout.serving_revision() == stable
     assert rollout.selector_changes() == [(stable, 1)]
