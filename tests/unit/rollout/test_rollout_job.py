@@ -6,11 +6,10 @@ import json
 
 import kubernetes_validate
 import pytest
+from rollout_world import summary
 
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.render.job import render_job
-
-from .world import summary
 
 
 def _vd(**gate: object) -> object:

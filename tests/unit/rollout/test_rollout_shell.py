@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 from prometheus_client import CollectorRegistry
+from rollout_world import summary
 
 from vllm_operator.api.status import GateRecord
 from vllm_operator.cli import main as cli_main
@@ -14,8 +15,6 @@ from vllm_operator.handlers.queue import WorkQueue
 from vllm_operator.kube.client import Kube, api_client_for
 from vllm_operator.kube.permissions import PERMISSIONS, PermissionNotDeclared, require
 from vllm_operator.metrics import OperatorMetrics
-
-from .world import summary
 
 
 def test_permissions_are_least_privilege() -> None:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from rollout_world import World, spec, summary
 
 from vllm_operator.rollout import Settings
 from vllm_operator.rollout.ledger import ABORT_ANNOTATION, PROMOTE_ANNOTATION, RERUN_ANNOTATION
-
-from .world import World, spec, summary
 
 V16_EAGER = spec(image="vllm/vllm-openai:v0.16.0", mode="eager")
 V17_EAGER = spec(image="vllm/vllm-openai:v0.17.0", mode="eager")
