@@ -7,8 +7,6 @@ recorded (status is written first by the shell) before the objects it condemns a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from vllm_operator import gate
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
@@ -16,13 +14,13 @@ from vllm_operator.api.summary import BenchSummary
 from vllm_operator.engine.policy import LaunchPlan
 from vllm_operator.errors import SpecErrors
 from vllm_operator.render import labels, names
-from vllm_operator.render.deployment import render_deployment
 from vllm_operator.render.job import render_job
 from vllm_operator.render.services import render_candidate_service, render_serving_service
 from vllm_operator.rollout import causes, ledger
 from vllm_operator.rollout.actions import Delete, EventType, Patch
 from vllm_operator.rollout.context import Pass
-from vllm_operator.rollout.observed import STARTED_ANNOTATION, DeploymentView, JobView, parse_time
+from vllm_operator.rollout.objects import create_deployment, ensure_service, patch_deployment
+from vllm_operator.rollout.observed import JobView, parse_time
 from vllm_operator.rollout.overrides import handle_requests
 from vllm_operator.rollout.results import job_summary
 from vllm_operator.rollout.status import Outcome, build_status, summarise
@@ -81,79 +79,18 @@ def invalid_spec(state: Pass, errors: SpecErrors, stable: str | None) -> VLLMDep
     )
 
 
-def _create_deployment(
-    state: Pass, vd: VLLMDeployment, revision: str, replicas: int, role: str
-) -> None:
-    manifest = render_deployment(vd, revision, replicas)
-    manifest["metadata"].setdefault("annotations", {})[STARTED_ANNOTATION] = ledger.timestamp(
-        state.now
-    )
-    state.create(manifest, role)
-
-
-def _ensure_service(state: Pass, manifest: dict[str, object], revision: str) -> None:
-    meta = manifest["metadata"]
-    assert isinstance(meta, dict)
-    current = state.observed.service(str(meta["name"]))
-    if current is None:
-        state.create(dict(manifest))
-        return
-    spec = manifest["spec"]
-    assert isinstance(spec, dict)
-    selector = spec["selector"]
-    patch: dict[str, object] = {}
-    if dict(current.selector) != selector:
-        patch["selector"] = {
-            **{k: None for k in current.selector if k not in selector},
-            **selector,
-        }
-    if current.service_type != spec["type"]:
-        patch["type"] = spec["type"]
-    if _port_keys(current.ports) != _port_keys(spec["ports"]):
-        patch["ports"] = spec["ports"]
-    if patch:
-        state.actions.append(
-            Patch(
-                "Service",
-                current.name,
-                {
-                    "metadata": {"annotations": {labels.REVISION_ANNOTATION: revision}},
-                    "spec": patch,
-                },
-            )
-        )
-
-
-def _port_keys(ports: object) -> list[tuple[str, ...]]:
-    """What the operator sets on a Service port; ignores what the API server assigns
-    (nodePort, appProtocol), so a NodePort Service is not re-patched on every pass."""
-    keys = ("name", "port", "targetPort", "protocol")
-    items = ports if isinstance(ports, list | tuple) else []
-    return sorted(tuple(str(p.get(k, "")) for k in keys) for p in items if isinstance(p, Mapping))
-
-
-def _patch_deployment(state: Pass, dep: DeploymentView, replicas: int, role: str) -> None:
-    patch: dict[str, object] = {}
-    if dep.replicas != replicas:
-        patch["spec"] = {"replicas": replicas}
-    if dep.role != role:
-        patch["metadata"] = {"labels": {labels.ROLE_LABEL: role}}
-    if patch:
-        state.actions.append(Patch("Deployment", dep.name, patch))
-
-
 def steady(state: Pass, vd: VLLMDeployment, launch: LaunchPlan, revision: str) -> Outcome:
     """The spec's revision serves: keep it at ``replicas`` and its Service as specified."""
     replicas = vd.spec.replicas
     dep = state.observed.deployment_of(revision)
-    _ensure_service(state, render_serving_service(vd, revision), revision)
+    ensure_service(state, render_serving_service(vd, revision), revision)
     if dep is None or dep.deleting:
         if dep is None:
-            _create_deployment(state, vd, revision, replicas, labels.ROLE_STABLE)
+            create_deployment(state, vd, revision, replicas, labels.ROLE_STABLE)
             state.event("Warning", "StableRecreated", f"revision {revision} had no Deployment")
         state.after(1.0)
         return Outcome("Progressing", f"recreating revision {revision}", "StableMissing")
-    _patch_deployment(state, dep, replicas, labels.ROLE_STABLE)
+    patch_deployment(state, dep, replicas, labels.ROLE_STABLE)
     if dep.ready_replicas >= replicas and dep.replicas == replicas:
         return Outcome(
             "Serving",
@@ -194,12 +131,12 @@ def rollout(
 def _gate(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None) -> Outcome:
     observed = state.observed
     wanted = vd.spec.rollout.candidate_replicas
-    _ensure_service(state, render_candidate_service(vd, desired), desired)
+    ensure_service(state, render_candidate_service(vd, desired), desired)
     dep = observed.deployment_of(desired)
     deadline = state.scaled(vd.spec.rollout.progress_deadline_seconds)
     if dep is None or dep.deleting:
         if dep is None:
-            _create_deployment(state, vd, desired, wanted, labels.ROLE_CANDIDATE)
+            create_deployment(state, vd, desired, wanted, labels.ROLE_CANDIDATE)
             state.event("Normal", "CandidateCreated", f"revision {desired}: {wanted} replica(s)")
             state.after(deadline)
         else:
@@ -334,13 +271,13 @@ def _promote(
     dep = state.observed.deployment_of(desired)
     if dep is None or dep.deleting:
         if dep is None:
-            _create_deployment(state, vd, desired, target, labels.ROLE_CANDIDATE)
+            create_deployment(state, vd, desired, target, labels.ROLE_CANDIDATE)
             state.event("Normal", "CandidateCreated", f"revision {desired}: {target} replica(s)")
         state.after(1.0)
         return Outcome("Promoting", f"starting revision {desired}", "Promoting")
     if dep.replicas != target:
         state.event("Normal", "Promoting", f"scaling revision {desired} to {target} replica(s)")
-    _patch_deployment(state, dep, target, labels.ROLE_CANDIDATE)
+    patch_deployment(state, dep, target, labels.ROLE_CANDIDATE)
     since = parse_time(decided.finished_at)
     deadline = state.scaled(vd.spec.rollout.progress_deadline_seconds)
     elapsed = state.elapsed(since)
@@ -350,7 +287,7 @@ def _promote(
     # one needs. After the deadline, switch at the size the gate proved, then retire.
     escape = elapsed >= deadline and dep.ready_replicas >= max(proven, 1)
     if enough or escape:
-        _ensure_service(state, render_serving_service(vd, desired), desired)
+        ensure_service(state, render_serving_service(vd, desired), desired)
         state.actions.append(
             Patch(
                 "Deployment",
