@@ -354,12 +354,16 @@ def test_invalid_first_spec_fails() -> None:
 
 
 def test_engine_warning_becomes_status_and_one_event_per_generation() -> None:
-    w = World(V16_EAGER)
+    w = World(spec(image="vllm/vllm-openai:v0.16.0", mode="throughput"))
     p = w.step()
-    assert any(e.reason == "EngineWarning" for e in p.events) or w.status["warnings"] == []
     warned = [e for e in p.events if e.reason == "EngineWarning"]
-    assert len(warned) == len(w.status["warnings"])
+    assert len(warned) == 1
+    assert warned[0].type == "Warning"
+    assert "no effect before vLLM 0.17.0" in warned[0].message
+    assert w.status["warnings"] == [warned[0].message]
     assert not any(e.reason == "EngineWarning" for e in w.step().events)
+    w.set_spec({**spec(image="vllm/vllm-openai:v0.16.0", mode="throughput"), "replicas": 3})
+    assert [e.reason for e in w.step().events].count("EngineWarning") == 1  # new generation
 
 
 def test_scaling_the_stable_revision_rolls_nothing() -> None:
