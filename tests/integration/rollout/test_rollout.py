@@ -6,6 +6,7 @@ the real ``vllm-operator bench``; the operator only sees the Kubernetes API.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,10 @@ def test_first_deploy_passes_and_serves_only_once_ready(rollout: Rollout) -> Non
         "vllm_operator_phase", {"namespace": "default", "name": "qwen", "phase": "Serving"}
     )
     assert phase == 1
+    # At rest nothing is written: no status churn, no reconcile loop on our own writes.
+    versions = len(rollout.cluster.history(API, "vllmdeployments", "qwen"))
+    time.sleep(1.0)  # a window to observe the absence of writes
+    assert len(rollout.cluster.history(API, "vllmdeployments", "qwen")) == versions
 
 
 def test_first_deploy_failing_quality_is_rejected(rollout: Rollout) -> None:
