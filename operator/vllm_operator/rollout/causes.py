@@ -25,6 +25,12 @@ def _short(text: str | None) -> str:
     return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 3] + "..."
 
 
+def _tail(text: str | None) -> str:
+    """The end of a log-like message: where a crashing program says why."""
+    text = " ".join((text or "").split())
+    return text if len(text) <= MESSAGE_LIMIT else "..." + text[-(MESSAGE_LIMIT - 3) :]
+
+
 def _crash_detail(container: ContainerView) -> str:
     message = container.last_message or container.termination_message
     code = container.last_exit_code if container.last_exit_code is not None else container.exit_code
@@ -34,7 +40,7 @@ def _crash_detail(container: ContainerView) -> str:
     parts.append(")")
     text = "".join(parts)
     if message:
-        text += f": {_short(message)}"
+        text += f": {_tail(message)}"
     elif container.waiting_message:
         text += f": {_short(container.waiting_message)}"
     return text

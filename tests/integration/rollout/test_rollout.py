@@ -254,3 +254,21 @@ def test_restart_at_every_step_creates_nothing_twice(rollout: Rollout) -> None:
     assert not rollout.cluster.exists("batch/v1", "jobs", f"qwen-gate-{rev}-2")
     assert len(st["history"]) == 1
     assert rollout.selector_changes() == [(rev, 2)]  # switched only with both replicas Ready
+
+
+def test_crash_looping_candidate_is_rejected_with_the_last_message(rollout: Rollout) -> None:
+    # Without the library-path fix a 0.17 image fails at start the way vLLM does.
+    rollout.apply(
+        resource(
+            engine={"libraryPathFix": "none"},
+            rollout={"progressDeadlineSeconds": 200},
+            gate=_gate(),
+        )
+    )
+    st = rollout.wait_phase("Failed", timeout=40)
+    gate = st["lastGate"]
+    assert gate["decidedBy"] == "deadline"
+    reasons = " ".join(gate["reasons"])
+    assert "crash loop" in reasons
+    assert "CUBLAS_STATUS_INVALID_VALUE" in reasons
+    assert rollout.names("batch/v1", "jobs") == []  # never benchmarked
