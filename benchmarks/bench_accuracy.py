@@ -318,7 +318,9 @@ def main() -> int:
                 print(f"aiperf   {level:3d} streams: {row}", flush=True)
             results["aiperf"] = rows
         else:
-            results["aiperf"] = "skipped: aiperf is not installed (pip install '.[benchmarks]')"
+            results["aiperf"] = (
+                "skipped: aiperf not found (pip install '.[benchmarks]', or --aiperf PATH)"
+            )
             print(results["aiperf"])
     finally:
         proc.terminate()

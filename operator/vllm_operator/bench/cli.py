@@ -27,7 +27,7 @@ from vllm_operator.bench.config import MAX_LEVELS, BenchConfig
 from vllm_operator.bench.progress import JsonLinesProgress, TerminalProgress
 from vllm_operator.bench.prompts import parse_classes
 from vllm_operator.bench.report import EXIT_USAGE, BenchReport, build_report
-from vllm_operator.bench.runner import Progress, run
+from vllm_operator.bench.runner import NoProgress, Progress, run
 from vllm_operator.bench.suite import load_suite
 from vllm_operator.errors import SpecError
 
@@ -109,11 +109,11 @@ def main(argv: list[str], prog: str) -> int:
         _usage_summary(args.summary_path, args.model, str(exc))
         return EXIT_USAGE
     jsonl = args.output == "jsonl" or (args.output == "auto" and not sys.stdout.isatty())
-    progress: Progress
+    progress: Progress = NoProgress()
     terminal: TerminalProgress | None = None
     if jsonl:
         progress = JsonLinesProgress(sys.stdout)
-    else:
+    elif sys.stderr.isatty():
         terminal = TerminalProgress(sys.stderr)
         progress = terminal
     state = asyncio.run(run(config, progress=progress))

@@ -8,6 +8,7 @@ config, which the report records (without the API key).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
 
 from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import BenchSummary
@@ -71,7 +72,7 @@ class BenchConfig:
     def public(self) -> dict[str, object]:
         """The config as the report shows it: everything except the API key."""
         return {
-            "url": self.url,
+            "url": _without_userinfo(self.url),
             "model": self.model,
             "api_key": "set" if self.api_key else "none",
             "suite": self.suite_ref,
@@ -88,3 +89,11 @@ class BenchConfig:
             "stall_seconds": self.stall_seconds,
             "client": self.client,
         }
+
+
+def _without_userinfo(url: str) -> str:
+    """``http://user:secret@host/`` -> ``http://host/``: credentials never reach a report."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))

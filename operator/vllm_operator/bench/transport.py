@@ -100,7 +100,6 @@ class AiohttpTransport:
                     total=None, sock_connect=self._limits.connect, sock_read=self._limits.stall
                 ),
                 read_bufsize=READ_CHUNK,
-                auto_decompress=False,
                 trace_configs=[trace],
             )
         return self._session
@@ -225,7 +224,7 @@ class HttpxTransport:
     @staticmethod
     async def _chunks(resp: httpx.Response) -> AsyncIterator[bytes]:
         try:
-            async for chunk in resp.aiter_raw():
+            async for chunk in resp.aiter_bytes():  # decoded if a proxy compressed it
                 yield chunk
         except httpx.ReadTimeout as exc:
             raise Stalled(str(exc) or "read timeout") from exc

@@ -74,3 +74,11 @@ def test_api_key_file_is_read_and_never_shown(tmp_path: Path) -> None:
     assert config.headers == {"authorization": "Bearer s3cret-value"}
     assert "s3cret" not in repr(config)
     assert "s3cret" not in json.dumps(config.public())
+
+
+def test_credentials_in_the_url_are_not_reported() -> None:
+    from vllm_operator.bench.config import BenchConfig
+
+    config = BenchConfig(url="http://user:pw@host:8000/v1", model="m")
+    assert config.public()["url"] == "http://host:8000/v1"
+    assert config.chat_url == "http://user:pw@host:8000/v1/chat/completions"
