@@ -93,7 +93,9 @@ async def measure(url: str, client: str, level: int, per_stream: int) -> dict[st
             )
 
     try:
+        await transport.get(f"{url}/sim/timing?reset=1", {})
         await asyncio.gather(*(worker(n) for n in range(level)))
+        _, timing_body = await transport.get(f"{url}/sim/timing", {})
         truth = await _server_records(transport, url, streams)
     finally:
         await transport.aclose()
@@ -134,6 +136,8 @@ async def measure(url: str, client: str, level: int, per_stream: int) -> dict[st
         "client_queue_ms_p50": percentile([r.queue * 1000 for s in streams for r in s], 50),
         "aggregate_tps": {"client": ours, "server": theirs},
         "aggregate_error_percent": (ours - theirs) / theirs * 100 if theirs else None,
+        # the simulator's own scheduling error during this level (actual - intended)
+        "server_timing": json.loads(timing_body),
     }
 
 
@@ -307,7 +311,9 @@ def main() -> int:
                     f" ms; aggregate {row['aggregate_tps']['client']:8.1f} vs server "
                     f"{row['aggregate_tps']['server']:8.1f} tok/s "
                     f"({row['aggregate_error_percent']:+.2f}%); failed {row['failed']}; "
-                    f"uplink {row['uplink_ms_p50']:.2f} downlink {row['downlink_ms_p50']:.2f} ms",
+                    f"uplink {row['uplink_ms_p50']:.2f} downlink {row['downlink_ms_p50']:.2f} ms; "
+                    f"server gap error p50 {row['server_timing']['gap_error']['p50_ms']:.2f} "
+                    f"p99 {row['server_timing']['gap_error']['p99_ms']:.2f} ms",
                     flush=True,
                 )
         if args.aiperf:
