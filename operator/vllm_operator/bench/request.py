@@ -5,8 +5,8 @@ consistent) or it is counted under exactly one error class (``gate.classes``); f
 computed only from complete ones, and the gate sees the error counts. Timing: ``sent_at``
 is when the transport handed the request to the network, ``queue`` the wait before that
 (scheduling plus connection pool) so client-side delay stays apart from the server's TTFT;
-TTFT ends at the first chunk with content, end-to-end at the last data event before
-``[DONE]``.
+TTFT ends at the first chunk with generated text (answer or reasoning), end-to-end at the
+last data event before ``[DONE]``.
 """
 
 from __future__ import annotations
@@ -234,12 +234,20 @@ class _StreamState:
                 record.fail("malformed_sse", "a choice is not an object")
                 return
             delta = choice.get("delta")
-            content = delta.get("content") if isinstance(delta, dict) else None
-            if isinstance(content, str) and content:
+            if not isinstance(delta, dict):
+                delta = {}
+            content = delta.get("content")
+            # A reasoning model streams its thinking first (vLLM: `reasoning_content`, newer:
+            # `reasoning`): those are generated tokens too, so they start TTFT and count in
+            # tok/s, but only `content` is the answer a quality test judges.
+            thinking = delta.get("reasoning_content") or delta.get("reasoning")
+            has_content = isinstance(content, str) and bool(content)
+            if has_content or (isinstance(thinking, str) and thinking):
                 if record.first_token_at is None:
                     record.first_token_at = at
                 record.chunk_times.append(at)
-                self.parts.append(content)
+            if has_content:
+                self.parts.append(str(content))
             if choice.get("finish_reason"):
                 record.finish_reason = str(choice["finish_reason"])
 

@@ -179,3 +179,21 @@ async def test_unexpected_exception_is_a_client_error_not_a_crash() -> None:
 
     record = await run(explode)
     assert (record.error, record.detail) == ("client_error", "RuntimeError: bug")
+
+
+async def test_reasoning_tokens_start_ttft_but_are_not_the_answer() -> None:
+    parts = [
+        sse_raw({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}),
+        sse_raw({"choices": [{"index": 0, "delta": {"reasoning_content": "hmm"}}]}),
+        sse_raw({"choices": [{"index": 0, "delta": {"content": "yes"}}]}),
+        sse_raw({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 2}}),
+        b"data: [DONE]\n\n",
+    ]
+    record = await run(stream(parts), ChatRequest(prompt="q", max_tokens=8, ignore_eos=False))
+    assert record.ok, record.detail
+    assert (record.text, len(record.chunk_times), record.output_tokens) == ("yes", 2, 2)
+    assert record.first_token_at == record.chunk_times[0]
+
+
+def sse_raw(obj: dict[str, Any]) -> bytes:
+    return f"data: {json.dumps(obj)}\n\n".encode()
