@@ -66,8 +66,18 @@ def parser(prog: str) -> argparse.ArgumentParser:
         default="builtin:default",
         help="builtin:default (13 tests), builtin:none, or a suite file (default: %(default)s)",
     )
-    p.add_argument("--iterations", type=int, default=5, help="measured requests per prompt class")
-    p.add_argument("--warmup", type=int, default=1, help="discarded warm-up requests per class")
+    p.add_argument(
+        "--iterations",
+        type=int,
+        default=5,
+        help="measured requests per prompt class (default: %(default)s)",
+    )
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        help="discarded warm-up requests per class (default: %(default)s)",
+    )
     p.add_argument(
         "--prompt-classes",
         default="short,medium,long",
@@ -79,17 +89,45 @@ def parser(prog: str) -> argparse.ArgumentParser:
         help="comma-separated stream counts; 'none' to skip (default: %(default)s)",
     )
     p.add_argument(
-        "--requests-per-stream", type=int, default=3, help="closed-loop requests per stream"
+        "--requests-per-stream",
+        type=int,
+        default=3,
+        help="closed-loop requests per stream (default: %(default)s)",
     )
     p.add_argument("--thresholds-json", metavar="JSON", help="gate limits (Thresholds, camelCase)")
     p.add_argument("--baseline-json", metavar="JSON", help="the stable revision's BenchSummary")
     p.add_argument("--report-path", metavar="PATH", help="write the full JSON report here")
     p.add_argument("--summary-path", metavar="PATH", help="write the compact summary here")
-    p.add_argument("--deadline-seconds", type=float, default=1500.0, help="whole-run deadline")
-    p.add_argument("--request-timeout", type=float, default=600.0, help="per-request limit (s)")
-    p.add_argument("--stall-seconds", type=float, default=60.0, help="max silence mid-stream (s)")
-    p.add_argument("--connect-timeout", type=float, default=10.0, help="connect limit (s)")
-    p.add_argument("--client", choices=("aiohttp", "httpx"), default="aiohttp", help="HTTP client")
+    p.add_argument(
+        "--deadline-seconds",
+        type=float,
+        default=1500.0,
+        help="whole-run deadline (default: %(default)s)",
+    )
+    p.add_argument(
+        "--request-timeout",
+        type=float,
+        default=600.0,
+        help="per-request limit (s) (default: %(default)s)",
+    )
+    p.add_argument(
+        "--stall-seconds",
+        type=float,
+        default=60.0,
+        help="max silence mid-stream (s) (default: %(default)s)",
+    )
+    p.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=10.0,
+        help="connect limit (s) (default: %(default)s)",
+    )
+    p.add_argument(
+        "--client",
+        choices=("aiohttp", "httpx"),
+        default="aiohttp",
+        help="HTTP client (default: %(default)s)",
+    )
     p.add_argument(
         "--output",
         choices=("auto", "human", "jsonl"),
