@@ -47,7 +47,7 @@ SUMMARY = {
             "medianMs": 100.0,
             "ttftMs": 10.0,
             "outputTokens": 64,
-            "e2ETokensPerSecond": 640.0,
+            "e2eTokensPerSecond": 640.0,
             "decodeTokensPerSecond": 700.0,
         }
         for c in ("short", "medium", "long")

@@ -26,8 +26,11 @@ class LatencyFigures(APIModel):
     median_ms: float = Field(ge=0, description="Median end-to-end latency (ms).")
     ttft_ms: float = Field(ge=0, description="Median time to first content token (ms).")
     output_tokens: float = Field(ge=0, description="Median output tokens per request.")
+    # Explicit alias: to_camel would give "e2ETokensPerSecond" (it capitalises after a digit).
     e2e_tokens_per_second: float = Field(
-        ge=0, description="Median output tokens / end-to-end latency."
+        ge=0,
+        alias="e2eTokensPerSecond",
+        description="Median output tokens / end-to-end latency.",
     )
     decode_tokens_per_second: float = Field(
         ge=0, description="Median (tokens - 1) / (end-to-end - TTFT)."

@@ -76,7 +76,7 @@ def test_baseline_from_file_and_regression(sim: StartSim, tmp_path: Path) -> Non
         {
             "latency": [
                 {"promptClass": "short", "requests": 3, "medianMs": 1, "ttftMs": 1,
-                 "outputTokens": 2, "e2ETokensPerSecond": 1, "decodeTokensPerSecond": 1},
+                 "outputTokens": 2, "e2eTokensPerSecond": 1, "decodeTokensPerSecond": 1},
             ],
         }
     )  # fmt: skip

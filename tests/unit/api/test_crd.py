@@ -23,6 +23,7 @@ from vllm_operator.api import VLLMDeploymentSpec, VLLMDeploymentStatus
 from vllm_operator.api.crd import CRD_FILENAME, crd_document, render_crd_yaml
 from vllm_operator.api.spec import PerformanceMode
 from vllm_operator.api.status import Phase
+from vllm_operator.api.summary import BenchSummary, LatencyFigures
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMITTED = ROOT / "crds" / CRD_FILENAME
@@ -219,7 +220,7 @@ SUMMARY: dict[str, Any] = {
             "medianMs": 886.0,
             "ttftMs": 41.0,
             "outputTokens": 256,
-            "e2ETokensPerSecond": 289.0,
+            "e2eTokensPerSecond": 289.0,
             "decodeTokensPerSecond": 301.5,
         }
     ],
@@ -385,6 +386,27 @@ def test_status_written_by_the_operator_passes_the_schema(phase: str) -> None:
 def test_model_dumped_status_passes_the_schema() -> None:
     wire = VLLMDeploymentStatus.model_validate(_status("Serving")).to_wire()
     assert _errors(_cr(MINIMAL_SPEC, wire)) == []
+
+
+def test_summary_wire_spelling_is_e2e_not_e2E() -> None:
+    """to_camel would write ``e2ETokensPerSecond``; the wire name is spelt as documented."""
+    wire = BenchSummary.model_validate(SUMMARY).to_wire()
+    latency = wire["latency"]
+    assert isinstance(latency, list)
+    assert latency[0]["e2eTokensPerSecond"] == 289.0
+    assert "e2ETokensPerSecond" not in latency[0]
+    by_name = LatencyFigures(
+        prompt_class="short",
+        requests=1,
+        median_ms=10,
+        ttft_ms=1,
+        output_tokens=2,
+        e2e_tokens_per_second=200,
+        decode_tokens_per_second=111,
+    )
+    assert by_name.to_wire()["e2eTokensPerSecond"] == 200
+    with pytest.raises(ValidationError):
+        LatencyFigures.model_validate({**SUMMARY["latency"][0], "e2ETokensPerSecond": 1})
 
 
 def _with(path: str, value: Any) -> dict[str, Any]:
