@@ -154,6 +154,13 @@ class EngineSpec(APIModel):
         max_length=128,
         description="Extra environment variables for the vLLM container.",
     )
+    api_key_secret: SecretKeyRef | None = Field(
+        default=None,
+        description=(
+            "Secret holding the API key vLLM requires on /v1/*; passed to vLLM as "
+            "VLLM_API_KEY and to the benchmark Job; never literal."
+        ),
+    )
     library_path_fix: LibraryPathFix = Field(
         default="auto",
         description=(

@@ -208,6 +208,7 @@ def check(extra_args: list[str], version: Version, performance_mode: str) -> Ext
         if name == "--api-key":
             warnings.append(
                 "extraArgs --api-key puts the key into the pod spec, readable by anyone who "
-                "can read Deployments in the namespace"
+                "can read Deployments in the namespace, and the benchmark Job does not get it "
+                "(the gate cannot measure); use spec.engine.apiKeySecret"
             )
     return ExtraArgsReport(tuple(errors), tuple(warnings), tuple(occurrences), runs_eager, pp)

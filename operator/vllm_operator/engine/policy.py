@@ -11,6 +11,7 @@ user may not have meant (eager mode, ``unset`` on GKE, an unchecked vLLM version
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from vllm_operator.api.spec import VLLMDeploymentSpec
@@ -187,6 +188,28 @@ def _env_errors(spec: VLLMDeploymentSpec, fix: str) -> list[SpecError]:
     return errors
 
 
+def _api_key_errors(
+    spec: VLLMDeploymentSpec, occurrences: Iterable[extra_args.Occurrence]
+) -> list[SpecError]:
+    """``--api-key`` in extraArgs next to ``apiKeySecret``: two keys, one of them literal.
+
+    vLLM reads ``VLLM_API_KEY`` as the default of ``--api-key`` (see render/deployment.py
+    for the source); which one wins differs by release, so both together are refused.
+    """
+    if spec.engine.api_key_secret is None:
+        return []
+    return [
+        SpecError(
+            f"{extra_args.FIELD}[{occ.index}]",
+            f"{occ.spelling} contradicts spec.engine.apiKeySecret: vLLM would get two keys, "
+            "one of them written into the pod spec",
+            "drop it; the key comes from spec.engine.apiKeySecret",
+        )
+        for occ in occurrences
+        if occ.flag.name == "--api-key"
+    ]
+
+
 def _sizing_errors(spec: VLLMDeploymentSpec, pipeline_parallel: int) -> list[SpecError]:
     gpus = spec.resources.gpus
     tp = spec.engine.tensor_parallel_size
@@ -247,6 +270,7 @@ def plan_launch(spec: VLLMDeploymentSpec) -> LaunchPlan:
         requested = engine.library_path_fix
         errors += scan_errors
         errors += _env_errors(spec, requested if requested != "auto" else "none")
+        errors += _api_key_errors(spec, occurrences)
         errors += _sizing_errors(spec, max(pp, 1))
         raise SpecErrors(errors)
     mode = tables.MODES[engine.performance_mode]
@@ -268,6 +292,7 @@ def plan_launch(spec: VLLMDeploymentSpec) -> LaunchPlan:
     errors += report.errors
     warnings += report.warnings
     errors += _env_errors(spec, fix)
+    errors += _api_key_errors(spec, report.occurrences)
     errors += _sizing_errors(spec, report.pipeline_parallel_size)
     if errors:
         raise SpecErrors(errors)

@@ -169,6 +169,12 @@ OWNED_ENV: dict[str, OwnedEnv] = {
             "put the token in a Secret and reference it with spec.model.hfTokenSecret",
         ),
         OwnedEnv(
+            "VLLM_API_KEY",
+            "an API key must not be written into the spec (and the benchmark Job would not "
+            "get it, so the gate could not measure)",
+            "put the key in a Secret and reference it with spec.engine.apiKeySecret",
+        ),
+        OwnedEnv(
             "HF_HOME",
             "the operator sets HF_HOME to the weights-cache volume",
             "use spec.model.weightsCache to choose the volume",

@@ -33,6 +33,8 @@ SHM_PATH = "/dev/shm"
 # eager long prompts under load with room to spare.
 TERMINATION_GRACE_SECONDS = 120
 REVISION_HISTORY_LIMIT = 2
+# vLLM's own variable for the /v1 API key; the benchmark Job uses the same name.
+API_KEY_ENV = "VLLM_API_KEY"
 
 
 def kube_literal(text: str) -> str:
@@ -68,6 +70,21 @@ def _env(vd: VLLMDeployment, plan: LaunchPlan) -> list[dict[str, Any]]:
             {
                 "name": "HF_TOKEN",
                 "valueFrom": {"secretKeyRef": {"name": secret.name, "key": secret.key}},
+            }
+        )
+    api_key = vd.spec.engine.api_key_secret
+    if api_key is not None:
+        # An env var, not `--api-key $(VLLM_API_KEY)` in args: vLLM reads VLLM_API_KEY itself
+        # as the default of --api-key, so the key never enters argv (visible in ps and
+        # /proc/*/cmdline). Verified in vllm-project/vllm: vllm/envs.py defines
+        # "VLLM_API_KEY": lambda: os.environ.get("VLLM_API_KEY", None) (commit 001f69f8,
+        # 0.9/0.10 era) and vllm/entrypoints/openai/api_server.py build_app() guards /v1 with
+        # `args.api_key or [envs.VLLM_API_KEY]` (main, commit 0001948b); older copies of
+        # api_server.py read `envs.VLLM_API_KEY or args.api_key`. docs/engine-policy.md.
+        env.append(
+            {
+                "name": API_KEY_ENV,
+                "valueFrom": {"secretKeyRef": {"name": api_key.name, "key": api_key.key}},
             }
         )
     env += [{"name": var.name, "value": kube_literal(var.value)} for var in vd.spec.engine.env]

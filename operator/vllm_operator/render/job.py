@@ -17,6 +17,7 @@ from typing import Any
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.summary import BenchSummary
 from vllm_operator.render import labels
+from vllm_operator.render.deployment import API_KEY_ENV
 from vllm_operator.render.names import candidate_service_name, job_name
 
 ATTEMPT_ANNOTATION = f"{labels.DOMAIN}/attempt"
@@ -76,6 +77,8 @@ def bench_args(vd: VLLMDeployment, baseline: BenchSummary | None) -> list[str]:
         "--deadline-seconds",
         str(max(gate.timeout_seconds - DEADLINE_MARGIN_SECONDS, 30)),
     ]
+    if vd.spec.engine.api_key_secret is not None:
+        args += ["--api-key-env", API_KEY_ENV]
     if gate.concurrency:
         args += ["--concurrency", ",".join(str(c) for c in gate.concurrency)]
     if baseline is not None:
@@ -105,8 +108,24 @@ def render_job(
     _, volumes, mounts = _suite_argument(vd)
     volumes = [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}, *volumes]
     mounts = [{"name": "tmp", "mountPath": "/tmp"}, *mounts]
-    env = [{"name": "HOME", "value": "/tmp"}, {"name": "PYTHONUNBUFFERED", "value": "1"}]
-    env += [{"name": k, "value": v} for k, v in sorted((extra_env or {}).items())]
+    env: list[dict[str, Any]] = [
+        {"name": "HOME", "value": "/tmp"},
+        {"name": "PYTHONUNBUFFERED", "value": "1"},
+    ]
+    api_key = vd.spec.engine.api_key_secret
+    env += [
+        {"name": k, "value": v}
+        for k, v in sorted((extra_env or {}).items())
+        if api_key is None or k != API_KEY_ENV
+    ]
+    if api_key is not None:
+        # The same Secret key vLLM gets; bench reads it with --api-key-env (never in argv).
+        env.append(
+            {
+                "name": API_KEY_ENV,
+                "valueFrom": {"secretKeyRef": {"name": api_key.name, "key": api_key.key}},
+            }
+        )
     container = {
         "name": "bench",
         "image": image,

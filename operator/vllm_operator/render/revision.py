@@ -40,6 +40,10 @@ def pod_inputs(spec: VLLMDeploymentSpec) -> dict[str, Any]:
     wire = spec.model_dump(mode="json", by_alias=True)
     inputs: dict[str, Any] = {section: wire[section] for section in POD_SECTIONS}
     inputs["engine"] = {**inputs["engine"], "version": _resolved_version(spec)}
+    if spec.engine.api_key_secret is None:
+        # Added after revisions were in use: absent, it must not change their hashes. Set,
+        # the reference (not the key) is part of the pods' env, so it makes a new revision.
+        del inputs["engine"]["apiKeySecret"]
     inputs["service"] = {"port": spec.service.port}
     inputs["renderEpoch"] = RENDER_EPOCH
     return inputs

@@ -6,14 +6,18 @@ the real ``vllm-operator bench``; the operator only sees the Kubernetes API.
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from vllm_operator.devcluster.kubelet import ADDRESS_ANNOTATION
 from vllm_operator.devcluster.kubelet_faults import Faults, Match
+from vllm_operator.render.labels import REVISION_LABEL
 from vllm_operator.rollout.ledger import ABORT_ANNOTATION, PROMOTE_ANNOTATION
 
 from .harness import API, Rollout, resource
@@ -76,6 +80,31 @@ def test_first_deploy_passes_and_serves_only_once_ready(rollout: Rollout) -> Non
     versions = len(rollout.cluster.history(API, "vllmdeployments", "qwen"))
     time.sleep(1.0)  # a window to observe the absence of writes
     assert len(rollout.cluster.history(API, "vllmdeployments", "qwen")) == versions
+
+
+def test_guarded_server_is_benchmarked_with_the_key_from_its_secret(rollout: Rollout) -> None:
+    key = "vllm-test-key-0123456789"
+    rollout.cluster.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "vllm-key", "namespace": "default"},
+            "data": {"api-key": base64.b64encode(key.encode()).decode()},
+        }
+    )
+    secret = {"name": "vllm-key", "key": "api-key"}
+    rev = _serving(rollout, resource(engine={"apiKeySecret": secret}, gate=_gate(**QUALITY)))
+    assert rollout.status()["lastGate"]["outcome"] == "Passed"  # the bench got the key
+    (pod,) = rollout.objects("v1", "pods")
+    container = pod["spec"]["containers"][0]
+    assert {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": secret}} in container["env"]
+    # The simulator honoured VLLM_API_KEY as vLLM does: /v1 is really guarded.
+    address = pod["metadata"]["annotations"][ADDRESS_ANNOTATION]
+    assert pod["metadata"]["labels"][REVISION_LABEL] == rev
+    url = f"http://{address}/v1/models"
+    assert httpx.get(url, timeout=5).status_code == 401
+    authorised = httpx.get(url, headers={"Authorization": f"Bearer {key}"}, timeout=5)
+    assert authorised.status_code == 200
 
 
 def test_first_deploy_failing_quality_is_rejected(rollout: Rollout) -> None:

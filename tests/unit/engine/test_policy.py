@@ -310,3 +310,29 @@ def test_removed_flag_family_is_refused_by_prefix(make_spec: MakeSpec) -> None:
     (error,) = info.value.errors
     assert error.field == "spec.engine.extraArgs[2]"
     assert error.fix == "use --structured-outputs-config"
+
+
+def test_api_key_flag_next_to_the_secret_is_a_contradiction(make_spec: MakeSpec) -> None:
+    secret = {"name": "vllm-key", "key": "key"}
+    assert plan_launch(make_spec(apiKeySecret=secret))  # the key is env, not an argument
+    cases = {0: ["--api-key", "s3cret"], 2: ["--max-num-seqs", "8", "--api-key=s3cret"]}
+    for index, extra in cases.items():
+        with pytest.raises(SpecErrors) as info:
+            plan_launch(make_spec(apiKeySecret=secret, extraArgs=extra))
+        (error,) = info.value.errors
+        assert error.field == f"spec.engine.extraArgs[{index}]"
+        assert "spec.engine.apiKeySecret" in error.message
+        assert "apiKeySecret" in error.fix
+    # Without the secret the flag still runs, with a warning that names the field.
+    plan = plan_launch(make_spec(extraArgs=["--api-key", "s3cret"]))
+    assert any("spec.engine.apiKeySecret" in w for w in plan.warnings)
+
+
+def test_vllm_api_key_env_is_refused_with_or_without_the_secret(make_spec: MakeSpec) -> None:
+    env = [{"name": "VLLM_API_KEY", "value": "s3cret"}]
+    for extra in ({}, {"apiKeySecret": {"name": "vllm-key"}}):
+        with pytest.raises(SpecErrors) as info:
+            plan_launch(make_spec(env=env, **extra))
+        (error,) = info.value.errors
+        assert error.field == "spec.engine.env[0].name"
+        assert error.fix == "put the key in a Secret and reference it with spec.engine.apiKeySecret"

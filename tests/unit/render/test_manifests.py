@@ -140,6 +140,27 @@ def test_deployment_pod_essentials(resource: dict[str, Any]) -> None:
     assert strategy["rollingUpdate"]["maxSurge"] == 0
 
 
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_api_key_secret_reaches_vllm_as_env_never_as_argv(
+    resource: dict[str, Any], version: str
+) -> None:
+    resource["spec"]["engine"]["apiKeySecret"] = {"name": "vllm-key", "key": "api-key"}
+    deployment = rendered(resource)[0]
+    kubernetes_validate.validate(deployment, version, strict=True)
+    container = container_of(deployment)
+    keyed = [e for e in container["env"] if e["name"] == "VLLM_API_KEY"]
+    assert keyed == [
+        {
+            "name": "VLLM_API_KEY",
+            "valueFrom": {"secretKeyRef": {"name": "vllm-key", "key": "api-key"}},
+        }
+    ]
+    assert not any("api-key" in arg or "VLLM_API_KEY" in arg for arg in container["args"])
+    del resource["spec"]["engine"]["apiKeySecret"]
+    plain = container_of(rendered(resource)[0])
+    assert all(e["name"] != "VLLM_API_KEY" for e in plain["env"])
+
+
 def test_names_labels_and_selectors_are_consistent(resource: dict[str, Any]) -> None:
     vd = parse_vllm_deployment(resource)
     revision = revision_hash(vd.spec)

@@ -99,6 +99,7 @@ def with_change(path: str, value: Any) -> dict[str, Any]:
         ("scheduling.tolerations", [{"operator": "Exists"}]),
         ("service.port", 9000),
         ("probes.warmupBudgetSeconds", 600),
+        ("engine.apiKeySecret", {"name": "vllm-key"}),
     ],
 )
 def test_pod_changes_make_a_new_revision(path: str, value: Any) -> None:
@@ -128,3 +129,11 @@ def test_defaults_written_out_or_omitted_are_the_same_revision() -> None:
     explicit["engine"]["version"] = "0.17.0"
     explicit["service"] = {"port": 8000}
     assert h(explicit) == h(BASE)
+
+
+def test_api_key_secret_reference_is_part_of_the_revision() -> None:
+    keyed = h(with_change("engine.apiKeySecret", {"name": "vllm-key", "key": "k"}))
+    assert keyed != h(with_change("engine.apiKeySecret", {"name": "other", "key": "k"}))
+    assert keyed != h(with_change("engine.apiKeySecret", {"name": "vllm-key", "key": "j"}))
+    # Leaving it out (or null) keeps the revisions made before the field existed.
+    assert h(with_change("engine.apiKeySecret", None)) == h(BASE)

@@ -12,7 +12,7 @@ from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.render.job import render_job
 
 
-def _vd(**gate: object) -> object:
+def _vd(engine: dict[str, object] | None = None, **gate: object) -> object:
     return parse_vllm_deployment(
         {
             "apiVersion": "vllm-operator.dev/v1alpha1",
@@ -20,7 +20,7 @@ def _vd(**gate: object) -> object:
             "metadata": {"name": "qwen", "namespace": "ml"},
             "spec": {
                 "model": {"name": "Qwen/Qwen3-8B", "servedModelName": "qwen3"},
-                "engine": {"image": "vllm/vllm-openai:v0.17.0"},
+                "engine": {"image": "vllm/vllm-openai:v0.17.0", **(engine or {})},
                 "service": {"port": 8000},
                 "gate": {"timeoutSeconds": 900, **gate},
             },
@@ -87,3 +87,26 @@ def test_thresholds_and_baseline_are_passed_as_json() -> None:
     assert json.loads(args[args.index("--thresholds-json") + 1])["maxRegressionPercent"] == 10
     assert json.loads(args[args.index("--baseline-json") + 1])["quality"]["passed"] == 13
     assert args[args.index("--concurrency") + 1] == "1,8"
+
+
+@pytest.mark.parametrize("version", ["1.30", kubernetes_validate.latest_version()])
+def test_job_gets_the_api_key_from_the_same_secret(version: str) -> None:
+    secret = {"name": "vllm-key", "key": "api-key"}
+    job = render_job(
+        _vd(engine={"apiKeySecret": secret}),
+        "0123456789",
+        1,
+        image="op:1",
+        extra_env={"VLLM_API_KEY": "literal-from-settings", "OTHER": "1"},
+    )
+    kubernetes_validate.validate(job, version, strict=True)
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    assert args[args.index("--api-key-env") + 1] == "VLLM_API_KEY"
+    keyed = [e for e in container["env"] if e["name"] == "VLLM_API_KEY"]
+    assert keyed == [{"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": secret}}]
+    assert {"name": "OTHER", "value": "1"} in container["env"]
+    unguarded = render_job(_vd(), "0123456789", 1, image="op:1")
+    (plain,) = unguarded["spec"]["template"]["spec"]["containers"]
+    assert "--api-key-env" not in plain["args"]
+    assert all(e["name"] != "VLLM_API_KEY" for e in plain["env"])
