@@ -160,6 +160,9 @@ def main(argv: list[str], prog: str) -> int:
     say("vllm-operator demo: starting the embedded cluster, kubelet and operator")
     # SIGTERM unwinds like Ctrl-C, so the kubelet kills every pod process on the way out.
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    # A process started in the background of a non-interactive shell inherits SIGINT as
+    # ignored; Ctrl-C (and `kill -INT`) must still stop the demo, so install it explicitly.
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with Session(
             time_scale=args.time_scale,
@@ -179,6 +182,7 @@ def main(argv: list[str], prog: str) -> int:
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
     return code
 
 
