@@ -63,9 +63,10 @@ CONCURRENCY_SCALE = 0.2
 # how long the kernel leaves it waiting behind them.
 NICE = -10
 NOTES = [
-    "0.17.0-throughput, 1 stream: the study publishes 118.6 tok/s for one medium request "
-    "but 97.2 tok/s aggregate for one stream; a deterministic server cannot produce both for "
-    "the same request, so the profile keeps the latency table (batch_factor(1) = 1).",
+    "concurrency requests: 1,024 prompt tokens, 105 output tokens (closed loop). The study "
+    "did not publish this shape; with medium requests its 118.6 tok/s for one request and "
+    "97.2 tok/s for one stream (0.17.0 throughput) contradict each other, with long prompts "
+    "its three tables agree (sim/data/profiles.yaml).",
     "short rows: 2 output tokens cannot match both the published latency and tok/s; the "
     "profiles aim at the geometric mean, so both land within about 7%.",
     "timing and load tests: simulator pinned to core 0 at nice -10, client on the other "
