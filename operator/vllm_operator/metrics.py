@@ -9,21 +9,14 @@ A resource's series are removed when it is deleted, so old revisions do not ling
 from __future__ import annotations
 
 import contextlib
+from typing import get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from vllm_operator.api.status import GateRecord, Phase
 
-PHASES: tuple[Phase, ...] = (
-    "Pending",
-    "Progressing",
-    "Benchmarking",
-    "Promoting",
-    "Serving",
-    "Holding",
-    "Degraded",
-    "Failed",
-)
+# The phases come from the API's Literal, so a new phase cannot be missing here.
+PHASES: tuple[Phase, ...] = get_args(Phase)
 
 
 class OperatorMetrics:
