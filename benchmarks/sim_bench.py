@@ -33,6 +33,8 @@ from typing import Any
 
 import aiohttp
 
+from vllm_operator.bench.prompts import CONCURRENCY_CLASS
+from vllm_operator.bench.prompts import SIZES as CLASSES
 from vllm_operator.sim import tokens
 from vllm_operator.sim.runner import SimProcess
 
@@ -53,9 +55,8 @@ PUBLISHED: dict[str, dict[str, Any]] = {
     },
 }
 SIZES = {
-    "short": (tokens.SHORT_PROMPT_TOKENS, tokens.SHORT_OUTPUT_TOKENS, 1.0),
-    "medium": (tokens.MEDIUM_PROMPT_TOKENS, tokens.MEDIUM_OUTPUT_TOKENS, 0.2),
-    "long": (tokens.LONG_PROMPT_TOKENS, tokens.LONG_OUTPUT_TOKENS, 0.05),
+    name: (CLASSES[name].prompt_tokens, CLASSES[name].output_tokens, scale)
+    for name, scale in (("short", 1.0), ("medium", 0.2), ("long", 0.05))
 }
 CONCURRENCY_SCALE = 0.2
 # The simulator of the timing and load tests runs at nice -10 (when root): this machine's
@@ -181,8 +182,8 @@ async def closed_loop(url: str, streams: int, warm: float, window: float) -> flo
     async def one(s: aiohttp.ClientSession, i: int) -> None:
         k = 0
         while time.perf_counter() < stop_at:
-            prompt = tokens.prompt_of(tokens.CONCURRENCY_PROMPT_TOKENS, 1000 * i + k)
-            r = await stream_completion(s, url, prompt, tokens.CONCURRENCY_OUTPUT_TOKENS)
+            prompt = tokens.prompt_of(CONCURRENCY_CLASS.prompt_tokens, 1000 * i + k)
+            r = await stream_completion(s, url, prompt, CONCURRENCY_CLASS.output_tokens)
             arrivals.extend(r.arrivals)
             k += 1
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 
-from vllm_operator.sim import tokens
+from vllm_operator.bench.prompts import CONCURRENCY_CLASS, DEFAULT_CLASSES
 
 # Published figures: (short ms, short tok/s, medium ms, medium tok/s, long ms, long tok/s),
 # aggregate tok/s at 1, 2, 4, 8 streams.
@@ -77,12 +77,8 @@ def row_of(p: int, n: int) -> list[float]:
 
 
 def main() -> None:
-    sizes = (
-        (tokens.SHORT_PROMPT_TOKENS, tokens.SHORT_OUTPUT_TOKENS),
-        (tokens.MEDIUM_PROMPT_TOKENS, tokens.MEDIUM_OUTPUT_TOKENS),
-        (tokens.LONG_PROMPT_TOKENS, tokens.LONG_OUTPUT_TOKENS),
-    )
-    cp, cn = tokens.CONCURRENCY_PROMPT_TOKENS, tokens.CONCURRENCY_OUTPUT_TOKENS
+    sizes = tuple((c.prompt_tokens, c.output_tokens) for c in DEFAULT_CLASSES)
+    cp, cn = CONCURRENCY_CLASS.prompt_tokens, CONCURRENCY_CLASS.output_tokens
     for name, (lat, agg) in PUBLISHED.items():
         rows = [row_of(p, n) for p, n in sizes] + [row_of(cp, cn)]
         rhs = [target(lat[2 * i], lat[2 * i + 1], n) for i, (p, n) in enumerate(sizes)]

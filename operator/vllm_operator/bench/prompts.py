@@ -46,6 +46,8 @@ DEFAULT_CLASSES: tuple[PromptClass, ...] = (
     PromptClass("medium", 256, 105),
     PromptClass("long", 1024, 700),
 )
+SIZES: dict[str, PromptClass] = {c.name: c for c in DEFAULT_CLASSES}
+"""The default classes by name; the simulator's profiles are fitted to exactly these sizes."""
 CONCURRENCY_CLASS = PromptClass("concurrency", 1024, 105)
 """Closed-loop concurrency requests: long (1,024-token) prompts, 105 output tokens.
 

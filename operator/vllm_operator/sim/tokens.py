@@ -16,8 +16,8 @@ deliberately trivial so any client can reproduce it without this package:
 * ``usage.prompt_tokens`` uses the rule above; ``usage.completion_tokens`` is the number of
   tokens streamed (one per content delta).
 
-The constants below are the sizes the project's benchmark sends (short/medium/long, as in
-the published study and the H200 calibration); the built-in profiles are fitted to them.
+The sizes the benchmark sends (short/medium/long and the concurrency shape) live with the
+benchmark (``vllm_operator.bench.prompts``); the built-in profiles are fitted to them.
 ``prompt_of(n)`` builds a prompt of exactly ``n`` tokens under this rule.
 """
 
@@ -28,19 +28,6 @@ import random
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
-
-# Prompt and output sizes of the benchmark's latency table (tokens under this module's rule).
-SHORT_PROMPT_TOKENS = 24
-SHORT_OUTPUT_TOKENS = 2  # the study's short answers stopped at about 2 tokens; use ignore_eos
-MEDIUM_PROMPT_TOKENS = 256
-MEDIUM_OUTPUT_TOKENS = 105
-LONG_PROMPT_TOKENS = 1024
-LONG_OUTPUT_TOKENS = 700
-# Concurrency table: closed loop, long prompt, medium output per request. The study did not
-# publish this shape; it is the one that makes its latency and concurrency tables agree
-# (see benchmarks/sim_fit_profiles.py and docs/bench.md).
-CONCURRENCY_PROMPT_TOKENS = LONG_PROMPT_TOKENS
-CONCURRENCY_OUTPUT_TOKENS = MEDIUM_OUTPUT_TOKENS
 
 _PIECE = re.compile(r"\s*\S+")
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from vllm_operator.bench.prompts import SIZES
 from vllm_operator.engine.version import v
-from vllm_operator.sim import profiles, tokens
+from vllm_operator.sim import profiles
 from vllm_operator.sim.config import SimConfig
 
 TABLE = profiles.load_profiles()
@@ -52,7 +53,7 @@ def test_compiled_warms_up_longer_than_eager() -> None:
 
 def test_ttft_grows_with_prompt_and_itl_with_running_requests() -> None:
     p = TABLE["0.17.0-throughput"]
-    assert p.ttft_ms(tokens.LONG_PROMPT_TOKENS) > p.ttft_ms(tokens.SHORT_PROMPT_TOKENS)
+    assert p.ttft_ms(SIZES["long"].prompt_tokens) > p.ttft_ms(SIZES["short"].prompt_tokens)
     assert p.itl_ms_at(8, 300) > p.itl_ms_at(2, 300) > p.itl_ms_at(1, 300)
     assert p.batch_factor(16) > p.batch_factor(8)  # extrapolated past the last point
 
@@ -62,7 +63,7 @@ def test_single_stream_latency_matches_the_published_medium_row() -> None:
     published = {"0.16.0-eager": 4602, "0.17.0-eager": 5151, "0.17.0-throughput": 886}
     for name, ms in published.items():
         p = TABLE[name]
-        n, prompt = tokens.MEDIUM_OUTPUT_TOKENS, tokens.MEDIUM_PROMPT_TOKENS
+        n, prompt = SIZES["medium"].output_tokens, SIZES["medium"].prompt_tokens
         latency = p.ttft_ms(prompt) + sum(p.itl_ms_at(1, prompt + k) for k in range(1, n))
         assert abs(latency / ms - 1) < 0.10, (name, latency)
 

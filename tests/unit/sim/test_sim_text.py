@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from vllm_operator.bench.prompts import SIZES
 from vllm_operator.sim import answers, generation, tokens
 from vllm_operator.sim.answers import AnswerBook
 
@@ -24,7 +25,7 @@ def test_pieces_concatenate_back_to_the_stripped_text() -> None:
 
 
 def test_prompt_of_has_exactly_n_tokens_and_differs_by_seed() -> None:
-    for n in (1, tokens.SHORT_PROMPT_TOKENS, tokens.MEDIUM_PROMPT_TOKENS):
+    for n in (1, SIZES["short"].prompt_tokens, SIZES["medium"].prompt_tokens):
         assert tokens.count(tokens.prompt_of(n)) == n
     assert tokens.prompt_of(50, 1) != tokens.prompt_of(50, 2)
     with pytest.raises(ValueError, match="at least one token"):
