@@ -28,26 +28,19 @@ from vllm_operator.api.summary import BenchSummary
 from vllm_operator.bench import BenchConfig, BenchReport, run_benchmark
 from vllm_operator.bench.suite import load_suite
 from vllm_operator.gate import verdict
+from vllm_operator.sim.study import CLASSES, STREAMS, published
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "bench_profiles.json"
 MODEL = "Qwen/Qwen3-30B-A3B-Instruct-2507-GPTQ-Int4"
+# label -> (simulator flags, (short ms, tok/s, medium ms, tok/s, long ms, tok/s), aggregates)
 PUBLISHED: dict[str, tuple[tuple[str, ...], tuple[float, ...], tuple[float, ...]]] = {
-    "v0.16.0 (enforce-eager)": (
-        ("--sim-version", "0.16.0", "--enforce-eager"),
-        (471, 4.6, 4602, 22.2, 29130, 24.0),
-        (22.4, 44.7, 86.9, 167.3),
-    ),
-    "v0.17.0 default (enforce-eager)": (
-        ("--sim-version", "0.17.0", "--enforce-eager"),
-        (454, 4.8, 5151, 20.7, 30605, 22.9),
-        (21.0, 35.4, 69.2, 137.9),
-    ),
-    "v0.17.0 --performance-mode throughput": (
-        ("--sim-version", "0.17.0", "--performance-mode", "throughput"),
-        (280, 8.0, 886, 118.6, 4817, 145.4),
-        (97.2, 193.3, 374.9, 714.3),
-    ),
+    c.label: (
+        c.sim_args,
+        tuple(x for k in CLASSES for x in (c.latency_ms[k], c.tokens_per_second[k])),
+        tuple(c.aggregate[s] for s in STREAMS),
+    )
+    for c in published().values()
 }
 
 

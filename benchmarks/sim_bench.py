@@ -37,22 +37,16 @@ from vllm_operator.bench.prompts import CONCURRENCY_CLASS
 from vllm_operator.bench.prompts import SIZES as CLASSES
 from vllm_operator.sim import tokens
 from vllm_operator.sim.runner import SimProcess
+from vllm_operator.sim.study import published
 
 RESULTS = Path(__file__).parent / "results" / "sim_bench.json"
 
 PUBLISHED: dict[str, dict[str, Any]] = {
-    "0.16.0-eager": {
-        "latency": {"short": (471, 4.6), "medium": (4602, 22.2), "long": (29130, 24.0)},
-        "concurrency": {1: 22.4, 2: 44.7, 4: 86.9, 8: 167.3},
-    },
-    "0.17.0-eager": {
-        "latency": {"short": (454, 4.8), "medium": (5151, 20.7), "long": (30605, 22.9)},
-        "concurrency": {1: 21.0, 2: 35.4, 4: 69.2, 8: 137.9},
-    },
-    "0.17.0-throughput": {
-        "latency": {"short": (280, 8.0), "medium": (886, 118.6), "long": (4817, 145.4)},
-        "concurrency": {1: 97.2, 2: 193.3, 4: 374.9, 8: 714.3},
-    },
+    name: {
+        "latency": {k: (c.latency_ms[k], c.tokens_per_second[k]) for k in c.latency_ms},
+        "concurrency": dict(c.aggregate),
+    }
+    for name, c in published().items()
 }
 SIZES = {
     name: (CLASSES[name].prompt_tokens, CLASSES[name].output_tokens, scale)

@@ -32,13 +32,16 @@ from __future__ import annotations
 import math
 
 from vllm_operator.bench.prompts import CONCURRENCY_CLASS, DEFAULT_CLASSES
+from vllm_operator.sim.study import CLASSES, STREAMS, published
 
 # Published figures: (short ms, short tok/s, medium ms, medium tok/s, long ms, long tok/s),
 # aggregate tok/s at 1, 2, 4, 8 streams.
 PUBLISHED = {
-    "0.16.0-eager": ((471, 4.6, 4602, 22.2, 29130, 24.0), (22.4, 44.7, 86.9, 167.3)),
-    "0.17.0-eager": ((454, 4.8, 5151, 20.7, 30605, 22.9), (21.0, 35.4, 69.2, 137.9)),
-    "0.17.0-throughput": ((280, 8.0, 886, 118.6, 4817, 145.4), (97.2, 193.3, 374.9, 714.3)),
+    name: (
+        tuple(x for k in CLASSES for x in (c.latency_ms[k], c.tokens_per_second[k])),
+        tuple(c.aggregate[s] for s in STREAMS),
+    )
+    for name, c in published().items()
 }
 
 

@@ -31,24 +31,16 @@ from vllm_operator.bench import BenchConfig, BenchReport, run_benchmark
 from vllm_operator.bench.prompts import DEFAULT_CLASSES
 from vllm_operator.bench.suite import load_suite
 from vllm_operator.gate import verdict
+from vllm_operator.sim.study import CLASSES, STREAMS, published
 
+# name -> (flags, (short, medium, long) latency ms, (1, 2, 4, 8) streams aggregate tok/s)
 PUBLISHED = {
-    # (flags, (short, medium, long) latency ms, (1, 2, 4, 8) streams aggregate tok/s)
-    "0.16.0-eager": (
-        ("--sim-version", "0.16.0", "--enforce-eager"),
-        (471, 4602, 29130),
-        (22.4, 44.7, 86.9, 167.3),
-    ),
-    "0.17.0-eager": (
-        ("--sim-version", "0.17.0", "--enforce-eager"),
-        (454, 5151, 30605),
-        (21.0, 35.4, 69.2, 137.9),
-    ),
-    "0.17.0-throughput": (
-        ("--sim-version", "0.17.0", "--performance-mode", "throughput"),
-        (280, 886, 4817),
-        (97.2, 193.3, 374.9, 714.3),
-    ),
+    name: (
+        c.sim_args,
+        tuple(c.latency_ms[k] for k in CLASSES),
+        tuple(c.aggregate[s] for s in STREAMS),
+    )
+    for name, c in published().items()
 }
 SCALE_SHORT = 0.5
 SCALE = {"0.16.0-eager": 0.05, "0.17.0-eager": 0.05, "0.17.0-throughput": 0.3}
