@@ -1,0 +1,1 @@
+"""Generated `vllm serve` option tables, one per vLLM release (see hack/vllm-flags)."""
