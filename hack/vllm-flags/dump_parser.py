@@ -17,6 +17,8 @@ The output is plain JSON on stdout; ``extract.py`` adds the release and wheel ha
 writes it sorted. Nothing here depends on a GPU: the CPU platform is forced before import.
 """
 
+# vLLM is imported inside functions on purpose: only after the CPU platform is forced.
+# ruff: noqa: PLC0415
 from __future__ import annotations
 
 import argparse
@@ -50,8 +52,7 @@ class _Rewritten(Exception):
 
 
 def _force_cpu_platform() -> None:
-    import vllm.platforms as platforms
-
+    from vllm import platforms
     from vllm.platforms.cpu import CpuPlatform
 
     # The CPU kernels are not needed to build a parser, and 0.17's CPU platform probes a
@@ -195,7 +196,7 @@ def _rewrite(top: argparse.ArgumentParser, argv: list[str]) -> list[str] | str:
         fap.parse_args(top, ["serve", "m", *argv])
     except _Rewritten as done:
         return done.args_seen[2:]
-    except Exception as exc:  # noqa: BLE001 - recorded, not hidden
+    except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     finally:
         base.parse_args = original
@@ -240,7 +241,7 @@ def _verdict(
         lines = [ln for ln in err.getvalue().splitlines() if ": error: " in ln]
         message = lines[0] if lines else err.getvalue().strip()[-300:]
         return {"verdict": "error", "exit": exc.code, "message": _ADDRESS.sub("", message)}
-    except Exception as exc:  # noqa: BLE001 - vLLM raised instead of argparse erroring
+    except Exception as exc:
         serve._get_values = original  # type: ignore[method-assign]
         message = _ADDRESS.sub("", f"{type(exc).__name__}: {exc}")
         return {"verdict": "exception", "message": message.splitlines()[0][:300]}
@@ -300,7 +301,9 @@ def probe_configs(
             values: dict[str, list[int]] = {}
             effective: dict[str, bool] = {}
             for key in ("level", "mode"):
-                seen = [(n, _verdict(top, serve, [spelling, json.dumps({key: n})])) for n in range(5)]
+                seen = [
+                    (n, _verdict(top, serve, [spelling, json.dumps({key: n})])) for n in range(5)
+                ]
                 ok = [(n, v) for n, v in seen if v["verdict"] == "accepted"]
                 values[key] = [n for n, _ in ok]
                 effective[key] = bool(ok) and all(v["compilation_level"] == n for n, v in ok)
@@ -309,8 +312,10 @@ def probe_configs(
 
 
 def main() -> None:
-    forms: list[list[str]] = json.load(open(sys.argv[1]))
-    probes: list[list[str]] = json.load(open(sys.argv[2]))
+    with open(sys.argv[1]) as fh:
+        forms: list[list[str]] = json.load(fh)
+    with open(sys.argv[2]) as fh:
+        probes: list[list[str]] = json.load(fh)
     top = build_top_parser()
     serve = _serve_parser(top)
     options = dump_options(serve)
@@ -328,9 +333,7 @@ def main() -> None:
             "registration_order": list(serve._option_string_actions),
         },
         "positionals": [
-            {"dest": a.dest, "nargs": a.nargs}
-            for a in serve._actions
-            if not a.option_strings
+            {"dest": a.dest, "nargs": a.nargs} for a in serve._actions if not a.option_strings
         ],
         "options": options,
         "rewrites": [{"argv": p, "to": _rewrite(top, p)} for p in probes],

@@ -19,7 +19,6 @@ import argparse
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,8 +46,17 @@ def _sha256(path: Path) -> str:
 
 def _download(version: str, into: Path) -> Path:
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"vllm=={version}",
-         "-d", str(into)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            f"vllm=={version}",
+            "-d",
+            str(into),
+        ],
         check=True,
     )
     wheels = sorted(into.glob(f"vllm-{version}-*.whl"))
@@ -81,7 +89,11 @@ def dump_release(version: str, python: str, work: Path) -> dict[str, Any]:
         env = dict(os.environ, PYTHONPATH=str(src), VLLM_TARGET_DEVICE="cpu")
         proc = subprocess.run(
             [python, str(HERE / "dump_parser.py"), "forms.json", "probes.json"],
-            cwd=tmpdir, env=env, capture_output=True, text=True, check=False,
+            cwd=tmpdir,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if proc.returncode != 0:
             sys.stderr.write(proc.stderr[-4000:])
@@ -110,20 +122,25 @@ def render(doc: dict[str, Any]) -> str:
                 lines.append("    " + json.dumps(item, sort_keys=True, ensure_ascii=False) + sep)
             lines.append(f"  ]{comma}")
         else:
-            lines.append(
-                f"  {json.dumps(key)}: {json.dumps(value, sort_keys=True, ensure_ascii=False)}{comma}"
-            )
+            text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+            lines.append(f"  {json.dumps(key)}: {text}{comma}")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("versions", nargs="+", help="vLLM releases, e.g. 0.17.0")
     ap.add_argument("--python", required=True, help="python of the env made by setup-env.sh")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where vllm-X.Y.Z.json go")
-    ap.add_argument("--work", type=Path, default=Path("/tmp/vllm-flags-work"),
-                    help="scratch directory for downloads (emptied after each release)")
+    ap.add_argument(
+        "--work",
+        type=Path,
+        default=Path("/tmp/vllm-flags-work"),
+        help="scratch directory for downloads (emptied after each release)",
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     for version in args.versions:

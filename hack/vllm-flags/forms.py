@@ -129,7 +129,7 @@ FORMS: list[list[str]] = [
     ["-cc", '{"mode": 3, "cudagraph_mode": "NONE"}'],
     ["--compilation-config", '{"mode": 0}'],
     ["--compilation-config", '{"level": 0}'],
-    ["--compilation-config={\"mode\": 0}"],
+    ['--compilation-config={"mode": 0}'],
     ["--compilation_config", '{"mode": 0}'],
     ["--compilation-config", "0"],
     ["--compilation-config", "3"],

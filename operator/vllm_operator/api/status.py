@@ -25,7 +25,7 @@ Phase = Literal[
     "Failed",
 ]
 ConditionStatus = Literal["True", "False", "Unknown"]
-ConditionType = Literal["Ready", "Reconciling", "Stalled", "GatePassed"]
+ConditionType = Literal["Ready", "Reconciling", "Stalled", "GatePassed", "FlagsChecked"]
 
 HISTORY_LIMIT = 10
 
@@ -33,7 +33,10 @@ HISTORY_LIMIT = 10
 class Condition(APIModel):
     """A kstatus-compatible condition."""
 
-    type: ConditionType = Field(description="Ready, Reconciling, Stalled or GatePassed.")
+    type: ConditionType = Field(
+        description="Ready, Reconciling, Stalled, GatePassed or FlagsChecked (present only when "
+        "the vLLM version is newer than every recorded flag table)."
+    )
     status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str = Field(default="", max_length=1024, description="CamelCase machine reason.")
     message: str = Field(default="", max_length=32768, description="Human-readable detail.")

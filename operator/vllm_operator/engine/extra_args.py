@@ -1,33 +1,32 @@
-"""Checking ``spec.engine.extraArgs`` against the vLLM version before any GPU is spent.
+"""Checking ``spec.engine.extraArgs`` against the vLLM release before any GPU is spent.
 
-An unknown or removed flag makes vLLM's argparse exit, and the pod crash-loops only after
-minutes of image pull and scheduling. So every catalogued flag in the extra args is checked
-here: it must exist in the version, must not duplicate a spec field (one place per
-setting, so status, printer columns and the revision hash see it), and must carry a valid
-value. Flags the catalogue does not know pass through: vLLM is the judge of its own CLI.
+vLLM's argparse exits 2 on anything it does not accept, and the pod crash-loops only after
+minutes of image pull and scheduling. So the whole command line the operator would run
+(its own arguments, then the extra args) is read here the way that release's parser reads
+it (``argv.parse`` over the table recorded from vLLM), and:
+
+- anything the parser refuses is refused, with argparse's reason, the release where a
+  flag went or came, the hand-written replacement (``catalog.NOTES``) and the closest
+  valid spellings;
+- settings the spec owns are refused in every spelling vLLM accepts (``--tensor_parallel_size=2``
+  is ``tensor_parallel_size`` like ``-tp 2``): one place per setting;
+- eager mode is derived from every form that means it (``--enforce-eager``, ``-O0``,
+  ``--optimization-level 0``, compilation mode/level 0 as JSON or dotted keys), from the
+  values vLLM would end up with, not from spellings.
 """
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
-from vllm_operator.engine import catalog
-from vllm_operator.engine.catalog import Flag
-from vllm_operator.engine.tables import EAGER_COST, REMOVED_FLAG_FAMILIES
+from vllm_operator.engine import argv, catalog, flagdata
+from vllm_operator.engine.flagdata import FlagTable
+from vllm_operator.engine.tables import EAGER_COST
 from vllm_operator.engine.version import Version
 from vllm_operator.errors import SpecError
 
 FIELD = "spec.engine.extraArgs"
-
-
-@dataclass(frozen=True)
-class Occurrence:
-    """One catalogued flag found in the extra args."""
-
-    index: int
-    spelling: str
-    flag: Flag
-    value: str | None
 
 
 @dataclass(frozen=True)
@@ -36,179 +35,247 @@ class ExtraArgsReport:
 
     errors: tuple[SpecError, ...]
     warnings: tuple[str, ...]
-    occurrences: tuple[Occurrence, ...]
+    parsed: argv.Parsed
     runs_eager: bool
     pipeline_parallel_size: int
+    table: FlagTable
+    extra_start: int  # index of extraArgs[0] in the full argv
+
+    def extra_taken(self) -> tuple[argv.Taken, ...]:
+        """Options that came from the extra args (not from the operator's own)."""
+        return tuple(
+            t for t in self.parsed.taken if t.index is not None and t.index >= self.extra_start
+        )
 
 
-def scan(extra_args: list[str]) -> tuple[list[Occurrence], list[SpecError]]:
-    """Find the catalogued flags and their values; report value-less value flags."""
-    found: list[Occurrence] = []
+def _field(index: int | None, start: int) -> str:
+    if index is None or index < start:
+        return FIELD
+    return f"{FIELD}[{index - start}]"
+
+
+def suggestions(table: FlagTable, written: str) -> list[str]:
+    """The closest valid spellings of ``written`` (difflib), best first."""
+    name = written.split("=", 1)[0]
+    if name.startswith("--"):
+        name = "--" + name[2:].split(".", 1)[0].replace("_", "-")
+    longs = [s for s in table.by_spelling if s.startswith("--")]
+    return difflib.get_close_matches(name, longs, n=3, cutoff=0.6)
+
+
+def _unknown_errors(
+    table: FlagTable, failure: argv.ParseFailure, extra: list[str], start: int
+) -> list[SpecError]:
+    version = table.version
     errors: list[SpecError] = []
-    i = 0
-    while i < len(extra_args):
-        token = extra_args[i]
-        flag = catalog.lookup(token) if token.startswith("-") and token != "--" else None
-        if flag is None:
-            i += 1
+    prefix = f'vLLM {version} would exit at start ("{failure.prog}: error: {failure.message}")'
+    for i, token in enumerate(extra):
+        if not token.startswith("-") or token == "--":
             continue
-        start = i
-        spelling, _, glued = token.partition("=")
-        value: str | None = None
-        if "=" in token:
-            value = glued
-        elif flag.name == "--optimization-level" and spelling.startswith("-O") and spelling != "-O":
-            value = spelling[2:]  # -O3
-            spelling = "-O"
-        elif flag.takes_value:
-            if i + 1 < len(extra_args):
-                value = extra_args[i + 1]
-                i += 1
-            else:
-                errors.append(
-                    SpecError(
-                        f"{FIELD}[{i}]",
-                        f"{spelling} needs a value",
-                        f"add the value as the next list item, or write {spelling}=VALUE",
-                    )
-                )
-        found.append(Occurrence(start, spelling, flag, value))
-        i += 1
-    return found, errors
-
-
-def _exists_error(occ: Occurrence, version: Version) -> SpecError | None:
-    flag = occ.flag
-    if flag.exists_in(version):
-        return None
-    field = f"{FIELD}[{occ.index}]"
-    if flag.removed_in is not None and version >= flag.removed_in:
-        return SpecError(
-            field,
-            f"{occ.spelling} does not exist in vLLM {version} (removed in {flag.removed_in}); "
-            "vLLM would exit at start and the pod would crash-loop",
-            flag.replacement or "drop it",
+        parsed_kind = _known(table, token)
+        if parsed_kind:
+            continue
+        name = token.split("=", 1)[0]
+        if name.startswith("--"):
+            long = "--" + name[2:].split(".", 1)[0].replace("_", "-")
+        else:
+            long = name.split(".", 1)[0]
+        why = catalog.why_missing(long, version) if long.startswith("--") else ""
+        note = catalog.note_for(long)
+        fixes = []
+        if note is not None:
+            fixes.append(note.replacement)
+        close = suggestions(table, token)
+        if close:
+            fixes.append("did you mean " + " or ".join(close) + "?")
+        if not fixes:
+            fixes.append("drop it; `vllm serve --help` of this release lists its options")
+        what = f"{long} is not an option of vLLM {version}" + (f" ({why})" if why else "")
+        errors.append(
+            SpecError(
+                f"{FIELD}[{i}]", f"{what}: {prefix}; the pod would crash-loop", "; ".join(fixes)
+            )
         )
-    since = flag.since
-    if flag.name == "--performance-mode":
-        fix = (
-            "drop it: vLLM before 0.17.0 has no performance modes (use "
-            "spec.engine.performanceMode, which emits the flag only where it exists), or "
-            "upgrade to vLLM >= 0.17.0"
+    if not errors:
+        errors.append(
+            SpecError(
+                FIELD,
+                f"{prefix}; the pod would crash-loop",
+                "remove the stray value (every value belongs right after its flag)",
+            )
         )
-    else:
-        fix = f"drop it, or use vLLM >= {since}"
-    return SpecError(
-        field,
-        f"{occ.spelling} does not exist before vLLM {since} (this is {version}); vLLM would "
-        "exit at start and the pod would crash-loop",
-        fix,
-    )
-
-
-def _is_optimization_zero(occ: Occurrence) -> bool:
-    return occ.flag.name == "--optimization-level" and occ.value == "0"
-
-
-def _family_errors(extra_args: list[str], version: Version) -> list[SpecError]:
-    errors: list[SpecError] = []
-    for i, token in enumerate(extra_args):
-        if catalog.lookup(token) is not None:
-            continue  # catalogued members are judged by their own row
-        for family in REMOVED_FLAG_FAMILIES:
-            if token.startswith(family.prefix) and version >= family.removed_in:
-                errors.append(
-                    SpecError(
-                        f"{FIELD}[{i}]",
-                        f"{token.split('=', 1)[0]} does not exist in vLLM {version} "
-                        f"({family.prefix}* removed in {family.removed_in})",
-                        f"use {family.replacement}",
-                    )
-                )
     return errors
 
 
-def check(extra_args: list[str], version: Version, performance_mode: str) -> ExtraArgsReport:
-    """Check the extra args for ``version``; errors name ``spec.engine.extraArgs[i]``."""
-    occurrences, errors = scan(extra_args)
-    errors += _family_errors(extra_args, version)
-    warnings: list[str] = []
-    runs_eager = False
-    pp = 1
-    for occ in occurrences:
-        field = f"{FIELD}[{occ.index}]"
-        missing = _exists_error(occ, version)
-        if missing is not None:
-            errors.append(missing)
+def _known(table: FlagTable, token: str) -> bool:
+    """Whether ``token`` alone is an option string vLLM's parser would match."""
+    try:
+        items, _ = argv.rewrite(table, [token])
+    except (ValueError, IndexError):
+        return False
+    for item in items:
+        if not item.startswith("-"):
             continue
-        name = occ.flag.name
-        if name == "--enforce-eager":
-            if performance_mode == "eager":
-                errors.append(
-                    SpecError(
-                        field,
-                        "--enforce-eager is already added by performanceMode eager",
-                        "remove it from extraArgs",
-                    )
-                )
-            else:
-                runs_eager = True
-                warnings.append(
-                    f"extraArgs --enforce-eager overrides performanceMode {performance_mode}: "
-                    f"the pods run eager. {EAGER_COST}. Remove it unless you need eager (e.g. "
-                    "to debug a compile failure); performanceMode eager says so explicitly"
-                )
-            continue
-        if occ.flag.conflicts == "(operator-managed)":
+        try:
+            kind = argv._classify(table, item, None)
+        except argv.ParseFailure:
+            return True  # ambiguous: a known-prefix problem, reported by argparse's text
+        if kind is not None and kind[0] is None:
+            return False
+    return True
+
+
+def _failure_errors(
+    table: FlagTable, failure: argv.ParseFailure, extra: list[str], start: int
+) -> list[SpecError]:
+    if failure.message.startswith("unrecognized arguments:"):
+        return _unknown_errors(table, failure, extra, start)
+    fix = "fix the value or drop the flag"
+    if "ignored explicit argument" in failure.message:
+        fix = "on/off flags take no value: write the flag alone (or its --no- form)"
+    elif "ambiguous option" in failure.message:
+        fix = "write the option's full name"
+    elif "expected" in failure.message:
+        fix = "give the flag its value as the next list item, or write --flag=VALUE"
+    return [
+        SpecError(
+            _field(failure.index, start),
+            f'vLLM {table.version} would exit at start ("{failure.prog}: error: '
+            f'{failure.message}"); the pod would crash-loop',
+            fix,
+        )
+    ]
+
+
+def compile_mode(parsed: argv.Parsed, table: FlagTable) -> int | None:
+    """The compilation mode/level the parsed compilation config sets, if any."""
+    taken = parsed.last("compilation_config")
+    if taken is None or not isinstance(taken.value, dict):
+        return None
+    effective = taken.option.config_effective or frozenset({"mode", "level"})
+    for key in ("mode", "level"):
+        value = taken.value.get(key)
+        if key in effective and isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def eager_reasons(parsed: argv.Parsed, table: FlagTable) -> list[str]:
+    """Every setting in the parsed command line that makes vLLM run eager."""
+    reasons = []
+    if parsed.value("enforce_eager") is True:
+        reasons.append("--enforce-eager")
+    level = parsed.value("optimization_level")
+    if level is not None and str(level) == "0":
+        reasons.append("optimization level 0 (-O0 / --optimization-level 0)")
+    if compile_mode(parsed, table) == 0:
+        reasons.append("compilation mode 0 (-cc/--compilation-config)")
+    return reasons
+
+
+def _owned_errors(
+    report_taken: tuple[argv.Taken, ...], start: int, performance_mode: str
+) -> list[SpecError]:
+    errors: list[SpecError] = []
+    for t in report_taken:
+        field = _field(t.index, start)
+        dest = t.option.dest
+        if dest == "enforce_eager" and performance_mode == "eager":
             errors.append(
                 SpecError(
                     field,
-                    f"{occ.spelling} is managed by the operator (probes and Services need vLLM "
-                    "on all interfaces)",
+                    f"{t.written} contradicts or repeats performanceMode eager, which already "
+                    "adds --enforce-eager",
+                    "remove it from extraArgs",
+                )
+            )
+            continue
+        owner = catalog.OWNED.get(dest)
+        if owner == "(operator-managed)":
+            errors.append(
+                SpecError(
+                    field,
+                    f"{t.written} ({t.option.long_name}) is managed by the operator (probes and "
+                    "Services need vLLM on all interfaces)",
                     "remove it",
                 )
             )
-            continue
-        if occ.flag.conflicts:
+        elif owner is not None:
             errors.append(
                 SpecError(
                     field,
-                    f"{occ.spelling} is controlled by {occ.flag.conflicts}; setting it in "
-                    "extraArgs as well contradicts the spec",
-                    f"set it only in {occ.flag.conflicts}",
+                    f"{t.written} sets {t.option.long_name}, which is controlled by {owner}; "
+                    "setting it in extraArgs as well contradicts the spec",
+                    f"set it only in {owner}",
                 )
             )
-            continue
-        if occ.flag.choices and occ.value is not None and occ.value not in occ.flag.choices:
-            errors.append(
-                SpecError(
-                    field,
-                    f"{occ.spelling} {occ.value!r} is not one of {', '.join(occ.flag.choices)}",
-                    f"use one of: {', '.join(occ.flag.choices)}",
-                )
+    return errors
+
+
+def _field_order(error: SpecError) -> int:
+    """extraArgs errors in argument order (a bare ``extraArgs`` first)."""
+    head, _, rest = error.field.partition("[")
+    return int(rest.rstrip("]")) if head == FIELD and rest.rstrip("]").isdigit() else -1
+
+
+def check(
+    operator_args: list[str], extra: list[str], table: FlagTable, performance_mode: str
+) -> ExtraArgsReport:
+    """Read ``operator_args + extra`` like vLLM ``table.version``; errors name extraArgs[i]."""
+    start = len(operator_args)
+    parsed = argv.parse(table, [*operator_args, *extra])
+    errors: list[SpecError] = []
+    warnings: list[str] = []
+    if parsed.exception is not None:
+        errors.append(
+            SpecError(
+                FIELD,
+                f"vLLM {table.version} would stop at start: {parsed.exception}",
+                "pass the model only as spec.model.name",
             )
-            continue
-        if _is_optimization_zero(occ):
-            runs_eager = True
-            warnings.append(
-                f"extraArgs {occ.spelling} 0 turns compilation and CUDA graphs off like "
-                f"--enforce-eager. {EAGER_COST}"
-            )
-        if name == "--pipeline-parallel-size" and occ.value is not None:
-            try:
-                pp = int(occ.value)
-            except ValueError:
+        )
+    elif parsed.failure is not None:
+        errors += _failure_errors(table, parsed.failure, extra, start)
+    taken = tuple(t for t in parsed.taken if t.index is not None and t.index >= start)
+    errors += _owned_errors(taken, start, performance_mode)
+    pp = 1
+    for t in taken:
+        if t.option.deprecated:
+            warnings.append(f"extraArgs {t.written}: vLLM {table.version} marks it deprecated")
+        if t.option.dest == "pipeline_parallel_size" and isinstance(t.value, int):
+            if t.value < 1:
                 errors.append(
-                    SpecError(field, f"{occ.spelling} {occ.value!r} is not a whole number", "")
+                    SpecError(_field(t.index, start), f"{t.written} must be at least 1", "")
                 )
-                continue
-            if pp < 1:
-                errors.append(SpecError(field, f"{occ.spelling} must be at least 1", ""))
-                pp = 1
-        if name == "--api-key":
+            else:
+                pp = t.value
+        if t.option.dest == "api_key":
             warnings.append(
                 "extraArgs --api-key puts the key into the pod spec, readable by anyone who "
                 "can read Deployments in the namespace, and the benchmark Job does not get it "
                 "(the gate cannot measure); use spec.engine.apiKeySecret"
             )
-    return ExtraArgsReport(tuple(errors), tuple(warnings), tuple(occurrences), runs_eager, pp)
+    errors.sort(key=_field_order)
+    reasons = eager_reasons(parsed, table) if parsed.accepted else []
+    runs_eager = bool(reasons)
+    if runs_eager and performance_mode != "eager":
+        warnings.append(
+            f"extraArgs make the pods run eager ({', '.join(reasons)}), overriding "
+            f"performanceMode {performance_mode}. {EAGER_COST}. Remove it unless you need eager "
+            "(e.g. to debug a compile failure); performanceMode eager says so explicitly"
+        )
+    return ExtraArgsReport(tuple(errors), tuple(warnings), parsed, runs_eager, pp, table, start)
+
+
+def scan_without_version(extra: list[str]) -> argv.Parsed:
+    """Best-effort reading when the release is unknown (for sizing and key checks only)."""
+    return argv.parse(flagdata.table(flagdata.newest()), ["model", *extra])
+
+
+def unknown_version_note(version: Version, checked_against: Version) -> str:
+    """The warning for a release newer than every recorded table."""
+    return (
+        f"vLLM {version} is newer than the newest release whose flags were recorded "
+        f"({checked_against}): its flags were checked against {checked_against}'s parser; "
+        "a flag removed or renamed since will only show when the pod starts"
+    )

@@ -1,7 +1,8 @@
 """From a spec to the exact `vllm serve` arguments, or every reason it cannot run.
 
-The policy is pure and table-driven: which flag exists in which version is ``catalog``,
-what a performance mode becomes and which images need the library-path fix is ``tables``.
+The policy is pure and table-driven: which flags a release accepts is read from vLLM's own
+parser (``flagdata``, replayed by ``argv``; hand-written notes in ``catalog``), what a
+performance mode becomes and which images need the library-path fix is ``tables``.
 It runs before anything is created, so a spec that would crash-loop a GPU pod after
 minutes of image pull is refused at once, with every problem named in one ``SpecErrors``
 (users fix them all in one edit). Warnings are for specs that run but cost something the
@@ -15,26 +16,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from vllm_operator.api.spec import VLLMDeploymentSpec
-from vllm_operator.engine import catalog, extra_args, tables
+from vllm_operator.engine import argv, catalog, extra_args, flagdata, tables
 from vllm_operator.engine.version import Version, version_from_image
 from vllm_operator.errors import SpecError, SpecErrors
-
-# Flags whose value decides performance: summarised in status as the revision's key flags.
-KEY_FLAGS = frozenset(
-    {
-        "--performance-mode",
-        "--enforce-eager",
-        "--tensor-parallel-size",
-        "--pipeline-parallel-size",
-        "--optimization-level",
-        "--compilation-config",
-        "--max-num-seqs",
-        "--max-num-batched-tokens",
-        "--max-model-len",
-        "--quantization",
-        "--kv-cache-dtype",
-    }
-)
 
 # Something that looks like a literal Hugging Face access token (hf_ + 30 or more letters).
 _HF_TOKEN_RE = re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")
@@ -53,6 +37,13 @@ class LaunchPlan:
     key_flags: tuple[str, ...]
     compiled: bool = True  # whether the pods run torch.compile + CUDA graphs
     performance_mode: str = "balanced"
+    # The release whose recorded parser judged the flags: the version itself, or the
+    # nearest older recorded release when the version is newer than the data.
+    flags_checked_against: Version | None = None
+
+    @property
+    def flags_from_older_release(self) -> bool:
+        return self.flags_checked_against is not None and self.flags_checked_against != self.version
 
 
 def resolve_version(spec: VLLMDeploymentSpec) -> tuple[Version | None, list[SpecError]]:
@@ -82,13 +73,14 @@ def resolve_version(spec: VLLMDeploymentSpec) -> tuple[Version | None, list[Spec
                     "make them agree, or omit spec.engine.version to take it from the tag",
                 )
             ]
-    if version < catalog.OLDEST_SUPPORTED:
+    oldest = flagdata.oldest()
+    if version < oldest:
         return None, [
             SpecError(
                 field,
-                f"vLLM {version} is older than {catalog.OLDEST_SUPPORTED}, the oldest release "
-                "whose flags this operator checks",
-                f"use vLLM >= {catalog.OLDEST_SUPPORTED}",
+                f"vLLM {version} is older than {oldest}, the oldest release whose flags this "
+                "operator checks",
+                f"use vLLM >= {oldest}",
             )
         ]
     return version, []
@@ -189,7 +181,7 @@ def _env_errors(spec: VLLMDeploymentSpec, fix: str) -> list[SpecError]:
 
 
 def _api_key_errors(
-    spec: VLLMDeploymentSpec, occurrences: Iterable[extra_args.Occurrence]
+    spec: VLLMDeploymentSpec, taken: Iterable[argv.Taken], start: int
 ) -> list[SpecError]:
     """``--api-key`` in extraArgs next to ``apiKeySecret``: two keys, one of them literal.
 
@@ -200,13 +192,13 @@ def _api_key_errors(
         return []
     return [
         SpecError(
-            f"{extra_args.FIELD}[{occ.index}]",
-            f"{occ.spelling} contradicts spec.engine.apiKeySecret: vLLM would get two keys, "
+            f"{extra_args.FIELD}[{t.index - start}]" if t.index is not None else extra_args.FIELD,
+            f"{t.written} contradicts spec.engine.apiKeySecret: vLLM would get two keys, "
             "one of them written into the pod spec",
             "drop it; the key comes from spec.engine.apiKeySecret",
         )
-        for occ in occurrences
-        if occ.flag.name == "--api-key"
+        for t in taken
+        if t.option.dest == "api_key"
     ]
 
 
@@ -237,19 +229,17 @@ def _sizing_errors(spec: VLLMDeploymentSpec, pipeline_parallel: int) -> list[Spe
     return []
 
 
-def _key_flags(args: tuple[str, ...]) -> tuple[str, ...]:
+def _key_flags(report: extra_args.ExtraArgsReport, final: tuple[str, ...]) -> tuple[str, ...]:
+    """The performance-deciding options as written, in command-line order."""
     found: list[str] = []
-    i = 1  # args[0] is the model
-    while i < len(args):
-        token = args[i]
-        flag = catalog.lookup(token) if token.startswith("-") else None
-        if flag is not None and flag.name in KEY_FLAGS:
-            if "=" in token or not flag.takes_value or (token.startswith("-O") and token != "-O"):
-                found.append(token)
-            elif i + 1 < len(args):
-                found.append(f"{token} {args[i + 1]}")
-                i += 1
-        i += 1
+    for t in report.parsed.taken:
+        if t.option.dest not in catalog.KEY_DESTS or t.index is None:
+            continue
+        glued = t.written.startswith("-O") and t.written not in ("-O",) and "." not in t.written
+        if "=" in t.written or glued or not t.values:
+            found.append(t.written)
+        else:
+            found.append(" ".join(final[t.index : t.index + 1 + len(t.values)]))
     return tuple(found)
 
 
@@ -260,48 +250,26 @@ def plan_launch(spec: VLLMDeploymentSpec) -> LaunchPlan:
     engine = spec.engine
     if version is None:
         # Without a version the flags cannot be judged; report everything else we know.
-        occurrences, scan_errors = extra_args.scan(list(engine.extra_args))
-        pp_values = [
-            o.value or ""
-            for o in occurrences
-            if o.flag.name == "--pipeline-parallel-size" and (o.value or "").isdigit()
-        ]
-        pp = int(pp_values[-1]) if pp_values else 1
+        scanned = extra_args.scan_without_version(list(engine.extra_args))
+        pp_value = scanned.value("pipeline_parallel_size")
+        pp = pp_value if isinstance(pp_value, int) else 1
         requested = engine.library_path_fix
-        errors += scan_errors
         errors += _env_errors(spec, requested if requested != "auto" else "none")
-        errors += _api_key_errors(spec, occurrences)
+        errors += _api_key_errors(spec, scanned.taken, 1)
         errors += _sizing_errors(spec, max(pp, 1))
         raise SpecErrors(errors)
     mode = tables.MODES[engine.performance_mode]
     modern = version >= tables.PERFORMANCE_MODE_SINCE
     fix = resolve_library_path_fix(engine.library_path_fix, version)
     warnings: list[str] = []
-    if version > catalog.NEWEST_CHECKED:
-        warnings.append(
-            f"vLLM {version} is newer than {catalog.NEWEST_CHECKED}: its flags were checked "
-            f"up to {catalog.NEWEST_CHECKED}; removed or renamed flags will only show when "
-            "the pod starts"
-        )
+    table = flagdata.table_for(version)
+    assert table is not None  # resolve_version refused anything older than the data
+    if table.version != version:
+        warnings.append(extra_args.unknown_version_note(version, table.version))
     if not modern and mode.legacy_note:
         warnings.append(mode.legacy_note)
     if fix == "unset":
         warnings.append(tables.UNSET_RISK)
-
-    report = extra_args.check(list(engine.extra_args), version, engine.performance_mode)
-    errors += report.errors
-    warnings += report.warnings
-    errors += _env_errors(spec, fix)
-    errors += _api_key_errors(spec, report.occurrences)
-    errors += _sizing_errors(spec, report.pipeline_parallel_size)
-    if errors:
-        raise SpecErrors(errors)
-    if spec.resources.gpus > engine.tensor_parallel_size * report.pipeline_parallel_size:
-        warnings.append(
-            f"spec.resources.gpus is {spec.resources.gpus} but vLLM uses "
-            f"{engine.tensor_parallel_size * report.pipeline_parallel_size} "
-            "(tensorParallelSize x pipeline parallel size): the rest stay idle"
-        )
 
     model = spec.model
     args: list[str] = [model.name, "--port", str(spec.service.port)]
@@ -314,14 +282,29 @@ def plan_launch(spec: VLLMDeploymentSpec) -> LaunchPlan:
     if engine.gpu_memory_utilization is not None:
         args += ["--gpu-memory-utilization", repr(engine.gpu_memory_utilization)]
     args += mode.modern if modern else mode.legacy
-    args += engine.extra_args
-    final = tuple(args)
+    report = extra_args.check(args, list(engine.extra_args), table, engine.performance_mode)
+    errors += report.errors
+    warnings += report.warnings
+    errors += _env_errors(spec, fix)
+    errors += _api_key_errors(spec, report.extra_taken(), report.extra_start)
+    errors += _sizing_errors(spec, report.pipeline_parallel_size)
+    if errors:
+        raise SpecErrors(errors)
+    if spec.resources.gpus > engine.tensor_parallel_size * report.pipeline_parallel_size:
+        warnings.append(
+            f"spec.resources.gpus is {spec.resources.gpus} but vLLM uses "
+            f"{engine.tensor_parallel_size * report.pipeline_parallel_size} "
+            "(tensorParallelSize x pipeline parallel size): the rest stay idle"
+        )
+
+    final = (*args, *engine.extra_args)
     return LaunchPlan(
         version=version,
         args=final,
         warnings=tuple(warnings),
         library_path_fix=fix,
-        key_flags=_key_flags(final),
+        key_flags=_key_flags(report, final),
         compiled=mode.compiled and not report.runs_eager,
         performance_mode=engine.performance_mode,
+        flags_checked_against=table.version,
     )

@@ -114,25 +114,6 @@ LIBRARY_PATH_FIX_BY_VERSION: tuple[LibraryPathRow, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class RemovedFamily:
-    """A family of flags (by prefix) that vLLM removed together."""
-
-    prefix: str
-    removed_in: Version
-    replacement: str
-    source: str
-
-
-REMOVED_FLAG_FAMILIES: tuple[RemovedFamily, ...] = (
-    RemovedFamily(
-        prefix="--guided-decoding-",
-        removed_in=v("0.12.0"),
-        replacement="--structured-outputs-config",
-        source="vllm-facts: --guided-decoding-* became --structured-outputs-config by 0.12.0",
-    ),
-)
-
 UNSET_RISK = (
     "libraryPathFix unset also removes /usr/local/nvidia/lib64, where GKE mounts the NVIDIA "
     "driver (vLLM PR #25766; llm-d#1063: 'cannot find -l:libcuda.so.1'); strip-cuda removes "

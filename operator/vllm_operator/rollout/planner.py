@@ -20,6 +20,7 @@ from datetime import datetime
 
 from vllm_operator.api.resource import VLLMDeployment, parse_vllm_deployment
 from vllm_operator.api.status import VLLMDeploymentStatus
+from vllm_operator.engine.extra_args import unknown_version_note
 from vllm_operator.engine.policy import LaunchPlan, plan_launch
 from vllm_operator.errors import SpecErrors
 from vllm_operator.render import names
@@ -74,7 +75,10 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
     desired = revision_hash(vd.spec)
     if launch.warnings and previous.observed_generation != observed.generation:
         for warning in launch.warnings:
-            state.event("Warning", "EngineWarning", warning)
+            older = launch.flags_from_older_release and warning == _flags_note(launch)
+            state.event(
+                "Warning", "FlagsCheckedAgainstOlderRelease" if older else "EngineWarning", warning
+            )
     steps.handle_requests(state, desired, stable)
     if desired == stable:
         outcome, candidate = steps.steady(state, vd, launch, desired), None
@@ -148,7 +152,13 @@ def _status(
         history=state.history,
         warnings=launch.warnings,
         gate=(gate_status, gate_reason, gate_message),
+        flags_note=_flags_note(launch) if launch.flags_from_older_release else "",
     )
+
+
+def _flags_note(launch: LaunchPlan) -> str:
+    assert launch.flags_checked_against is not None
+    return unknown_version_note(launch.version, launch.flags_checked_against)
 
 
 def _finish(state: Pass, status: VLLMDeploymentStatus) -> Plan:

@@ -140,8 +140,14 @@ def build_status(
     history: Sequence[GateRecord],
     warnings: Sequence[str],
     gate: tuple[ConditionStatus, str, str],
+    flags_note: str = "",
 ) -> VLLMDeploymentStatus:
-    """The full status for ``outcome``; conditions keep their transition times."""
+    """The full status for ``outcome``; conditions keep their transition times.
+
+    ``flags_note``: set when the extra args were checked against an older release's
+    recorded parser (the version is newer than the data); it becomes a FlagsChecked
+    condition (status False, reason NearestOlderRelease).
+    """
     phase = outcome.phase
     ready: ConditionStatus = "True" if phase == "Serving" else "False"
     working: ConditionStatus = "True" if phase in WORKING else "False"
@@ -180,6 +186,18 @@ def build_status(
             now=now,
         ),
     ]
+    if flags_note:
+        conditions.append(
+            _condition(
+                prev,
+                "FlagsChecked",
+                "False",
+                "NearestOlderRelease",
+                flags_note,
+                generation=generation,
+                now=now,
+            )
+        )
     return VLLMDeploymentStatus(
         observed_generation=generation,
         phase=phase,

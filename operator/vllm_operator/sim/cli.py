@@ -1,9 +1,11 @@
 """`vllm-operator sim MODEL [vLLM flags] [--sim-* knobs]`: a `vllm serve` stand-in.
 
 Why it parses like vLLM: the operator's worst failure is a flag the running vLLM version
-does not know (argparse exits 2, the pod crash-loops). The simulator accepts exactly the
-catalogued flags of its emulated version (``engine.catalog.flags_of``) and refuses removed
-or unknown ones the same way, naming the replacement for removed ones.
+does not know (argparse exits 2, the pod crash-loops). The simulator reads its vLLM
+arguments with ``engine.argv`` over the table recorded from the real parser of its
+``--sim-version`` (``engine.flagdata``): it accepts exactly what that `vllm serve` accepts
+and refuses the rest with vLLM's own argparse line and exit status 2 (followed by one
+``[sim]`` line saying when the flag went or came, and what replaces it).
 
 Every ``--sim-*`` knob also reads ``VLLM_SIM_<KNOB>`` (``--sim-time-scale`` ->
 ``VLLM_SIM_TIME_SCALE``), because rendered pods configure the simulator through container
@@ -26,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_operator.engine.catalog import flags_of, lookup
+from vllm_operator.engine import argv as vllm_argv
+from vllm_operator.engine import catalog, extra_args, flagdata
 from vllm_operator.engine.version import Version
 from vllm_operator.sim import profiles
 from vllm_operator.sim.config import DEFAULT_MAX_MODEL_LEN, DEFAULT_VERSION, Faults, SimConfig
@@ -34,17 +37,6 @@ from vllm_operator.sim.runner import LISTENING_PREFIX, serve
 from vllm_operator.sim.startup import StartupFailure
 
 log = logging.getLogger("vllm_operator.sim")
-
-_INT_FLAGS = {
-    "--port",
-    "--max-num-seqs",
-    "--max-model-len",
-    "--tensor-parallel-size",
-    "--pipeline-parallel-size",
-    "--max-num-batched-tokens",
-    "--seed",
-}
-_FLOAT_FLAGS = {"--gpu-memory-utilization"}
 
 
 def _bool(text: str) -> bool:
@@ -113,39 +105,20 @@ class _Exit(Exception):
         self.status = status
 
 
-def _dest(name: str) -> str:
-    return name.lstrip("-").replace("-", "_")
-
-
 def build_parser(prog: str, version: Version, env: Mapping[str, str]) -> argparse.ArgumentParser:
-    """The full parser: vLLM flags of ``version`` plus the ``--sim-*`` knobs."""
+    """The ``--sim-*`` knobs (vLLM's own flags are read by ``engine.argv``)."""
     parser = _Parser(
         prog=prog,
         allow_abbrev=False,
         description=(
             f"Simulate `vllm serve` of vLLM {version}: OpenAI-compatible endpoints, "
             "vLLM's warm-up, metrics and failures, timing from a profile. "
-            "Flags follow vllm_operator.engine.catalog for that version."
+            "vLLM flags are accepted exactly as the recorded parser of that release "
+            "(vllm_operator/engine/flags) accepts them."
         ),
         epilog="Every --sim-X knob can also be set with the environment variable VLLM_SIM_X "
         "(upper case, '-' -> '_'); the command line wins.",
     )
-    parser.add_argument("model", help="model name or path (as `vllm serve MODEL`)")
-    vllm = parser.add_argument_group(f"vLLM {version} flags")
-    for flag in flags_of(version):
-        kwargs: dict[str, Any] = {"dest": _dest(flag.name), "help": flag.source or "vLLM flag"}
-        if not flag.takes_value:
-            kwargs["action"] = "store_true"
-        else:
-            if flag.choices:
-                kwargs["choices"] = flag.choices
-            if flag.name in _INT_FLAGS:
-                kwargs["type"] = int
-            elif flag.name in _FLOAT_FLAGS:
-                kwargs["type"] = float
-            if flag.name == "--served-model-name":
-                kwargs["nargs"] = "+"
-        vllm.add_argument(*flag.spellings, **kwargs)
     sim = parser.add_argument_group("simulator knobs (env VLLM_SIM_*)")
     for knob in KNOBS:
         default = knob.default
@@ -166,40 +139,95 @@ def build_parser(prog: str, version: Version, env: Mapping[str, str]) -> argpars
     return parser
 
 
-def _unrecognized(parser: argparse.ArgumentParser, unknown: list[str], version: Version) -> None:
-    for token in unknown:
-        if not token.startswith("-"):
-            continue
-        flag = lookup(token)
-        if flag is None or flag.exists_in(version):
-            continue
-        if flag.removed_in is not None and version >= flag.removed_in:
-            why = f"removed in vLLM {flag.removed_in}"
-            if flag.replacement:
-                why += f"; instead: {flag.replacement}"
+def _split(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(``--sim-*`` knobs and help, vLLM's arguments), each in their original order."""
+    booleans = {k.flag for k in KNOBS if k.kind is _bool} | {
+        f"--no-sim-{k.name}" for k in KNOBS if k.kind is _bool
+    }
+    sim: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token in ("-h", "--help"):
+            sim.append(token)
+        elif token.startswith(("--sim-", "--no-sim-")):
+            sim.append(token)
+            if "=" not in token and token not in booleans and i + 1 < len(argv):
+                sim.append(argv[i + 1])
+                i += 1
         else:
-            why = f"added in vLLM {flag.since}, this is vLLM {version}"
-        parser.error(f"unrecognized arguments: {token} ({why})")
-    parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+            rest.append(token)
+        i += 1
+    return sim, rest
 
 
-def config_from_args(argv: list[str], prog: str, env: Mapping[str, str]) -> SimConfig:
-    """Parse like ``vllm serve`` of the emulated version; raise ``_Exit`` like argparse."""
+def _refuse(table: flagdata.FlagTable, failure: vllm_argv.ParseFailure, args: list[str]) -> Any:
+    """vLLM's own error line and exit status 2, then what the simulator knows about why."""
+    sys.stderr.write("usage: vllm serve [model_tag] [options]\n")
+    sys.stderr.write(f"{failure.prog}: error: {failure.message}\n")
+    notes = []
+    if failure.message.startswith("unrecognized arguments:"):
+        for token in args:
+            if not token.startswith("--"):
+                continue
+            name = "--" + token[2:].split("=", 1)[0].split(".", 1)[0].replace("_", "-")
+            if name in table.by_spelling:
+                continue
+            why = catalog.why_missing(name, table.version)
+            note = catalog.note_for(name)
+            close = extra_args.suggestions(table, token)
+            parts = [f"{name}: {why or 'not an option'} (this is vLLM {table.version})"]
+            if note is not None:
+                parts.append(f"instead: {note.replacement}")
+            if close:
+                parts.append("did you mean " + " or ".join(close) + "?")
+            notes.append("; ".join(parts))
+    for note_line in notes:
+        sys.stderr.write(f"[sim] {note_line}\n")
+    raise _Exit(2)
+
+
+def _read(
+    argv: list[str], prog: str, env: Mapping[str, str]
+) -> tuple[
+    argparse.Namespace, argparse.ArgumentParser, Version, flagdata.FlagTable, vllm_argv.Parsed
+]:
+    """The knobs and vLLM's reading of its arguments; raise ``_Exit`` like argparse."""
+    sim_args, vllm_args = _split(list(argv))
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--sim-version", default=env.get("VLLM_SIM_VERSION", DEFAULT_VERSION))
-    known, _ = pre.parse_known_args(argv)
+    known, _ = pre.parse_known_args(sim_args)
     try:
         version = Version.parse(known.sim_version)
     except ValueError as e:
         _Parser(prog=prog).error(str(e))
     parser = build_parser(prog, version, env)
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:
-        _unrecognized(parser, unknown, version)
+    args = parser.parse_args(sim_args)
+    table = flagdata.table_for(version)
+    if table is None:
+        parser.error(f"vLLM {version} is older than {flagdata.oldest()}, the oldest recorded")
+    parsed = vllm_argv.parse(table, vllm_args)
+    if parsed.exception is not None:
+        sys.stderr.write(f"{parsed.exception}\n")
+        raise _Exit(1)
+    if parsed.failure is not None:
+        _refuse(table, parsed.failure, vllm_args)
+    if parsed.model is None:
+        parser.error("the model is required (as `vllm serve MODEL`)")
+    return args, parser, version, table, parsed
+
+
+def config_from_args(argv: list[str], prog: str, env: Mapping[str, str]) -> SimConfig:
+    """Parse like ``vllm serve`` of the emulated version; raise ``_Exit`` like argparse."""
+    args, parser, version, table, parsed = _read(argv, prog, env)
+    assert parsed.model is not None
+    eager = bool(extra_args.eager_reasons(parsed, table))
+    performance_mode = parsed.value("performance_mode")
     mode = profiles.mode_of(
-        enforce_eager=bool(getattr(args, "enforce_eager", False)),
-        optimization_level=getattr(args, "optimization_level", None),
-        performance_mode=getattr(args, "performance_mode", None),
+        enforce_eager=eager,
+        optimization_level=None,
+        performance_mode=performance_mode if isinstance(performance_mode, str) else None,
     )
     faults = Faults(
         error_rate=args.sim_error_rate,
@@ -212,23 +240,27 @@ def config_from_args(argv: list[str], prog: str, env: Mapping[str, str]) -> SimC
         wrong_usage=args.sim_wrong_usage,
         die_after_seconds=args.sim_die_after_seconds,
     )
+    served = parsed.value("served_model_name")
+    port = parsed.value("port")
+    max_len = parsed.value("max_model_len")
+    max_seqs = parsed.value("max_num_seqs")
     try:
         return SimConfig.create(
-            args.model,
+            parsed.model,
             version=version,
             mode=mode,
             profile=args.sim_profile,
             time_scale=args.sim_time_scale,
             warmup_seconds=args.sim_warmup_seconds,
-            max_num_seqs=getattr(args, "max_num_seqs", None),
+            max_num_seqs=max_seqs if isinstance(max_seqs, int) else None,
             ttft_ms=args.sim_ttft_ms,
             itl_ms=args.sim_itl_ms,
             answers_path=Path(args.sim_answers) if args.sim_answers else None,
-            served_model_names=tuple(getattr(args, "served_model_name", None) or ()),
-            host=getattr(args, "host", None) or "0.0.0.0",
-            port=8000 if getattr(args, "port", None) is None else args.port,
-            api_key=getattr(args, "api_key", None) or env.get("VLLM_API_KEY") or None,
-            max_model_len=getattr(args, "max_model_len", None) or DEFAULT_MAX_MODEL_LEN,
+            served_model_names=tuple(served) if isinstance(served, list) else (),
+            host=parsed.value("host") or "0.0.0.0",
+            port=port if isinstance(port, int) else 8000,
+            api_key=parsed.value("api_key") or env.get("VLLM_API_KEY") or None,
+            max_model_len=max_len if isinstance(max_len, int) else DEFAULT_MAX_MODEL_LEN,
             degraded=args.sim_degraded,
             faults=faults,
             seed=args.sim_seed,
@@ -274,6 +306,15 @@ def run(argv: list[str], prog: str, env: Mapping[str, str]) -> int:
     except StartupFailure as e:
         log.error("EngineCore failed to start. %s", e.log)
         return e.exit_code
+    return 0
+
+
+def run_parse_only(argv: list[str], prog: str, env: Mapping[str, str]) -> int:
+    """Exit status of reading the command line alone (0: vLLM would accept it)."""
+    try:
+        _read(argv, prog, env)
+    except _Exit as e:
+        return e.status
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from vllm_operator.engine import flagdata
 from vllm_operator.engine.version import v
 from vllm_operator.sim import cli, startup
 
@@ -40,8 +41,13 @@ def test_renamed_flag_names_its_successor(capsys: pytest.CaptureFixture[str]) ->
 def test_unknown_flag_and_bad_choice_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "unrecognized arguments: --no-such-flag" in reject(["m", "--no-such-flag"], capsys)
     assert "invalid choice" in reject(["m", "--performance-mode", "fast"], capsys)
-    # abbreviations are not accepted (a real vLLM would not guess either)
-    assert "unrecognized" in reject(["m", "--performance", "throughput"], capsys)
+    # argparse's abbreviations: vLLM 0.17's parser takes an unambiguous prefix (recorded
+    # from the real parser) and refuses an ambiguous one
+    assert (
+        cli.config_from_args(["m", "--perf", "throughput"], PROG, {}).profile.mode == "throughput"
+    )
+    err = reject(["m", "--max-num", "8"], capsys)
+    assert "vllm serve: error: ambiguous option: --max-num could match" in err
 
 
 def test_env_var_version_applies_and_cli_wins(capsys: pytest.CaptureFixture[str]) -> None:
@@ -119,3 +125,41 @@ def test_warmup_stages_add_up_and_compiled_ones_compile() -> None:
         assert sum(s for s, _ in stages) == pytest.approx(100.0)
     assert any("CUDA graphs" in t for _, t in startup.warmup_stages("default", 1.0))
     assert not any("Capturing" in t for _, t in startup.warmup_stages("eager", 1.0))
+
+
+def test_forms_vllm_accepts_that_the_old_catalogue_refused() -> None:
+    argv = ["m", "--no-enable-prefix-caching", "--cudagraph-capture-sizes", "1", "2", "4",
+            "--max_num_seqs", "4", "--enable-chunked-prefill"]  # fmt: skip
+    assert cli.config_from_args(argv, PROG, {}).max_num_seqs == 4
+
+
+def test_refusal_is_vllms_own_line_and_status_2(capsys: pytest.CaptureFixture[str]) -> None:
+    err = reject(["m", "--enforce-eager=true"], capsys)
+    lines = err.splitlines()
+    assert lines[1] == (
+        "vllm serve: error: argument --enforce-eager/--no-enforce-eager: "
+        "ignored explicit argument 'true'"
+    )
+
+
+@pytest.mark.parametrize("release", flagdata.releases(), ids=str)
+def test_simulator_accepts_exactly_what_the_recorded_parser_accepted(
+    release: flagdata.Version, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = flagdata.table(release)
+    wrong = []
+    for form in table.forms:
+        argv = ["m", *form.argv, "--sim-version", str(release)]
+        status = cli.run_parse_only(argv, PROG, {})
+        err = capsys.readouterr().err
+        if form.verdict == "accepted":
+            if status != 0:
+                wrong.append((form.argv, err))
+        elif form.verdict == "error":
+            if status != 2 or (
+                form.message not in err.splitlines() and not err.startswith("usage")
+            ):
+                wrong.append((form.argv, err))
+        elif status == 0:
+            wrong.append((form.argv, "accepted what vLLM raised on"))
+    assert wrong == []

@@ -1,0 +1,198 @@
+"""The `vllm serve` options of each vLLM release, as recorded from vLLM's own parser.
+
+The files ``engine/flags/vllm-X.Y.Z.json`` are written by ``hack/vllm-flags/extract.py``,
+which builds the real parser of each PyPI release (see docs/engine-policy.md); nothing in
+them is typed by hand. This module only loads them: which releases exist, the table of one
+release (or of the nearest older one for a release newer than the data), and lookups.
+Hand-written knowledge about flags (why one went away, what replaces it) lives in
+``catalog`` as annotations over these tables.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from vllm_operator.engine.version import Version
+
+_FILE_RE = re.compile(r"^vllm-(\d+\.\d+\.\d+)\.json$")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of `vllm serve` in one release (every spelling argparse registered)."""
+
+    spellings: tuple[str, ...]
+    display: str  # how argparse names it in errors: "--tensor-parallel-size/-tp"
+    dest: str
+    action: str  # store, store_true, boolean_optional, enable_disable, append, ...
+    nargs: int | str | None
+    type: str  # converter name: int, float, optional_type(int), parse_dataclass, ...
+    type_repr: str = ""
+    choices: tuple[Any, ...] | None = None
+    negative: frozenset[str] = frozenset()
+    deprecated: bool = False
+    config_keys: frozenset[str] = frozenset()
+    config_strict: bool = False
+    config_values: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    config_effective: frozenset[str] = frozenset()  # keys whose value sets the compile mode
+
+    @property
+    def takes_value(self) -> bool:
+        return self.nargs != 0
+
+    @property
+    def long_name(self) -> str:
+        """The canonical ``--name`` spelling (the first long one argparse shows)."""
+        longs = [s for s in self.display.split("/") if s.startswith("--")]
+        return longs[0] if longs else self.spellings[0]
+
+
+@dataclass(frozen=True)
+class Form:
+    """One recorded conformance case: ``vllm serve m <argv>`` and what vLLM said."""
+
+    argv: tuple[str, ...]
+    verdict: str  # accepted | error | exception
+    message: str
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FlagTable:
+    """Everything recorded about one release's `vllm serve` parser."""
+
+    version: Version
+    wheel: str
+    wheel_sha256: str
+    python: str
+    prog: str
+    top_prog: str
+    allow_abbrev: bool
+    options: tuple[Option, ...]
+    rewrites: tuple[tuple[tuple[str, ...], tuple[str, ...] | str], ...]
+    forms: tuple[Form, ...]
+    by_spelling: dict[str, Option] = field(repr=False, compare=False)
+    by_dest: dict[str, Option] = field(repr=False, compare=False)
+
+    def rewrite_of(self, argv: tuple[str, ...]) -> tuple[str, ...] | str | None:
+        for seen, to in self.rewrites:
+            if seen == argv:
+                return to
+        return None
+
+
+def _option(row: dict[str, Any]) -> Option:
+    choices = row.get("choices")
+    return Option(
+        spellings=tuple(row["spellings"]),
+        display=row["display"],
+        dest=row["dest"],
+        action=row["action"],
+        nargs=row["nargs"],
+        type=row["type"],
+        type_repr=row.get("type_repr", ""),
+        choices=tuple(choices) if choices is not None else None,
+        negative=frozenset(row.get("negative", ())),
+        deprecated=bool(row.get("deprecated")),
+        config_keys=frozenset(row.get("config_keys", ())),
+        config_strict=bool(row.get("config_strict")),
+        config_values={k: tuple(v) for k, v in row.get("config_values", {}).items()},
+        config_effective=frozenset(k for k, v in row.get("config_effective", {}).items() if v),
+    )
+
+
+def parse_table(doc: dict[str, Any]) -> FlagTable:
+    """A table from the JSON document the extractor wrote."""
+    options = tuple(_option(r) for r in doc["options"])
+    rewrites = tuple(
+        (tuple(r["argv"]), tuple(r["to"]) if isinstance(r["to"], list) else str(r["to"]))
+        for r in doc["rewrites"]
+    )
+    forms = tuple(
+        Form(tuple(f["argv"]), f["verdict"], f.get("message", ""), dict(f)) for f in doc["forms"]
+    )
+    parser = doc["parser"]
+    by_spelling = {s: o for o in options for s in o.spellings}
+    order = [s for s in parser.get("registration_order", ()) if s in by_spelling]
+    by_spelling = {s: by_spelling[s] for s in [*order, *sorted(set(by_spelling) - set(order))]}
+    return FlagTable(
+        version=Version.parse(doc["vllm"]),
+        wheel=doc["wheel"],
+        wheel_sha256=doc["wheel_sha256"],
+        python=doc["python"],
+        prog=parser["prog"],
+        top_prog=parser["top_prog"],
+        allow_abbrev=bool(parser["allow_abbrev"]),
+        options=options,
+        rewrites=rewrites,
+        forms=forms,
+        by_spelling=by_spelling,
+        by_dest={o.dest: o for o in options},
+    )
+
+
+@cache
+def releases() -> tuple[Version, ...]:
+    """Every release with a committed table, oldest first."""
+    found = []
+    for entry in resources.files("vllm_operator.engine.flags").iterdir():
+        m = _FILE_RE.match(entry.name)
+        if m:
+            found.append(Version.parse(m.group(1)))
+    return tuple(sorted(found))
+
+
+@cache
+def table(version: Version) -> FlagTable:
+    """The table of exactly ``version`` (which must be in :func:`releases`)."""
+    name = f"vllm-{version.major}.{version.minor}.{version.patch}.json"
+    text = resources.files("vllm_operator.engine.flags").joinpath(name).read_text("utf-8")
+    return parse_table(json.loads(text))
+
+
+def table_for(version: Version) -> FlagTable | None:
+    """The table for ``version``: its own, else the nearest older release's; ``None``
+    when ``version`` is older than every recorded release."""
+    older = [r for r in releases() if r <= version]
+    return table(older[-1]) if older else None
+
+
+def oldest() -> Version:
+    return releases()[0]
+
+
+def newest() -> Version:
+    return releases()[-1]
+
+
+def removed_in(spelling: str, version: Version) -> Version | None:
+    """The release at or before ``version`` where ``spelling`` last disappeared, if any.
+
+    A flag can come back (0.33 revived ``--disable-log-requests``): only the most recent
+    removal up to ``version`` counts.
+    """
+    gone: Version | None = None
+    previous = False
+    for release in releases():
+        if release > version:
+            break
+        present = spelling in table(release).by_spelling
+        if previous and not present:
+            gone = release
+        if present:
+            gone = None
+        previous = present
+    return gone
+
+
+def added_in(spelling: str, version: Version) -> Version | None:
+    """The first release after ``version`` that has ``spelling``, if any."""
+    for release in releases():
+        if release > version and spelling in table(release).by_spelling:
+            return release
+    return None

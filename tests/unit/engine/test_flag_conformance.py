@@ -1,0 +1,115 @@
+"""The policy reads every recorded argv form exactly as vLLM's own parser did.
+
+Each committed ``engine/flags/vllm-X.Y.Z.json`` holds the verdicts the real `vllm serve`
+parser of that release gave on a table of forms (recorded by ``hack/vllm-flags``, no vLLM
+needed here). For every release and every form, ``engine.argv`` and the policy must give
+the same verdict, the same argparse message, the same options taken and the same settings
+that decide eager mode.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from vllm_operator.engine import argv, extra_args, flagdata
+from vllm_operator.engine.flagdata import FlagTable, Form
+
+RELEASES = flagdata.releases()
+
+
+def _mismatch(table: FlagTable, form: Form) -> str | None:
+    parsed = argv.parse(table, ["m", *form.argv])
+    rec: dict[str, Any] = form.record
+    if parsed.exception is not None:
+        got = "exception"
+    elif parsed.failure is not None:
+        got = "error"
+    else:
+        got = "accepted"
+    if got != form.verdict:
+        detail = parsed.failure.message if parsed.failure else parsed.exception
+        return f"{form.argv}: vLLM {form.verdict} ({form.message}), policy {got} ({detail})"
+    if parsed.failure is not None:
+        line = f"{parsed.failure.prog}: error: {parsed.failure.message}"
+        if parsed.failure.exact:
+            if line != form.message:
+                return f"{form.argv}: vLLM said {form.message!r}, policy {line!r}"
+        else:
+            # vLLM's own converters word these (pydantic's reprs): the argument must match
+            head = line.split(": ", 3)
+            if not form.message.startswith(": ".join(head[:3]) + ":"):
+                return f"{form.argv}: vLLM said {form.message!r}, policy {line!r}"
+        if rec.get("exit") != 2:
+            return f"{form.argv}: recorded exit {rec.get('exit')}"
+        return None
+    if got == "exception":
+        return None if parsed.exception == form.message else f"{form.argv}: {parsed.exception}"
+    taken = sorted({t.option.dest for t in parsed.taken})
+    if taken != rec["set"]:
+        return f"{form.argv}: vLLM set {rec['set']}, policy {taken}"
+    if parsed.model != rec["model"]:
+        return f"{form.argv}: model {rec['model']} vs {parsed.model}"
+    # Only settings the form took are compared: the rest are vLLM's defaults.
+    eager = parsed.value("enforce_eager")
+    if parsed.last("enforce_eager") is not None and eager != rec["enforce_eager"]:
+        return f"{form.argv}: enforce_eager {rec['enforce_eager']} vs {eager}"
+    level = parsed.value("optimization_level")
+    if parsed.last("optimization_level") is not None and str(level) != str(
+        rec["optimization_level"]
+    ):
+        return f"{form.argv}: optimization level {rec['optimization_level']} vs {level}"
+    if parsed.last("compilation_config") is None:
+        return None
+    mode = extra_args.compile_mode(parsed, table)
+    recorded_mode = rec["compilation_level"]
+    if recorded_mode is not None and not isinstance(recorded_mode, int):
+        recorded_mode = None
+    if mode != recorded_mode:
+        return f"{form.argv}: compilation mode {rec['compilation_level']} vs {mode}"
+    return None
+
+
+def test_every_release_from_0_10_2_to_the_newest_is_recorded() -> None:
+    assert RELEASES[0] == flagdata.oldest()
+    assert str(RELEASES[0]) == "0.10.2"
+    names = {str(r) for r in RELEASES}
+    for needed in ("0.11.0", "0.12.0", "0.13.0", "0.14.0", "0.15.0", "0.16.0", "0.17.0",
+                   "0.18.0", "0.19.0", "0.22.0", "0.33.0"):  # fmt: skip
+        assert needed in names
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=str)
+def test_parser_verdicts_equal_vllms(release: flagdata.Version) -> None:
+    table = flagdata.table(release)
+    assert len(table.forms) >= 100
+    assert len(table.wheel_sha256) == 64
+    mismatches = [m for f in table.forms if (m := _mismatch(table, f)) is not None]
+    assert mismatches == []
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=str)
+def test_rewrites_equal_vllms(release: flagdata.Version) -> None:
+    table = flagdata.table(release)
+    for seen, to in table.rewrites:
+        try:
+            got: tuple[str, ...] | str = tuple(argv.rewrite(table, ["m", *seen])[0][1:])
+        except (ValueError, IndexError) as e:
+            got = f"{type(e).__name__}: {e}"
+        if isinstance(to, str):
+            assert isinstance(got, str), (seen, got)
+            assert to.split(":")[0] == got.split(":")[0], (seen, to, got)
+        else:
+            assert got == to, seen
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=str)
+def test_policy_refuses_exactly_what_vllm_refuses(release: flagdata.Version) -> None:
+    """Through the policy's own entry (operator args first, then the form as extraArgs)."""
+    table = flagdata.table(release)
+    for form in table.forms:
+        report = extra_args.check(["m"], list(form.argv), table, "balanced")
+        refused = any("would exit at start" in e.message or "would stop" in e.message
+                      for e in report.errors)  # fmt: skip
+        assert refused == (form.verdict != "accepted"), (form.argv, form.message, report.errors)
