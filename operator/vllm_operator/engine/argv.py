@@ -24,12 +24,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_operator.engine.argv_values import TypeMessage, convert_named
 from vllm_operator.engine.flagdata import FlagTable, Option
 
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 _NAME_PART = re.compile(r"(?<=--)[^.]*")
-_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
-_JSON_OBJECT = re.compile(r"(?s)^\s*{.*}\s*$")
 _MAX_TOKENS = 4096  # a spec's extraArgs are bounded; this bounds any caller
 
 
@@ -211,9 +210,9 @@ def rewrite(table: FlagTable, args: list[str]) -> tuple[list[str], list[int | No
             delete.add(i)
     final = [a for i, a in enumerate(out) if i not in delete]
     final_src = [s for i, s in enumerate(src) if i not in delete]
-    for key, value in merged.items():
-        final += [key, json.dumps(value)]
-        final_src += [merged_src[key], merged_src[key]]
+    for name, merged_value in merged.items():
+        final += [name, json.dumps(merged_value)]
+        final_src += [merged_src[name], merged_src[name]]
     return final, final_src
 
 
@@ -267,84 +266,10 @@ def _classify(
     return None, arg, None
 
 
-def human_readable_int(value: str) -> int:
-    """vLLM's ``human_readable_int``: 1k, 2M, 25.6k; ValueError otherwise."""
-    value = value.strip()
-    m = _HUMAN_INT.fullmatch(value)
-    if m:
-        number, suffix = m.groups()
-        decimal = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-        if suffix in decimal:
-            return int(float(number) * decimal[suffix])
-        if "." in number:
-            raise _TypeMessage(
-                f"Decimals are not allowed with binary suffixes like {suffix}. Did you mean "
-                f"to use {number}{suffix.lower()} instead?"
-            )
-        return int(number) * {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[suffix]
-    return int(value)
-
-
-class _TypeMessage(Exception):
-    """An ``argparse.ArgumentTypeError`` raised by one of vLLM's converters."""
-
-
-def _convert_named(name: str, option: Option, text: str) -> Any:
-    if name.startswith("optional_type(") and name.endswith(")"):
-        if text in ("", "None"):
-            return None
-        return _convert_named(f"parse_type({name[14:-1]})", option, text)
-    if name.startswith("parse_type(") and name.endswith(")"):
-        try:
-            return _convert_named(name[11:-1], option, text)
-        except (ValueError, TypeError) as e:
-            what = option.type_repr or name[11:-1]
-            raise _TypeMessage(f"Value {text} cannot be converted to {what}.") from e
-    if name == "int":
-        return int(text)
-    if name == "float":
-        return float(text)
-    if name == "loads":
-        return json.loads(text)
-    if name == "human_readable_int":
-        return human_readable_int(text)
-    if name == "human_readable_int_or_auto":
-        if text.strip() == "-1" or text.strip().lower() == "auto":
-            return -1
-        return human_readable_int(text)
-    if name == "union_dict_and_str":
-        if not _JSON_OBJECT.match(text):
-            return text
-        return _convert_named("optional_type(loads)", option, text)
-    if name == "parse_dataclass":
-        return _config(option, text)
-    return text  # str, bool-free converters we do not model: argparse passes the string on
-
-
-def _config(option: Option, text: str) -> Any:
-    """A config dataclass given as JSON: keys and (for the compilation config) its mode."""
-    try:
-        value = json.loads(text)
-    except ValueError as e:
-        raise _TypeMessage(f"invalid JSON for {option.display}") from e
-    if not isinstance(value, dict):
-        raise _TypeMessage(f"{option.display} takes a JSON object")
-    if option.config_strict and option.config_keys:
-        unknown = sorted(set(value) - option.config_keys)
-        if unknown:
-            raise _TypeMessage(f"unknown keys {', '.join(unknown)}")
-    for key, allowed in option.config_values.items():
-        if key in value and isinstance(value[key], int) and value[key] not in allowed:
-            raise _TypeMessage(f"{key} {value[key]} is not one of {allowed}")
-        if key in value and not allowed and option.config_strict:
-            raise _TypeMessage(f"unknown key {key}")
-    return value
-
-
 def _convert(table: FlagTable, option: Option, text: str, index: int | None) -> Any:
     try:
-        value = _convert_named(option.type, option, text)
-    except _TypeMessage as e:
+        value = convert_named(option.type, option, text)
+    except TypeMessage as e:
         raise ParseFailure(table.prog, f"argument {option.display}: {e}", index, exact=False) from e
     except (ValueError, TypeError) as e:
         name = option.type or "str"
@@ -456,12 +381,8 @@ def _parse_items(
             continue
         if explicit is not None:
             if option.nargs == 0:
-                if string[1] != "-" and explicit != "":
-                    raise ParseFailure(
-                        table.prog,
-                        f"argument {option.display}: ignored explicit argument {explicit!r}",
-                        origin[i],
-                    )
+                # argparse would try "-xy" as "-x -y" for one-letter switches; vLLM's only
+                # one is -h, and "-x" is none, so the message is the same either way
                 raise ParseFailure(
                     table.prog,
                     f"argument {option.display}: ignored explicit argument {explicit!r}",

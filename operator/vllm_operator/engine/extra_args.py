@@ -240,6 +240,15 @@ def check(
     errors += _owned_errors(taken, start, performance_mode)
     pp = 1
     for t in taken:
+        if t.option.action in ("help", "version"):
+            errors.append(
+                SpecError(
+                    _field(t.index, start),
+                    f"{t.written} makes vLLM print and exit instead of serving; the pod would "
+                    "restart forever",
+                    "remove it",
+                )
+            )
         if t.option.deprecated:
             warnings.append(f"extraArgs {t.written}: vLLM {table.version} marks it deprecated")
         if t.option.dest == "pipeline_parallel_size" and isinstance(t.value, int):

@@ -150,3 +150,9 @@ def test_release_newer_than_the_data_uses_the_nearest_older_table(make_spec: Mak
     assert any(f"checked against {newest}" in w for w in plan.warnings)
     exact = plan_launch(make_spec())
     assert not exact.flags_from_older_release
+
+
+def test_help_is_refused_because_vllm_would_exit(make_spec: MakeSpec) -> None:
+    (error,) = refused(make_spec, "--seed", "1", "-h").errors
+    assert error.field == "spec.engine.extraArgs[2]"
+    assert "exit" in error.message

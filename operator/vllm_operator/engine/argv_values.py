@@ -1,0 +1,95 @@
+"""The value converters of vLLM's `serve` options, by the name the extractor recorded.
+
+argparse calls an option's ``type=`` on each value; vLLM's converters (``int``,
+``human_readable_int``, ``optional_type(...)``, ``parse_type(...)``, ``parse_dataclass`` for
+JSON configs, ...) are named in each recorded option (``flagdata.Option.type``). This
+module re-implements those whose verdict matters before a pod starts; a converter it does
+not know passes the string on, as argparse does for ``str``. Config dataclasses are
+checked only as far as the recording goes: keys (when vLLM refuses unknown ones) and the
+compilation config's accepted mode/level values.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from vllm_operator.engine.flagdata import Option
+
+_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_JSON_OBJECT = re.compile(r"(?s)^\s*{.*}\s*$")
+
+
+class TypeMessage(Exception):
+    """An ``argparse.ArgumentTypeError`` raised by one of vLLM's converters."""
+
+
+def human_readable_int(value: str) -> int:
+    """vLLM's ``human_readable_int``: 1k, 2M, 25.6k; ValueError otherwise."""
+    value = value.strip()
+    m = _HUMAN_INT.fullmatch(value)
+    if m:
+        number, suffix = m.groups()
+        decimal = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+        if suffix in decimal:
+            return int(float(number) * decimal[suffix])
+        if "." in number:
+            raise TypeMessage(
+                f"Decimals are not allowed with binary suffixes like {suffix}. Did you mean "
+                f"to use {number}{suffix.lower()} instead?"
+            )
+        return int(number) * {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[suffix]
+    return int(value)
+
+
+def convert_named(name: str, option: Option, text: str) -> Any:
+    if name.startswith("optional_type(") and name.endswith(")"):
+        if text in ("", "None"):
+            return None
+        return convert_named(f"parse_type({name[14:-1]})", option, text)
+    if name.startswith("parse_type(") and name.endswith(")"):
+        try:
+            return convert_named(name[11:-1], option, text)
+        except (ValueError, TypeError) as e:
+            what = option.type_repr or name[11:-1]
+            raise TypeMessage(f"Value {text} cannot be converted to {what}.") from e
+    if name == "int":
+        return int(text)
+    if name == "float":
+        return float(text)
+    if name == "loads":
+        return json.loads(text)
+    if name == "human_readable_int":
+        return human_readable_int(text)
+    if name == "human_readable_int_or_auto":
+        if text.strip() == "-1" or text.strip().lower() == "auto":
+            return -1
+        return human_readable_int(text)
+    if name == "union_dict_and_str":
+        if not _JSON_OBJECT.match(text):
+            return text
+        return convert_named("optional_type(loads)", option, text)
+    if name == "parse_dataclass":
+        return _config(option, text)
+    return text  # str, bool-free converters we do not model: argparse passes the string on
+
+
+def _config(option: Option, text: str) -> Any:
+    """A config dataclass given as JSON: keys and (for the compilation config) its mode."""
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise TypeMessage(f"invalid JSON for {option.display}") from e
+    if not isinstance(value, dict):
+        raise TypeMessage(f"{option.display} takes a JSON object")
+    if option.config_strict and option.config_keys:
+        unknown = sorted(set(value) - option.config_keys)
+        if unknown:
+            raise TypeMessage(f"unknown keys {', '.join(unknown)}")
+    for key, allowed in option.config_values.items():
+        if key in value and isinstance(value[key], int) and value[key] not in allowed:
+            raise TypeMessage(f"{key} {value[key]} is not one of {allowed}")
+        if key in value and not allowed and option.config_strict:
+            raise TypeMessage(f"unknown key {key}")
+    return value
