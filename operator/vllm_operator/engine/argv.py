@@ -109,7 +109,7 @@ def _model_style(table: FlagTable) -> str:
 def _dotted_value(text: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text
 
 
@@ -271,7 +271,7 @@ def _convert(table: FlagTable, option: Option, text: str, index: int | None) -> 
         value = convert_named(option.type, option, text)
     except TypeMessage as e:
         raise ParseFailure(table.prog, f"argument {option.display}: {e}", index, exact=False) from e
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, RecursionError) as e:
         name = option.type or "str"
         raise ParseFailure(
             table.prog, f"argument {option.display}: invalid {name} value: {text!r}", index
@@ -333,6 +333,9 @@ def parse(table: FlagTable, args: list[str]) -> Parsed:
     """vLLM's verdict on ``vllm serve <args>`` (``args`` starts with the model)."""
     try:
         items, origin = rewrite(table, list(args))
+    except RecursionError:
+        # vLLM would build (and json.dumps) the same nesting: it fails the same way
+        return Parsed((), None, None, "RecursionError: maximum recursion depth exceeded")
     except (ValueError, IndexError) as e:
         return Parsed((), None, None, f"{type(e).__name__}: {e}")
     try:

@@ -79,7 +79,7 @@ def _config(option: Option, text: str) -> Any:
     """A config dataclass given as JSON: keys and (for the compilation config) its mode."""
     try:
         value = json.loads(text)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:
         raise TypeMessage(f"invalid JSON for {option.display}") from e
     if not isinstance(value, dict):
         raise TypeMessage(f"{option.display} takes a JSON object")

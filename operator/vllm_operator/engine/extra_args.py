@@ -231,7 +231,9 @@ def check(
             SpecError(
                 FIELD,
                 f"vLLM {table.version} would stop at start: {parsed.exception}",
-                "pass the model only as spec.model.name",
+                "pass the model only as spec.model.name"
+                if "--model" in parsed.exception
+                else "flatten the value (write it as JSON)",
             )
         )
     elif parsed.failure is not None:

@@ -156,3 +156,25 @@ def test_help_is_refused_because_vllm_would_exit(make_spec: MakeSpec) -> None:
     (error,) = refused(make_spec, "--seed", "1", "-h").errors
     assert error.field == "spec.engine.extraArgs[2]"
     assert "exit" in error.message
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--hf-overrides", "[" * 1900 + "]" * 1900],
+        ["--hf-overrides", '{"a":' * 600 + "1" + "}" * 600],
+        ["-cc." + ".".join(["k"] * 1500) + "=1"],
+    ],
+)
+def test_deeply_nested_values_end_in_a_plan_or_a_named_error(
+    make_spec: MakeSpec, args: list[str]
+) -> None:
+    try:
+        plan_launch(make_spec(extraArgs=args))
+    except SpecErrors as e:
+        assert all(err.field.startswith("spec.engine.extraArgs") for err in e.errors)
+
+
+def test_nesting_deeper_than_python_can_build_is_refused(make_spec: MakeSpec) -> None:
+    (error,) = refused(make_spec, "-cc." + ".".join(["k"] * 1500) + "=1").errors
+    assert "RecursionError" in error.message
