@@ -169,10 +169,12 @@ def test_help_is_refused_because_vllm_would_exit(make_spec: MakeSpec) -> None:
 def test_deeply_nested_values_end_in_a_plan_or_a_named_error(
     make_spec: MakeSpec, args: list[str]
 ) -> None:
+    fields: list[str] = []
     try:
         plan_launch(make_spec(extraArgs=args))
     except SpecErrors as e:
-        assert all(err.field.startswith("spec.engine.extraArgs") for err in e.errors)
+        fields = [err.field for err in e.errors]
+    assert all(f.startswith("spec.engine.extraArgs") for f in fields)
 
 
 def test_nesting_deeper_than_python_can_build_is_refused(make_spec: MakeSpec) -> None:
