@@ -12,6 +12,11 @@ simulator all call :func:`parse`. It replays, over a release's recorded table
    strings, ``--opt=value``, abbreviations (``allow_abbrev``), value counts (``nargs``),
    converters and choices, and "unrecognized arguments" collected by the top-level parser.
 
+Stage 1 follows ``FlexibleArgumentParser.parse_args`` as released (``vllm/utils/__init__.py``
+in 0.10.2-0.11.2, ``vllm/utils/argparse_utils.py`` from 0.12.0; read in the 0.10.2, 0.12.0
+and 0.33.0 wheels); its per-release differences (what ``-O`` becomes, ``--model``) are read
+from the rewrites the extractor recorded, not from version numbers.
+
 The result says what vLLM would do: accept (with every option taken and its converted
 value) or exit 2 with argparse's own message. ``hack/vllm-flags`` records the real
 parser's verdicts, and a test holds this module to them for every committed release.

@@ -180,3 +180,8 @@ def test_deeply_nested_values_end_in_a_plan_or_a_named_error(
 def test_nesting_deeper_than_python_can_build_is_refused(make_spec: MakeSpec) -> None:
     (error,) = refused(make_spec, "-cc." + ".".join(["k"] * 1500) + "=1").errors
     assert "RecursionError" in error.message
+
+
+def test_key_flags_show_the_forms_as_written(make_spec: MakeSpec) -> None:
+    plan = plan_launch(make_spec(extraArgs=["--max_num_seqs=8", "-O0", "-cc.mode", "0"]))
+    assert plan.key_flags[-3:] == ("--max_num_seqs=8", "-O0", "-cc.mode 0")
