@@ -284,9 +284,10 @@ def scan_without_version(extra: list[str]) -> argv.Parsed:
 
 
 def unknown_version_note(version: Version, checked_against: Version) -> str:
-    """The warning for a release newer than every recorded table."""
+    """The warning for a release without its own table (newer than the data, or a patch
+    release that was never on PyPI)."""
     return (
-        f"vLLM {version} is newer than the newest release whose flags were recorded "
-        f"({checked_against}): its flags were checked against {checked_against}'s parser; "
-        "a flag removed or renamed since will only show when the pod starts"
+        f"vLLM {version} has no recorded flag table: its flags were checked against the "
+        f"parser of vLLM {checked_against}, the nearest older recorded release; a flag "
+        "removed or renamed since will only show when the pod starts"
     )

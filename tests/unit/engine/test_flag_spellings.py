@@ -147,7 +147,7 @@ def test_release_newer_than_the_data_uses_the_nearest_older_table(make_spec: Mak
     plan = plan_launch(make_spec(f"vllm/vllm-openai:v{newer}"))
     assert plan.flags_checked_against == newest
     assert plan.flags_from_older_release
-    assert any(f"checked against {newest}" in w for w in plan.warnings)
+    assert any(f"checked against the parser of vLLM {newest}" in w for w in plan.warnings)
     exact = plan_launch(make_spec())
     assert not exact.flags_from_older_release
 
@@ -185,3 +185,9 @@ def test_nesting_deeper_than_python_can_build_is_refused(make_spec: MakeSpec) ->
 def test_key_flags_show_the_forms_as_written(make_spec: MakeSpec) -> None:
     plan = plan_launch(make_spec(extraArgs=["--max_num_seqs=8", "-O0", "-cc.mode", "0"]))
     assert plan.key_flags[-3:] == ("--max_num_seqs=8", "-O0", "-cc.mode 0")
+
+
+def test_patch_release_missing_from_pypi_uses_its_predecessor(make_spec: MakeSpec) -> None:
+    plan = plan_launch(make_spec("vllm/vllm-openai:v0.17.2"))
+    assert str(plan.flags_checked_against) == "0.17.1"
+    assert any("nearest older recorded release" in w for w in plan.warnings)

@@ -137,7 +137,7 @@ def test_mode_without_effect_on_legacy_version_warns(make_spec: MakeSpec) -> Non
 
 def test_unchecked_newer_version_warns(make_spec: MakeSpec) -> None:
     plan = plan_launch(make_spec("vllm/vllm-openai:v0.40.1"))
-    assert any("checked against 0.33.0" in w for w in plan.warnings)
+    assert any("checked against the parser of vLLM 0.33.0" in w for w in plan.warnings)
     assert "--performance-mode" in plan.args
 
 

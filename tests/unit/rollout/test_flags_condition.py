@@ -18,7 +18,7 @@ def test_newer_release_gets_condition_and_event() -> None:
     p = w.step()
     events = [e for e in p.events if e.reason == "FlagsCheckedAgainstOlderRelease"]
     assert len(events) == 1
-    assert f"checked against {flagdata.newest()}" in events[0].message
+    assert f"checked against the parser of vLLM {flagdata.newest()}" in events[0].message
     (cond,) = [c for c in w.status["conditions"] if c["type"] == "FlagsChecked"]
     assert (cond["status"], cond["reason"]) == ("False", "NearestOlderRelease")
     assert str(flagdata.newest()) in cond["message"]
