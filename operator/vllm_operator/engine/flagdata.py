@@ -147,12 +147,23 @@ def releases() -> tuple[Version, ...]:
     return tuple(sorted(found))
 
 
+def _document(version: Version) -> dict[str, Any]:
+    name = f"vllm-{version.major}.{version.minor}.{version.patch}.json"
+    text = resources.files("vllm_operator.engine.flags").joinpath(name).read_text("utf-8")
+    doc: dict[str, Any] = json.loads(text)
+    return doc
+
+
 @cache
 def table(version: Version) -> FlagTable:
     """The table of exactly ``version`` (which must be in :func:`releases`)."""
-    name = f"vllm-{version.major}.{version.minor}.{version.patch}.json"
-    text = resources.files("vllm_operator.engine.flags").joinpath(name).read_text("utf-8")
-    return parse_table(json.loads(text))
+    return parse_table(_document(version))
+
+
+@cache
+def spellings(version: Version) -> frozenset[str]:
+    """Every option string of ``version`` (without keeping its whole table in memory)."""
+    return frozenset(s for row in _document(version)["options"] for s in row["spellings"])
 
 
 def table_for(version: Version) -> FlagTable | None:
@@ -181,7 +192,7 @@ def removed_in(spelling: str, version: Version) -> Version | None:
     for release in releases():
         if release > version:
             break
-        present = spelling in table(release).by_spelling
+        present = spelling in spellings(release)
         if previous and not present:
             gone = release
         if present:
@@ -193,6 +204,6 @@ def removed_in(spelling: str, version: Version) -> Version | None:
 def added_in(spelling: str, version: Version) -> Version | None:
     """The first release after ``version`` that has ``spelling``, if any."""
     for release in releases():
-        if release > version and spelling in table(release).by_spelling:
+        if release > version and spelling in spellings(release):
             return release
     return None
