@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from vllm_operator.api.base import APIModel
+from vllm_operator.api.limits import check_raw
 from vllm_operator.api.spec import VLLMDeploymentSpec
 from vllm_operator.api.status import VLLMDeploymentStatus
 from vllm_operator.errors import SpecError, SpecErrors
@@ -104,6 +105,10 @@ def parse_vllm_deployment(obj: dict[str, Any]) -> VLLMDeployment:
         problems.append(SpecError("spec", "is missing", "add a spec with model and engine"))
     if problems:
         raise SpecErrors(problems)
+    for part in ("spec", "status"):
+        problems += check_raw(obj.get(part), part)
+    if problems:
+        raise SpecErrors(problems)
     try:
         return VLLMDeployment.model_validate(obj)
     except ValidationError as exc:
@@ -112,6 +117,9 @@ def parse_vllm_deployment(obj: dict[str, Any]) -> VLLMDeployment:
 
 def parse_spec(spec: dict[str, Any]) -> VLLMDeploymentSpec:
     """Validate only a spec (as kopf hands it to a handler)."""
+    problems = check_raw(spec, "spec")
+    if problems:
+        raise SpecErrors(problems)
     try:
         return VLLMDeploymentSpec.model_validate(spec)
     except ValidationError as exc:
