@@ -133,7 +133,8 @@ def test_render_exits_2_with_the_field_and_the_fix(field: str, value: str, needl
     assert code == 2
     assert out.getvalue() == ""
     lines = [line for line in err.getvalue().splitlines() if line.startswith(f"{field}: ")]
-    assert lines and needle in lines[0], err.getvalue()
+    assert lines, err.getvalue()
+    assert needle in lines[0], err.getvalue()
 
 
 def _schema() -> dict[str, Any]:
@@ -144,7 +145,7 @@ def _schema() -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [(f, v) for f, v in INVALID if f in KEY_FIELDS or f == GPU and "/" not in v],
+    [(f, v) for f, v in INVALID if f in KEY_FIELDS or (f == GPU and "/" not in v)],
 )
 def test_the_crd_pattern_refuses_what_the_models_refuse(field: str, value: str) -> None:
     errors = validate(_schema(), case(field, value))
