@@ -15,7 +15,9 @@ check runs in bounded time and memory.
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from typing import Any
 
 from vllm_operator.errors import SpecError
@@ -34,6 +36,31 @@ INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 
 MAX_ERRORS = 10
 """Errors reported per walk; the rest would only repeat the same mistake."""
+
+
+def describe(value: object, limit: int = 64) -> str:
+    """A short, safe rendering of an untrusted value for a message (never raises)."""
+    if isinstance(value, str):
+        return repr(value[:limit]) + ("..." if len(value) > limit else "")
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, int):
+        return repr(value) if INT_MIN <= value <= INT_MAX else "an integer beyond 64 bits"
+    if isinstance(value, float):
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_/-][A-Za-z0-9_./-]{0,127}$")
+
+
+def child_path(parent: str, key: str) -> str:
+    """``parent.key``; a key with spaces, quotes or control characters is written quoted
+    (``parent["a b"]``), so a field path is always one printable line."""
+    if _PLAIN_KEY.match(key):
+        return f"{parent}.{key}" if parent else key
+    quoted = json.dumps(key[:64] + ("..." if len(key) > 64 else ""))
+    return f"{parent}[{quoted}]"
 
 
 def _show(path: str) -> str:
@@ -115,7 +142,7 @@ def check_raw(value: Any, path: str, depth: int = 2) -> list[SpecError]:
                         SpecError(_show(where), "has a key longer than allowed", "shorten it")
                     )
                 else:
-                    children.append((child, f"{where}.{key}", level + 1))
+                    children.append((child, child_path(where, key), level + 1))
             stack.extend(reversed(children))
         elif isinstance(node, list):
             items = [(child, f"{where}[{i}]", level + 1) for i, child in enumerate(node)]

@@ -15,6 +15,7 @@ from typing import IO, Any
 
 import yaml
 
+from vllm_operator.api.limits import describe
 from vllm_operator.api.resource import KIND, VLLMDeployment, parse_vllm_deployment
 from vllm_operator.api.yaml_input import MAX_INPUT_BYTES, YAMLInputError, load_documents
 from vllm_operator.errors import SpecError, SpecErrors
@@ -110,7 +111,9 @@ def _read(source: str, stdin: IO[str]) -> list[dict[str, Any]]:
 def _describe(doc: dict[str, Any]) -> str:
     meta = doc.get("metadata")
     name = meta.get("name") if isinstance(meta, dict) else None
-    return f"{doc.get('kind', KIND)} {name!r}" if name else str(doc.get("kind", KIND))
+    kind = doc.get("kind", KIND)
+    kind = kind[:64] if isinstance(kind, str) else KIND
+    return f"{kind} {describe(name)}" if name else kind
 
 
 def _dump(manifests: list[dict[str, Any]]) -> str:
