@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from vllm_operator.api.base import APIModel
+from vllm_operator.api.limits import check_raw, child_path, describe
 from vllm_operator.api.spec import VLLMDeploymentSpec
 from vllm_operator.api.status import VLLMDeploymentStatus
 from vllm_operator.errors import SpecError, SpecErrors
@@ -59,16 +60,10 @@ _FIXES: dict[str, str] = {
 
 
 def _field_path(loc: tuple[int | str, ...], prefix: str) -> str:
-    parts: list[str] = [prefix] if prefix else []
+    path = prefix
     for item in loc:
-        if isinstance(item, int):
-            if parts:
-                parts[-1] = f"{parts[-1]}[{item}]"
-            else:
-                parts.append(f"[{item}]")
-        else:
-            parts.append(item)
-    return ".".join(parts)
+        path = f"{path}[{item}]" if isinstance(item, int) else child_path(path, item)
+    return path
 
 
 def spec_errors_from(exc: ValidationError, prefix: str = "") -> SpecErrors:
@@ -96,12 +91,16 @@ def parse_vllm_deployment(obj: dict[str, Any]) -> VLLMDeployment:
     problems: list[SpecError] = []
     if obj.get("apiVersion") not in (None, API_VERSION):
         problems.append(
-            SpecError("apiVersion", f"is {obj.get('apiVersion')!r}", f"use {API_VERSION}")
+            SpecError("apiVersion", f"is {describe(obj.get('apiVersion'))}", f"use {API_VERSION}")
         )
     if obj.get("kind") not in (None, KIND):
-        problems.append(SpecError("kind", f"is {obj.get('kind')!r}", f"use {KIND}"))
+        problems.append(SpecError("kind", f"is {describe(obj.get('kind'))}", f"use {KIND}"))
     if "spec" not in obj or not isinstance(obj.get("spec"), dict):
         problems.append(SpecError("spec", "is missing", "add a spec with model and engine"))
+    if problems:
+        raise SpecErrors(problems)
+    for part in ("spec", "status"):
+        problems += check_raw(obj.get(part), part)
     if problems:
         raise SpecErrors(problems)
     try:
@@ -112,6 +111,9 @@ def parse_vllm_deployment(obj: dict[str, Any]) -> VLLMDeployment:
 
 def parse_spec(spec: dict[str, Any]) -> VLLMDeploymentSpec:
     """Validate only a spec (as kopf hands it to a handler)."""
+    problems = check_raw(spec, "spec")
+    if problems:
+        raise SpecErrors(problems)
     try:
         return VLLMDeploymentSpec.model_validate(spec)
     except ValidationError as exc:

@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from vllm_operator.devcluster import hostpaths
 from vllm_operator.devcluster import kubelet_api as kapi
 from vllm_operator.devcluster.kubelet_controllers import (
     Plan,
@@ -175,7 +176,11 @@ class Kubelet:
             paths = [p for p in paths if not p.name.endswith(".previous.log")]
         if rt is not None and rt.launch is not None and not previous:
             paths = [rt.launch.log_path]
-        return "".join(p.read_text(errors="replace") for p in paths if p.exists())
+        texts = []
+        for path in paths:
+            with contextlib.suppress(OSError):  # absent, or a symlink a pod planted
+                texts.append(hostpaths.read_text(path, 64 * 1024 * 1024))
+        return "".join(texts)
 
     def pids(self) -> list[int]:
         return [pid for rt in list(self.runtimes.values()) if (pid := rt.pid) is not None]
@@ -267,13 +272,13 @@ class Kubelet:
             if rt.launch is None:
                 continue
             try:
-                size = rt.launch.log_path.stat().st_size
+                size = rt.launch.log_path.lstat().st_size
+                if self._log_sizes.get(key) == size:
+                    continue
+                text = hostpaths.read_text(rt.launch.log_path, LOG_LIMIT)  # no symlinks
             except OSError:
                 continue
-            if self._log_sizes.get(key) == size:
-                continue
             self._log_sizes[key] = size
-            text = rt.launch.log_path.read_bytes()[-LOG_LIMIT:].decode(errors="replace")
             try:
                 await asyncio.to_thread(sink, key[0], key[1], text)
             except Exception as exc:  # the cluster may be stopping: logs are best effort

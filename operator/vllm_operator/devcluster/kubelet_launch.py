@@ -22,6 +22,11 @@ container                          local
 Kubernetes' ``$(VAR)`` references in command, args and env values are expanded the way the
 real kubelet does (``$$`` escapes). Image defaults (the env a real image bakes in, such as
 LD_LIBRARY_PATH of the 0.16/0.17 vLLM images) come from the kubelet configuration.
+
+Every path taken from the pod spec (mountPath, subPath, claimName, key and item paths,
+terminationMessagePath, workingDir, the container name of the log file) is joined through
+``hostpaths.inside`` and the environment through ``hostpaths.host_env``: a pod spec cannot
+make the kubelet write outside the pod's directory or steer the host's interpreters.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vllm_operator.devcluster import hostpaths
 from vllm_operator.engine.version import version_from_image
 
 Obj = dict[str, Any]
@@ -168,9 +174,10 @@ def _write_items(target: Path, obj: Obj | None, encoded: bool, items: list[Obj] 
     for key, rel in wanted:
         value = _key_value(obj, key, encoded)
         if value is not None:
-            dest = target / rel
+            # A key or item path never leaves the volume's directory (see hostpaths).
+            dest = hostpaths.inside(target, str(rel), "key path")
             dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_text(value)
+            hostpaths.write_text(dest, value)
 
 
 def _mounts(pod: Obj, container: Obj, poddir: Path, ctx: LaunchContext) -> dict[str, Path]:
@@ -182,12 +189,15 @@ def _mounts(pod: Obj, container: Obj, poddir: Path, ctx: LaunchContext) -> dict[
         if not path.startswith("/"):
             continue
         vol = volumes.get(mount.get("name")) or {}
-        local = poddir / "fs" / path.lstrip("/")
+        local = hostpaths.inside(poddir / "fs", path.lstrip("/") or ".", "mountPath")
         if "persistentVolumeClaim" in vol:
-            claim = vol["persistentVolumeClaim"].get("claimName", "claim")
-            local = ctx.workdir / "pvc" / ns / claim
+            claim = str(vol["persistentVolumeClaim"].get("claimName") or "claim")
+            claims = ctx.workdir / "pvc" / ns
+            claims.mkdir(parents=True, exist_ok=True)
+            local = hostpaths.inside(claims, claim, "claimName")
         if mount.get("subPath"):
-            local = local / str(mount["subPath"])
+            local.mkdir(parents=True, exist_ok=True)
+            local = hostpaths.inside(local, str(mount["subPath"]), "subPath")
         if "configMap" in vol:
             cm = vol["configMap"]
             _write_items(local, ctx.config_map(ns, cm.get("name", "")), False, cm.get("items"))
@@ -238,7 +248,10 @@ def prepare_launch(pod: Obj, poddir: Path, ctx: LaunchContext) -> Launch:
     (poddir / "logs").mkdir(parents=True, exist_ok=True)
     roots = _mounts(pod, container, poddir, ctx)
     term_path = str(container.get("terminationMessagePath") or DEFAULT_TERMINATION_PATH)
-    roots.setdefault(term_path, poddir / "fs" / term_path.lstrip("/"))
+    if term_path not in roots:
+        fs = poddir / "fs"
+        fs.mkdir(parents=True, exist_ok=True)
+        roots[term_path] = hostpaths.inside(fs, term_path.lstrip("/"), "terminationMessagePath")
     roots[term_path].parent.mkdir(parents=True, exist_ok=True)
     for fixed in _FIXED_ROOTS:
         roots.setdefault(fixed, poddir / "fs" / fixed.lstrip("/"))
@@ -260,8 +273,15 @@ def prepare_launch(pod: Obj, poddir: Path, ctx: LaunchContext) -> Launch:
     base.update(ctx.extra_env)
     env = _pod_env(pod, container, ctx, base)
     env = {k: rewrite_service_urls(paths.apply(v), ns, ctx.resolve_service) for k, v in env.items()}
-    env.setdefault("HOME", str(roots["/root"]))  # the image's user is root unless set
-    env.setdefault("TMPDIR", str(tmp))
+    # The image's user is root unless set; HOME and TMPDIR stay inside the pod, and
+    # nothing in the pod's env may steer the host's interpreters (see hostpaths).
+    env = hostpaths.host_env(
+        env,
+        workdir=ctx.workdir,
+        home=roots["/root"],
+        tmp=tmp,
+        roots=[poddir, *roots.values()],
+    )
     search = [str(ctx.python_bin), "/usr/local/bin", "/usr/bin", "/bin"]
     if ctx.shim_dir is not None:
         search.insert(0, str(ctx.shim_dir))
@@ -287,10 +307,11 @@ def prepare_launch(pod: Obj, poddir: Path, ctx: LaunchContext) -> Launch:
             container_ports[str(asked)] = port
     workdir = container.get("workingDir")
     cwd = paths.local(str(workdir)) if workdir else poddir / "fs"
-    if workdir and not str(cwd).startswith(str(poddir)):
-        cwd = poddir / "fs" / str(workdir).lstrip("/")
+    if workdir and not any(hostpaths.within(cwd, r) for r in [poddir, *roots.values()]):
+        cwd = hostpaths.inside(poddir / "fs", str(workdir).lstrip("/") or ".", "workingDir")
     cwd.mkdir(parents=True, exist_ok=True)
     name = str(container.get("name") or "main")
+    hostpaths.inside(poddir / "logs", f"{name}.log", "container name")
     return Launch(
         argv=argv,
         env=env,

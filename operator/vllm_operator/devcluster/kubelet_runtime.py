@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from vllm_operator.devcluster import hostpaths
 from vllm_operator.devcluster.kubelet_controllers import rfc3339
 from vllm_operator.devcluster.kubelet_launch import Launch, LaunchContext, prepare_launch
 
@@ -56,10 +57,10 @@ class Instance:
 def _tail(path: Path, lines: int) -> str:
     """Kubernetes' FallbackToLogsOnError: the last 80 lines or 2048 bytes, the smaller."""
     try:
-        data = path.read_bytes()[-64 * 1024 :]
+        data = hostpaths.read_text(path, 64 * 1024)
     except OSError:
         return ""
-    text = data.decode(errors="replace").rstrip("\n").splitlines()[-lines:]
+    text = data.rstrip("\n").splitlines()[-lines:]
     return "\n".join(text)[-FALLBACK_BYTES:]
 
 
@@ -244,9 +245,9 @@ class PodRuntime:
         previous = launch.log_path.with_suffix(".previous.log")
         if launch.log_path.exists():
             launch.log_path.replace(previous)
-        launch.termination_path.write_text("")
+        hostpaths.write_text(launch.termination_path, "")  # never through a symlink
         self._kill_reason = None
-        with launch.log_path.open("ab") as log:
+        with hostpaths.open_append(launch.log_path) as log:
             self._proc = await asyncio.create_subprocess_exec(
                 *launch.argv,
                 env=launch.env,
@@ -275,7 +276,7 @@ class PodRuntime:
         assert self.launch is not None
         message = ""
         with contextlib.suppress(OSError):
-            message = self.launch.termination_path.read_text(errors="replace")[:MESSAGE_LIMIT]
+            message = hostpaths.read_text(self.launch.termination_path)[:MESSAGE_LIMIT]
         policy = self.container.get("terminationMessagePolicy") or "File"
         if not message and code != 0 and policy == "FallbackToLogsOnError":
             message = _tail(self.launch.log_path, FALLBACK_LINES)

@@ -4,6 +4,9 @@ This is the whole shell around ``rollout.plan``: no decision is taken here. The 
 writes is the planner's contract: status first (a verdict is on record before anything it
 condemns is deleted), then the handled-requests annotation, then the actions (each
 idempotent: 409 on create and 404 on delete mean "already so"), then Events (best effort).
+A planner that raises on what the API accepted does not fail the pass: ``rollout.fallback``
+turns the exception into an ``InvalidSpec`` status and Event, so no status stays empty and
+no retry loop runs.
 """
 
 from __future__ import annotations
@@ -21,13 +24,15 @@ from vllm_operator.kube.client import Kube, KubeError, KubeTransientError
 from vllm_operator.metrics import OperatorMetrics
 from vllm_operator.render import labels
 from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, observe, plan
-from vllm_operator.rollout.observed import finished_jobs_needing_logs
+from vllm_operator.rollout.fallback import unhandled
+from vllm_operator.rollout.observed import Observed, finished_jobs_needing_logs
 from vllm_operator.rollout.status import merge_patch
 
 logger = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
 Hook = Callable[[str, str, Plan], None]
+Planner = Callable[[Observed, datetime, Settings], Plan]
 
 
 def utc_now() -> datetime:
@@ -60,8 +65,10 @@ class Reconciler:
         *,
         clock: Clock = utc_now,
         on_plan: Hook | None = None,
+        planner: Planner = plan,
     ) -> None:
         self.kube = kube
+        self.planner = planner
         self.settings = settings_from(config)
         self.metrics = metrics
         self.clock = clock
@@ -115,7 +122,14 @@ class Reconciler:
                 pods=pods,
                 logs=logs,
             )
-        result = plan(observed, self.clock(), self.settings)
+        now = self.clock()
+        try:
+            result = self.planner(observed, now, self.settings)
+        except Exception as exc:
+            # The API accepted something the planner cannot handle: report it in status
+            # (InvalidSpec + one Event per generation) instead of failing every retry.
+            logger.exception("planning %s/%s failed; reporting InvalidSpec", namespace, name)
+            result = unhandled(observed, now, exc, self.settings)
         await self.apply(body, result)
         if self.on_plan is not None:
             self.on_plan(namespace, name, result)

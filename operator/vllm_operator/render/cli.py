@@ -15,7 +15,9 @@ from typing import IO, Any
 
 import yaml
 
+from vllm_operator.api.limits import describe
 from vllm_operator.api.resource import KIND, VLLMDeployment, parse_vllm_deployment
+from vllm_operator.api.yaml_input import MAX_INPUT_BYTES, YAMLInputError, load_documents
 from vllm_operator.errors import SpecError, SpecErrors
 from vllm_operator.render.stream import render_all
 from vllm_operator.render.validate import check
@@ -33,6 +35,10 @@ output:
   per VLLMDeployment: the Deployment of its first revision (named <name>-<revision>),
   the serving Service <name> and the candidate Service <name>-candidate, as one YAML
   stream separated by '---'. Warnings (e.g. eager mode's cost) go to stderr.
+
+input limits (each refused with exit 2, naming the position and the fix):
+  at most 1 MiB, 1000 documents and 100000 values per file, UTF-8, no YAML aliases (*name),
+  nesting at most 32 levels, integers within 64 bits, strings up to 65536 characters
 
 exit status:
   0  rendered
@@ -66,9 +72,11 @@ class _Problem(Exception):
     """Input that is not a VLLMDeployment at all (unreadable file, bad YAML)."""
 
 
-def _documents(source: str, stream: IO[str]) -> Iterator[dict[str, Any]]:
+def _documents(source: str, data: bytes) -> Iterator[dict[str, Any]]:
     try:
-        docs = list(yaml.safe_load_all(stream))
+        docs = load_documents(data)
+    except YAMLInputError as exc:
+        raise _Problem(f"{source}: {exc}") from None
     except yaml.YAMLError as exc:
         raise _Problem(f"{source}: not valid YAML: {exc}") from None
     for i, doc in enumerate(docs):
@@ -79,20 +87,33 @@ def _documents(source: str, stream: IO[str]) -> Iterator[dict[str, Any]]:
         yield doc
 
 
+def _read_bounded(fh: IO[bytes]) -> bytes:
+    # One byte more than the limit is enough to know the input is too large.
+    return fh.read(MAX_INPUT_BYTES + 1)
+
+
 def _read(source: str, stdin: IO[str]) -> list[dict[str, Any]]:
     if source == "-":
-        return list(_documents("<stdin>", stdin))
+        buffer = getattr(stdin, "buffer", None)
+        if buffer is not None:
+            data = _read_bounded(buffer)
+        else:  # a text stream without bytes underneath (tests' StringIO)
+            data = stdin.read(MAX_INPUT_BYTES + 1).encode("utf-8", errors="surrogateescape")
+        return list(_documents("<stdin>", data))
     try:
-        with open(source, encoding="utf-8") as fh:
-            return list(_documents(source, fh))
+        with open(source, "rb") as fh:
+            data = _read_bounded(fh)
     except OSError as exc:
         raise _Problem(f"{source}: cannot read: {exc.strerror}") from None
+    return list(_documents(source, data))
 
 
 def _describe(doc: dict[str, Any]) -> str:
     meta = doc.get("metadata")
     name = meta.get("name") if isinstance(meta, dict) else None
-    return f"{doc.get('kind', KIND)} {name!r}" if name else str(doc.get("kind", KIND))
+    kind = doc.get("kind", KIND)
+    kind = kind[:64] if isinstance(kind, str) else KIND
+    return f"{kind} {describe(name)}" if name else kind
 
 
 def _dump(manifests: list[dict[str, Any]]) -> str:
