@@ -12,7 +12,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from vllm_operator.api.summary import BenchSummary
+from vllm_operator.api.summary import BenchSummary, RunIdentity
 from vllm_operator.render import labels
 from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, observe, plan
 
@@ -138,6 +138,7 @@ class World:
                 if key not in self.objects:
                     obj = copy.deepcopy(dict(action.manifest))
                     obj["metadata"]["creationTimestamp"] = self.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+                    obj["metadata"]["uid"] = f"uid-{action.kind.lower()}-{action.name}"
                     self.objects[key] = obj
                     self._selector_changed(action.kind, action.name)
             elif isinstance(action, Patch):
@@ -233,11 +234,17 @@ class World:
         assert len(jobs) == 1, [j["metadata"]["name"] for j in jobs]
         return jobs[0]
 
-    def add_pod(self, name: str, pod_labels: dict[str, str], status: dict[str, Any]) -> None:
-        self.objects[("Pod", name)] = {
-            "metadata": {"name": name, "labels": pod_labels},
-            "status": status,
-        }
+    def add_pod(
+        self,
+        name: str,
+        pod_labels: dict[str, str],
+        status: dict[str, Any],
+        owner_uid: str | None = None,
+    ) -> None:
+        meta: dict[str, Any] = {"name": name, "labels": pod_labels}
+        if owner_uid is not None:
+            meta["ownerReferences"] = [{"kind": "Job", "uid": owner_uid, "controller": True}]
+        self.objects[("Pod", name)] = {"metadata": meta, "status": status}
 
     def finish_job(
         self,
@@ -246,11 +253,33 @@ class World:
         exit_code: int = 0,
         in_log: bool = False,
         failed_reason: str | None = None,
+        identity: RunIdentity | str | None = "own",
+        signal: int | None = None,
+        reason: str | None = None,
     ) -> None:
+        """The Job's pod ends with ``exit_code`` after writing ``result``, as the bench does:
+        stamped with the Job's identity (``identity="own"``) and carrying the bench's own
+        verdict for that exit code (0 Passed, 1 Failed) unless ``result`` sets one."""
         job = self.job()
         name = job["metadata"]["name"]
+        if result is not None:
+            if identity == "own":
+                meta = job["metadata"]
+                identity = RunIdentity(
+                    job=name,
+                    revision=meta["labels"][labels.REVISION_LABEL],
+                    attempt=int(meta["annotations"][f"{labels.DOMAIN}/attempt"]),
+                )
+            assert not isinstance(identity, str)
+            own = result.verdict or {0: "Passed", 1: "Failed"}.get(exit_code, "Error")
+            result = result.model_copy(update={"identity": identity, "verdict": own})
         message = json.dumps(result.to_wire()) if result is not None else ""
-        terminated: dict[str, Any] = {"exitCode": exit_code, "reason": "Completed"}
+        terminated: dict[str, Any] = {
+            "exitCode": exit_code,
+            "reason": reason or ("Completed" if exit_code == 0 else "Error"),
+        }
+        if signal is not None:
+            terminated["signal"] = signal
         if message and not in_log:
             terminated["message"] = message
         if in_log and message:
@@ -259,9 +288,10 @@ class World:
             f"{name}-pod",
             dict(job["spec"]["template"]["metadata"]["labels"]),
             {
-                "phase": "Succeeded",
+                "phase": "Succeeded" if exit_code == 0 else "Failed",
                 "containerStatuses": [{"name": "bench", "state": {"terminated": terminated}}],
             },
+            owner_uid=job["metadata"]["uid"],
         )
         if exit_code == 0 and failed_reason is None:
             job["status"] = {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}

@@ -206,6 +206,7 @@ def test_job_that_never_starts_is_an_error_not_a_pass(reason: str) -> None:
                 }
             ]
         },
+        owner_uid=job["metadata"]["uid"],
     )
     if reason == "ImagePullBackOff":
         w.step()
