@@ -1,6 +1,6 @@
 """The Deployment of one revision: the vLLM pod, exactly as the launch plan says.
 
-One Deployment per revision (named ``<name>-<revision>``) keeps stable and candidate apart:
+One Deployment per revision (named ``<name>--<revision>``) keeps stable and candidate apart:
 the candidate is benchmarked while the stable one serves, and promotion only moves the
 serving Service's selector and scales, never touches a running pod template. The update
 strategy never needs a spare GPU (maxSurge 0), because a full GPU cluster would deadlock a

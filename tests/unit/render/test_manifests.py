@@ -167,7 +167,7 @@ def test_names_labels_and_selectors_are_consistent(resource: dict[str, Any]) -> 
     deployment = render_deployment(vd, revision, 3)
     serving = render_serving_service(vd, revision)
     candidate = render_candidate_service(vd, revision)
-    assert deployment["metadata"]["name"] == f"qwen-{revision}"
+    assert deployment["metadata"]["name"] == f"qwen--{revision}"
     assert deployment["metadata"]["namespace"] == "ml"
     assert deployment["spec"]["replicas"] == 3
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
@@ -176,7 +176,7 @@ def test_names_labels_and_selectors_are_consistent(resource: dict[str, Any]) -> 
     for key, value in deployment["spec"]["selector"]["matchLabels"].items():
         assert pod_labels[key] == value
     assert serving["metadata"]["name"] == "qwen"
-    assert candidate["metadata"]["name"] == "qwen-candidate"
+    assert candidate["metadata"]["name"] == "qwen--candidate"
     for service in (serving, candidate):
         assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
         assert service["spec"]["ports"][0]["port"] == 8000
