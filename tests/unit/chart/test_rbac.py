@@ -10,6 +10,7 @@ call in the code without a chart rule (a 403 in production) or a chart rule noth
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ import pytest
 import yaml
 
 from vllm_operator.kube.permissions import PERMISSIONS
+from vllm_operator.rollout import Settings, observe, plan
+from vllm_operator.rollout.actions import Create
 
 CHART = Path(__file__).resolve().parents[3] / "charts" / "vllm-operator"
 
@@ -100,3 +103,29 @@ def test_declared_list_has_no_forbidden_calls() -> None:
 
 def test_rbac_create_false_renders_no_rules() -> None:
     assert _rules({"rbac": {"create": False}}) == {}
+
+
+def test_children_with_block_owner_deletion_come_with_finalizers_update() -> None:
+    """OwnerReferencesPermissionEnforcement (OpenShift's default) refuses to create an object
+    whose ownerReference sets blockOwnerDeletion unless the creator may update the owner's
+    finalizers: the operator's children set it, so both scopes must grant it."""
+    body = {
+        "apiVersion": "vllm-operator.dev/v1alpha1",
+        "kind": "VLLMDeployment",
+        "metadata": {"name": "q", "namespace": "ml", "uid": "u1", "generation": 1},
+        "spec": {"model": {"name": "m"}, "engine": {"image": "vllm/vllm-openai:v0.17.0"}},
+    }
+    creates = [
+        a
+        for a in plan(observe(body), datetime(2026, 1, 1, tzinfo=UTC), Settings()).actions
+        if isinstance(a, Create)
+    ]
+    assert creates
+    for action in creates:
+        (ref,) = action.manifest["metadata"]["ownerReferences"]
+        assert ref["blockOwnerDeletion"] is True
+    needed = ("vllm-operator.dev", "vllmdeployments/finalizers", "update")
+    assert needed in _declared()
+    for scope in SCOPES.values():
+        for role, granted in _rules(scope).items():
+            assert needed in granted, role
