@@ -150,6 +150,9 @@ class Observed:
     pods: tuple[PodView, ...] = ()
     # Job name -> its pod's log, read only for finished Jobs without a termination message.
     logs: Mapping[str, str] = field(default_factory=dict)
+    # (kind, name) of a child name this resource needs, held by an object it does not own
+    # -> who holds it ("VLLMDeployment beta", "no owner"). The shell looks these up.
+    foreign: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -225,6 +228,20 @@ def controller_uid(obj: Mapping[str, Any]) -> str | None:
         if ref.get("controller") is True and isinstance(ref.get("uid"), str):
             return str(ref["uid"])
     return None
+
+
+def holder(obj: Mapping[str, Any]) -> str:
+    """Who holds an object, for a person: its controller (or first owner), else "no owner"."""
+    refs = [_dict(r) for r in _list(_dict(obj.get("metadata")).get("ownerReferences"))]
+    ref = next((r for r in refs if r.get("controller") is True), refs[0] if refs else None)
+    if ref is None:
+        return "no owner (not created by this VLLMDeployment)"
+    return f"{ref.get('kind', '?')} {ref.get('name', '?')} (uid {ref.get('uid', '?')})"
+
+
+def owned_by(uid: str | None, obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` is controlled by the resource with ``uid`` (its ownerReference)."""
+    return uid is not None and controller_uid(obj) == uid
 
 
 def pod_view(obj: Mapping[str, Any]) -> PodView:
@@ -340,6 +357,7 @@ def observe(
     jobs: Sequence[Mapping[str, Any]] = (),
     pods: Sequence[Mapping[str, Any]] = (),
     logs: Mapping[str, str] | None = None,
+    foreign: Mapping[tuple[str, str], str] | None = None,
 ) -> Observed:
     """Build the planner's view from raw API objects (already filtered to this resource)."""
     dep_views = tuple(v for v in (deployment_view(d) for d in deployments) if v is not None)
@@ -351,6 +369,7 @@ def observe(
         jobs=tuple(sorted(job_views, key=lambda j: (j.revision, j.attempt))),
         pods=tuple(pod_view(p) for p in pods),
         logs=dict(logs or {}),
+        foreign=dict(foreign or {}),
     )
 
 

@@ -11,7 +11,8 @@ One pass, for a valid spec whose revision D differs from the stable revision S:
   D undecided -> candidate Deployment + Service -> Ready -> benchmark Job -> verdict
   D Passed    -> scale D to ``replicas`` -> enough Ready -> serving Service selects D
   D rejected  -> delete D's Deployment and Job; S keeps serving, untouched
-and when D == S, keep S at ``replicas`` and retire everything else.
+and when D == S, keep S at ``replicas`` and retire everything else. A child name held by an
+object this resource does not own (``Observed.foreign``) stops the pass: Stalled, no action.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from vllm_operator.engine.policy import LaunchPlan, plan_launch
 from vllm_operator.errors import SpecErrors
 from vllm_operator.render import names
 from vllm_operator.render.revision import revision_hash
-from vllm_operator.rollout import ledger, steps
+from vllm_operator.rollout import conflicts, ledger, steps
 from vllm_operator.rollout.actions import Plan
 from vllm_operator.rollout.context import Pass, Settings
 from vllm_operator.rollout.observed import Observed
@@ -72,6 +73,10 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
         return _finish(state, status)
     vd, launch = parsed
     desired = revision_hash(vd.spec)
+    if observed.foreign:
+        # A child name is held by an object this resource does not own: touch nothing.
+        status = conflicts.name_conflict(state, stable, desired, vd.spec.gate.enabled)
+        return _finish(state, status)
     if launch.warnings and previous.observed_generation != observed.generation:
         for warning in launch.warnings:
             state.event("Warning", "EngineWarning", warning)

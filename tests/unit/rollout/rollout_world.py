@@ -8,6 +8,7 @@ with this summary". Integration tests run the real thing against DevCluster.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from vllm_operator.api.summary import BenchSummary, RunIdentity
 from vllm_operator.render import labels
 from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, observe, plan
+from vllm_operator.rollout.observed import holder, owned_by
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -110,19 +112,41 @@ class World:
 
     # -- the operator side -------------------------------------------------------------
     def plan(self) -> Plan:
+        """What the shell does: observe the owned children, plan, and plan again knowing
+        who holds a name the first plan would create (handlers/reconcile.py)."""
         objs = self.objects
-        return plan(
-            observe(
-                copy.deepcopy(self.body),
-                deployments=[o for (k, _), o in objs.items() if k == "Deployment"],
-                services=[o for (k, _), o in objs.items() if k == "Service"],
-                jobs=[o for (k, _), o in objs.items() if k == "Job"],
-                pods=[o for (k, _), o in objs.items() if k == "Pod"],
-                logs=self.logs,
-            ),
-            self.now,
-            self.settings,
+        uid = self.body["metadata"]["uid"]
+
+        def children(kind: str) -> list[dict[str, Any]]:
+            return [o for (k, _), o in objs.items() if k == kind and owned_by(uid, o)]
+
+        observed = observe(
+            copy.deepcopy(self.body),
+            deployments=children("Deployment"),
+            services=children("Service"),
+            jobs=children("Job"),
+            pods=[o for (k, _), o in objs.items() if k == "Pod"],
+            logs=self.logs,
         )
+        p = plan(observed, self.now, self.settings)
+        foreign = {
+            (a.kind, a.name): holder(objs[(a.kind, a.name)])
+            for a in p.actions
+            if isinstance(a, Create)
+            and (a.kind, a.name) in objs
+            and not owned_by(uid, objs[(a.kind, a.name)])
+        }
+        if foreign:
+            p = plan(dataclasses.replace(observed, foreign=foreign), self.now, self.settings)
+        return p
+
+    def squat(self, kind: str, name: str, owner: dict[str, Any] | None = None) -> None:
+        """Someone else's object at ``name`` (``owner``: its controller ownerReference)."""
+        meta: dict[str, Any] = {"name": name, "namespace": "ml", "uid": f"uid-foreign-{name}"}
+        if owner is not None:
+            meta["ownerReferences"] = [{**owner, "controller": True}]
+        spec: dict[str, Any] = {"selector": {"app": "other"}, "type": "ClusterIP", "ports": []}
+        self.objects[(kind, name)] = {"metadata": meta, "spec": spec}
 
     def apply(self, p: Plan) -> None:
         self.body["status"] = p.status.to_wire()
@@ -216,7 +240,7 @@ class World:
 
     def serving(self) -> str | None:
         svc = self.objects.get(("Service", "qwen"))
-        return svc["spec"]["selector"][labels.REVISION_LABEL] if svc else None
+        return svc["spec"]["selector"].get(labels.REVISION_LABEL) if svc else None
 
     def ready_all(self) -> None:
         """Every Deployment has all its replicas Ready (the kubelet did its job)."""
