@@ -47,6 +47,7 @@ def settings_from(config: OperatorConfig) -> Settings:
         job_start_seconds=config.job_start_seconds,
         job_env=config.job_env,
         job_ttl_seconds=config.job_ttl_seconds,
+        allowed_secrets=config.allowed_secrets,
     )
 
 

@@ -25,7 +25,7 @@ from vllm_operator.engine.policy import LaunchPlan, plan_launch
 from vllm_operator.errors import SpecErrors
 from vllm_operator.render import names
 from vllm_operator.render.revision import revision_hash
-from vllm_operator.rollout import conflicts, ledger, steps
+from vllm_operator.rollout import conflicts, ledger, references, steps
 from vllm_operator.rollout.actions import Plan
 from vllm_operator.rollout.context import Pass, Settings
 from vllm_operator.rollout.observed import Observed
@@ -38,13 +38,16 @@ from vllm_operator.rollout.status import (
 )
 
 
-def _spec_problems(observed: Observed) -> tuple[VLLMDeployment, LaunchPlan] | SpecErrors:
+def _spec_problems(
+    observed: Observed, settings: Settings
+) -> tuple[VLLMDeployment, LaunchPlan] | SpecErrors:
     try:
         vd = parse_vllm_deployment(dict(observed.body))
         name_errors = names.check_name(vd.metadata.name)
         launch = plan_launch(vd.spec)
     except SpecErrors as exc:
         return exc
+    name_errors += references.secret_problems(vd, settings.allowed_secrets)
     if name_errors:
         return SpecErrors(name_errors)
     return vd, launch
@@ -67,7 +70,7 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
         return Plan(status=previous)
     serving = observed.service(names.serving_service_name(observed.name))
     stable = serving.revision if serving is not None else None
-    parsed = _spec_problems(observed)
+    parsed = _spec_problems(observed, state.settings)
     if isinstance(parsed, SpecErrors):
         status = steps.invalid_spec(state, parsed, stable)
         return _finish(state, status)

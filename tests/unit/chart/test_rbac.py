@@ -32,6 +32,8 @@ CHART = Path(__file__).resolve().parents[3] / "charts" / "vllm-operator"
 KOPF_FRAMEWORK: frozenset[tuple[str, str, str]] = frozenset()
 
 Triple = tuple[str, str, str]
+USER_ROLE_LABEL = "vllm-operator.dev/user-role"
+AGGREGATE = "rbac.authorization.k8s.io/aggregate-to-"
 
 
 def _rules(values: dict[str, Any]) -> dict[str, set[Triple]]:
@@ -43,6 +45,8 @@ def _rules(values: dict[str, Any]) -> dict[str, set[Triple]]:
         for doc in yaml.safe_load_all(text):
             if not doc or doc.get("kind") not in ("ClusterRole", "Role"):
                 continue
+            if doc["metadata"].get("labels", {}).get(USER_ROLE_LABEL) == "true":
+                continue  # roles for people (test_user_roles_*), not the operator's
             key = f"{doc['kind']}/{doc['metadata'].get('namespace', '')}/{doc['metadata']['name']}"
             triples: set[Triple] = set()
             for rule in doc["rules"]:
@@ -129,3 +133,50 @@ def test_children_with_block_owner_deletion_come_with_finalizers_update() -> Non
     for scope in SCOPES.values():
         for role, granted in _rules(scope).items():
             assert needed in granted, role
+
+
+def _user_roles(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    rendered = helm_python.Chart.load(CHART).render(values, name="vo", namespace="vllm-system")
+    return {
+        doc["metadata"]["name"]: doc
+        for path, text in rendered.items()
+        if path.endswith(".yaml")
+        for doc in yaml.safe_load_all(text)
+        if doc and doc["metadata"].get("labels", {}).get(USER_ROLE_LABEL) == "true"
+    }
+
+
+def test_user_roles_give_vllmdeployment_writes_only_to_roles_that_create_pods() -> None:
+    """Creating a VLLMDeployment is creating pods with Secrets of the namespace: write access
+    aggregates into admin and edit (which hold pods create and secrets get), never view."""
+    roles = _user_roles({})
+    assert set(roles) == {"vo-vllm-operator-edit", "vo-vllm-operator-view"}
+    for doc in roles.values():
+        assert doc["kind"] == "ClusterRole"
+    edit, view = roles["vo-vllm-operator-edit"], roles["vo-vllm-operator-view"]
+    aggregates = {
+        role: {
+            k[len(AGGREGATE) :]
+            for k, v in doc["metadata"]["labels"].items()
+            if k.startswith(AGGREGATE) and v == "true"
+        }
+        for role, doc in (("edit", edit), ("view", view))
+    }
+    assert aggregates == {"edit": {"admin", "edit"}, "view": {"view"}}
+    write = {"create", "update", "patch", "delete", "deletecollection"}
+    view_verbs = {v for rule in view["rules"] for v in rule["verbs"]}
+    assert view_verbs == {"get", "list", "watch"}
+    edit_verbs = {v for rule in edit["rules"] for v in rule["verbs"]}
+    assert write <= edit_verbs
+    for doc in roles.values():
+        for rule in doc["rules"]:
+            assert rule["apiGroups"] == ["vllm-operator.dev"]
+            assert all(r.startswith("vllmdeployments") for r in rule["resources"])
+            # status is the operator's: people read it, never write it
+            if "vllmdeployments/status" in rule["resources"]:
+                assert not set(rule["verbs"]) & write
+
+
+def test_user_roles_can_be_left_out_and_are_cluster_scope_only() -> None:
+    assert _user_roles({"rbac": {"aggregateToDefaultRoles": False}}) == {}
+    assert _user_roles(SCOPES["namespaces"]) == {}
