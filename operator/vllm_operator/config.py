@@ -25,6 +25,7 @@ ENV = {
     "job_start_seconds": "VLLM_OPERATOR_JOB_START_SECONDS",
     "job_ttl_seconds": "VLLM_OPERATOR_JOB_TTL_SECONDS",
     "deadline_scale": "VLLM_OPERATOR_DEADLINE_SCALE",
+    "allowed_secrets": "VLLM_OPERATOR_ALLOWED_SECRETS",
     "kubeconfig": "KUBECONFIG",
     "log_level": "VLLM_OPERATOR_LOG_LEVEL",
 }
@@ -44,6 +45,9 @@ class OperatorConfig:
     job_ttl_seconds: int = 3600
     deadline_scale: float = 1.0  # < 1 only for demos and tests: shrinks every deadline
     job_env: tuple[tuple[str, str], ...] = ()  # extra env for benchmark Jobs (demos, proxies)
+    # "<namespace>/<secret>" patterns a VLLMDeployment may reference; None: any Secret of its
+    # namespace (creating a VLLMDeployment is creating pods; docs/security.md).
+    allowed_secrets: tuple[str, ...] | None = None
     api_url: str | None = None  # talk to this API URL without auth (embedded dev clusters)
     kubeconfig: str | None = None
     context: str | None = None
@@ -82,6 +86,13 @@ def _positive(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text} must be > 0")
     return value
+
+
+def _secret_pattern(text: str) -> str:
+    namespace, sep, name = text.strip().partition("/")
+    if not sep or not namespace or not name or "/" in name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAMESPACE/NAME (wildcards * and ?)")
+    return f"{namespace}/{name}"
 
 
 def _env_pair(text: str) -> tuple[str, str]:
@@ -181,6 +192,17 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         help="extra environment variable for benchmark Jobs (repeatable)",
     )
     parser.add_argument(
+        "--allowed-secret",
+        action="append",
+        type=_secret_pattern,
+        default=None,
+        metavar="NS/NAME",
+        help="a Secret VLLMDeployments may reference in hfTokenSecret/apiKeySecret, as "
+        "namespace/name with shell-style * and ? (repeatable; env "
+        f"{env['allowed_secrets']}, comma-separated); when any is given, a reference to "
+        "another Secret is an invalid spec; by default any Secret of the resource's namespace",
+    )
+    parser.add_argument(
         "--kubeconfig",
         default=None,
         help=f"kubeconfig file when not running in a cluster (env {env['kubeconfig']})",
@@ -230,6 +252,16 @@ def config_from_args(argv: Sequence[str], environ: Mapping[str, str], prog: str)
         value = pick(flag, key, float)
         return default if value is None else float(str(value))
 
+    allowed_secrets: tuple[str, ...] | None = None
+    if args.allowed_secret:
+        allowed_secrets = tuple(args.allowed_secret)
+    elif environ.get(ENV["allowed_secrets"], "").strip():
+        try:
+            allowed_secrets = tuple(
+                _secret_pattern(p) for p in environ[ENV["allowed_secrets"]].split(",") if p.strip()
+            )
+        except argparse.ArgumentTypeError as exc:
+            build_parser(prog).error(f"{ENV['allowed_secrets']}: {exc}")
     return OperatorConfig(
         namespaces=namespaces,
         metrics_port=metrics_port,
@@ -243,6 +275,7 @@ def config_from_args(argv: Sequence[str], environ: Mapping[str, str], prog: str)
         job_ttl_seconds=int(number(args.job_ttl_seconds, "job_ttl_seconds", base.job_ttl_seconds)),
         deadline_scale=number(args.deadline_scale, "deadline_scale", base.deadline_scale),
         job_env=tuple(args.job_env or ()),
+        allowed_secrets=allowed_secrets,
         api_url=args.api_url,
         kubeconfig=str(pick(args.kubeconfig, "kubeconfig") or "") or None,
         context=args.context,

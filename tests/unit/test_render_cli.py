@@ -130,7 +130,7 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         "spec.engine.env[0].name",
         "spec.service.port",
     ),
-    ("name-too-long", edit("metadata.name", "a" * 44), "metadata.name", "at most 43"),
+    ("name-too-long", edit("metadata.name", "a" * 43), "metadata.name", "at most 42"),
     (
         "bad-quantity-suffix",
         edit("spec.resources", {"memory": "64GB"}),
@@ -233,8 +233,8 @@ def test_stdin_and_several_documents_per_file() -> None:
     code, out, _ = cli(["-f", "-"], stdin=stream)
     assert code == 0
     names = [d["metadata"]["name"] for d in yaml.safe_load_all(out)]
-    assert names[1:3] == ["qwen", "qwen-candidate"]
-    assert names[4:6] == ["other", "other-candidate"]
+    assert names[1:3] == ["qwen", "qwen--candidate"]
+    assert names[4:6] == ["other", "other--candidate"]
 
 
 def test_one_invalid_document_prints_no_manifest(tmp_path: Path) -> None:

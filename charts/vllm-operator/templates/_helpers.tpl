@@ -85,19 +85,26 @@ direction. No wildcard, no Secrets, no ConfigMaps; events: create only.
 - apiGroups: ["vllm-operator.dev"]
   resources: ["vllmdeployments/status"]
   verbs: ["patch"]
+# Children carry ownerReferences with blockOwnerDeletion: true; clusters that enforce
+# OwnerReferencesPermissionEnforcement (OpenShift by default) require update on the
+# owner's finalizers subresource to create them.
+- apiGroups: ["vllm-operator.dev"]
+  resources: ["vllmdeployments/finalizers"]
+  verbs: ["update"]
 # One Deployment per revision: create a candidate, scale it and set its role, remove
-# rejected and retired revisions; kopf watches readiness.
+# rejected and retired revisions; kopf watches readiness. get: who holds a name the
+# operator is about to create (a child name held by another object is a Stalled condition).
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["list", "watch", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # The serving and candidate Services; promotion patches the serving selector.
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["list", "create", "patch"]
+  verbs: ["get", "list", "create", "patch"]
 # Benchmark Jobs.
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["list", "watch", "create", "delete"]
+  verbs: ["get", "list", "watch", "create", "delete"]
 # Pods: why a candidate or a benchmark pod does not run; the benchmark log as a fallback.
 - apiGroups: [""]
   resources: ["pods"]

@@ -35,7 +35,7 @@ import yaml
 from vllm_operator.api.resource import GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION
 from vllm_operator.api.spec import VLLMDeploymentSpec
 from vllm_operator.api.status import VLLMDeploymentStatus
-from vllm_operator.render.names import MAX_NAME_LENGTH
+from vllm_operator.render.names import MAX_NAME_LENGTH, SEPARATOR
 
 CRD_NAME = f"{PLURAL}.{GROUP}"
 CRD_FILENAME = f"{GROUP}_{PLURAL}.yaml"
@@ -227,8 +227,10 @@ def open_api_schema() -> dict[str, Any]:
             "runs as a candidate and is promoted only after its benchmark gate passes."
         ),
         "required": ["spec"],
-        # Derived names (the benchmark Job `<name>-gate-<revision>-<attempt>`) must fit in
+        # Derived names (the benchmark Job `<name>--gate-<revision>-<attempt>`) must fit in
         # 63 characters: refuse a longer name at `kubectl apply`, not at the first rollout.
+        # `--` separates a name from its children's suffixes (render/names.py), so a name
+        # holding it could collide with another resource's child.
         "x-kubernetes-validations": [
             {
                 "rule": f"size(self.metadata.name) <= {MAX_NAME_LENGTH}",
@@ -236,7 +238,14 @@ def open_api_schema() -> dict[str, Any]:
                     f"metadata.name must be at most {MAX_NAME_LENGTH} characters: names "
                     "derived from it (the benchmark Job) must fit in 63"
                 ),
-            }
+            },
+            {
+                "rule": f"!self.metadata.name.contains('{SEPARATOR}')",
+                "message": (
+                    f"metadata.name must not contain '{SEPARATOR}': it separates a name from "
+                    "the suffixes of the objects the resource owns"
+                ),
+            },
         ],
         "properties": {
             "apiVersion": {

@@ -70,6 +70,18 @@ class QualityFigures(APIModel):
     )
 
 
+class RunIdentity(APIModel):
+    """Which benchmark run wrote a summary: the operator checks it against the Job it read.
+
+    A summary is only believed from the Job it names: one copied from another run (an older
+    attempt, another resource's Job, a forged file) is an Error, never a verdict.
+    """
+
+    job: str = Field(max_length=63, description="Name of the benchmark Job.")
+    revision: str = Field(max_length=63, description="Revision the Job benchmarked.")
+    attempt: int = Field(ge=1, le=10**6, description="Gate attempt on that revision, from 1.")
+
+
 class BenchSummary(APIModel):
     """What one benchmark run measured, small enough for a termination message."""
 
@@ -90,6 +102,10 @@ class BenchSummary(APIModel):
         default=None, description="The benchmark's own gate verdict, when it was given limits."
     )
     reasons: list[str] = Field(default_factory=list, description="Why, in a few lines.")
+    identity: RunIdentity | None = Field(
+        default=None,
+        description="The run that wrote this summary (bench --job-name/--revision/--attempt).",
+    )
 
 
 class GateVerdict(APIModel):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import sys
@@ -20,7 +21,7 @@ from typing import Any, TextIO, TypeVar
 from pydantic import ValidationError
 
 from vllm_operator.api.spec import Thresholds
-from vllm_operator.api.summary import BenchSummary
+from vllm_operator.api.summary import BenchSummary, RunIdentity
 from vllm_operator.bench import human
 from vllm_operator.bench import summary as summary_mod
 from vllm_operator.bench.config import MAX_LEVELS, BenchConfig
@@ -135,16 +136,25 @@ def parser(prog: str) -> argparse.ArgumentParser:
         help="auto: tables and a live line on a terminal, JSON lines otherwise",
     )
     p.add_argument("--label", help="row label in the tables (default: the model name)")
+    run = p.add_argument_group(
+        "run identity",
+        "the benchmark Job, revision and gate attempt this run is; written into the summary, "
+        "where the operator checks it against the Job it reads (give all three or none)",
+    )
+    run.add_argument("--job-name", metavar="NAME", help="name of the benchmark Job")
+    run.add_argument("--revision", metavar="REV", help="revision under test")
+    run.add_argument("--attempt", type=int, metavar="N", help="gate attempt, from 1")
     return p
 
 
 def main(argv: list[str], prog: str) -> int:
     args = parser(prog).parse_args(argv)
     try:
+        identity = identity_from_args(args)
         config = config_from_args(args)
     except SpecError as exc:
         sys.stderr.write(f"{prog}: error: {exc}\n")
-        _usage_summary(args.summary_path, args.model, str(exc))
+        _usage_summary(args.summary_path, args.model, str(exc), _identity_or_none(args))
         return EXIT_USAGE
     jsonl = args.output == "jsonl" or (args.output == "auto" and not sys.stdout.isatty())
     progress: Progress = NoProgress()
@@ -158,8 +168,37 @@ def main(argv: list[str], prog: str) -> int:
     if terminal is not None:
         terminal.close()
     report = build_report(config, state)
+    if identity is not None:
+        stamped = report.summary.model_copy(update={"identity": identity})
+        report = dataclasses.replace(report, summary=summary_mod.fit(stamped))
     _publish(report, args, jsonl, sys.stdout, sys.stderr)
     return report.exit_code
+
+
+def identity_from_args(args: argparse.Namespace) -> RunIdentity | None:
+    """The run's identity from --job-name/--revision/--attempt (all three, or none)."""
+    given = [args.job_name, args.revision, args.attempt]
+    if all(x is None for x in given):
+        return None
+    if any(x is None for x in given):
+        raise SpecError(
+            "--job-name/--revision/--attempt",
+            "give all three or none",
+            "the operator's Job passes all three",
+        )
+    try:
+        return RunIdentity(job=args.job_name, revision=args.revision, attempt=args.attempt)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        option = {"job": "--job-name", "revision": "--revision", "attempt": "--attempt"}
+        raise SpecError(option.get(str(first["loc"][0]), "--job-name"), first["msg"]) from exc
+
+
+def _identity_or_none(args: argparse.Namespace) -> RunIdentity | None:
+    try:
+        return identity_from_args(args)
+    except SpecError:
+        return None
 
 
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
@@ -259,11 +298,17 @@ def _model_arg(model: type[ModelT], text: str | None, option: str) -> ModelT | N
         raise SpecError(option, f"not JSON: {exc}") from exc
 
 
-def _usage_summary(path: str | None, model: str, reason: str) -> None:
+def _usage_summary(
+    path: str | None, model: str, reason: str, identity: RunIdentity | None = None
+) -> None:
     if not path:
         return
     summary = BenchSummary(
-        model=model, errors={"client_error": 1}, verdict="Error", reasons=[f"usage: {reason}"]
+        model=model,
+        errors={"client_error": 1},
+        verdict="Error",
+        reasons=[f"usage: {reason}"],
+        identity=identity,
     )
     _write(path, summary_mod.wire(summary_mod.fit(summary)))
 

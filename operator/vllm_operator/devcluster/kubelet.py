@@ -352,6 +352,7 @@ class Kubelet:
             probe_time_scale=self.probe_time_scale,
             never_ready=self.faults.is_never_ready(pod),
             image_fault=self.faults.image_fault(pod),
+            interrupted=self.faults.is_interrupted(pod),
         )
         ctx = LaunchContext(
             workdir=self.workdir,

@@ -2,7 +2,8 @@
 
 Faults are how tests (and ``demo --apply``) reproduce what a GPU cluster does to a rollout
 without a GPU cluster: an image that never pulls, a pod no node can take (by label, or by
-GPU count over a configured capacity), a server that never becomes Ready. Rules match pods by
+GPU count over a configured capacity), a server that never becomes Ready, a container
+interrupted as it ends. Rules match pods by
 image (shell-style pattern) and/or labels; they are read on every reconcile, so a test may
 swap ``kubelet.faults`` between steps. They apply to pods the kubelet has not started yet.
 
@@ -49,12 +50,18 @@ class Faults:
     unschedulable: tuple[Match, ...] = ()
     never_ready: tuple[Match, ...] = ()
     gpu_capacity: int | None = None  # None: unlimited
+    # The container ends as if interrupted (SIGINT, exit 130) after its process wrote what it
+    # wrote: how a hostile child of the bench ended the Job in issue 10.
+    interrupted: tuple[Match, ...] = ()
 
     def image_fault(self, pod: Obj) -> str | None:
         if any(m.matches(pod) for m in self.image_pull):
             image = ((pod.get("spec") or {}).get("containers") or [{}])[0].get("image")
             return f'Failed to pull image "{image}": manifest unknown (devcluster fault)'
         return None
+
+    def is_interrupted(self, pod: Obj) -> bool:
+        return any(m.matches(pod) for m in self.interrupted)
 
     def is_never_ready(self, pod: Obj) -> bool:
         return any(m.matches(pod) for m in self.never_ready)

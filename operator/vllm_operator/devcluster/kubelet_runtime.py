@@ -40,6 +40,7 @@ class RuntimeConfig:
     probe_time_scale: float = 1.0  # probe initialDelay and period
     never_ready: bool = False  # readiness always fails (a stuck candidate)
     image_fault: str | None = None  # ImagePullBackOff message; the container never starts
+    interrupted: bool = False  # the process's end is reported as SIGINT (exit 130)
     grace_seconds: float = 2.0  # SIGTERM -> SIGKILL
 
 
@@ -265,6 +266,8 @@ class PodRuntime:
         probes = asyncio.get_running_loop().create_task(self._probes(launch))
         try:
             code = await self._proc.wait()
+            if self.config.interrupted:
+                code = -signal.SIGINT
         finally:
             probes.cancel()
             with contextlib.suppress(asyncio.CancelledError):

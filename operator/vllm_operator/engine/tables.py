@@ -156,6 +156,12 @@ OWNED_ENV: dict[str, OwnedEnv] = {
             "put the key in a Secret and reference it with spec.engine.apiKeySecret",
         ),
         OwnedEnv(
+            "HOME",
+            "the container runs as a non-root user whose HOME the operator points at a "
+            "writable volume",
+            "drop it; caches under HOME live in the pod's home volume",
+        ),
+        OwnedEnv(
             "HF_HOME",
             "the operator sets HF_HOME to the weights-cache volume",
             "use spec.model.weightsCache to choose the volume",

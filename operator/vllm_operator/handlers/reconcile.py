@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -25,7 +26,12 @@ from vllm_operator.metrics import OperatorMetrics
 from vllm_operator.render import labels
 from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, observe, plan
 from vllm_operator.rollout.fallback import unhandled
-from vllm_operator.rollout.observed import Observed, finished_jobs_needing_logs
+from vllm_operator.rollout.observed import (
+    Observed,
+    finished_jobs_needing_logs,
+    holder,
+    owned_by,
+)
 from vllm_operator.rollout.status import merge_patch
 
 logger = logging.getLogger(__name__)
@@ -46,12 +52,16 @@ def settings_from(config: OperatorConfig) -> Settings:
         job_start_seconds=config.job_start_seconds,
         job_env=config.job_env,
         job_ttl_seconds=config.job_ttl_seconds,
+        allowed_secrets=config.allowed_secrets,
     )
 
 
 def _owned_by(uid: str | None, obj: Mapping[str, Any]) -> bool:
-    refs = obj.get("metadata", {}).get("ownerReferences") or []
-    return uid is None or not refs or any(r.get("uid") == uid for r in refs)
+    """Only objects this resource controls are its children; a look-alike is not."""
+    return owned_by(uid, obj)
+
+
+CHILD_KINDS = frozenset({"Deployment", "Service", "Job"})
 
 
 class Reconciler:
@@ -123,17 +133,47 @@ class Reconciler:
                 logs=logs,
             )
         now = self.clock()
-        try:
-            result = self.planner(observed, now, self.settings)
-        except Exception as exc:
-            # The API accepted something the planner cannot handle: report it in status
-            # (InvalidSpec + one Event per generation) instead of failing every retry.
-            logger.exception("planning %s/%s failed; reporting InvalidSpec", namespace, name)
-            result = unhandled(observed, now, exc, self.settings)
+        result = self._plan(observed, now, namespace, name)
+        foreign = await self.foreign_names(namespace, uid, observed, result)
+        if foreign:
+            # Plan again knowing who holds those names: a Stalled status and no action, so
+            # nothing is written twice and no false Event is posted.
+            observed = dataclasses.replace(observed, foreign=foreign)
+            result = self._plan(observed, now, namespace, name)
         await self.apply(body, result)
         if self.on_plan is not None:
             self.on_plan(namespace, name, result)
         return result.requeue_after
+
+    async def foreign_names(
+        self, namespace: str, uid: str | None, observed: Observed, result: Plan
+    ) -> dict[tuple[str, str], str]:
+        """Names the plan would create that an object this resource does not own holds.
+
+        Only creates are looked up (one GET each; creates are rare): every other action
+        targets an observed object, and observed objects are the owned ones.
+        """
+        known = {("Deployment", d.name) for d in observed.deployments}
+        known |= {("Service", s.name) for s in observed.services}
+        known |= {("Job", j.name) for j in observed.jobs}
+        foreign: dict[tuple[str, str], str] = {}
+        for action in result.actions:
+            key = (action.kind, action.name)
+            if not isinstance(action, Create) or action.kind not in CHILD_KINDS or key in known:
+                continue
+            found = await self.kube.get(action.kind, namespace, action.name)
+            if found is not None and not _owned_by(uid, found):
+                foreign[key] = holder(found)
+        return foreign
+
+    def _plan(self, observed: Observed, now: float, namespace: str, name: str) -> Plan:
+        try:
+            return self.planner(observed, now, self.settings)
+        except Exception as exc:
+            # The API accepted something the planner cannot handle: report it in status
+            # (InvalidSpec + one Event per generation) instead of failing every retry.
+            logger.exception("planning %s/%s failed; reporting InvalidSpec", namespace, name)
+            return unhandled(observed, now, exc, self.settings)
 
     async def apply(self, body: Mapping[str, Any], result: Plan) -> None:
         kube = self.kube

@@ -160,6 +160,18 @@ class Kube:
             raise
         return found
 
+    async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """One object by name, or None when there is none (404)."""
+        res = RESOURCES[kind]
+        require(res.group, res.plural, "get")
+        try:
+            found: dict[str, Any] = await self._run("GET", _path(res, namespace, name))
+        except KubeError as exc:
+            if exc.code == 404:
+                return None
+            raise
+        return found
+
     async def list(
         self, kind: str, namespace: str, selector: Mapping[str, str]
     ) -> list[dict[str, Any]]:

@@ -4,7 +4,10 @@ The Helm chart's RBAC rules are tested against this list in both directions, and
 ``kube`` client refuses any call that is not declared here, so the chart can never grant
 less than the code needs (a 403 in production) nor more (a wider blast radius than needed).
 The calls kopf itself makes to watch resources are declared too (``by="kopf"``): the chart
-must grant them, though they do not go through ``kube.client``.
+must grant them, though they do not go through ``kube.client``; so are rights the API server
+checks on the operator's behalf (``by="apiserver"``: ``vllmdeployments/finalizers`` update,
+which owner-reference permission enforcement requires for children with
+``blockOwnerDeletion``).
 
 Deliberately absent: Secrets (API keys and HF tokens are only referenced from pod specs),
 ConfigMaps (a custom suite is mounted into the Job, never read by the operator), ``*``.
@@ -25,7 +28,7 @@ class Permission:
     api_group: str
     resource: str
     verb: Verb
-    by: Literal["operator", "kopf"] = "operator"
+    by: Literal["operator", "kopf", "apiserver"] = "operator"
     why: str = ""
 
 
@@ -44,18 +47,31 @@ PERMISSIONS: tuple[Permission, ...] = (
         _GROUP, "vllmdeployments", "patch", why="record handled promote/abort/rerun requests"
     ),
     Permission(_GROUP, "vllmdeployments/status", "patch", why="write phase, conditions, verdicts"),
+    # Children carry blockOwnerDeletion: true; with OwnerReferencesPermissionEnforcement
+    # (OpenShift's default) creating them needs update on the owner's finalizers. Not a call
+    # the operator makes itself: the API server checks it on every create of a child.
+    Permission(
+        _GROUP,
+        "vllmdeployments/finalizers",
+        "update",
+        "apiserver",
+        "create children with blockOwnerDeletion (owner-reference permission enforcement)",
+    ),
     # One Deployment per revision.
     Permission("apps", "deployments", "list", why="observe the revisions of a resource"),
+    Permission("apps", "deployments", "get", why="who holds a name about to be created"),
     Permission("apps", "deployments", "watch", "kopf", "react to readiness changes"),
     Permission("apps", "deployments", "create", why="start a candidate revision"),
     Permission("apps", "deployments", "patch", why="scale a candidate, set its role"),
     Permission("apps", "deployments", "delete", why="remove rejected and retired revisions"),
     # The serving and candidate Services.
     Permission("", "services", "list", why="find the revision the serving Service selects"),
+    Permission("", "services", "get", why="who holds a name about to be created"),
     Permission("", "services", "create", why="create the serving and candidate Services"),
     Permission("", "services", "patch", why="switch the serving Service to a promoted revision"),
     # Benchmark Jobs.
     Permission("batch", "jobs", "list", why="observe benchmark Jobs"),
+    Permission("batch", "jobs", "get", why="who holds a name about to be created"),
     Permission("batch", "jobs", "watch", "kopf", "react to finished benchmarks"),
     Permission("batch", "jobs", "create", why="benchmark a Ready candidate"),
     Permission("batch", "jobs", "delete", why="remove abandoned or judged benchmark Jobs"),

@@ -32,8 +32,8 @@ examples:
   cat cr.yaml | %(prog)s -f -
 
 output:
-  per VLLMDeployment: the Deployment of its first revision (named <name>-<revision>),
-  the serving Service <name> and the candidate Service <name>-candidate, as one YAML
+  per VLLMDeployment: the Deployment of its first revision (named <name>--<revision>),
+  the serving Service <name> and the candidate Service <name>--candidate, as one YAML
   stream separated by '---'. Warnings (e.g. eager mode's cost) go to stderr.
 
 input limits (each refused with exit 2, naming the position and the fix):

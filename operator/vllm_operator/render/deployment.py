@@ -1,6 +1,6 @@
 """The Deployment of one revision: the vLLM pod, exactly as the launch plan says.
 
-One Deployment per revision (named ``<name>-<revision>``) keeps stable and candidate apart:
+One Deployment per revision (named ``<name>--<revision>``) keeps stable and candidate apart:
 the candidate is benchmarked while the stable one serves, and promotion only moves the
 serving Service's selector and scales, never touches a running pod template. The update
 strategy never needs a spare GPU (maxSurge 0), because a full GPU cluster would deadlock a
@@ -28,6 +28,17 @@ PORT_NAME = "http"
 HF_HOME = "/cache/huggingface"
 VLLM_CACHE_ROOT = "/cache/vllm"
 SHM_PATH = "/dev/shm"
+# The vLLM container runs as a non-root user. UID 2000 with GID 0 is the `vllm` user of the
+# vllm/vllm-openai images and the configuration their docs support for Kubernetes
+# (vllm-project/vllm docs/deployment/docker.md "Run as a non-root user", commit 02319794:
+# runAsNonRoot, runAsGroup 0, fsGroup 0); older images (0.16/0.17) have no such user and
+# run as root by default, but need root only for their caches under /root, so HOME points
+# at a writable volume and USER is set (torch's inductor cache calls getpass.getuser(),
+# which fails for a UID without a passwd entry unless LOGNAME/USER is set).
+RUN_AS_USER = 2000
+RUN_AS_GROUP = 0
+HOME_PATH = "/home/vllm"
+USER_NAME = "vllm"
 # In-flight requests get this long to finish after SIGTERM: a long (700-token) generation
 # took 30-44 s eager and 3-5 s compiled in the study and our calibration; 120 s covers
 # eager long prompts under load with room to spare.
@@ -64,6 +75,9 @@ def _env(vd: VLLMDeployment, plan: LaunchPlan) -> list[dict[str, Any]]:
     ]
     env.append({"name": "HF_HOME", "value": HF_HOME})
     env.append({"name": "VLLM_CACHE_ROOT", "value": VLLM_CACHE_ROOT})
+    # Triton, FlashInfer, DeepGEMM and vLLM's config root write under $HOME.
+    env.append({"name": "HOME", "value": HOME_PATH})
+    env.append({"name": "USER", "value": USER_NAME})
     secret = vd.spec.model.hf_token_secret
     if secret is not None:
         env.append(
@@ -116,6 +130,8 @@ def _volumes(vd: VLLMDeployment) -> tuple[list[dict[str, Any]], list[dict[str, A
             if claim.read_only:
                 mount["readOnly"] = True
         mounts.append(mount)
+    volumes.append({"name": "home", "emptyDir": {}})
+    mounts.append({"name": "home", "mountPath": HOME_PATH})
     volumes.append(
         {
             "name": "dshm",
@@ -149,9 +165,14 @@ def _container(vd: VLLMDeployment, plan: LaunchPlan) -> dict[str, Any]:
         "env": _env(vd, plan),
         "resources": _resources(vd),
         "volumeMounts": volumes_mounts,
-        # The official image runs as root (its caches live under /root); only privilege
-        # escalation is dropped.
-        "securityContext": {"allowPrivilegeEscalation": False},
+        # Non-root (see RUN_AS_USER), no capabilities, no privilege escalation. The root
+        # filesystem stays writable: JIT compilers (Triton, Inductor, FlashInfer) write
+        # to /tmp, which a non-root user can, and their paths vary by version.
+        "securityContext": {
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        },
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     container.update(probes.probes(port, plan.compiled, vd.spec.probes.warmup_budget_seconds))
@@ -164,6 +185,14 @@ def _pod_spec(vd: VLLMDeployment, plan: LaunchPlan) -> dict[str, Any]:
         # A Service named like an env prefix (vllm -> VLLM_PORT) would break vLLM.
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS_USER,
+            "runAsGroup": RUN_AS_GROUP,
+            # Volumes (a weights-cache PVC filled by an earlier root pod) become writable.
+            "fsGroup": RUN_AS_GROUP,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
         "containers": [_container(vd, plan)],
         "volumes": _volumes(vd)[0],

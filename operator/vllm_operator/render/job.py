@@ -131,7 +131,12 @@ def render_job(
         "image": image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["vllm-operator"],
-        "args": bench_args(vd, baseline),
+        # The run's identity goes into the summary; the operator believes a summary only
+        # from the Job it names.
+        "args": [
+            *bench_args(vd, baseline),
+            *("--job-name", name, "--revision", revision, "--attempt", str(attempt)),
+        ],
         "env": env,
         "resources": RESOURCES,
         "terminationMessagePath": TERMINATION_LOG,

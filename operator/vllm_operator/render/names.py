@@ -1,10 +1,21 @@
-"""Names of everything one VLLMDeployment owns, and the length rule that keeps them valid.
+"""Names of everything one VLLMDeployment owns, and the rules that keep them valid and apart.
 
-Derived names are Kubernetes object names (DNS-1123 labels, at most 63 characters) and the
+Every child name is the resource's name, ``--``, then a suffix naming the child's role:
+``<name>--<revision>`` (Deployment), ``<name>--candidate`` (Service),
+``<name>--gate-<revision>-<attempt>`` (Job). A VLLMDeployment name may not contain ``--``, so
+the first ``--`` of a child name ends the resource's name: two resources can never derive the
+same child name, and no resource can be named like another's child. (Before, a resource
+named ``beta-candidate`` was the candidate Service of ``beta``, and ``beta``'s gate measured
+the other resource's pods; issue 10.) The serving Service keeps the resource's own name,
+which clients use; it cannot collide with a child name either, since it has no ``--``.
+
+Child names are Kubernetes object names (DNS-1123 labels, at most 63 characters) and the
 Services' names must also start with a letter (DNS-1035). The longest derived name is the
 benchmark Job's, so the VLLMDeployment's own name is limited to what leaves room for it;
 checking this up front turns "the Job could not be created" halfway through a rollout into
-a spec error on ``metadata.name``.
+a spec error on ``metadata.name``. New children add a function here built with ``_child``
+and a distinct suffix (not a 10-character revision alone), and keep ``_LONGEST_SUFFIX``
+the longest.
 """
 
 from __future__ import annotations
@@ -17,9 +28,10 @@ MAX_OBJECT_NAME = 63
 REVISION_LENGTH = 10
 # Gate attempts are numbered from 1; room is kept for three digits.
 MAX_ATTEMPT_DIGITS = 3
-# "-gate-" + revision + "-" + attempt.
-_JOB_SUFFIX = len("-gate-") + REVISION_LENGTH + 1 + MAX_ATTEMPT_DIGITS
-MAX_NAME_LENGTH = MAX_OBJECT_NAME - _JOB_SUFFIX  # 43
+SEPARATOR = "--"
+# The Job's "--gate-" + revision + "-" + attempt is the longest suffix.
+_LONGEST_SUFFIX = len(SEPARATOR + "gate-") + REVISION_LENGTH + 1 + MAX_ATTEMPT_DIGITS
+MAX_NAME_LENGTH = MAX_OBJECT_NAME - _LONGEST_SUFFIX  # 42
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
@@ -28,9 +40,14 @@ _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 RESERVED_NAMES = frozenset({"vllm"})
 
 
+def _child(name: str, suffix: str) -> str:
+    """The name of one child of ``name``: the resource name, ``--``, the child's suffix."""
+    return f"{name}{SEPARATOR}{suffix}"
+
+
 def deployment_name(name: str, revision: str) -> str:
     """The Deployment of one revision."""
-    return f"{name}-{revision}"
+    return _child(name, revision)
 
 
 def serving_service_name(name: str) -> str:
@@ -40,14 +57,14 @@ def serving_service_name(name: str) -> str:
 
 def candidate_service_name(name: str) -> str:
     """The Service the benchmark Job measures; it selects the candidate revision."""
-    return f"{name}-candidate"
+    return _child(name, "candidate")
 
 
 def job_name(name: str, revision: str, attempt: int) -> str:
     """The benchmark Job of one gate attempt (attempts count from 1)."""
     if attempt < 1:
         raise ValueError(f"attempt counts from 1, got {attempt}")
-    return f"{name}-gate-{revision}-{attempt}"
+    return _child(name, f"gate-{revision}-{attempt}")
 
 
 def check_name(name: str) -> list[SpecError]:
@@ -70,6 +87,15 @@ def check_name(name: str) -> list[SpecError]:
                 f"{name!r} is not a valid Service name (lowercase letters, digits and '-', "
                 "starting with a letter)",
                 "start the name with a letter and use only a-z, 0-9 and '-'",
+            )
+        )
+    if SEPARATOR in name:
+        errors.append(
+            SpecError(
+                "metadata.name",
+                f"{name!r} contains {SEPARATOR!r}, which separates a resource's name from the "
+                "suffix of the objects it owns (e.g. <name>--candidate)",
+                f"use single '-' between words, e.g. {re.sub('-{2,}', '-', name)!r}",
             )
         )
     if name in RESERVED_NAMES:

@@ -18,7 +18,8 @@ from vllm_operator.api.spec import VLLMDeploymentSpec
 from vllm_operator.engine.version import Version, version_from_image
 from vllm_operator.render.names import REVISION_LENGTH
 
-RENDER_EPOCH = 1
+# 2: the vLLM container runs as a non-root user (render/deployment.py RUN_AS_USER).
+RENDER_EPOCH = 2
 
 # Top-level spec sections that shape the pod template, and the parts of `service` that do.
 POD_SECTIONS = ("model", "engine", "resources", "scheduling", "probes")

@@ -29,6 +29,8 @@ class Settings:
     job_start_seconds: float = 300.0
     job_env: tuple[tuple[str, str], ...] = ()
     job_ttl_seconds: int = 3600
+    # Patterns "<namespace>/<secret>" a VLLMDeployment may reference; None: any (references.py).
+    allowed_secrets: tuple[str, ...] | None = None
 
 
 @dataclass

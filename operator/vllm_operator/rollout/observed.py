@@ -56,6 +56,7 @@ class ContainerView:
     waiting_message: str | None = None
     running: bool = False
     exit_code: int | None = None
+    signal: int | None = None  # terminated.signal: the container was killed by a signal
     terminated_reason: str | None = None
     termination_message: str | None = None
     last_exit_code: int | None = None
@@ -72,6 +73,7 @@ class PodView:
     phase: str = "Pending"
     unschedulable: str | None = None  # the scheduler's message when PodScheduled is False
     containers: tuple[ContainerView, ...] = ()
+    owner_uid: str | None = None  # the controller ownerReference's uid (a Job's pod: the Job)
 
     @property
     def revision(self) -> str | None:
@@ -130,6 +132,7 @@ class JobView:
     failed_reason: str | None = None  # the Failed condition's reason (DeadlineExceeded, ...)
     failed_message: str | None = None
     deleting: bool = False
+    uid: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -147,6 +150,9 @@ class Observed:
     pods: tuple[PodView, ...] = ()
     # Job name -> its pod's log, read only for finished Jobs without a termination message.
     logs: Mapping[str, str] = field(default_factory=dict)
+    # (kind, name) of a child name this resource needs, held by an object it does not own
+    # -> who holds it ("VLLMDeployment beta", "no owner"). The shell looks these up.
+    foreign: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -186,6 +192,12 @@ class Observed:
     def pods_of_job(self, job: str) -> list[PodView]:
         return [p for p in self.pods if p.job == job]
 
+    def job_pods(self, job: JobView) -> list[PodView]:
+        """The Job's own pods: labelled with its name and, when its uid is known, controlled
+        by it (a pod that only copies the labels is not the Job's)."""
+        pods = self.pods_of_job(job.name)
+        return pods if job.uid is None else [p for p in pods if p.owner_uid == job.uid]
+
 
 def _container(status: Mapping[str, Any]) -> ContainerView:
     state = _dict(status.get("state"))
@@ -200,12 +212,36 @@ def _container(status: Mapping[str, Any]) -> ContainerView:
         waiting_message=waiting.get("message") if waiting else None,
         running="running" in state,
         exit_code=terminated.get("exitCode") if terminated else None,
+        signal=terminated.get("signal") or None if terminated else None,
         terminated_reason=terminated.get("reason") if terminated else None,
         termination_message=terminated.get("message") if terminated else None,
         last_exit_code=last.get("exitCode") if last else None,
         last_reason=last.get("reason") if last else None,
         last_message=last.get("message") if last else None,
     )
+
+
+def controller_uid(obj: Mapping[str, Any]) -> str | None:
+    """The uid of the object's controller (its ownerReference with ``controller: true``)."""
+    for raw in _list(_dict(obj.get("metadata")).get("ownerReferences")):
+        ref = _dict(raw)
+        if ref.get("controller") is True and isinstance(ref.get("uid"), str):
+            return str(ref["uid"])
+    return None
+
+
+def holder(obj: Mapping[str, Any]) -> str:
+    """Who holds an object, for a person: its controller (or first owner), else "no owner"."""
+    refs = [_dict(r) for r in _list(_dict(obj.get("metadata")).get("ownerReferences"))]
+    ref = next((r for r in refs if r.get("controller") is True), refs[0] if refs else None)
+    if ref is None:
+        return "no owner (not created by this VLLMDeployment)"
+    return f"{ref.get('kind', '?')} {ref.get('name', '?')} (uid {ref.get('uid', '?')})"
+
+
+def owned_by(uid: str | None, obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` is controlled by the resource with ``uid`` (its ownerReference)."""
+    return uid is not None and controller_uid(obj) == uid
 
 
 def pod_view(obj: Mapping[str, Any]) -> PodView:
@@ -226,6 +262,7 @@ def pod_view(obj: Mapping[str, Any]) -> PodView:
         phase=str(status.get("phase", "Pending")),
         unschedulable=unschedulable,
         containers=containers,
+        owner_uid=controller_uid(obj),
     )
 
 
@@ -308,6 +345,7 @@ def job_view(obj: Mapping[str, Any]) -> JobView | None:
         failed_reason=failed_reason,
         failed_message=failed_message,
         deleting=bool(meta.get("deletionTimestamp")),
+        uid=meta.get("uid") if isinstance(meta.get("uid"), str) else None,
     )
 
 
@@ -319,6 +357,7 @@ def observe(
     jobs: Sequence[Mapping[str, Any]] = (),
     pods: Sequence[Mapping[str, Any]] = (),
     logs: Mapping[str, str] | None = None,
+    foreign: Mapping[tuple[str, str], str] | None = None,
 ) -> Observed:
     """Build the planner's view from raw API objects (already filtered to this resource)."""
     dep_views = tuple(v for v in (deployment_view(d) for d in deployments) if v is not None)
@@ -330,6 +369,7 @@ def observe(
         jobs=tuple(sorted(job_views, key=lambda j: (j.revision, j.attempt))),
         pods=tuple(pod_view(p) for p in pods),
         logs=dict(logs or {}),
+        foreign=dict(foreign or {}),
     )
 
 
@@ -342,7 +382,7 @@ def finished_jobs_needing_logs(observed: Observed) -> list[tuple[str, str]]:
     for job in observed.jobs:
         if not job.finished:
             continue
-        for pod in observed.pods_of_job(job.name):
+        for pod in observed.job_pods(job):
             if pod.containers and not any(c.termination_message for c in pod.containers):
                 wanted.append((job.name, pod.name))
     return wanted

@@ -11,7 +11,8 @@ One pass, for a valid spec whose revision D differs from the stable revision S:
   D undecided -> candidate Deployment + Service -> Ready -> benchmark Job -> verdict
   D Passed    -> scale D to ``replicas`` -> enough Ready -> serving Service selects D
   D rejected  -> delete D's Deployment and Job; S keeps serving, untouched
-and when D == S, keep S at ``replicas`` and retire everything else.
+and when D == S, keep S at ``replicas`` and retire everything else. A child name held by an
+object this resource does not own (``Observed.foreign``) stops the pass: Stalled, no action.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from vllm_operator.engine.policy import LaunchPlan, plan_launch
 from vllm_operator.errors import SpecErrors
 from vllm_operator.render import names
 from vllm_operator.render.revision import revision_hash
-from vllm_operator.rollout import ledger, steps
+from vllm_operator.rollout import conflicts, ledger, references, steps
 from vllm_operator.rollout.actions import Plan
 from vllm_operator.rollout.context import Pass, Settings
 from vllm_operator.rollout.observed import Observed
@@ -38,13 +39,16 @@ from vllm_operator.rollout.status import (
 )
 
 
-def _spec_problems(observed: Observed) -> tuple[VLLMDeployment, LaunchPlan] | SpecErrors:
+def _spec_problems(
+    observed: Observed, settings: Settings
+) -> tuple[VLLMDeployment, LaunchPlan] | SpecErrors:
     try:
         vd = parse_vllm_deployment(dict(observed.body))
         name_errors = names.check_name(vd.metadata.name)
         launch = plan_launch(vd.spec)
     except SpecErrors as exc:
         return exc
+    name_errors += references.secret_problems(vd, settings.allowed_secrets)
     if name_errors:
         return SpecErrors(name_errors)
     return vd, launch
@@ -67,12 +71,16 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
         return Plan(status=previous)
     serving = observed.service(names.serving_service_name(observed.name))
     stable = serving.revision if serving is not None else None
-    parsed = _spec_problems(observed)
+    parsed = _spec_problems(observed, state.settings)
     if isinstance(parsed, SpecErrors):
         status = steps.invalid_spec(state, parsed, stable)
         return _finish(state, status)
     vd, launch = parsed
     desired = revision_hash(vd.spec)
+    if observed.foreign:
+        # A child name is held by an object this resource does not own: touch nothing.
+        status = conflicts.name_conflict(state, stable, desired, vd.spec.gate.enabled)
+        return _finish(state, status)
     if launch.warnings and previous.observed_generation != observed.generation:
         for warning in launch.warnings:
             older = launch.flags_from_older_release and warning == _flags_note(launch)

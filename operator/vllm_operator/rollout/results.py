@@ -48,7 +48,7 @@ def summary_from_log(log: str | None) -> BenchSummary | None:
 
 def job_summary(observed: Observed, job: JobView) -> BenchSummary | None:
     """The summary a finished Job left: termination message first, the log second."""
-    for pod in observed.pods_of_job(job.name):
+    for pod in observed.job_pods(job):
         for container in pod.containers:
             # FallbackToLogsOnError puts the log's tail here when the file was left empty.
             found = parse_summary(container.termination_message) or summary_from_log(

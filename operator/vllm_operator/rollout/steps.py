@@ -7,7 +7,6 @@ recorded (status is written first by the shell) before the objects it condemns a
 
 from __future__ import annotations
 
-from vllm_operator import gate
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
 from vllm_operator.api.summary import BenchSummary
@@ -16,13 +15,12 @@ from vllm_operator.errors import SpecErrors
 from vllm_operator.render import labels, names
 from vllm_operator.render.job import render_job
 from vllm_operator.render.services import render_candidate_service, render_serving_service
-from vllm_operator.rollout import causes, ledger
+from vllm_operator.rollout import causes, ledger, trust
 from vllm_operator.rollout.actions import Delete, EventType, Patch
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.objects import create_deployment, ensure_service, patch_deployment
 from vllm_operator.rollout.observed import JobView, parse_time
 from vllm_operator.rollout.overrides import handle_requests
-from vllm_operator.rollout.results import job_summary
 from vllm_operator.rollout.status import Outcome, build_status, summarise
 
 
@@ -213,15 +211,12 @@ def _benchmark(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None
         )
         state.after(state.scaled(state.settings.job_start_seconds))
         return Outcome("Benchmarking", f"benchmarking revision {desired}", "Benchmarking")
-    pods = observed.pods_of_job(job.name)
+    pods = observed.job_pods(job)
     if job.finished:
-        summary = job_summary(observed, job)
-        if summary is not None:
-            verdict = gate.verdict(summary, vd.spec.gate.thresholds, baseline)
-            outcome, reasons = verdict.outcome, list(verdict.reasons)
-        else:
-            outcome = "Error"
-            reasons = [f"benchmark Job {job.name} left no summary"]
+        # Believed only if the Job ended as documented and the summary names this run.
+        judged = trust.judge(observed, job, vd.spec.gate.thresholds, baseline)
+        outcome, reasons, summary = judged.outcome, list(judged.reasons), judged.summary
+        if outcome == "Error":
             if job.failed_reason:
                 reasons.append(
                     f"Job failed: {job.failed_reason} {job.failed_message or ''}".strip()
@@ -229,8 +224,10 @@ def _benchmark(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None
             for extra in (causes.start_failure(pods), causes.job_pod_exit(pods)):
                 if isinstance(extra, tuple):
                     reasons.append(extra[0])
-                elif extra:
+                elif extra and extra not in " ".join(reasons):
                     reasons.append(extra)
+            if summary is not None and summary.reasons:
+                reasons.append("the benchmark said: " + "; ".join(summary.reasons[:3]))
         entry = state.record(
             GateRecord(
                 revision=desired,

@@ -32,6 +32,7 @@ def test_job_mode_json_lines_report_and_termination_summary(sim: StartSim, tmp_p
     done = bench(
         "--url", url, *FAST, "--summary-path", str(summary_path), "--report-path",
         str(report_path), "--thresholds-json", thresholds,
+        "--job-name", "qwen-gate-0123456789-1", "--revision", "0123456789", "--attempt", "1",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     events = [json.loads(line) for line in done.stdout.splitlines()]
@@ -47,6 +48,12 @@ def test_job_mode_json_lines_report_and_termination_summary(sim: StartSim, tmp_p
     summary = BenchSummary.model_validate_json(raw)
     assert summary.verdict == "Passed"
     assert summary.reasons == ["no baseline: regressions not checked (first revision)"]
+    assert summary.identity is not None
+    assert summary.identity.to_wire() == {
+        "job": "qwen-gate-0123456789-1",
+        "revision": "0123456789",
+        "attempt": 1,
+    }
     # the human tables go to stderr, in the study's layout
     assert (
         "| Configuration | Short lat. | Short tok/s | Medium lat. | Medium tok/s |" in done.stderr

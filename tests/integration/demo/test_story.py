@@ -87,7 +87,7 @@ def test_demo_story(tmp_path: Path) -> None:
         before = [
             obj
             for drv, kind, obj in deployments.events
-            if drv < rv and obj["metadata"]["name"] == f"{NAME}-{revision}" and kind != "DELETED"
+            if drv < rv and obj["metadata"]["name"] == f"{NAME}--{revision}" and kind != "DELETED"
         ]
         assert before, f"revision {revision} selected before its Deployment existed"
         ready = (before[-1].get("status") or {}).get("readyReplicas", 0)

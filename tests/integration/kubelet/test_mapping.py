@@ -134,7 +134,7 @@ def test_rendered_bench_job_launches_locally(tmp_path: Path) -> None:
         secret=lambda ns, name: None,
         config_map=lambda ns, name: None,
         resolve_service=lambda ns, name, port: (
-            "127.0.0.1:4567" if (name, port) == ("qwen3-30b-a3b-candidate", 8000) else None
+            "127.0.0.1:4567" if (name, port) == ("qwen3-30b-a3b--candidate", 8000) else None
         ),
         image_env=lambda image: {},
         extra_env={},

@@ -47,7 +47,7 @@ def test_library_path_fix_decides_whether_017_starts(
 
     wait(
         lambda: (
-            status_of(devcluster, "apps/v1", "deployments", "fixed-r1").get("readyReplicas") == 1
+            status_of(devcluster, "apps/v1", "deployments", "fixed--r1").get("readyReplicas") == 1
         ),
         what="auto: the simulated 0.17 server is Ready",
     )
@@ -66,7 +66,7 @@ def test_library_path_fix_decides_whether_017_starts(
     message = cs["lastState"]["terminated"]["message"]
     assert "CUBLAS_STATUS_INVALID_VALUE" in message
     assert cs["ready"] is False
-    assert status_of(devcluster, "apps/v1", "deployments", "broken-r1").get("readyReplicas") == 0
+    assert status_of(devcluster, "apps/v1", "deployments", "broken--r1").get("readyReplicas") == 0
 
 
 def test_rendered_bench_job_measures_the_candidate(
@@ -77,7 +77,7 @@ def test_rendered_bench_job_measures_the_candidate(
     devcluster.create(render_candidate_service(vd, "r1"))
     wait(
         lambda: (
-            status_of(devcluster, "apps/v1", "deployments", "cand-r1").get("readyReplicas") == 1
+            status_of(devcluster, "apps/v1", "deployments", "cand--r1").get("readyReplicas") == 1
         ),
         what="candidate Ready",
     )

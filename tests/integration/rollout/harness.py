@@ -26,7 +26,7 @@ from vllm_operator.devcluster.kubelet_faults import Faults
 from vllm_operator.handlers.registry import Runtime, build_registry, configure
 from vllm_operator.kube.client import Kube, api_client_for
 from vllm_operator.metrics import OperatorMetrics
-from vllm_operator.render import labels
+from vllm_operator.render import labels, names
 
 ROOT = Path(__file__).resolve().parents[3]
 CRD = ROOT / "crds" / "vllm-operator.dev_vllmdeployments.yaml"
@@ -266,7 +266,9 @@ class Rollout:
             if changes and changes[-1][0] == rev:
                 continue
             at = int(version["metadata"]["resourceVersion"])
-            dep_versions = self.cluster.history("apps/v1", "deployments", f"{name}-{rev}")
+            dep_versions = self.cluster.history(
+                "apps/v1", "deployments", names.deployment_name(name, rev)
+            )
             before = [d for d in dep_versions if int(d["metadata"]["resourceVersion"]) <= at]
             ready = (before[-1].get("status") or {}).get("readyReplicas", 0) if before else 0
             changes.append((rev, int(ready or 0)))

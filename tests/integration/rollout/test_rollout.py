@@ -62,7 +62,7 @@ def test_first_deploy_passes_and_serves_only_once_ready(rollout: Rollout) -> Non
     assert rollout.serving_revision() == rev
     changes = rollout.selector_changes()
     assert changes == [(rev, 1)]
-    dep = rollout.cluster.get("apps/v1", "deployments", f"qwen-{rev}")
+    dep = rollout.cluster.get("apps/v1", "deployments", f"qwen--{rev}")
     assert dep["metadata"]["ownerReferences"][0]["uid"] == rollout.get()["metadata"]["uid"]
     assert rollout.names("batch/v1", "jobs") == []  # judged, then removed
     events = _events(rollout)
@@ -136,7 +136,7 @@ def test_published_upgrade_story(rollout: Rollout) -> None:
     assert st["lastGate"]["baselineRevision"] == stable
     assert any("regress" in r or "%" in r for r in st["lastGate"]["reasons"]), st["lastGate"]
     assert rollout.serving_revision() == stable
-    rollout.wait(lambda: rollout.names("apps/v1", "deployments") == [f"qwen-{stable}"])
+    rollout.wait(lambda: rollout.names("apps/v1", "deployments") == [f"qwen--{stable}"])
 
     rollout.apply(
         resource(image="vllm/vllm-openai:v0.17.0", mode="throughput", sim_env=slower, gate=gate)
@@ -144,7 +144,7 @@ def test_published_upgrade_story(rollout: Rollout) -> None:
     st = rollout.wait_phase("Serving", timeout=90, gate="Passed")
     promoted = st["stable"]["revision"]
     assert promoted != stable
-    rollout.wait(lambda: rollout.names("apps/v1", "deployments") == [f"qwen-{promoted}"])
+    rollout.wait(lambda: rollout.names("apps/v1", "deployments") == [f"qwen--{promoted}"])
     assert [h["outcome"] for h in st["history"]] == ["Passed", "Failed", "Passed"]
     changes = rollout.selector_changes()
     assert [rev for rev, _ in changes] == [stable, promoted]
@@ -163,7 +163,7 @@ def test_stuck_candidate_is_rejected_with_its_cause(tmp_path: Path) -> None:
         assert gate["decidedBy"] == "deadline"
         assert any("unschedulable" in reason for reason in gate["reasons"]), gate
         assert r.serving_revision() == stable
-        r.wait(lambda: r.names("apps/v1", "deployments") == [f"qwen-{stable}"])
+        r.wait(lambda: r.names("apps/v1", "deployments") == [f"qwen--{stable}"])
     finally:
         r.close()
 
@@ -203,7 +203,7 @@ def test_spec_change_mid_benchmark_abandons_the_candidate(rollout: Rollout) -> N
     job = rollout.wait(lambda: rollout.names("batch/v1", "jobs"), what="a benchmark Job")[0]
     rollout.apply(resource(mode="interactivity", gate=_gate()))
     st = rollout.wait_phase("Serving", timeout=60, gate="Passed")
-    assert st["stable"]["revision"] not in (stable, job.split("-")[2])
+    assert st["stable"]["revision"] not in (stable, job.split("-")[-2])  # <name>--gate-<rev>-<n>
     assert not rollout.cluster.exists("batch/v1", "jobs", job)
     assert "CandidateAbandoned" in _events(rollout)
     assert len(rollout.names("apps/v1", "deployments")) == 1
@@ -270,18 +270,18 @@ def test_restart_at_every_step_creates_nothing_twice(rollout: Rollout) -> None:
     created = [
         v["metadata"]["name"]
         for plural, api, name in (
-            ("deployments", "apps/v1", f"qwen-{rev}"),
-            ("jobs", "batch/v1", f"qwen-gate-{rev}-1"),
+            ("deployments", "apps/v1", f"qwen--{rev}"),
+            ("jobs", "batch/v1", f"qwen--gate-{rev}-1"),
             ("services", "v1", "qwen"),
-            ("services", "v1", "qwen-candidate"),
+            ("services", "v1", "qwen--candidate"),
         )
         for v in rollout.cluster.history(api, plural, name)
         if v["_event"] == "ADDED"
     ]
     assert sorted(created) == sorted(
-        [f"qwen-{rev}", f"qwen-gate-{rev}-1", "qwen", "qwen-candidate"]
+        [f"qwen--{rev}", f"qwen--gate-{rev}-1", "qwen", "qwen--candidate"]
     )
-    assert not rollout.cluster.exists("batch/v1", "jobs", f"qwen-gate-{rev}-2")
+    assert not rollout.cluster.exists("batch/v1", "jobs", f"qwen--gate-{rev}-2")
     assert len(st["history"]) == 1
     assert rollout.selector_changes() == [(rev, 2)]  # switched only with both replicas Ready
 

@@ -328,9 +328,10 @@ def test_identity_scope_and_status_subresource() -> None:
 def test_name_length_rule_matches_the_renderer() -> None:
     from vllm_operator.render.names import MAX_NAME_LENGTH
 
-    (rule,) = _schema()["x-kubernetes-validations"]
+    rule, separator = _schema()["x-kubernetes-validations"]
     assert rule["rule"] == f"size(self.metadata.name) <= {MAX_NAME_LENGTH}"
     assert str(MAX_NAME_LENGTH) in rule["message"]
+    assert separator["rule"] == "!self.metadata.name.contains('--')"
 
 
 def test_printer_columns_point_at_real_fields() -> None:

@@ -82,3 +82,31 @@ def test_credentials_in_the_url_are_not_reported() -> None:
     config = BenchConfig(url="http://user:pw@host:8000/v1", model="m")
     assert config.public()["url"] == "http://host:8000/v1"
     assert config.chat_url == "http://user:pw@host:8000/v1/chat/completions"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--job-name", "qwen-gate-abc-1"], "give all three or none"),
+        (["--job-name", "j", "--revision", "r"], "give all three or none"),
+        (["--job-name", "j", "--revision", "r", "--attempt", "0"], "--attempt"),
+        (["--job-name", "j" * 64, "--revision", "r", "--attempt", "1"], "--job-name"),
+    ],
+)
+def test_partial_or_bad_run_identity_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    summary_path = tmp_path / "termination-log"
+    assert main([*BASE, *extra, "--summary-path", str(summary_path)], "bench") == 2
+    assert message in capsys.readouterr().err
+    assert BenchSummary.model_validate_json(summary_path.read_text()).verdict == "Error"
+
+
+def test_usage_error_summary_still_names_the_run(tmp_path: Path) -> None:
+    summary_path = tmp_path / "termination-log"
+    run = ["--job-name", "qwen-gate-abc-2", "--revision", "abc", "--attempt", "2"]
+    code = main([*BASE, *run, "--iterations", "0", "--summary-path", str(summary_path)], "bench")
+    assert code == 2
+    identity = BenchSummary.model_validate_json(summary_path.read_text()).identity
+    assert identity is not None
+    assert (identity.job, identity.revision, identity.attempt) == ("qwen-gate-abc-2", "abc", 2)

@@ -10,6 +10,7 @@ call in the code without a chart rule (a 403 in production) or a chart rule noth
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ import pytest
 import yaml
 
 from vllm_operator.kube.permissions import PERMISSIONS
+from vllm_operator.rollout import Settings, observe, plan
+from vllm_operator.rollout.actions import Create
 
 CHART = Path(__file__).resolve().parents[3] / "charts" / "vllm-operator"
 
@@ -29,6 +32,8 @@ CHART = Path(__file__).resolve().parents[3] / "charts" / "vllm-operator"
 KOPF_FRAMEWORK: frozenset[tuple[str, str, str]] = frozenset()
 
 Triple = tuple[str, str, str]
+USER_ROLE_LABEL = "vllm-operator.dev/user-role"
+AGGREGATE = "rbac.authorization.k8s.io/aggregate-to-"
 
 
 def _rules(values: dict[str, Any]) -> dict[str, set[Triple]]:
@@ -40,6 +45,8 @@ def _rules(values: dict[str, Any]) -> dict[str, set[Triple]]:
         for doc in yaml.safe_load_all(text):
             if not doc or doc.get("kind") not in ("ClusterRole", "Role"):
                 continue
+            if doc["metadata"].get("labels", {}).get(USER_ROLE_LABEL) == "true":
+                continue  # roles for people (test_user_roles_*), not the operator's
             key = f"{doc['kind']}/{doc['metadata'].get('namespace', '')}/{doc['metadata']['name']}"
             triples: set[Triple] = set()
             for rule in doc["rules"]:
@@ -100,3 +107,76 @@ def test_declared_list_has_no_forbidden_calls() -> None:
 
 def test_rbac_create_false_renders_no_rules() -> None:
     assert _rules({"rbac": {"create": False}}) == {}
+
+
+def test_children_with_block_owner_deletion_come_with_finalizers_update() -> None:
+    """OwnerReferencesPermissionEnforcement (OpenShift's default) refuses to create an object
+    whose ownerReference sets blockOwnerDeletion unless the creator may update the owner's
+    finalizers: the operator's children set it, so both scopes must grant it."""
+    body = {
+        "apiVersion": "vllm-operator.dev/v1alpha1",
+        "kind": "VLLMDeployment",
+        "metadata": {"name": "q", "namespace": "ml", "uid": "u1", "generation": 1},
+        "spec": {"model": {"name": "m"}, "engine": {"image": "vllm/vllm-openai:v0.17.0"}},
+    }
+    creates = [
+        a
+        for a in plan(observe(body), datetime(2026, 1, 1, tzinfo=UTC), Settings()).actions
+        if isinstance(a, Create)
+    ]
+    assert creates
+    for action in creates:
+        (ref,) = action.manifest["metadata"]["ownerReferences"]
+        assert ref["blockOwnerDeletion"] is True
+    needed = ("vllm-operator.dev", "vllmdeployments/finalizers", "update")
+    assert needed in _declared()
+    for scope in SCOPES.values():
+        for role, granted in _rules(scope).items():
+            assert needed in granted, role
+
+
+def _user_roles(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    rendered = helm_python.Chart.load(CHART).render(values, name="vo", namespace="vllm-system")
+    return {
+        doc["metadata"]["name"]: doc
+        for path, text in rendered.items()
+        if path.endswith(".yaml")
+        for doc in yaml.safe_load_all(text)
+        if doc and doc["metadata"].get("labels", {}).get(USER_ROLE_LABEL) == "true"
+    }
+
+
+def test_user_roles_give_vllmdeployment_writes_only_to_roles_that_create_pods() -> None:
+    """Creating a VLLMDeployment is creating pods with Secrets of the namespace: write access
+    aggregates into admin and edit (which hold pods create and secrets get), never view."""
+    roles = _user_roles({})
+    assert set(roles) == {"vo-vllm-operator-edit", "vo-vllm-operator-view"}
+    for doc in roles.values():
+        assert doc["kind"] == "ClusterRole"
+    edit, view = roles["vo-vllm-operator-edit"], roles["vo-vllm-operator-view"]
+    aggregates = {
+        role: {
+            k[len(AGGREGATE) :]
+            for k, v in doc["metadata"]["labels"].items()
+            if k.startswith(AGGREGATE) and v == "true"
+        }
+        for role, doc in (("edit", edit), ("view", view))
+    }
+    assert aggregates == {"edit": {"admin", "edit"}, "view": {"view"}}
+    write = {"create", "update", "patch", "delete", "deletecollection"}
+    view_verbs = {v for rule in view["rules"] for v in rule["verbs"]}
+    assert view_verbs == {"get", "list", "watch"}
+    edit_verbs = {v for rule in edit["rules"] for v in rule["verbs"]}
+    assert write <= edit_verbs
+    for doc in roles.values():
+        for rule in doc["rules"]:
+            assert rule["apiGroups"] == ["vllm-operator.dev"]
+            assert all(r.startswith("vllmdeployments") for r in rule["resources"])
+            # status is the operator's: people read it, never write it
+            if "vllmdeployments/status" in rule["resources"]:
+                assert not set(rule["verbs"]) & write
+
+
+def test_user_roles_can_be_left_out_and_are_cluster_scope_only() -> None:
+    assert _user_roles({"rbac": {"aggregateToDefaultRoles": False}}) == {}
+    assert _user_roles(SCOPES["namespaces"]) == {}

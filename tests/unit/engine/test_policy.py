@@ -348,3 +348,12 @@ def test_vllm_api_key_env_is_refused_with_or_without_the_secret(make_spec: MakeS
         (error,) = info.value.errors
         assert error.field == "spec.engine.env[0].name"
         assert error.fix == "put the key in a Secret and reference it with spec.engine.apiKeySecret"
+
+
+def test_home_is_the_operators(make_spec: MakeSpec) -> None:
+    """The container runs as a non-root user whose HOME is a volume; a spec cannot move it."""
+    spec = make_spec("vllm/vllm-openai:v0.17.0", env=[{"name": "HOME", "value": "/root"}])
+    with pytest.raises(SpecErrors) as info:
+        plan_launch(spec)
+    assert fields_of(info.value) == ["spec.engine.env[0].name"]
+    assert "non-root" in info.value.errors[0].message

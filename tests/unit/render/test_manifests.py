@@ -133,8 +133,22 @@ def test_deployment_pod_essentials(resource: dict[str, Any]) -> None:
     assert volumes[mounts["/dev/shm"]]["emptyDir"] == {"medium": "Memory", "sizeLimit": "8Gi"}
     assert container["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     assert container["resources"]["requests"] == {"nvidia.com/gpu": "1"}
-    assert container["securityContext"]["allowPrivilegeEscalation"] is False
-    assert "runAsNonRoot" not in container["securityContext"]
+    assert container["securityContext"] == {
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    # The vllm image user (UID 2000, GID 0); every place it writes is a volume of its own.
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 2000,
+        "runAsGroup": 0,
+        "fsGroup": 0,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert env["HOME"]["value"] == "/home/vllm"
+    assert volumes[mounts["/home/vllm"]]["emptyDir"] == {}
+    assert env["USER"]["value"] == "vllm"  # getpass.getuser() without a passwd entry
     assert container["startupProbe"]["httpGet"]["path"] == "/health"
     strategy = deployment["spec"]["strategy"]
     assert strategy["rollingUpdate"]["maxSurge"] == 0
@@ -167,7 +181,7 @@ def test_names_labels_and_selectors_are_consistent(resource: dict[str, Any]) -> 
     deployment = render_deployment(vd, revision, 3)
     serving = render_serving_service(vd, revision)
     candidate = render_candidate_service(vd, revision)
-    assert deployment["metadata"]["name"] == f"qwen-{revision}"
+    assert deployment["metadata"]["name"] == f"qwen--{revision}"
     assert deployment["metadata"]["namespace"] == "ml"
     assert deployment["spec"]["replicas"] == 3
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
@@ -176,7 +190,7 @@ def test_names_labels_and_selectors_are_consistent(resource: dict[str, Any]) -> 
     for key, value in deployment["spec"]["selector"]["matchLabels"].items():
         assert pod_labels[key] == value
     assert serving["metadata"]["name"] == "qwen"
-    assert candidate["metadata"]["name"] == "qwen-candidate"
+    assert candidate["metadata"]["name"] == "qwen--candidate"
     for service in (serving, candidate):
         assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
         assert service["spec"]["ports"][0]["port"] == 8000

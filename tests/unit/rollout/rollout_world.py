@@ -8,13 +8,15 @@ with this summary". Integration tests run the real thing against DevCluster.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from vllm_operator.api.summary import BenchSummary
+from vllm_operator.api.summary import BenchSummary, RunIdentity
 from vllm_operator.render import labels
 from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, observe, plan
+from vllm_operator.rollout.observed import holder, owned_by
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -110,19 +112,41 @@ class World:
 
     # -- the operator side -------------------------------------------------------------
     def plan(self) -> Plan:
+        """What the shell does: observe the owned children, plan, and plan again knowing
+        who holds a name the first plan would create (handlers/reconcile.py)."""
         objs = self.objects
-        return plan(
-            observe(
-                copy.deepcopy(self.body),
-                deployments=[o for (k, _), o in objs.items() if k == "Deployment"],
-                services=[o for (k, _), o in objs.items() if k == "Service"],
-                jobs=[o for (k, _), o in objs.items() if k == "Job"],
-                pods=[o for (k, _), o in objs.items() if k == "Pod"],
-                logs=self.logs,
-            ),
-            self.now,
-            self.settings,
+        uid = self.body["metadata"]["uid"]
+
+        def children(kind: str) -> list[dict[str, Any]]:
+            return [o for (k, _), o in objs.items() if k == kind and owned_by(uid, o)]
+
+        observed = observe(
+            copy.deepcopy(self.body),
+            deployments=children("Deployment"),
+            services=children("Service"),
+            jobs=children("Job"),
+            pods=[o for (k, _), o in objs.items() if k == "Pod"],
+            logs=self.logs,
         )
+        p = plan(observed, self.now, self.settings)
+        foreign = {
+            (a.kind, a.name): holder(objs[(a.kind, a.name)])
+            for a in p.actions
+            if isinstance(a, Create)
+            and (a.kind, a.name) in objs
+            and not owned_by(uid, objs[(a.kind, a.name)])
+        }
+        if foreign:
+            p = plan(dataclasses.replace(observed, foreign=foreign), self.now, self.settings)
+        return p
+
+    def squat(self, kind: str, name: str, owner: dict[str, Any] | None = None) -> None:
+        """Someone else's object at ``name`` (``owner``: its controller ownerReference)."""
+        meta: dict[str, Any] = {"name": name, "namespace": "ml", "uid": f"uid-foreign-{name}"}
+        if owner is not None:
+            meta["ownerReferences"] = [{**owner, "controller": True}]
+        spec: dict[str, Any] = {"selector": {"app": "other"}, "type": "ClusterIP", "ports": []}
+        self.objects[(kind, name)] = {"metadata": meta, "spec": spec}
 
     def apply(self, p: Plan) -> None:
         self.body["status"] = p.status.to_wire()
@@ -138,6 +162,7 @@ class World:
                 if key not in self.objects:
                     obj = copy.deepcopy(dict(action.manifest))
                     obj["metadata"]["creationTimestamp"] = self.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+                    obj["metadata"]["uid"] = f"uid-{action.kind.lower()}-{action.name}"
                     self.objects[key] = obj
                     self._selector_changed(action.kind, action.name)
             elif isinstance(action, Patch):
@@ -215,7 +240,7 @@ class World:
 
     def serving(self) -> str | None:
         svc = self.objects.get(("Service", "qwen"))
-        return svc["spec"]["selector"][labels.REVISION_LABEL] if svc else None
+        return svc["spec"]["selector"].get(labels.REVISION_LABEL) if svc else None
 
     def ready_all(self) -> None:
         """Every Deployment has all its replicas Ready (the kubelet did its job)."""
@@ -233,11 +258,17 @@ class World:
         assert len(jobs) == 1, [j["metadata"]["name"] for j in jobs]
         return jobs[0]
 
-    def add_pod(self, name: str, pod_labels: dict[str, str], status: dict[str, Any]) -> None:
-        self.objects[("Pod", name)] = {
-            "metadata": {"name": name, "labels": pod_labels},
-            "status": status,
-        }
+    def add_pod(
+        self,
+        name: str,
+        pod_labels: dict[str, str],
+        status: dict[str, Any],
+        owner_uid: str | None = None,
+    ) -> None:
+        meta: dict[str, Any] = {"name": name, "labels": pod_labels}
+        if owner_uid is not None:
+            meta["ownerReferences"] = [{"kind": "Job", "uid": owner_uid, "controller": True}]
+        self.objects[("Pod", name)] = {"metadata": meta, "status": status}
 
     def finish_job(
         self,
@@ -246,11 +277,33 @@ class World:
         exit_code: int = 0,
         in_log: bool = False,
         failed_reason: str | None = None,
+        identity: RunIdentity | str | None = "own",
+        signal: int | None = None,
+        reason: str | None = None,
     ) -> None:
+        """The Job's pod ends with ``exit_code`` after writing ``result``, as the bench does:
+        stamped with the Job's identity (``identity="own"``) and carrying the bench's own
+        verdict for that exit code (0 Passed, 1 Failed) unless ``result`` sets one."""
         job = self.job()
         name = job["metadata"]["name"]
+        if result is not None:
+            if identity == "own":
+                meta = job["metadata"]
+                identity = RunIdentity(
+                    job=name,
+                    revision=meta["labels"][labels.REVISION_LABEL],
+                    attempt=int(meta["annotations"][f"{labels.DOMAIN}/attempt"]),
+                )
+            assert not isinstance(identity, str)
+            own = result.verdict or {0: "Passed", 1: "Failed"}.get(exit_code, "Error")
+            result = result.model_copy(update={"identity": identity, "verdict": own})
         message = json.dumps(result.to_wire()) if result is not None else ""
-        terminated: dict[str, Any] = {"exitCode": exit_code, "reason": "Completed"}
+        terminated: dict[str, Any] = {
+            "exitCode": exit_code,
+            "reason": reason or ("Completed" if exit_code == 0 else "Error"),
+        }
+        if signal is not None:
+            terminated["signal"] = signal
         if message and not in_log:
             terminated["message"] = message
         if in_log and message:
@@ -259,9 +312,10 @@ class World:
             f"{name}-pod",
             dict(job["spec"]["template"]["metadata"]["labels"]),
             {
-                "phase": "Succeeded",
+                "phase": "Succeeded" if exit_code == 0 else "Failed",
                 "containerStatuses": [{"name": "bench", "state": {"terminated": terminated}}],
             },
+            owner_uid=job["metadata"]["uid"],
         )
         if exit_code == 0 and failed_reason is None:
             job["status"] = {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}

@@ -85,7 +85,7 @@ def test_serving_service_and_stable_revision_are_safe(first: int, moves: list[An
         serving = w.serving()
         for action in first_plan.actions:
             if isinstance(action, Delete) and action.kind == "Deployment" and serving:
-                assert action.name != f"qwen-{serving}", "deleted the serving revision"
+                assert action.name != f"qwen--{serving}", "deleted the serving revision"
         w.apply(first_plan)
         for revision, ready in w.selector_changes:
             assert ready >= 1, f"Service switched to {revision} with no Ready pod"

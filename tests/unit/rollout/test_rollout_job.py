@@ -36,7 +36,7 @@ def test_job_is_a_valid_batch_v1_job(version: str) -> None:
 
 def test_job_fails_closed_and_runs_restricted() -> None:
     job = render_job(_vd(), "0123456789", 2, image="op:1")
-    assert job["metadata"]["name"] == "qwen-gate-0123456789-2"
+    assert job["metadata"]["name"] == "qwen--gate-0123456789-2"
     spec = job["spec"]
     assert spec["backoffLimit"] == 0
     assert spec["activeDeadlineSeconds"] == 900
@@ -55,7 +55,7 @@ def test_job_fails_closed_and_runs_restricted() -> None:
     assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
     assert container["resources"]["limits"]["memory"] == "512Mi"
     args = container["args"]
-    assert args[:5] == ["bench", "--url", "http://qwen-candidate.ml.svc:8000", "--model", "qwen3"]
+    assert args[:5] == ["bench", "--url", "http://qwen--candidate.ml.svc:8000", "--model", "qwen3"]
     assert args[args.index("--summary-path") + 1] == "/dev/termination-log"
     assert int(args[args.index("--deadline-seconds") + 1]) < 900
     assert "--baseline-json" not in args

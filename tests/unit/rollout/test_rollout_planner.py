@@ -31,7 +31,7 @@ def test_first_revision_is_gated_before_the_serving_service_exists() -> None:
     w = World(V17_FAST)
     p = w.step()
     rev = w.revisions()[0]
-    assert p.kinds() == ["create Service qwen-candidate", f"create Deployment qwen-{rev}"]
+    assert p.kinds() == ["create Service qwen--candidate", f"create Deployment qwen--{rev}"]
     assert w.serving() is None
     assert w.status["phase"] == "Progressing"
     assert w.condition("Reconciling")["status"] == "True"
@@ -41,12 +41,12 @@ def test_first_revision_is_gated_before_the_serving_service_exists() -> None:
     assert owner["controller"] is True
     w.ready_all()
     p = w.step()
-    assert p.kinds() == [f"create Job qwen-gate-{rev}-1"]
+    assert p.kinds() == [f"create Job qwen--gate-{rev}-1"]
     assert w.status["phase"] == "Benchmarking"
     w.finish_job(summary())
     p = w.step()
     assert w.status["lastGate"]["outcome"] == "Passed"
-    assert f"delete Job qwen-gate-{rev}-1" in p.kinds()
+    assert f"delete Job qwen--gate-{rev}-1" in p.kinds()
     assert w.deployment(rev)["spec"]["replicas"] == 2
     assert w.serving() is None  # not Ready at 2 yet
     w.ready(rev, 1)
@@ -206,6 +206,7 @@ def test_job_that_never_starts_is_an_error_not_a_pass(reason: str) -> None:
                 }
             ]
         },
+        owner_uid=job["metadata"]["uid"],
     )
     if reason == "ImagePullBackOff":
         w.step()
@@ -309,7 +310,7 @@ def test_abort_removes_the_candidate_once_and_rerun_gate_tries_again() -> None:
     assert w.revisions() == sorted([stable, cand])
     w.ready_all()
     w.step()
-    assert w.job()["metadata"]["name"] == f"qwen-gate-{cand}-2"
+    assert w.job()["metadata"]["name"] == f"qwen--gate-{cand}-2"
     w.finish_job(summary(median_ms=900, tokens=900))
     w.step()
     w.ready_all()
@@ -371,7 +372,7 @@ def test_scaling_the_stable_revision_rolls_nothing() -> None:
     stable = w.serving()
     w.set_spec({**V16_EAGER, "replicas": 4})
     p = w.step()
-    assert p.kinds() == [f"patch Deployment qwen-{stable}"]
+    assert p.kinds() == [f"patch Deployment qwen--{stable}"]
     assert w.status["phase"] == "Progressing"
     w.ready_all()
     w.settle()

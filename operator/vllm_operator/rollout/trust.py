@@ -1,0 +1,139 @@
+"""Which benchmark results the operator believes, and the verdict it takes from them.
+
+The termination message is written from inside the benchmark pod, where code the operator
+does not control may run (the model's answers, in the python-tests assertion). A summary is
+therefore evidence only when the way the Job ended vouches for it (issue 10: a child of the
+bench wrote a Passed summary to ``/dev/termination-log`` and SIGINTed the bench; the pod
+died, and the summary was promoted). The operator believes a summary only when:
+
+- the Job's own pod (controlled by this Job's uid) has exactly one bench container, and it
+  *exited* (no signal, not OOM-killed) with a documented code: 0 with the bench's verdict
+  Passed, or 1 with Failed or Inconclusive (``bench/cli.py``'s exit-code contract);
+- the Job did not fail for a deadline;
+- the summary names this run (``identity``: Job, revision, attempt) exactly.
+
+Any other end is an Error whatever the message says, and the reasons say which rule broke.
+When the summary is believed, the gate judges it again and the stricter of the bench's and
+the operator's verdicts stands: a bench that says Failed is never promoted because the
+operator's limits happen to pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vllm_operator import gate
+from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.summary import BenchSummary, RunIdentity, VerdictOutcome
+from vllm_operator.rollout.observed import ContainerView, JobView, Observed, PodView
+from vllm_operator.rollout.results import job_summary
+
+BENCH_CONTAINER = "bench"
+# The bench's exit codes and the verdicts each may carry (bench/report.py).
+EXIT_VERDICTS: dict[int, frozenset[str]] = {
+    0: frozenset({"Passed"}),
+    1: frozenset({"Failed", "Inconclusive"}),
+}
+# Strictest first, as the gate orders its outcomes (gate/verdict.py).
+STRICTNESS: tuple[VerdictOutcome, ...] = ("Failed", "Error", "Inconclusive", "Passed")
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The verdict on one finished benchmark Job."""
+
+    outcome: VerdictOutcome
+    reasons: tuple[str, ...]
+    summary: BenchSummary | None  # kept even when not believed, for people to read
+
+
+def stricter(a: VerdictOutcome, b: VerdictOutcome) -> VerdictOutcome:
+    """The stricter of two verdicts (Failed > Error > Inconclusive > Passed)."""
+    return a if STRICTNESS.index(a) <= STRICTNESS.index(b) else b
+
+
+def expected_identity(job: JobView) -> RunIdentity:
+    return RunIdentity(job=job.name, revision=job.revision, attempt=job.attempt)
+
+
+def _bench_container(pod: PodView) -> ContainerView | None:
+    return next((c for c in pod.containers if c.name == BENCH_CONTAINER), None)
+
+
+def end_problem(observed: Observed, job: JobView) -> tuple[str | None, int | None]:
+    """Why the Job's end does not vouch for its summary (None: it does), and its exit code."""
+    if job.failed_reason == "DeadlineExceeded":
+        return f"Job {job.name} hit its deadline ({job.failed_message or 'DeadlineExceeded'})", None
+    pods = observed.job_pods(job)
+    if not pods:
+        return f"the pod of Job {job.name} is gone: its end cannot be checked", None
+    if len(pods) > 1:
+        names = ", ".join(sorted(p.name for p in pods))
+        return f"Job {job.name} has {len(pods)} pods ({names}); it runs exactly one", None
+    pod = pods[0]
+    container = _bench_container(pod)
+    if container is None or container.exit_code is None:
+        return f"pod {pod.name}: the {BENCH_CONTAINER} container has not terminated", None
+    code = container.exit_code
+    if container.terminated_reason == "OOMKilled":
+        return f"pod {pod.name} was OOM-killed (exit code {code})", code
+    if container.signal:
+        return f"pod {pod.name} was killed by signal {container.signal} (exit code {code})", code
+    if code not in EXIT_VERDICTS:
+        reason = f" ({container.terminated_reason})" if container.terminated_reason else ""
+        return f"pod {pod.name} exited with code {code}{reason}", code
+    if code == 0 and not job.complete:
+        return f"pod {pod.name} exited 0 but Job {job.name} did not complete", code
+    return None, code
+
+
+def judge(
+    observed: Observed,
+    job: JobView,
+    thresholds: Thresholds,
+    baseline: BenchSummary | None,
+) -> Judgement:
+    """The verdict on a finished Job (``job.finished``); Error unless its end vouches for it."""
+    summary = job_summary(observed, job)
+    problem, code = end_problem(observed, job)
+    if problem is not None:
+        reasons = [f"benchmark Job not trusted: {problem}"]
+        if summary is not None and summary.verdict is not None:
+            reasons.append(f"its summary's verdict {summary.verdict} is disregarded")
+        return Judgement("Error", tuple(reasons), summary)
+    assert code is not None
+    if summary is None:
+        return Judgement("Error", (f"benchmark Job {job.name} left no summary",), None)
+    wanted = expected_identity(job)
+    if summary.identity is None:
+        return Judgement(
+            "Error", (f"the summary of Job {job.name} carries no run identity",), summary
+        )
+    if summary.identity != wanted:
+        got = summary.identity
+        return Judgement(
+            "Error",
+            (
+                f"the summary read from Job {job.name} names another run (Job {got.job}, "
+                f"revision {got.revision}, attempt {got.attempt}; expected revision "
+                f"{wanted.revision}, attempt {wanted.attempt})",
+            ),
+            summary,
+        )
+    own = summary.verdict
+    if own is None or own not in EXIT_VERDICTS[code]:
+        return Judgement(
+            "Error",
+            (
+                f"pod exit code {code} does not match the summary's verdict {own or 'none'} "
+                f"(exit 0 means Passed, 1 Failed or Inconclusive)",
+            ),
+            summary,
+        )
+    verdict = gate.verdict(summary, thresholds, baseline)
+    outcome = stricter(own, verdict.outcome)
+    reasons = list(verdict.reasons)
+    if outcome != verdict.outcome:
+        said = "; ".join(summary.reasons[:3]) or "no reasons given"
+        reasons.insert(0, f"the benchmark's own verdict {own} is stricter ({said})")
+    return Judgement(outcome, tuple(reasons), summary)
