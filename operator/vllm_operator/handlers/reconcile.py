@@ -166,7 +166,7 @@ class Reconciler:
                 foreign[key] = holder(found)
         return foreign
 
-    def _plan(self, observed: Observed, now: float, namespace: str, name: str) -> Plan:
+    def _plan(self, observed: Observed, now: datetime, namespace: str, name: str) -> Plan:
         try:
             return self.planner(observed, now, self.settings)
         except Exception as exc:
