@@ -202,7 +202,17 @@ def test_no_workload_runs_as_root_or_escalates(
         {"imagePullSecret": []},
         {"metrics": {"service": {"port": 0}}},
     ],
-    ids=["escalation", "privileged", "root-uid", "root-allowed", "scope", "ns", "typo", "port"],
+    ids=[
+        "escalation",
+        "privileged",
+        "root-uid",
+        "root-allowed",
+        "scope",
+        "ns",
+        "secret-pattern",
+        "typo",
+        "port",
+    ],
 )
 def test_values_schema_refuses_unsafe_or_wrong_values(values: dict[str, Any]) -> None:
     with pytest.raises(helm_python.HelmValuesError):
