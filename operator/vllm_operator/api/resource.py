@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
+from vllm_operator.api.affinity import check_affinity
 from vllm_operator.api.base import APIModel
 from vllm_operator.api.limits import check_raw, child_path, describe
 from vllm_operator.api.spec import VLLMDeploymentSpec
@@ -103,10 +104,22 @@ def parse_vllm_deployment(obj: dict[str, Any]) -> VLLMDeployment:
         problems += check_raw(obj.get(part), part)
     if problems:
         raise SpecErrors(problems)
+    problems = _free_form(obj["spec"], "spec")
     try:
-        return VLLMDeployment.model_validate(obj)
+        vd = VLLMDeployment.model_validate(obj)
     except ValidationError as exc:
-        raise spec_errors_from(exc) from None
+        raise SpecErrors(spec_errors_from(exc).errors + problems) from None
+    if problems:
+        raise SpecErrors(problems)
+    return vd
+
+
+def _free_form(spec: dict[str, Any], prefix: str) -> list[SpecError]:
+    """Problems of the free-form fields the models take as they are (the affinity)."""
+    scheduling = spec.get("scheduling")
+    if not isinstance(scheduling, dict):
+        return []
+    return check_affinity(scheduling.get("affinity"), f"{prefix}.scheduling.affinity")
 
 
 def parse_spec(spec: dict[str, Any]) -> VLLMDeploymentSpec:
@@ -114,7 +127,11 @@ def parse_spec(spec: dict[str, Any]) -> VLLMDeploymentSpec:
     problems = check_raw(spec, "spec")
     if problems:
         raise SpecErrors(problems)
+    problems = _free_form(spec, "spec")
     try:
-        return VLLMDeploymentSpec.model_validate(spec)
+        parsed = VLLMDeploymentSpec.model_validate(spec)
     except ValidationError as exc:
-        raise spec_errors_from(exc, prefix="spec") from None
+        raise SpecErrors(spec_errors_from(exc, prefix="spec").errors + problems) from None
+    if problems:
+        raise SpecErrors(problems)
+    return parsed

@@ -329,7 +329,11 @@ class SchedulingSpec(APIModel):
     )
     affinity: dict[str, Any] | None = Field(
         default=None,
-        description="A core/v1 Affinity object, copied to the pods as is.",
+        description=(
+            "A core/v1 Affinity object, copied to the pods as is. The operator checks its "
+            "fields and values as the API server would check a pod's (see "
+            "`kubectl explain pod.spec.affinity`) and refuses the spec otherwise."
+        ),
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
     runtime_class_name: str | None = Field(

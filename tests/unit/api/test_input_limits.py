@@ -61,10 +61,42 @@ def errors_of(raw: dict[str, Any]) -> list[tuple[str, str]]:
     return [(e.field, f"{e.message} {e.fix}") for e in info.value.errors]
 
 
-def test_deepest_accepted_affinity_parses_hashes_and_renders() -> None:
-    vd = parse_vllm_deployment(resource(nested(DEEPEST_OK)))
+def test_deepest_accepted_nest_passes_the_bounds() -> None:
+    raw = resource(nested(DEEPEST_OK))
+    assert check_raw(raw["spec"], "spec") == []
+    # What is left is the affinity's shape, not its depth.
+    assert errors_of(raw) == [
+        (
+            "spec.scheduling.affinity.a",
+            "is not a field of Affinity remove it or check it against "
+            "`kubectl explain pod.spec.affinity`",
+        )
+    ]
+
+
+def test_a_real_affinity_parses_hashes_and_renders() -> None:
+    term = {"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["h100"]}]}
+    pod_term = {
+        "labelSelector": {"matchLabels": {"app": "vllm"}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]},
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "preference": term}
+            ],
+        },
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "podAffinityTerm": pod_term}
+            ]
+        },
+    }
+    vd = parse_vllm_deployment(resource(affinity))
     assert revision_hash(vd.spec)
-    assert render_all(vd)
+    (deployment, *_) = render_all(vd)
+    assert deployment["spec"]["template"]["spec"]["affinity"] == affinity
 
 
 @pytest.mark.parametrize("levels", [DEEPEST_OK + 1, 300, 1000, 100_000])
@@ -100,7 +132,7 @@ def test_deep_lists_are_refused_like_maps() -> None:
 def test_integers_must_fit_in_int64(value: int, ok: bool) -> None:
     raw = resource({"nodeAffinity": {"weight": value}})
     if ok:
-        parse_vllm_deployment(raw)
+        assert check_raw(raw["spec"], "spec") == []
         return
     assert errors_of(raw) == [
         (
@@ -194,7 +226,7 @@ def test_yaml_depth_matches_the_resource_walk() -> None:
         text = yaml.safe_dump(resource(nested(levels)))
         if ok:
             (doc,) = load_documents(text)
-            parse_vllm_deployment(doc)
+            assert check_raw(doc["spec"], "spec") == []
         else:
             with pytest.raises(YAMLInputError):
                 load_documents(text)

@@ -43,6 +43,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
             "namespaces": ["llm"],
             "benchImage": "registry.example/vllm-operator:bench",
             "extraArgs": ["--resync-seconds=120"],
+            "allowedSecrets": ["llm/hf-token", "llm/vllm-*"],
             "extraEnv": [{"name": "EXTRA", "value": "1"}],
         },
         "image": {"digest": "sha256:" + "0" * 64},
@@ -197,10 +198,21 @@ def test_no_workload_runs_as_root_or_escalates(
         {"podSecurityContext": {"runAsNonRoot": False}},
         {"operator": {"scope": "everywhere"}},
         {"operator": {"namespaces": ["Not_A_Namespace"]}},
+        {"operator": {"allowedSecrets": ["no-namespace"]}},
         {"imagePullSecret": []},
         {"metrics": {"service": {"port": 0}}},
     ],
-    ids=["escalation", "privileged", "root-uid", "root-allowed", "scope", "ns", "typo", "port"],
+    ids=[
+        "escalation",
+        "privileged",
+        "root-uid",
+        "root-allowed",
+        "scope",
+        "ns",
+        "secret-pattern",
+        "typo",
+        "port",
+    ],
 )
 def test_values_schema_refuses_unsafe_or_wrong_values(values: dict[str, Any]) -> None:
     with pytest.raises(helm_python.HelmValuesError):
@@ -261,6 +273,8 @@ def test_run_command_accepts_the_rendered_args(name: str) -> None:
         or VALUE_SETS[name].get("operator", {}).get("benchImage") == parsed.bench_image
     )
     scope = VALUE_SETS[name].get("operator", {})
+    allowed = scope.get("allowedSecrets")
+    assert parsed.allowed_secrets == (tuple(allowed) if allowed else None)
     if scope.get("scope") == "namespaces":
         assert parsed.namespaces == tuple(scope.get("namespaces") or ["vllm-system"])
     else:

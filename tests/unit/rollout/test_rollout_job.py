@@ -9,6 +9,7 @@ import pytest
 from rollout_world import summary
 
 from vllm_operator.api import parse_vllm_deployment
+from vllm_operator.bench.cli import identity_from_args, parser
 from vllm_operator.render.job import render_job
 
 
@@ -110,3 +111,19 @@ def test_job_gets_the_api_key_from_the_same_secret(version: str) -> None:
     (plain,) = unguarded["spec"]["template"]["spec"]["containers"]
     assert "--api-key-env" not in plain["args"]
     assert all(e["name"] != "VLLM_API_KEY" for e in plain["env"])
+
+
+def test_job_tells_the_bench_which_run_it_is() -> None:
+    """The bench stamps its summary with these; the operator believes only a matching one."""
+    job = render_job(_vd(), "0123456789", 3, image="op:1")
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--job-name") + 1] == job["metadata"]["name"]
+    assert args[args.index("--revision") + 1] == "0123456789"
+    assert args[args.index("--attempt") + 1] == "3"
+    identity = identity_from_args(parser("bench").parse_args(args[1:]))
+    assert identity is not None
+    assert identity.to_wire() == {
+        "job": "qwen--gate-0123456789-3",
+        "revision": "0123456789",
+        "attempt": 3,
+    }
