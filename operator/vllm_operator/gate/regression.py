@@ -214,7 +214,7 @@ def _throughput(summary: BenchSummary, baseline: BenchSummary, judge: _Judge) ->
         else:
             found.append(
                 judge.compare(
-                    f"{level} streams",
+                    f"{level} stream" if level == 1 else f"{level} streams",
                     "tok/s",
                     _level_trials(figure),
                     _level_trials(base),
