@@ -103,7 +103,7 @@ def test_placement_and_pairing_flags_reach_the_config() -> None:
             "n1",
             "--baseline-gpu-product",
             "NVIDIA-H200",
-        ]  # fmt: skip
+        ]
     )
     config = config_from_args(args)
     assert (config.baseline_url, config.trials) == ("http://u:p@stable:8000", 10)
