@@ -100,7 +100,12 @@ KNOBS = (
         None,
         "seed of the injected-error draw (default 0) and of the noise draws (default: random)",
     ),
-    Knob("speed", float, 1.0, "this server's speed relative to its profile (0.7 = 30%% slower)"),
+    Knob(
+        "speed",
+        float,
+        1.0,
+        "this server's speed relative to its profile (0.7: 30%% fewer tokens/s)",
+    ),
     Knob("jitter", float, 0.0, "per-request timing noise, percent (log-normal sigma)"),
     Knob("jit-stall-ms", float, 0.0, "first use of each batch-size bucket stalls once (model ms)"),
     Knob("jit-stall-chance", float, 1.0, "chance a bucket needs that compile, drawn per start"),
