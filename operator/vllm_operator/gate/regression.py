@@ -111,7 +111,8 @@ class _Judge:
             "note": "within the limit",
             "inconclusive": "the interval straddles the limit",
         }[severity]
-        c, b = statistics.median(candidate), statistics.median(baseline)
+        # geometric means: their ratio is exactly the change the interval is built around
+        c, b = statistics.geometric_mean(candidate), statistics.geometric_mean(baseline)
         sign = "+" if higher_is_worse else "-"
         return Finding(
             severity,
