@@ -75,6 +75,9 @@ class NoiseState:
 
     def __init__(self, noise: Noise, rng: random.Random) -> None:
         self.noise = noise
+        # Two streams from one seed: which buckets compile must not depend on how many
+        # requests drew their jitter before the bucket was first used.
+        self.stall_rng = random.Random(rng.getrandbits(64))
         self.rng = rng
         self._needs_compile: dict[int, bool] = {}
         self.stall_until = 0.0
@@ -94,7 +97,7 @@ class NoiseState:
         if key in self._needs_compile:
             return
         chance = self.noise.jit_stall_chance
-        self._needs_compile[key] = chance >= 1 or self.rng.random() < chance
+        self._needs_compile[key] = chance >= 1 or self.stall_rng.random() < chance
         if self._needs_compile[key]:
             self.stalls.append(key)
             self.stall_until = max(self.stall_until, now) + self.noise.jit_stall_ms * scale
