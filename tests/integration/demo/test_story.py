@@ -70,7 +70,9 @@ def test_demo_story(tmp_path: Path) -> None:
     assert code == 0, text
     verdicts = re.findall(r"step \d: verdict (\w+) \(expected", text)
     assert verdicts == ["Passed", "Failed", "Passed"], text
-    assert "below stable" in text  # the rejection names the regression against stable
+    # the rejection names the regression against stable, with its interval
+    assert "vs baseline" in text
+    assert "regression beyond the limit" in text
     assert "| Streams |" in text
     assert "| Configuration | Short lat. |" in text
 
