@@ -63,6 +63,24 @@ class RevisionSummary(APIModel):
     since: str | None = Field(default=None, description="When it reached its role (RFC 3339).")
 
 
+class RunPlacement(APIModel):
+    """Where one side of a gate ran: the operator reads node and GPU product from the cluster,
+    the vLLM version from what the benchmark saw (else the version the flags were chosen for)."""
+
+    revision: str | None = Field(default=None, description="Revision of the pods measured.")
+    node: str | None = Field(
+        default=None, max_length=253, description="Node of the pods measured (spec.nodeName)."
+    )
+    gpu_product: str | None = Field(
+        default=None,
+        max_length=253,
+        description="The node's nvidia.com/gpu.product label, when the operator could read it.",
+    )
+    vllm_version: str | None = Field(
+        default=None, max_length=128, description="vLLM version of the server measured."
+    )
+
+
 class GateRecord(APIModel):
     """One gate verdict on one revision."""
 
@@ -76,6 +94,22 @@ class GateRecord(APIModel):
     finished_at: str | None = Field(default=None, description="When (RFC 3339).")
     decided_by: Literal["gate", "person", "deadline"] = Field(
         default="gate", description="gate, a person (annotation) or the progress deadline."
+    )
+    attempt: int | None = Field(
+        default=None, ge=1, description="The benchmark Job attempt judged (counts from 1)."
+    )
+    baseline_mode: Literal["twin", "stored"] | None = Field(
+        default=None,
+        description=(
+            "twin: the baseline was a replica of the stable revision measured in the same "
+            "run; stored: the stable revision's figures from its own gate."
+        ),
+    )
+    candidate_placement: RunPlacement | None = Field(
+        default=None, description="Where the candidate ran."
+    )
+    baseline_placement: RunPlacement | None = Field(
+        default=None, description="Where the baseline (the twin) ran, in twin mode."
     )
 
 
