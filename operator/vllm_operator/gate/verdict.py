@@ -43,9 +43,18 @@ class Finding:
 
 
 def verdict(
-    summary: BenchSummary, thresholds: Thresholds, baseline: BenchSummary | None
+    summary: BenchSummary,
+    thresholds: Thresholds,
+    baseline: BenchSummary | None,
+    *,
+    require_paired: bool = False,
 ) -> GateVerdict:
     """Judge one candidate's summary against limits and the stable revision's summary."""
+    # Stand-in for gate-measure's paired gate (CONTRACTS.md), replaced when it is merged.
+    if require_paired and getattr(summary, "paired_baseline", None) is None:
+        return GateVerdict(
+            outcome="Error", reasons=["twin mode: the benchmark measured no paired baseline"]
+        )
     findings = [
         *_schema(summary),
         *_errors(summary),

@@ -16,11 +16,11 @@ from vllm_operator.errors import SpecErrors
 from vllm_operator.render import labels, names
 from vllm_operator.render.job import render_job
 from vllm_operator.render.services import render_candidate_service, render_serving_service
-from vllm_operator.rollout import causes, ledger
+from vllm_operator.rollout import causes, ledger, twin
 from vllm_operator.rollout.actions import Delete, EventType, Patch
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.objects import create_deployment, ensure_service, patch_deployment
-from vllm_operator.rollout.observed import JobView, parse_time
+from vllm_operator.rollout.observed import BASELINE_MODE_ANNOTATION, JobView, parse_time
 from vllm_operator.rollout.overrides import handle_requests
 from vllm_operator.rollout.results import job_summary
 from vllm_operator.rollout.status import Outcome, build_status, summarise
@@ -109,16 +109,19 @@ def rollout(
 ) -> tuple[Outcome, str | None]:
     """The spec's revision is not the stable one: gate it, then promote or reject it."""
     outcome = None
-    if state.decision(desired) is None:
+    if _gate_pending(state, vd, desired):
         outcome = _gate(state, vd, desired, stable)
     decided = state.decision(desired)
-    if decided is None:
+    if decided is None or _gate_pending(state, vd, desired):
         assert outcome is not None
         return outcome, desired
     if decided.outcome == "Passed":
         return _promote(state, vd, desired, stable, decided), desired
-    if decided.outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "hold":
+    policy = vd.spec.rollout.on_inconclusive
+    if decided.outcome == "Inconclusive" and policy in ("hold", "rerun"):
         text = "; ".join(decided.reasons) or "inconclusive"
+        if policy == "rerun":
+            text += f"; still inconclusive after {vd.spec.rollout.max_reruns} rerun(s)"
         return Outcome(
             "Holding",
             f"gate inconclusive on revision {desired} ({text}); annotate "
@@ -128,10 +131,30 @@ def rollout(
     return _reject(state, desired, stable, decided), None
 
 
+def _rerun_due(state: Pass, vd: VLLMDeployment, desired: str, decided: GateRecord) -> bool:
+    """An Inconclusive gate verdict that ``onInconclusive: rerun`` still re-runs."""
+    if vd.spec.rollout.on_inconclusive != "rerun" or decided.outcome != "Inconclusive":
+        return False
+    if decided.decided_by != "gate":
+        return False
+    streak = ledger.inconclusive_streak(state.history, desired, state.handled.rerun)
+    return streak <= vd.spec.rollout.max_reruns
+
+
+def _gate_pending(state: Pass, vd: VLLMDeployment, desired: str) -> bool:
+    """Whether ``desired`` still awaits a verdict (none yet, or an automatic re-run)."""
+    decided = state.decision(desired)
+    return decided is None or _rerun_due(state, vd, desired, decided)
+
+
 def _gate(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None) -> Outcome:
     observed = state.observed
     wanted = vd.spec.rollout.candidate_replicas
     ensure_service(state, render_candidate_service(vd, desired), desired)
+    with_twin = stable is not None and twin.wanted(state, vd, desired, stable)
+    if with_twin:
+        assert stable is not None
+        twin.ensure(state, vd, desired, stable)
     dep = observed.deployment_of(desired)
     deadline = state.scaled(vd.spec.rollout.progress_deadline_seconds)
     if dep is None or dep.deleting:
@@ -176,12 +199,27 @@ def _gate(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None) -> 
             )
         )
         return Outcome("Promoting", "gate disabled", "GateDisabled")
-    return _benchmark(state, vd, desired, stable)
+    if with_twin:
+        assert stable is not None
+        waiting = twin.wait(state, vd, desired, stable)
+        if waiting is not None:
+            return waiting
+    return _benchmark(state, vd, desired, stable, with_twin)
+
+
+def _attempt_floor(state: Pass, desired: str) -> int:
+    """The lowest Job attempt that can still be judged: after a person's re-run request,
+    and after an Inconclusive attempt that an automatic re-run supersedes."""
+    rerun = state.handled.rerun
+    floor = rerun.min_attempt if rerun is not None and rerun.revision == desired else 1
+    decided = state.decision(desired)
+    if decided is not None and decided.outcome == "Inconclusive" and decided.attempt:
+        floor = max(floor, decided.attempt + 1)
+    return floor
 
 
 def _current_job(state: Pass, desired: str) -> JobView | None:
-    rerun = state.handled.rerun
-    floor = rerun.min_attempt if rerun is not None and rerun.revision == desired else 1
+    floor = _attempt_floor(state, desired)
     jobs = [
         j
         for j in state.observed.jobs
@@ -190,22 +228,30 @@ def _current_job(state: Pass, desired: str) -> JobView | None:
     return max(jobs, key=lambda j: j.attempt) if jobs else None
 
 
-def _benchmark(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None) -> Outcome:
+def _benchmark(
+    state: Pass, vd: VLLMDeployment, desired: str, stable: str | None, with_twin: bool = False
+) -> Outcome:
     observed = state.observed
     baseline = baseline_of(state, stable)
     job = _current_job(state, desired)
     if job is None:
-        rerun = state.handled.rerun
-        floor = rerun.min_attempt if rerun is not None and rerun.revision == desired else 1
+        floor = _attempt_floor(state, desired)
         attempt = max(ledger.verdicts_on(state.history, desired) + 1, floor)
+        where = twin.candidate_placement(state, desired)
+        twin_where = twin.twin_placement(state, stable) if with_twin and stable else None
         manifest = render_job(
             vd,
             desired,
             attempt,
             image=state.settings.bench_image,
-            baseline=baseline,
+            baseline=None if with_twin else baseline,
             extra_env=dict(state.settings.job_env),
             ttl_seconds=state.settings.job_ttl_seconds,
+            baseline_url=twin.url(state, stable) if with_twin and stable else None,
+            placement=twin.flags(where, twin_where),
+        )
+        manifest["metadata"]["annotations"][BASELINE_MODE_ANNOTATION] = (
+            "twin" if with_twin else "stored"
         )
         state.create(manifest)
         state.event(
@@ -214,10 +260,16 @@ def _benchmark(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None
         state.after(state.scaled(state.settings.job_start_seconds))
         return Outcome("Benchmarking", f"benchmarking revision {desired}", "Benchmarking")
     pods = observed.pods_of_job(job.name)
+    paired = stable is not None and (job.baseline_mode or vd.spec.gate.baseline.mode) == "twin"
     if job.finished:
         summary = job_summary(observed, job)
         if summary is not None:
-            verdict = gate.verdict(summary, vd.spec.gate.thresholds, baseline)
+            verdict = gate.verdict(
+                summary,
+                vd.spec.gate.thresholds,
+                None if paired else baseline,
+                require_paired=paired,
+            )
             outcome, reasons = verdict.outcome, list(verdict.reasons)
         else:
             outcome = "Error"
@@ -237,11 +289,19 @@ def _benchmark(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None
                 outcome=outcome,
                 reasons=reasons,
                 summary=summary,
-                baseline_revision=stable if baseline is not None else None,
+                baseline_revision=stable if paired or baseline is not None else None,
+                attempt=job.attempt,
+                baseline_mode="twin" if paired else "stored",
+                candidate_placement=twin.candidate_placement(state, desired),
+                baseline_placement=twin.twin_placement(state, stable)
+                if paired and stable
+                else None,
             )
         )
         kind: EventType = "Normal" if outcome == "Passed" else "Warning"
         state.event(kind, f"Gate{outcome}", f"revision {desired}: " + "; ".join(entry.reasons))
+        if outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "rerun":
+            _rerun_event(state, vd, desired, job.attempt)
         return Outcome("Benchmarking", f"gate {outcome}", f"Gate{outcome}")
     failure = causes.start_failure(pods)
     limit = state.scaled(state.settings.job_start_seconds)
@@ -252,7 +312,11 @@ def _benchmark(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None
             reasons = [f"benchmark Job {job.name} never started: {cause}"]
             state.record(
                 GateRecord(
-                    revision=desired, outcome="Error", reasons=reasons, baseline_revision=stable
+                    revision=desired,
+                    outcome="Error",
+                    reasons=reasons,
+                    baseline_revision=stable,
+                    attempt=job.attempt,
                 )
             )
             state.event("Warning", "GateError", f"revision {desired}: {reasons[0]}")
@@ -262,6 +326,27 @@ def _benchmark(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None
     return Outcome(
         "Benchmarking", f"benchmarking revision {desired} (Job {job.name})", "Benchmarking"
     )
+
+
+def _rerun_event(state: Pass, vd: VLLMDeployment, desired: str, attempt: int) -> None:
+    """Say what ``onInconclusive: rerun`` does with the Inconclusive verdict just recorded."""
+    limit = vd.spec.rollout.max_reruns
+    streak = ledger.inconclusive_streak(state.history, desired, state.handled.rerun)
+    if streak <= limit:
+        state.event(
+            "Normal",
+            "GateRerun",
+            f"revision {desired}: gate inconclusive on attempt {attempt}; running attempt "
+            f"{attempt + 1} (rerun {streak} of {limit}, rollout.onInconclusive: rerun)",
+        )
+    else:
+        state.event(
+            "Warning",
+            "GateHolding",
+            f"revision {desired}: gate still inconclusive after {limit} rerun(s); holding for "
+            f"a person (annotate vllm-operator.dev/promote={desired} or "
+            f"vllm-operator.dev/abort={desired})",
+        )
 
 
 def _promote(
@@ -345,7 +430,8 @@ def retire(state: Pass, keep: set[str]) -> None:
         state.event("Normal", reason, f"revision {dep.revision}: Deployment {dep.name} deleted")
     current = None
     for revision in keep:
-        if state.decision(revision) is None:
+        decided = state.decision(revision)
+        if decided is None or (decided.outcome == "Inconclusive" and decided.attempt):
             current = _current_job(state, revision) or current
     for job in observed.jobs:
         if job.deleting or (current is not None and job.name == current.name):

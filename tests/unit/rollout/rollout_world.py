@@ -200,17 +200,34 @@ class World:
     def kinds(self, kind: str) -> list[str]:
         return sorted(n for k, n in self.objects if k == kind)
 
+    @staticmethod
+    def _is_twin(obj: dict[str, Any]) -> bool:
+        return obj["metadata"]["labels"].get(labels.COMPONENT_LABEL) == labels.COMPONENT_TWIN
+
     def deployment(self, revision: str) -> dict[str, Any] | None:
         for (k, _), o in self.objects.items():
-            if k == "Deployment" and o["metadata"]["labels"][labels.REVISION_LABEL] == revision:
+            if (
+                k == "Deployment"
+                and not self._is_twin(o)
+                and o["metadata"]["labels"][labels.REVISION_LABEL] == revision
+            ):
                 return o
         return None
 
     def revisions(self) -> list[str]:
+        """Revisions with a Deployment of their own (twins not included)."""
         return sorted(
             o["metadata"]["labels"][labels.REVISION_LABEL]
             for (k, _), o in self.objects.items()
-            if k == "Deployment"
+            if k == "Deployment" and not self._is_twin(o)
+        )
+
+    def twins(self) -> list[str]:
+        """Revisions that have a twin Deployment."""
+        return sorted(
+            o["metadata"]["labels"][labels.REVISION_LABEL]
+            for (k, _), o in self.objects.items()
+            if k == "Deployment" and self._is_twin(o)
         )
 
     def serving(self) -> str | None:
