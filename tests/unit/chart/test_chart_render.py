@@ -277,9 +277,14 @@ def test_probes_use_kopf_liveness_endpoint() -> None:
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
 
 
-def test_namespace_only_mode_has_nothing_cluster_wide() -> None:
+def test_namespace_only_mode_has_nothing_cluster_wide_but_reading_nodes() -> None:
     docs = render(VALUE_SETS["namespace-only"])
-    kinds = {d["kind"] for d in docs}
+    (cluster_role,) = _by_kind(docs, "ClusterRole")
+    assert cluster_role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+    (binding,) = _by_kind(docs, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == cluster_role["metadata"]["name"]
+    no_nodes = render({**VALUE_SETS["namespace-only"], "rbac": {"nodes": False}})
+    kinds = {d["kind"] for d in no_nodes}
     assert not kinds & {"ClusterRole", "ClusterRoleBinding"}
     roles = _by_kind(docs, "Role")
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
