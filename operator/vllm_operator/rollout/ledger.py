@@ -140,9 +140,7 @@ def is_rejection(record: GateRecord, on_inconclusive: str) -> bool:
     return record.outcome == "Inconclusive" and on_inconclusive == "reject"
 
 
-def inconclusive_streak(
-    history: Sequence[GateRecord], revision: str, rerun: Rerun | None
-) -> int:
+def inconclusive_streak(history: Sequence[GateRecord], revision: str, rerun: Rerun | None) -> int:
     """How many gate verdicts on ``revision`` in a row, newest first, were Inconclusive
     (since a person's re-run request, which starts the count again)."""
     cutoff = rerun.at if rerun is not None and rerun.revision == revision else None

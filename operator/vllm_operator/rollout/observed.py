@@ -377,9 +377,10 @@ def nodes_needing_gpu_product(observed: Observed) -> list[str]:
     for pod in observed.pods:
         if pod.node_name is None or pod.node_name in observed.node_gpu:
             continue
-        if pod.component == labels.COMPONENT_TWIN and pod.revision in twins:
-            wanted.add(pod.node_name)
-        elif pod.component == labels.COMPONENT_SERVER and pod.revision in revisions:
+        compared = twins if pod.component == labels.COMPONENT_TWIN else revisions
+        if pod.component in (labels.COMPONENT_TWIN, labels.COMPONENT_SERVER) and (
+            pod.revision in compared
+        ):
             wanted.add(pod.node_name)
     return sorted(wanted)
 

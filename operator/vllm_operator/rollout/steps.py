@@ -16,7 +16,7 @@ from vllm_operator.errors import SpecErrors
 from vllm_operator.render import labels, names
 from vllm_operator.render.job import render_job
 from vllm_operator.render.services import render_candidate_service, render_serving_service
-from vllm_operator.rollout import causes, ledger, twin
+from vllm_operator.rollout import causes, ledger, reruns, twin
 from vllm_operator.rollout.actions import Delete, EventType, Patch
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.objects import create_deployment, ensure_service, patch_deployment
@@ -109,10 +109,10 @@ def rollout(
 ) -> tuple[Outcome, str | None]:
     """The spec's revision is not the stable one: gate it, then promote or reject it."""
     outcome = None
-    if _gate_pending(state, vd, desired):
+    if reruns.gate_pending(state, vd, desired):
         outcome = _gate(state, vd, desired, stable)
     decided = state.decision(desired)
-    if decided is None or _gate_pending(state, vd, desired):
+    if decided is None or reruns.gate_pending(state, vd, desired):
         assert outcome is not None
         return outcome, desired
     if decided.outcome == "Passed":
@@ -129,22 +129,6 @@ def rollout(
             "GateInconclusive",
         ), desired
     return _reject(state, desired, stable, decided), None
-
-
-def _rerun_due(state: Pass, vd: VLLMDeployment, desired: str, decided: GateRecord) -> bool:
-    """An Inconclusive gate verdict that ``onInconclusive: rerun`` still re-runs."""
-    if vd.spec.rollout.on_inconclusive != "rerun" or decided.outcome != "Inconclusive":
-        return False
-    if decided.decided_by != "gate":
-        return False
-    streak = ledger.inconclusive_streak(state.history, desired, state.handled.rerun)
-    return streak <= vd.spec.rollout.max_reruns
-
-
-def _gate_pending(state: Pass, vd: VLLMDeployment, desired: str) -> bool:
-    """Whether ``desired`` still awaits a verdict (none yet, or an automatic re-run)."""
-    decided = state.decision(desired)
-    return decided is None or _rerun_due(state, vd, desired, decided)
 
 
 def _gate(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None) -> Outcome:
@@ -207,19 +191,8 @@ def _gate(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None) -> 
     return _benchmark(state, vd, desired, stable, with_twin)
 
 
-def _attempt_floor(state: Pass, desired: str) -> int:
-    """The lowest Job attempt that can still be judged: after a person's re-run request,
-    and after an Inconclusive attempt that an automatic re-run supersedes."""
-    rerun = state.handled.rerun
-    floor = rerun.min_attempt if rerun is not None and rerun.revision == desired else 1
-    decided = state.decision(desired)
-    if decided is not None and decided.outcome == "Inconclusive" and decided.attempt:
-        floor = max(floor, decided.attempt + 1)
-    return floor
-
-
 def _current_job(state: Pass, desired: str) -> JobView | None:
-    floor = _attempt_floor(state, desired)
+    floor = reruns.attempt_floor(state, desired)
     jobs = [
         j
         for j in state.observed.jobs
@@ -235,7 +208,7 @@ def _benchmark(
     baseline = baseline_of(state, stable)
     job = _current_job(state, desired)
     if job is None:
-        floor = _attempt_floor(state, desired)
+        floor = reruns.attempt_floor(state, desired)
         attempt = max(ledger.verdicts_on(state.history, desired) + 1, floor)
         where = twin.candidate_placement(state, desired)
         twin_where = twin.twin_placement(state, stable) if with_twin and stable else None
@@ -301,7 +274,7 @@ def _benchmark(
         kind: EventType = "Normal" if outcome == "Passed" else "Warning"
         state.event(kind, f"Gate{outcome}", f"revision {desired}: " + "; ".join(entry.reasons))
         if outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "rerun":
-            _rerun_event(state, vd, desired, job.attempt)
+            reruns.announce(state, vd, desired, job.attempt)
         return Outcome("Benchmarking", f"gate {outcome}", f"Gate{outcome}")
     failure = causes.start_failure(pods)
     limit = state.scaled(state.settings.job_start_seconds)
@@ -326,27 +299,6 @@ def _benchmark(
     return Outcome(
         "Benchmarking", f"benchmarking revision {desired} (Job {job.name})", "Benchmarking"
     )
-
-
-def _rerun_event(state: Pass, vd: VLLMDeployment, desired: str, attempt: int) -> None:
-    """Say what ``onInconclusive: rerun`` does with the Inconclusive verdict just recorded."""
-    limit = vd.spec.rollout.max_reruns
-    streak = ledger.inconclusive_streak(state.history, desired, state.handled.rerun)
-    if streak <= limit:
-        state.event(
-            "Normal",
-            "GateRerun",
-            f"revision {desired}: gate inconclusive on attempt {attempt}; running attempt "
-            f"{attempt + 1} (rerun {streak} of {limit}, rollout.onInconclusive: rerun)",
-        )
-    else:
-        state.event(
-            "Warning",
-            "GateHolding",
-            f"revision {desired}: gate still inconclusive after {limit} rerun(s); holding for "
-            f"a person (annotate vllm-operator.dev/promote={desired} or "
-            f"vllm-operator.dev/abort={desired})",
-        )
 
 
 def _promote(
