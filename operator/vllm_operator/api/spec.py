@@ -370,6 +370,16 @@ class Thresholds(APIModel):
             "percent, for latency, tokens/s and quality passes. Unset: no comparison."
         ),
     )
+    confidence_percent: float = Field(
+        default=95.0,
+        ge=50,
+        le=99.9,
+        description=(
+            "Confidence of the interval on each relative difference against the baseline: "
+            "Failed only when the whole interval is beyond maxRegressionPercent, Passed only "
+            "when it is all within, otherwise Inconclusive."
+        ),
+    )
 
 
 class BaselineSpec(APIModel):

@@ -7,7 +7,7 @@ compares a candidate's summary with it. One type for all three keeps them from d
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -16,6 +16,11 @@ from vllm_operator.api.base import APIModel
 VerdictOutcome = Literal["Passed", "Failed", "Inconclusive", "Error"]
 
 SUMMARY_SCHEMA = "vllm-operator.dev/bench-summary/v1"
+
+MAX_TRIALS = 10
+"""Trials per compared figure (bounds the summary: two servers x 19 figures x 10 numbers)."""
+
+TrialFigures = Annotated[list[Annotated[float, Field(ge=0)]], Field(max_length=MAX_TRIALS)]
 
 
 class LatencyFigures(APIModel):
@@ -33,7 +38,18 @@ class LatencyFigures(APIModel):
         description="Median output tokens / end-to-end latency.",
     )
     decode_tokens_per_second: float = Field(
-        ge=0, description="Median (tokens - 1) / (end-to-end - TTFT)."
+        ge=0,
+        description=(
+            "Median (tokens - 1) / (end-to-end - TTFT); 0 when requests have too few output "
+            "tokens for a decode rate to mean anything (see docs/bench.md)."
+        ),
+    )
+    trials: TrialFigures = Field(
+        default_factory=list,
+        description=(
+            "Median end-to-end latency (ms) of each trial, in trial order; the gate computes "
+            "its interval from these. Empty in summaries from before trials (one figure)."
+        ),
     )
 
 
@@ -53,6 +69,13 @@ class ConcurrencyFigures(APIModel):
             "than streams too thin to compare."
         ),
     )
+    trials: TrialFigures = Field(
+        default_factory=list,
+        description=(
+            "Aggregate tokens/s of each trial, in trial order; the gate computes its interval "
+            "from these. Empty in summaries from before trials (one figure)."
+        ),
+    )
 
 
 class QualityFigures(APIModel):
@@ -67,6 +90,36 @@ class QualityFigures(APIModel):
     )
     failed_omitted: int = Field(
         default=0, ge=0, description="Failed ids left out of `failed` to fit 4,096 bytes."
+    )
+
+
+class Placement(APIModel):
+    """Where one measured server ran (recorded by the benchmark, told by the operator)."""
+
+    node: str | None = Field(default=None, max_length=253, description="Node name.")
+    gpu_product: str | None = Field(
+        default=None,
+        max_length=200,
+        description="GPU product (node label nvidia.com/gpu.product), when known.",
+    )
+    vllm_version: str | None = Field(
+        default=None, max_length=100, description="vLLM version the server reported (/version)."
+    )
+
+
+class PairedBaseline(APIModel):
+    """The baseline's own figures, measured in the same run as the candidate (interleaved)."""
+
+    placement: Placement | None = Field(default=None, description="Where the baseline ran.")
+    latency: list[LatencyFigures] = Field(
+        default_factory=list, description="Latency per prompt class."
+    )
+    concurrency: list[ConcurrencyFigures] = Field(
+        default_factory=list, description="Aggregate tokens/s per concurrency level."
+    )
+    quality: QualityFigures | None = Field(default=None, description="Quality suite result.")
+    errors: dict[str, int] = Field(
+        default_factory=dict, description="The baseline's failed requests by class."
     )
 
 
@@ -85,6 +138,14 @@ class BenchSummary(APIModel):
     errors: dict[str, int] = Field(
         default_factory=dict,
         description="Failed requests by class (timeout, http_5xx, no_done, ...).",
+    )
+    placement: Placement | None = Field(default=None, description="Where the candidate ran.")
+    paired_baseline: PairedBaseline | None = Field(
+        default=None,
+        description=(
+            "The baseline measured in the same run (bench --baseline-url); when present the "
+            "gate compares against it instead of a stored summary."
+        ),
     )
     verdict: VerdictOutcome | None = Field(
         default=None, description="The benchmark's own gate verdict, when it was given limits."

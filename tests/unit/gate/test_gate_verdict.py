@@ -77,9 +77,14 @@ def test_study_gate_rejects_017_eager_against_016_eager() -> None:
     result = verdict(cand, limits(maxRegressionPercent=10), base)
     assert result.outcome == "Failed"
     text = "\n".join(result.reasons)
-    assert "medium prompts: median latency 5151 ms is 11.9% above stable 4602 ms" in text
-    assert "2 streams: 35.4 tok/s is 20.8% below stable 44.7" in text
-    assert "long prompts" not in text  # +5.1%: within 10%
+    # one figure per side (no trials): a point comparison, said so
+    assert (
+        "medium prompts, median latency: 5,151 ms, +11.9% vs baseline 4,602 ms (one trial "
+        "each: no interval, a point comparison), limit +10%: regression beyond the limit"
+    ) in text
+    assert "2 streams: 35.4 tok/s, -20.8% vs baseline 44.7 tok/s" in text
+    assert "long prompts, median latency: 30,605 ms, +5.1%" in text
+    assert text.count("beyond the limit") == 4  # medium and 2, 4, 8 streams
 
 
 def test_study_gate_passes_017_throughput_against_016_eager() -> None:
@@ -204,7 +209,7 @@ def test_quality_regression() -> None:
     assert verdict(summary(passed=11), th, base).outcome == "Passed"  # 8.3% drop
     result = verdict(summary(passed=10), th, base)  # 16.7% drop
     assert result.outcome == "Failed"
-    assert "quality 10/13 is 16.7% below stable 12/13" in result.reasons[0]
+    assert "quality 10/13 is 16.7% below baseline 12/13" in result.reasons[0]
 
 
 def test_quality_regression_with_different_suites_is_inconclusive() -> None:
