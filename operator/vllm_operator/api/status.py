@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from vllm_operator.api.base import APIModel
-from vllm_operator.api.summary import BenchSummary, VerdictOutcome
+from vllm_operator.api.summary import BenchSummary, Placement, VerdictOutcome
 
 Phase = Literal[
     "Pending",
@@ -63,24 +63,6 @@ class RevisionSummary(APIModel):
     since: str | None = Field(default=None, description="When it reached its role (RFC 3339).")
 
 
-class RunPlacement(APIModel):
-    """Where one side of a gate ran: the operator reads node and GPU product from the cluster,
-    the vLLM version from what the benchmark saw (else the version the flags were chosen for)."""
-
-    revision: str | None = Field(default=None, description="Revision of the pods measured.")
-    node: str | None = Field(
-        default=None, max_length=253, description="Node of the pods measured (spec.nodeName)."
-    )
-    gpu_product: str | None = Field(
-        default=None,
-        max_length=253,
-        description="The node's nvidia.com/gpu.product label, when the operator could read it.",
-    )
-    vllm_version: str | None = Field(
-        default=None, max_length=128, description="vLLM version of the server measured."
-    )
-
-
 class GateRecord(APIModel):
     """One gate verdict on one revision."""
 
@@ -105,10 +87,14 @@ class GateRecord(APIModel):
             "run; stored: the stable revision's figures from its own gate."
         ),
     )
-    candidate_placement: RunPlacement | None = Field(
-        default=None, description="Where the candidate ran."
+    candidate_placement: Placement | None = Field(
+        default=None,
+        description=(
+            "Where the candidate ran: node and GPU product as the operator read them from the "
+            "cluster, vLLM version as the benchmark saw it."
+        ),
     )
-    baseline_placement: RunPlacement | None = Field(
+    baseline_placement: Placement | None = Field(
         default=None, description="Where the baseline (the twin) ran, in twin mode."
     )
 

@@ -265,8 +265,16 @@ def _benchmark(
                 baseline_revision=stable if paired or baseline is not None else None,
                 attempt=job.attempt,
                 baseline_mode="twin" if paired else "stored",
-                candidate_placement=twin.candidate_placement(state, desired),
-                baseline_placement=twin.twin_placement(state, stable)
+                candidate_placement=twin.recorded(
+                    twin.candidate_placement(state, desired),
+                    summary.placement if summary is not None else None,
+                ),
+                baseline_placement=twin.recorded(
+                    twin.twin_placement(state, stable),
+                    summary.paired_baseline.placement
+                    if summary is not None and summary.paired_baseline is not None
+                    else None,
+                )
                 if paired and stable
                 else None,
             )

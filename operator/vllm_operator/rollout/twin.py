@@ -14,7 +14,8 @@ the shell could read, and the launch plans, for the Job's flags and the gate rec
 from __future__ import annotations
 
 from vllm_operator.api.resource import VLLMDeployment
-from vllm_operator.api.status import GateRecord, RunPlacement
+from vllm_operator.api.status import GateRecord
+from vllm_operator.api.summary import Placement
 from vllm_operator.render.names import twin_service_name
 from vllm_operator.render.twin import (
     render_twin_deployment,
@@ -131,29 +132,28 @@ def _joined(values: set[str]) -> str | None:
     return ",".join(sorted(values)) if values else None
 
 
-def placement(state: Pass, revision: str, pods: list[PodView]) -> RunPlacement:
+def placement(state: Pass, revision: str, pods: list[PodView]) -> Placement:
     """Where ``pods`` of ``revision`` run, as far as the cluster tells."""
     nodes = {p.node_name for p in pods if p.node_name}
     gpus = {state.observed.node_gpu.get(n, "") for n in nodes} - {""}
     dep = state.observed.deployment_of(revision)
     version = dep.launch_plan.get("version") if dep is not None else None
-    return RunPlacement(
-        revision=revision,
+    return Placement(
         node=_joined(nodes),
         gpu_product=_joined(gpus),
         vllm_version=str(version) if version else None,
     )
 
 
-def candidate_placement(state: Pass, revision: str) -> RunPlacement:
+def candidate_placement(state: Pass, revision: str) -> Placement:
     return placement(state, revision, state.observed.pods_of_revision(revision))
 
 
-def twin_placement(state: Pass, stable: str) -> RunPlacement:
+def twin_placement(state: Pass, stable: str) -> Placement:
     return placement(state, stable, state.observed.pods_of_twin(stable))
 
 
-def flags(candidate: RunPlacement, baseline: RunPlacement | None) -> dict[str, str]:
+def flags(candidate: Placement, baseline: Placement | None) -> dict[str, str]:
     """``bench`` placement flags (without ``--``) for what is known."""
     out: dict[str, str] = {}
     for side, where in (("candidate", candidate), ("baseline", baseline)):
@@ -164,3 +164,16 @@ def flags(candidate: RunPlacement, baseline: RunPlacement | None) -> dict[str, s
         if where.gpu_product:
             out[f"{side}-gpu-product"] = where.gpu_product
     return out
+
+
+def recorded(known: Placement, measured: Placement | None) -> Placement:
+    """What a gate record says about one side: node and GPU product as the operator read
+    them (the bench only repeats its flags), the vLLM version as the bench saw it on
+    ``/version`` (the launch plan's version when the bench did not say)."""
+    if measured is None:
+        return known
+    return Placement(
+        node=known.node or measured.node,
+        gpu_product=known.gpu_product or measured.gpu_product,
+        vllm_version=measured.vllm_version or known.vllm_version,
+    )
