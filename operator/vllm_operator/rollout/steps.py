@@ -115,6 +115,7 @@ def rollout(
     if decided is None or reruns.gate_pending(state, vd, desired):
         assert outcome is not None
         return outcome, desired
+    state.twin = None  # decided: a twin kept earlier in this pass goes now
     if decided.outcome == "Passed":
         return _promote(state, vd, desired, stable, decided), desired
     policy = vd.spec.rollout.on_inconclusive

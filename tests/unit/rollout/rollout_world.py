@@ -12,7 +12,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from vllm_operator.api.summary import BenchSummary
+from vllm_operator.api.summary import BenchSummary, PairedBaseline, Placement
 from vllm_operator.render import labels
 from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, observe, plan
 
@@ -85,6 +85,21 @@ def summary(
     )
 
 
+def paired(result: BenchSummary, baseline: BenchSummary) -> BenchSummary:
+    """``result`` with ``baseline``'s figures as the baseline measured in the same run."""
+    return result.model_copy(
+        update={
+            "paired_baseline": PairedBaseline(
+                latency=baseline.latency,
+                concurrency=baseline.concurrency,
+                quality=baseline.quality,
+                errors=baseline.errors,
+                placement=baseline.placement or Placement(),
+            )
+        }
+    )
+
+
 class World:
     """One VLLMDeployment and its children, in memory."""
 
@@ -107,6 +122,7 @@ class World:
         self.logs: dict[str, str] = {}
         self.plans: list[Plan] = []
         self.selector_changes: list[tuple[str, int]] = []  # (revision, ready at the switch)
+        self.node_gpu: dict[str, str] = {}  # what the shell read from Nodes
 
     # -- the operator side -------------------------------------------------------------
     def plan(self) -> Plan:
@@ -119,6 +135,7 @@ class World:
                 jobs=[o for (k, _), o in objs.items() if k == "Job"],
                 pods=[o for (k, _), o in objs.items() if k == "Pod"],
                 logs=self.logs,
+                node_gpu=self.node_gpu,
             ),
             self.now,
             self.settings,
@@ -263,9 +280,15 @@ class World:
         exit_code: int = 0,
         in_log: bool = False,
         failed_reason: str | None = None,
+        baseline: BenchSummary | None = None,
+        pair: bool = True,
     ) -> None:
         job = self.job()
         name = job["metadata"]["name"]
+        twin_job = "--baseline-url" in self.job_args()
+        if result is not None and pair and twin_job and result.paired_baseline is None:
+            # A twin-mode Job measures the twin too: by default as fast as the candidate.
+            result = paired(result, baseline or result)
         message = json.dumps(result.to_wire()) if result is not None else ""
         terminated: dict[str, Any] = {"exitCode": exit_code, "reason": "Completed"}
         if message and not in_log:
@@ -293,6 +316,28 @@ class World:
                     }
                 ],
             }
+
+    def job_args(self) -> list[str]:
+        return list(self.job()["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    def arg(self, flag: str) -> str | None:
+        args = self.job_args()
+        return args[args.index(flag) + 1] if flag in args else None
+
+    def twin_pod(self, revision: str, name: str, node: str | None = None) -> None:
+        """A Running pod of the twin of ``revision`` (its template's labels), on ``node``."""
+        dep = self.objects[("Deployment", f"qwen-twin-{revision}")]
+        self.add_pod(name, dict(dep["spec"]["template"]["metadata"]["labels"]), {})
+        if node is not None:
+            self.objects[("Pod", name)]["spec"] = {"nodeName": node}
+
+    def server_pod(self, revision: str, name: str, node: str | None = None) -> None:
+        """A pod of ``revision``'s own Deployment, on ``node``."""
+        dep = self.deployment(revision)
+        assert dep is not None
+        self.add_pod(name, dict(dep["spec"]["template"]["metadata"]["labels"]), {})
+        if node is not None:
+            self.objects[("Pod", name)]["spec"] = {"nodeName": node}
 
     @property
     def status(self) -> dict[str, Any]:
