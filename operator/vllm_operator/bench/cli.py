@@ -20,7 +20,7 @@ from typing import Any, TextIO, TypeVar
 from pydantic import ValidationError
 
 from vllm_operator.api.spec import Thresholds
-from vllm_operator.api.summary import BenchSummary
+from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, Placement
 from vllm_operator.bench import human
 from vllm_operator.bench import summary as summary_mod
 from vllm_operator.bench.config import MAX_LEVELS, BenchConfig
@@ -41,6 +41,8 @@ examples:
   vllm-operator bench --url http://cand:8000 --model m --summary-path /dev/termination-log \\
       --thresholds-json '{"quality": {"minPassed": 12}, "maxRegressionPercent": 10}' \\
       --baseline-json @stable-summary.json
+  vllm-operator bench --url http://cand:8000 --baseline-url http://stable:8000 --model m \
+      --trials 3 --thresholds-json '{"maxRegressionPercent": 10}'
 JSON options take the JSON itself or @FILE. See docs/bench.md for every rule.
 """
 
@@ -95,7 +97,34 @@ def parser(prog: str) -> argparse.ArgumentParser:
         help="closed-loop requests per stream (default: %(default)s)",
     )
     p.add_argument("--thresholds-json", metavar="JSON", help="gate limits (Thresholds, camelCase)")
-    p.add_argument("--baseline-json", metavar="JSON", help="the stable revision's BenchSummary")
+    p.add_argument(
+        "--baseline-json", metavar="JSON", help="the stable revision's stored BenchSummary"
+    )
+    p.add_argument(
+        "--baseline-url",
+        metavar="URL",
+        help=(
+            "a baseline server measured in the same run, interleaved with --url (same time "
+            "window, paired trials); the gate then compares against it, not --baseline-json"
+        ),
+    )
+    p.add_argument(
+        "--trials",
+        type=int,
+        default=3,
+        help=(
+            f"rounds of every compared figure, 1..{MAX_TRIALS}; the gate's interval needs 2 "
+            "or more (default: %(default)s)"
+        ),
+    )
+    where = p.add_argument_group("placement (recorded; different GPU products: Inconclusive)")
+    for role in ("candidate", "baseline"):
+        where.add_argument(f"--{role}-node", metavar="NAME", help=f"node the {role} runs on")
+        where.add_argument(
+            f"--{role}-gpu-product",
+            metavar="P",
+            help=f"GPU product of the {role}'s node (label nvidia.com/gpu.product)",
+        )
     p.add_argument("--report-path", metavar="PATH", help="write the full JSON report here")
     p.add_argument("--summary-path", metavar="PATH", help="write the compact summary here")
     p.add_argument(
@@ -183,6 +212,10 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
             raise SpecError(name, "must be >= 1")
     if args.warmup < 0:
         raise SpecError("--warmup", "must be >= 0")
+    if not 1 <= args.trials <= MAX_TRIALS:
+        raise SpecError("--trials", f"must be 1..{MAX_TRIALS}")
+    if args.baseline_url is not None and not args.baseline_url.startswith(("http://", "https://")):
+        raise SpecError("--baseline-url", f"{args.baseline_url!r} is not an http(s) URL")
     for name, value in (
         ("--deadline-seconds", args.deadline_seconds),
         ("--request-timeout", args.request_timeout),
@@ -209,7 +242,18 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         stall_seconds=args.stall_seconds,
         connect_timeout=args.connect_timeout,
         client=args.client,
+        baseline_url=args.baseline_url,
+        trials=args.trials,
+        candidate_placement=_placement(args.candidate_node, args.candidate_gpu_product),
+        baseline_placement=_placement(args.baseline_node, args.baseline_gpu_product),
     )
+
+
+def _placement(node: str | None, gpu: str | None) -> Placement:
+    try:
+        return Placement(node=node or None, gpu_product=gpu or None)
+    except ValidationError as exc:
+        raise SpecError("--*-node/--*-gpu-product", exc.errors()[0]["msg"]) from exc
 
 
 def _levels(text: str) -> tuple[int, ...]:

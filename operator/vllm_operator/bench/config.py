@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
 from vllm_operator.api.spec import Thresholds
-from vllm_operator.api.summary import BenchSummary
+from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, Placement
 from vllm_operator.bench.prompts import CONCURRENCY_CLASS, DEFAULT_CLASSES, PromptClass
 from vllm_operator.bench.suite import EMPTY_SUITE, Suite
 
@@ -41,10 +41,18 @@ class BenchConfig:
     stall_seconds: float = 60.0
     connect_timeout: float = 10.0
     client: str = "aiohttp"
+    baseline_url: str | None = None
+    """A baseline server measured in the same run, interleaved with ``url`` (paired)."""
+    trials: int = 1
+    """Rounds of every compared figure (the CLI's default is 3; see docs/bench.md)."""
+    candidate_placement: Placement = field(default_factory=Placement)
+    baseline_placement: Placement = field(default_factory=Placement)
 
     def __post_init__(self) -> None:
         if self.iterations < 1 or self.warmup < 0 or self.requests_per_stream < 1:
             raise ValueError("iterations >= 1, warmup >= 0, requests per stream >= 1")
+        if not 1 <= self.trials <= MAX_TRIALS:
+            raise ValueError(f"trials must be 1..{MAX_TRIALS}")
         if len(self.concurrency) > MAX_LEVELS or any(c < 1 for c in self.concurrency):
             raise ValueError(f"at most {MAX_LEVELS} concurrency levels, each >= 1")
         if self.deadline_seconds <= 0:
@@ -53,8 +61,7 @@ class BenchConfig:
     @property
     def base_url(self) -> str:
         """The server root (``/v1`` stripped if given)."""
-        base = self.url.rstrip("/")
-        return base[: -len("/v1")] if base.endswith("/v1") else base
+        return root_url(self.url)
 
     @property
     def chat_url(self) -> str:
@@ -67,7 +74,11 @@ class BenchConfig:
     @property
     def gated(self) -> bool:
         """Was the run given limits or a baseline (otherwise: no gate)?"""
-        return self.thresholds is not None or self.baseline is not None
+        return (
+            self.thresholds is not None
+            or self.baseline is not None
+            or self.baseline_url is not None
+        )
 
     def public(self) -> dict[str, object]:
         """The config as the report shows it: everything except the API key."""
@@ -88,7 +99,17 @@ class BenchConfig:
             "request_timeout_seconds": self.request_timeout,
             "stall_seconds": self.stall_seconds,
             "client": self.client,
+            "baseline_url": _without_userinfo(self.baseline_url) if self.baseline_url else None,
+            "trials": self.trials,
+            "candidate_placement": self.candidate_placement.to_wire(),
+            "baseline_placement": self.baseline_placement.to_wire(),
         }
+
+
+def root_url(url: str) -> str:
+    """The server root of ``url`` (``/v1`` stripped if given)."""
+    base = url.rstrip("/")
+    return base[: -len("/v1")] if base.endswith("/v1") else base
 
 
 def _without_userinfo(url: str) -> str:

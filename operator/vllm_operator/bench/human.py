@@ -17,11 +17,17 @@ from vllm_operator.bench.report import BenchReport
 def render(report: BenchReport, label: str | None = None) -> str:
     data = report.to_json()
     name = label or report.config.model
+    base = data["baseline"]
     out: list[str] = []
-    out += _latency(data["latency"], name)
-    out += _concurrency(data["concurrency"], name)
+    if report.config.trials > 1 or base is not None:
+        paired = "candidate and baseline interleaved, " if base is not None else ""
+        out += [f"({paired}{report.config.trials} trial(s) per figure; medians over trials)", ""]
+    out += _latency(data["latency"], name, base["latency"] if base else None)
+    out += _concurrency(data["concurrency"], name, base["concurrency"] if base else None)
     out += _quality(data["quality"])
     out += _errors(data["errors"])
+    if base is not None:
+        out += _baseline_notes(base)
     out += _verdict(report)
     return "\n".join(out) + "\n"
 
@@ -38,7 +44,9 @@ def _median(stats: dict[str, float] | None) -> float | None:
     return None if stats is None else stats["median"]
 
 
-def _latency(rows: list[dict[str, Any]], name: str) -> list[str]:
+def _latency(
+    rows: list[dict[str, Any]], name: str, base_rows: list[dict[str, Any]] | None
+) -> list[str]:
     if not rows:
         return []
     head = ["Configuration"]
@@ -46,11 +54,22 @@ def _latency(rows: list[dict[str, Any]], name: str) -> list[str]:
     for row in rows:
         head += [f"{row['class'].capitalize()} lat.", f"{row['class'].capitalize()} tok/s"]
         cells += [_ms(_median(row["e2e_ms"])), _num(_median(row["e2e_tokens_per_second"]))]
+    lines = [_row(cells)]
+    if base_rows is not None:
+        by_class = {r["class"]: r for r in base_rows}
+        base_cells = ["baseline"]
+        for row in rows:
+            b = by_class.get(row["class"])
+            base_cells += [
+                _ms(_median(b["e2e_ms"])) if b else "-",
+                _num(_median(b["e2e_tokens_per_second"])) if b else "-",
+            ]
+        lines.append(_row(base_cells))
     out = [
         "## Latency and generation speed (medians; tok/s = output tokens / end-to-end latency)",
         _row(head),
         _row(["---"] * len(head)),
-        _row(cells),
+        *lines,
         "",
         _row(["Prompt", "OK/sent", "TTFT", "E2E min-max", "E2E std", "decode tok/s", "tokens"]),
         _row(["---"] * 7),
@@ -75,31 +94,52 @@ def _latency(rows: list[dict[str, Any]], name: str) -> list[str]:
                 ]
             )
         )
+    notes = sorted({row["decode_note"] for row in rows if row.get("decode_note")})
+    out += [f"(decode tok/s '-': {note})" for note in notes]
     return [*out, ""]
 
 
-def _concurrency(rows: list[dict[str, Any]], name: str) -> list[str]:
+def _concurrency(
+    rows: list[dict[str, Any]], name: str, base_rows: list[dict[str, Any]] | None
+) -> list[str]:
     if not rows:
         return []
+    head = ["Streams", name, "req/s", "median stream tok/s", "scaling eff.", "OK/failed"]
+    if base_rows is not None:
+        head += ["baseline"]
+    head += ["trials"]
     out = [
         "## Aggregate tok/s by concurrent streams (closed loop, steady window)",
-        _row(["Streams", name, "req/s", "median stream tok/s", "scaling eff.", "OK/failed"]),
-        _row(["---"] * 6),
+        _row(head),
+        _row(["---"] * len(head)),
     ]
+    by_level = {r["concurrency"]: r for r in base_rows or []}
     for row in rows:
         eff = row["scaling_efficiency"]
-        out.append(
-            _row(
-                [
-                    str(row["concurrency"]),
-                    _num(row["aggregate_tokens_per_second"]),
-                    _num(row["requests_per_second"], 2),
-                    _num(row["median_stream_tokens_per_second"]),
-                    "-" if eff is None else f"{eff:.0%}",
-                    f"{row['completed']}/{row['failed']}",
-                ]
-            )
-        )
+        cells = [
+            str(row["concurrency"]),
+            _num(row["aggregate_tokens_per_second"]),
+            _num(row["requests_per_second"], 2),
+            _num(row["median_stream_tokens_per_second"]),
+            "-" if eff is None else f"{eff:.0%}",
+            f"{row['completed']}/{row['failed']}",
+        ]
+        if base_rows is not None:
+            b = by_level.get(row["concurrency"])
+            cells.append(_num(b["aggregate_tokens_per_second"]) if b else "-")
+        cells.append(" ".join(_num(t["aggregate_tokens_per_second"]) for t in row["trials"]))
+        out.append(_row(cells))
+    return [*out, ""]
+
+
+def _baseline_notes(base: dict[str, Any]) -> list[str]:
+    version = base["server_version"] or "unknown"
+    out = [f"## Baseline {base['url']} (vLLM {version})"]
+    if base["quality"] is not None:
+        q = base["quality"]
+        out.append(f"- quality: {q['passed']}/{q['total']} passed (suite {q['suite']})")
+    for name, info in base["errors"].items():
+        out.append(f"- {name}: {info['count']} ({info['meaning']})")
     return [*out, ""]
 
 

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_operator.api.spec import Thresholds
-from vllm_operator.api.summary import BenchSummary, GateVerdict
+from vllm_operator.api.summary import BenchSummary, GateVerdict, PairedBaseline, Placement
 from vllm_operator.bench import summary as summary_mod
 from vllm_operator.bench.config import BenchConfig
 from vllm_operator.bench.request import RequestRecord
-from vllm_operator.bench.runner import RunState
-from vllm_operator.bench.stats import Stats, level_figures
+from vllm_operator.bench.runner import RunState, ServerRun
+from vllm_operator.bench.stats import MIN_DECODE_GAPS, Stats, decode_rate, level_figures
 from vllm_operator.gate import verdict as gate_verdict
 from vllm_operator.gate.classes import describe
 
@@ -58,43 +58,91 @@ class BenchReport:
     def to_json(self) -> dict[str, Any]:
         state = self.state
         duration = (state.finished or state.started) - state.started
-        errors = state.errors()
-        return {
+        data: dict[str, Any] = {
             "schema": REPORT_SCHEMA,
             "config": self.config.public(),
             "server_version": state.server_version,
+            "placement": _placement(self.config.candidate_placement, state.candidate).to_wire(),
+            "trials": self.config.trials,
             "started_unix": round(state.wall_started, 3),
             "duration_seconds": round(duration, 3),
             "deadline_hit": state.deadline_hit,
             "aborted": state.aborted,
-            "latency": [_latency_json(n, r) for n, r in state.latency.items()],
-            "concurrency": _concurrency_json(state),
-            "quality": _quality_json(state),
-            "errors": {
-                name: {
-                    "count": count,
-                    "meaning": describe(name),
-                    "examples": _examples(state, name),
-                }
-                for name, count in sorted(errors.items())
-            },
+            **_server_json(state.candidate),
+            "errors": _errors_json(state.candidate, state.errors()),
+            "baseline": None,
             "summary": self.summary.to_wire(),
             "verdict": self.verdict.to_wire() if self.config.gated else None,
             "exit_code": self.exit_code,
         }
+        base = state.baseline
+        if base is not None:
+            data["baseline"] = {
+                "url": data["config"]["baseline_url"],
+                "server_version": base.server_version,
+                "placement": _placement(self.config.baseline_placement, base).to_wire(),
+                **_server_json(base),
+                "errors": _errors_json(base, base.errors()),
+            }
+        return data
+
+
+def _server_json(server: ServerRun) -> dict[str, Any]:
+    return {
+        "latency": [_latency_json(n, t) for n, t in server.latency.items()],
+        "concurrency": _concurrency_json(server),
+        "quality": _quality_json(server),
+    }
+
+
+def _errors_json(server: ServerRun, errors: dict[str, int]) -> dict[str, Any]:
+    return {
+        name: {"count": count, "meaning": describe(name), "examples": _examples(server, name)}
+        for name, count in sorted(errors.items())
+    }
+
+
+def _placement(told: Placement, server: ServerRun) -> Placement:
+    """Where a server ran: node and GPU as told (flags), vLLM version as it answered."""
+    return told.model_copy(update={"vllm_version": server.server_version})
+
+
+def _paired_baseline(
+    config: BenchConfig, base: ServerRun, must_pass: tuple[str, ...]
+) -> PairedBaseline:
+    quality = None
+    if base.quality is not None:
+        full = summary_mod.quality_figures(base.quality, must_pass)
+        # the gate needs the baseline's counts, not its failed ids: keep the summary bounded
+        quality = full.model_copy(update={"failed": [], "failed_omitted": len(full.failed)})
+    return PairedBaseline(
+        placement=_placement(config.baseline_placement, base),
+        latency=[summary_mod.latency_figures(n, t) for n, t in base.latency.items()],
+        concurrency=[summary_mod.concurrency_figures(c, t) for c, t in base.concurrency.items()],
+        quality=quality,
+        errors=dict(sorted(base.errors().items())),
+    )
 
 
 def build_report(config: BenchConfig, state: RunState) -> BenchReport:
     """Figures, summary and verdict from a finished (or cut-short) run."""
     thresholds = config.thresholds or Thresholds()
     must_pass = tuple(thresholds.quality.must_pass)
-    quality = state.quality
+    cand = state.candidate
     raw = BenchSummary(
         model=config.model,
-        latency=[summary_mod.latency_figures(n, r) for n, r in state.latency.items()],
-        concurrency=[summary_mod.concurrency_figures(c, s) for c, s in state.concurrency.items()],
-        quality=summary_mod.quality_figures(quality, must_pass) if quality is not None else None,
+        latency=[summary_mod.latency_figures(n, t) for n, t in cand.latency.items()],
+        concurrency=[summary_mod.concurrency_figures(c, t) for c, t in cand.concurrency.items()],
+        quality=(
+            summary_mod.quality_figures(cand.quality, must_pass)
+            if cand.quality is not None
+            else None
+        ),
         errors=dict(sorted(state.errors().items())),
+        placement=_placement(config.candidate_placement, cand),
+        paired_baseline=(
+            None if state.baseline is None else _paired_baseline(config, state.baseline, must_pass)
+        ),
     )
     verdict = gate_verdict(raw, thresholds, config.baseline)
     reasons = list(verdict.reasons)
@@ -121,8 +169,10 @@ def _stats_json(values: list[float], digits: int = 2) -> dict[str, float] | None
     }
 
 
-def _latency_json(name: str, records: list[RequestRecord]) -> dict[str, Any]:
+def _latency_json(name: str, trials: list[list[RequestRecord]]) -> dict[str, Any]:
+    records = [r for recs in trials for r in recs]
     done = [r for r in records if r.ok]
+    decode = [t for r in done if (t := decode_rate(r)) is not None]
     return {
         "class": name,
         "requests": len(records),
@@ -133,11 +183,20 @@ def _latency_json(name: str, records: list[RequestRecord]) -> dict[str, Any]:
         "output_tokens": _stats_json([float(r.output_tokens) for r in done]),
         "prompt_tokens": _stats_json([float(r.prompt_tokens) for r in done if r.prompt_tokens]),
         "e2e_tokens_per_second": _stats_json([t for r in done if (t := r.e2e_tps) is not None]),
-        "decode_tokens_per_second": _stats_json(
-            [t for r in done if (t := r.decode_tps) is not None]
+        "decode_tokens_per_second": _stats_json(decode),
+        "decode_note": (
+            None
+            if decode or not done
+            else f"fewer than {MIN_DECODE_GAPS} inter-token gaps per request: no decode rate"
         ),
         "tokens_estimated": any(r.tokens_estimated for r in records),
-        "per_request": [_request_json(r) for r in records],
+        "trials_median_e2e_ms": [
+            round(_median_of(ms), 3) if (ms := [r.e2e * 1000 for r in t if r.ok]) else None
+            for t in trials
+        ],
+        "per_request": [
+            {"trial": n + 1, **_request_json(r)} for n, recs in enumerate(trials) for r in recs
+        ],
     }
 
 
@@ -153,35 +212,55 @@ def _request_json(r: RequestRecord) -> dict[str, Any]:
     }
 
 
-def _concurrency_json(state: RunState) -> list[dict[str, Any]]:
-    one = state.concurrency.get(1)
-    base = level_figures(1, one).aggregate_tps if one else 0.0
+def _concurrency_json(server: ServerRun) -> list[dict[str, Any]]:
+    one = server.concurrency.get(1)
+    base = _median_of([level_figures(1, t).aggregate_tps for t in one]) if one else 0.0
     rows = []
-    for level, streams in state.concurrency.items():
-        f = level_figures(level, streams)
-        failed = sum(1 for s in streams for r in s if not r.ok)
+    for level, trials in server.concurrency.items():
+        figures = [level_figures(level, streams) for streams in trials]
+        agg = _median_of([f.aggregate_tps for f in figures])
+        per_stream = [m for f in figures if (m := f.median_stream_tps) is not None]
+        rps = _median_of([f.requests_per_second for f in figures])
         rows.append(
             {
                 "concurrency": level,
-                "aggregate_tokens_per_second": round(f.aggregate_tps, 3),
-                "requests_per_second": round(f.requests_per_second, 4),
+                "aggregate_tokens_per_second": round(agg, 3),
+                "requests_per_second": round(rps, 4),
                 "median_stream_tokens_per_second": (
-                    round(f.median_stream_tps, 3) if f.median_stream_tps is not None else None
+                    round(_median_of(per_stream), 3) if per_stream else None
                 ),
-                "scaling_efficiency": (
-                    round(f.aggregate_tps / (level * base), 4) if base > 0 else None
-                ),
-                "window_seconds": round(f.window_end - f.window_start, 4),
-                "tokens_in_window": round(f.tokens_in_window, 2),
-                "completed": f.completed,
-                "failed": failed,
+                "scaling_efficiency": round(agg / (level * base), 4) if base > 0 else None,
+                "window_seconds": round(sum(f.window_end - f.window_start for f in figures), 4),
+                "tokens_in_window": round(sum(f.tokens_in_window for f in figures), 2),
+                "completed": sum(f.completed for f in figures),
+                "failed": sum(1 for t in trials for s in t for r in s if not r.ok),
+                "trials": [
+                    {
+                        "trial": n + 1,
+                        "aggregate_tokens_per_second": round(f.aggregate_tps, 3),
+                        "window_seconds": round(f.window_end - f.window_start, 4),
+                        "completed": f.completed,
+                    }
+                    for n, f in enumerate(figures)
+                ],
+                "per_request": [
+                    {"trial": n + 1, "stream": k + 1, **_request_json(r)}
+                    for n, t in enumerate(trials)
+                    for k, stream in enumerate(t)
+                    for r in stream
+                ],
             }
         )
     return rows
 
 
-def _quality_json(state: RunState) -> dict[str, Any] | None:
-    quality = state.quality
+def _median_of(values: list[float]) -> float:
+    stats = Stats.of(values)
+    return 0.0 if stats is None else stats.median
+
+
+def _quality_json(server: ServerRun) -> dict[str, Any] | None:
+    quality = server.quality
     if quality is None:
         return None
     return {
@@ -202,9 +281,9 @@ def _quality_json(state: RunState) -> dict[str, Any] | None:
     }
 
 
-def _examples(state: RunState, name: str) -> list[str]:
+def _examples(server: ServerRun, name: str) -> list[str]:
     seen: list[str] = []
-    for r in state.records():
+    for r in server.records():
         if r.error == name and r.detail not in seen:
             seen.append(r.detail)
             if len(seen) == 3:

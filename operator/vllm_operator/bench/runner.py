@@ -6,6 +6,18 @@ cancels the run, what was measured survives and the requests in flight are count
 limit and stall limit, and the whole run sits inside ``asyncio.timeout(deadline)``.
 A server that fails several requests in a row ends the run early with the cause named,
 instead of spending the deadline on a dead endpoint.
+
+Order of a run (docs/bench.md, "Trials, pairing and warm-up"): preflight of each server, then
+``trials`` rounds; in each round every prompt class and then every concurrency level is
+measured on the candidate and on the baseline (``--baseline-url``) back to back, the
+candidate first in odd rounds and the baseline first in even ones, so both see the same
+time window and slow drift cancels. Before the first measurement of each shape on each
+server comes a discarded warm-up of that shape (``warmup`` requests of a prompt class; one
+request per stream of a concurrency level, all at once): a fresh vLLM JIT-compiles Triton
+kernels on the first use of a batch shape (calibration/h200-vllm-0.22.md: a compile inside
+the 2-stream level read 152.8 tok/s against 204.1 at one stream), and a warm-up per prompt
+size alone does not exercise the batch sizes of a concurrency level. Quality runs once per
+server at the end: answers at temperature 0 do not vary by trial.
 """
 
 from __future__ import annotations
@@ -18,7 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from vllm_operator.bench.config import BenchConfig
+from vllm_operator.bench.config import BenchConfig, root_url
 from vllm_operator.bench.prompts import PromptClass, prompt_for
 from vllm_operator.bench.quality import SuiteOutcome, judge, request_of
 from vllm_operator.bench.request import ChatRequest, RequestRecord, send
@@ -55,36 +67,67 @@ class Aborted(Exception):
 
 
 @dataclass
-class RunState:
-    """Everything measured so far; the report is built from it, complete or not."""
+class ServerRun:
+    """What one server (the candidate, or the baseline of a paired run) measured."""
 
-    started: float
-    wall_started: float
-    finished: float | None = None
+    role: str
+    url: str
     server_version: str | None = None
     preflight: RequestRecord | None = None
     warmups: list[RequestRecord] = field(default_factory=list)
-    latency: dict[str, list[RequestRecord]] = field(default_factory=dict)
-    concurrency: dict[int, list[list[RequestRecord]]] = field(default_factory=dict)
+    latency: dict[str, list[list[RequestRecord]]] = field(default_factory=dict)
+    """Prompt class -> one list of records per trial."""
+    concurrency: dict[int, list[list[list[RequestRecord]]]] = field(default_factory=dict)
+    """Concurrency level -> one list of streams (each a list of records) per trial."""
     quality: SuiteOutcome | None = None
-    deadline_hit: bool = False
-    aborted: str | None = None
-    consecutive_failures: int = 0
+    warmed: set[str] = field(default_factory=set)
 
     def records(self) -> Iterator[RequestRecord]:
         if self.preflight is not None:
             yield self.preflight
         yield from self.warmups
-        for recs in self.latency.values():
-            yield from recs
-        for streams in self.concurrency.values():
-            for stream in streams:
-                yield from stream
+        for trials in self.latency.values():
+            for recs in trials:
+                yield from recs
+        for level_trials in self.concurrency.values():
+            for streams in level_trials:
+                for stream in streams:
+                    yield from stream
         if self.quality is not None:
             yield from (o.record for o in self.quality.outcomes)
 
     def errors(self) -> Counter[str]:
-        counts = Counter(r.error for r in self.records() if r.error is not None)
+        return Counter(r.error for r in self.records() if r.error is not None)
+
+
+@dataclass
+class RunState:
+    """Everything measured so far; the report is built from it, complete or not."""
+
+    started: float
+    wall_started: float
+    candidate: ServerRun
+    baseline: ServerRun | None = None
+    finished: float | None = None
+    deadline_hit: bool = False
+    aborted: str | None = None
+    consecutive_failures: int = 0
+
+    @property
+    def server_version(self) -> str | None:
+        return self.candidate.server_version
+
+    @property
+    def servers(self) -> tuple[ServerRun, ...]:
+        return (self.candidate,) if self.baseline is None else (self.candidate, self.baseline)
+
+    def records(self) -> Iterator[RequestRecord]:
+        for server in self.servers:
+            yield from server.records()
+
+    def errors(self) -> Counter[str]:
+        """The candidate's failed requests by class, plus ``deadline`` if it was reached."""
+        counts = self.candidate.errors()
         if self.deadline_hit:
             counts["deadline"] += 1
         return counts
@@ -106,15 +149,27 @@ async def run(
     clock = clock or asyncio.get_running_loop().time
     progress = progress or NoProgress()
     transport = (transport_factory or default_transport)(config, clock)
-    state = RunState(started=clock(), wall_started=time.time())
+    baseline = None
+    if config.baseline_url is not None:
+        baseline = ServerRun("baseline", config.baseline_url)
+    state = RunState(
+        started=clock(),
+        wall_started=time.time(),
+        candidate=ServerRun("candidate", config.url),
+        baseline=baseline,
+    )
     ctx = _Context(config, transport, clock, progress, state)
     progress.emit("start", config=config.public())
     try:
         async with asyncio.timeout(config.deadline_seconds):
-            await ctx.preflight()
-            await ctx.latency()
-            await ctx.concurrency()
-            await ctx.quality()
+            for server in state.servers:
+                await ctx.preflight(server)
+            for trial in range(config.trials):
+                order = state.servers if trial % 2 == 0 else state.servers[::-1]
+                await ctx.latency(trial, order)
+                await ctx.concurrency(trial, order)
+            for server in state.servers:
+                await ctx.quality(server)
     except TimeoutError:
         state.deadline_hit = True
         progress.emit("deadline", seconds=config.deadline_seconds)
@@ -136,7 +191,12 @@ class _Context:
     state: RunState
 
     async def request(
-        self, request: ChatRequest, into: list[RequestRecord], *, keep_text: bool = False
+        self,
+        server: ServerRun,
+        request: ChatRequest,
+        into: list[RequestRecord],
+        *,
+        keep_text: bool = False,
     ) -> RequestRecord:
         record = RequestRecord(scheduled_at=self.clock())
         into.append(record)
@@ -145,7 +205,7 @@ class _Context:
                 await send(
                     self.transport,
                     request,
-                    url=self.config.chat_url,
+                    url=f"{root_url(server.url)}/v1/chat/completions",
                     model=self.config.model,
                     headers=self.config.headers,
                     clock=self.clock,
@@ -168,83 +228,131 @@ class _Context:
                 f"{record.error}: {record.detail}"
             )
 
-    async def preflight(self) -> None:
+    async def preflight(self, server: ServerRun) -> None:
         """Is anything listening, with the right key, serving the model asked for?"""
         record = RequestRecord(scheduled_at=self.clock())
-        self.state.preflight = record
-        base, headers = self.config.base_url, self.config.headers
+        server.preflight = record
+        base, headers = root_url(server.url), self.config.headers
+        who = "" if server.role == "candidate" else f"{server.role}: "
         try:
             status, body = await self.transport.get(f"{base}/v1/models", headers)
         except ConnectFailed as exc:
             record.fail("connect_error", f"{base}: {exc}")
-            raise Aborted(f"cannot connect to {base}: {exc}") from exc
+            raise Aborted(f"{who}cannot connect to {base}: {exc}") from exc
         except TransportError as exc:
             record.fail("timeout", f"GET /v1/models: {exc}")
-            raise Aborted(f"GET {base}/v1/models failed: {exc}") from exc
+            raise Aborted(f"{who}GET {base}/v1/models failed: {exc}") from exc
         if status >= 400:
             kind = "http_5xx" if status >= 500 else "http_4xx"
             record.fail(kind, f"GET /v1/models: HTTP {status} {body[:160]!r}")
-            raise Aborted(f"GET /v1/models answered HTTP {status}")
+            raise Aborted(f"{who}GET /v1/models answered HTTP {status}")
         served = _model_ids(body)
         if served is not None and self.config.model not in served:
             record.fail("http_4xx", f"model {self.config.model!r} not served; served: {served}")
-            raise Aborted(f"model {self.config.model!r} is not served (served: {served})")
+            raise Aborted(f"{who}model {self.config.model!r} is not served (served: {served})")
         try:
             status, body = await self.transport.get(f"{base}/version", {})
             if status == 200:
-                self.state.server_version = str(json.loads(body).get("version"))
+                server.server_version = str(json.loads(body).get("version"))[:100]
         except (TransportError, ValueError, AttributeError):
-            self.state.server_version = None
-        self.progress.emit("preflight", served=served, server_version=self.state.server_version)
+            server.server_version = None
+        self.progress.emit(
+            "preflight", server=server.role, served=served, server_version=server.server_version
+        )
 
-    async def latency(self) -> None:
+    async def latency(self, trial: int, order: tuple[ServerRun, ...]) -> None:
         for cls in self.config.prompt_classes:
-            measured = self.state.latency.setdefault(cls.name, [])
-            for i in range(self.config.warmup):
-                rec = await self.request(_sized(cls, 1000 + i), self.state.warmups)
-                self._emit_request("warmup", cls.name, i, rec)
-            for i in range(self.config.iterations):
-                rec = await self.request(_sized(cls, i), measured)
-                self._emit_request("latency", cls.name, i, rec)
+            for server in order:
+                if f"class/{cls.name}" not in server.warmed:
+                    server.warmed.add(f"class/{cls.name}")
+                    for i in range(self.config.warmup):
+                        rec = await self.request(server, _sized(cls, 1000 + i), server.warmups)
+                        self._emit_request(server, "warmup", cls.name, i, rec)
+                trials = server.latency.setdefault(cls.name, [])
+                measured: list[RequestRecord] = []
+                trials.append(measured)
+                for i in range(self.config.iterations):
+                    index = 2000 + trial * self.config.iterations + i
+                    rec = await self.request(server, _sized(cls, index), measured)
+                    self._emit_request(server, "latency", cls.name, i, rec, trial)
 
-    async def concurrency(self) -> None:
-        cls = self.config.concurrency_class
+    async def concurrency(self, trial: int, order: tuple[ServerRun, ...]) -> None:
         for level in self.config.concurrency:
-            streams: list[list[RequestRecord]] = [[] for _ in range(level)]
-            self.state.concurrency[level] = streams
+            for server in order:
+                if f"level/{level}" not in server.warmed and self.config.warmup > 0:
+                    server.warmed.add(f"level/{level}")
+                    warm: list[list[RequestRecord]] = [[] for _ in range(level)]
+                    await self._closed_loop(server, level, warm, requests=1, first=0)
+                    server.warmups.extend(r for stream in warm for r in stream)
+                    self.progress.emit("warmup", server=server.role, level=level)
+                streams: list[list[RequestRecord]] = [[] for _ in range(level)]
+                server.concurrency.setdefault(level, []).append(streams)
+                first = 1 + trial * self.config.requests_per_stream
+                await self._closed_loop(
+                    server, level, streams, requests=self.config.requests_per_stream, first=first
+                )
+                done = sum(1 for s in streams for r in s if r.ok)
+                self.progress.emit(
+                    "concurrency", server=server.role, trial=trial + 1, level=level, completed=done
+                )
 
-            async def worker(n: int, stream: list[RequestRecord], level: int = level) -> None:
-                for j in range(self.config.requests_per_stream):
-                    await self.request(_sized(cls, level * 10_000 + n * 100 + j), stream)
+    async def _closed_loop(
+        self,
+        server: ServerRun,
+        level: int,
+        streams: list[list[RequestRecord]],
+        *,
+        requests: int,
+        first: int,
+    ) -> None:
+        """``level`` streams, each sending ``requests`` requests back to back."""
+        cls = self.config.concurrency_class
 
-            # Not a TaskGroup: when one stream gives up (Aborted), the others must finish
-            # their own request rather than be cancelled and miscounted as timeouts.
-            results = await asyncio.gather(
-                *(worker(n, s) for n, s in enumerate(streams)), return_exceptions=True
-            )
-            for result in results:
-                if isinstance(result, BaseException):
-                    raise result
-            done = sum(1 for s in streams for r in s if r.ok)
-            self.progress.emit("concurrency", level=level, completed=done)
+        async def worker(n: int, stream: list[RequestRecord]) -> None:
+            for j in range(first, first + requests):
+                index = (level * 10_000 + j) * 10_000 + n
+                await self.request(server, _sized(cls, index), stream)
 
-    async def quality(self) -> None:
+        # Not a TaskGroup: when one stream gives up (Aborted), the others must finish
+        # their own request rather than be cancelled and miscounted as timeouts.
+        results = await asyncio.gather(
+            *(worker(n, s) for n, s in enumerate(streams)), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    async def quality(self, server: ServerRun) -> None:
         suite = self.config.suite
         if not suite.tests:
             return
         outcome = SuiteOutcome(suite)
-        self.state.quality = outcome
+        server.quality = outcome
         for test in suite.tests:
             holder: list[RequestRecord] = []
-            rec = await self.request(request_of(test), holder, keep_text=True)
+            rec = await self.request(server, request_of(test), holder, keep_text=True)
             result = await judge(test, rec)
             outcome.outcomes.append(result)
             self.progress.emit(
-                "quality", id=test.id, passed=result.passed, reason=result.reason[:200]
+                "quality",
+                server=server.role,
+                id=test.id,
+                passed=result.passed,
+                reason=result.reason[:200],
             )
 
-    def _emit_request(self, phase: str, cls: str, i: int, rec: RequestRecord) -> None:
-        fields: dict[str, Any] = {"phase": phase, "class": cls, "index": i}
+    def _emit_request(  # noqa: PLR0917 - private, three call sites
+        self,
+        server: ServerRun,
+        phase: str,
+        cls: str,
+        i: int,
+        rec: RequestRecord,
+        trial: int | None = None,
+    ) -> None:
+        fields: dict[str, Any] = {"server": server.role, "phase": phase, "class": cls, "index": i}
+        if trial is not None:
+            fields["trial"] = trial + 1
         if rec.ok:
             fields.update(
                 ttft_ms=round(rec.ttft * 1000, 2),

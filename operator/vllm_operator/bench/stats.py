@@ -24,6 +24,23 @@ from dataclasses import dataclass
 
 from vllm_operator.bench.request import RequestRecord
 
+MIN_DECODE_GAPS = 10
+"""Inter-token gaps a request needs before its decode rate is reported.
+
+Decode tok/s is (N - 1) / (E2E - TTFT): with 2 output tokens that is one gap of a few
+milliseconds, read between two chunk arrivals that each carry a millisecond or so of client
+and timer error, so it swings by tens of percent from one request to the next (the H200
+calibration: "short-prompt decode tok/s from 2 output tokens is one inter-token gap:
+meaningless"). With at least 10 gaps of >= 4 ms, those two endpoint errors are spread over
+>= 40 ms: a few percent. Requests with fewer gaps get no decode rate (shown as "-")."""
+
+
+def decode_rate(record: RequestRecord) -> float | None:
+    """The record's decode tok/s, or None when it has fewer than ``MIN_DECODE_GAPS`` gaps."""
+    if record.output_tokens - 1 < MIN_DECODE_GAPS:
+        return None
+    return record.decode_tps
+
 
 @dataclass(frozen=True)
 class Stats:

@@ -2,11 +2,16 @@
 
 Kubernetes keeps at most 4,096 bytes of a container's termination message; a longer one is
 cut mid-JSON and the operator would read garbage. So the summary is built small (rounded
-figures, no per-request data) and then fitted: if it is still too large, it drops, in this
-order and deterministically, the tail of ``reasons`` (leaving a "+N more" line), the tail
-of ``quality.failed`` (must-pass ids are listed first and counted in ``failedOmitted``),
-then the reasons and the failed list entirely, then the concurrency and latency figures.
-Error counts and the verdict are never dropped.
+figures, per-trial figures but no per-request data) and then fitted: if it is still too
+large, it drops, in this order and deterministically, the tail of ``reasons`` (leaving a
+"+N more" line), the tail of ``quality.failed`` (must-pass ids are listed first and counted
+in ``failedOmitted``), then the reasons and the failed list entirely, then the concurrency
+and latency figures (the baseline's first, so the candidate never keeps a figure its
+baseline lost, and the gate then calls the missing comparisons Inconclusive). Error counts,
+placements and the verdict are never dropped.
+
+The per-trial figures are what the gate's interval is computed from (``gate.regression``):
+the operator re-judges the summary from them instead of trusting the benchmark's verdict.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from vllm_operator.api.summary import (
 )
 from vllm_operator.bench.quality import SuiteOutcome
 from vllm_operator.bench.request import RequestRecord
-from vllm_operator.bench.stats import level_figures
+from vllm_operator.bench.stats import decode_rate, level_figures
 
 LIMIT = 4095
 """Bytes of the wire JSON (strictly below Kubernetes' 4,096)."""
@@ -31,30 +36,35 @@ MAX_REASON = 200
 MAX_MODEL = 200
 
 
-def latency_figures(name: str, records: list[RequestRecord]) -> LatencyFigures:
-    done = [r for r in records if r.ok]
+def _median(values: list[float], digits: int = 2) -> float:
+    return round(statistics.median(values), digits) if values else 0.0
 
-    def median(values: list[float]) -> float:
-        return round(statistics.median(values), 2) if values else 0.0
 
+def latency_figures(name: str, trials: list[list[RequestRecord]]) -> LatencyFigures:
+    """Medians over every trial's requests, plus each trial's own median latency."""
+    done = [r for records in trials for r in records if r.ok]
+    per_trial = [[r.e2e * 1000 for r in records if r.ok] for records in trials]
     return LatencyFigures(
         prompt_class=name,
         requests=len(done),
-        median_ms=median([r.e2e * 1000 for r in done]),
-        ttft_ms=median([r.ttft * 1000 for r in done]),
-        output_tokens=median([float(r.output_tokens) for r in done]),
-        e2e_tokens_per_second=median([t for r in done if (t := r.e2e_tps) is not None]),
-        decode_tokens_per_second=median([t for r in done if (t := r.decode_tps) is not None]),
+        median_ms=_median([r.e2e * 1000 for r in done]),
+        ttft_ms=_median([r.ttft * 1000 for r in done]),
+        output_tokens=_median([float(r.output_tokens) for r in done]),
+        e2e_tokens_per_second=_median([t for r in done if (t := r.e2e_tps) is not None]),
+        decode_tokens_per_second=_median([t for r in done if (t := decode_rate(r)) is not None]),
+        trials=[_median(ms, 1) for ms in per_trial if ms],
     )
 
 
-def concurrency_figures(level: int, streams: list[list[RequestRecord]]) -> ConcurrencyFigures:
-    figures = level_figures(level, streams)
+def concurrency_figures(level: int, trials: list[list[list[RequestRecord]]]) -> ConcurrencyFigures:
+    """Median over trials of each trial's steady-window figures, and the trials themselves."""
+    figures = [level_figures(level, streams) for streams in trials]
     return ConcurrencyFigures(
         concurrency=level,
-        aggregate_tokens_per_second=round(figures.aggregate_tps, 2),
-        requests_per_second=round(figures.requests_per_second, 3),
-        requests=figures.completed,
+        aggregate_tokens_per_second=_median([f.aggregate_tps for f in figures]),
+        requests_per_second=_median([f.requests_per_second for f in figures], 3),
+        requests=sum(f.completed for f in figures),
+        trials=[round(f.aggregate_tps, 1) for f in figures],
     )
 
 
@@ -109,6 +119,11 @@ def fit(summary: BenchSummary, limit: int = LIMIT) -> BenchSummary:
     for dropped in ("concurrency", "latency"):
         if size(s) <= limit:
             return s
+        if s.paired_baseline is not None:
+            base = s.paired_baseline.model_copy(update={dropped: []})
+            s = s.model_copy(update={"paired_baseline": base})
+            if size(s) <= limit:
+                return s
         s = s.model_copy(update={dropped: []})
     if size(s) > limit:
         s = s.model_copy(update={"model": _cut(s.model, 32)})

@@ -205,8 +205,12 @@ def _throughput(summary: BenchSummary, baseline: BenchSummary, judge: _Judge) ->
             found.append(Finding("inconclusive", thin_level(figure)))
         elif base is None:
             found.append(Finding("inconclusive", f"baseline has no figure at {level} streams"))
-        elif base.requests < base.concurrency or base.aggregate_tokens_per_second <= 0:
+        elif base.requests < base.concurrency:
             found.append(Finding("inconclusive", f"baseline {thin_level(base)}"))
+        elif base.aggregate_tokens_per_second <= 0:
+            found.append(
+                Finding("inconclusive", f"baseline at {level} streams: no steady window (0 tok/s)")
+            )
         else:
             found.append(
                 judge.compare(

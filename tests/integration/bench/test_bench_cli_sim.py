@@ -89,7 +89,10 @@ def test_baseline_from_file_and_regression(sim: StartSim, tmp_path: Path) -> Non
     assert done.returncode == 1, done.stderr[-2000:]
     report = json.loads(done.stdout.splitlines()[-1])["report"]
     assert report["verdict"]["outcome"] == "Failed"
-    assert any("% above stable 1 ms" in r for r in report["verdict"]["reasons"])
+    assert any(
+        "% vs baseline 1 ms (" in r and r.endswith("beyond the limit")
+        for r in report["verdict"]["reasons"]
+    )
 
 
 def test_api_key_from_env_is_used_and_never_printed(sim: StartSim, tmp_path: Path) -> None:

@@ -139,7 +139,7 @@ async def test_server_that_starts_failing_stops_the_run_early() -> None:
     assert report.summary.verdict == "Failed"
     assert report.exit_code == 1
     assert report.summary.reasons[0].startswith("run stopped early: 3 requests in a row failed")
-    assert report.state.quality is None  # never reached
+    assert report.state.candidate.quality is None  # never reached
 
 
 async def test_progress_events_in_order() -> None:

@@ -6,9 +6,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vllm_operator.api.summary import (
+    MAX_TRIALS,
     BenchSummary,
     ConcurrencyFigures,
     LatencyFigures,
+    PairedBaseline,
+    Placement,
     QualityFigures,
 )
 from vllm_operator.bench.summary import LIMIT, fit, size, wire
@@ -17,6 +20,11 @@ from vllm_operator.gate import ERROR_CLASSES
 names = st.text(st.characters(codec="utf-8"), min_size=1, max_size=300)
 ids = st.from_regex(r"[a-z0-9][a-z0-9._-]{0,62}", fullmatch=True)
 floats = st.floats(0, 1e9, allow_nan=False)
+trials = st.lists(
+    st.floats(0, 1e6, allow_nan=False).map(lambda x: round(x, 1)), max_size=MAX_TRIALS
+)
+label = st.none() | st.text(st.characters(codec="utf-8"), max_size=100)
+placement = st.none() | st.builds(Placement, node=label, gpu_product=label, vllm_version=label)
 
 latency = st.fixed_dictionaries(
     {
@@ -27,6 +35,7 @@ latency = st.fixed_dictionaries(
         "output_tokens": floats,
         "e2e_tokens_per_second": floats,
         "decode_tokens_per_second": floats,
+        "trials": trials,
     }
 ).map(lambda kw: LatencyFigures(**kw))
 level = st.fixed_dictionaries(
@@ -35,8 +44,23 @@ level = st.fixed_dictionaries(
         "aggregate_tokens_per_second": floats,
         "requests_per_second": floats,
         "requests": st.integers(0, 100_000),
+        "trials": trials,
     }
 ).map(lambda kw: ConcurrencyFigures(**kw))
+paired = st.none() | st.builds(
+    PairedBaseline,
+    placement=placement,
+    latency=st.lists(latency, max_size=3),
+    concurrency=st.lists(level, max_size=16),
+    quality=st.none()
+    | st.builds(
+        QualityFigures,
+        suite=st.just("default"),
+        passed=st.integers(0, 500),
+        total=st.integers(0, 500),
+    ),
+    errors=st.dictionaries(st.sampled_from(sorted(ERROR_CLASSES)), st.integers(0, 10**9)),
+)
 summaries = st.fixed_dictionaries(
     {
         "model": names,
@@ -54,6 +78,8 @@ summaries = st.fixed_dictionaries(
         "errors": st.dictionaries(st.sampled_from(sorted(ERROR_CLASSES)), st.integers(0, 10**9)),
         "verdict": st.sampled_from(["Passed", "Failed", "Inconclusive", "Error"]),
         "reasons": st.lists(names, max_size=60),
+        "placement": placement,
+        "paired_baseline": paired,
     }
 ).map(lambda kw: BenchSummary(**kw))
 
@@ -68,6 +94,23 @@ def test_fitted_summary_is_under_4096_bytes_and_keeps_what_gates(summary: BenchS
     assert again == fitted
     assert fitted.errors == summary.errors
     assert fitted.verdict == summary.verdict
+    assert fitted.placement == summary.placement
+    if summary.paired_baseline is not None:
+        base = fitted.paired_baseline
+        assert base is not None
+        assert (base.placement, base.errors) == (
+            summary.paired_baseline.placement,
+            summary.paired_baseline.errors,
+        )
+        # the candidate never keeps a figure kind its baseline lost
+        assert (
+            bool(base.concurrency)
+            or not fitted.concurrency
+            or not summary.paired_baseline.concurrency
+        )
+        assert bool(base.latency) or not fitted.latency or not summary.paired_baseline.latency
+    for figure in [*fitted.latency, *fitted.concurrency]:
+        assert len(figure.trials) <= MAX_TRIALS
     if summary.quality is not None:
         assert fitted.quality is not None
         shown = fitted.quality.failed
