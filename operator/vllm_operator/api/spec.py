@@ -430,7 +430,7 @@ class GateSpec(APIModel):
     trials: int = Field(
         default=3,
         ge=1,
-        le=20,
+        le=10,
         description=(
             "Repeated trials of each compared figure (candidate and baseline interleaved in "
             "twin mode); the gate decides on the interval these give (`bench --trials`)."
