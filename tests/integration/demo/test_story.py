@@ -70,7 +70,10 @@ def test_demo_story(tmp_path: Path) -> None:
     assert code == 0, text
     verdicts = re.findall(r"step \d: verdict (\w+) \(expected", text)
     assert verdicts == ["Passed", "Failed", "Passed"], text
-    assert "below stable" in text  # the rejection names the regression against stable
+    # The rejection names the regression, measured against a twin of the stable revision in
+    # the same run, with its interval.
+    assert "regression beyond the limit" in text
+    assert re.search(r"95% interval [-+][\d.]+% to [-+][\d.]+%, paired", text), text
     assert "| Streams |" in text
     assert "| Configuration | Short lat. |" in text
 
@@ -92,3 +95,14 @@ def test_demo_story(tmp_path: Path) -> None:
         assert before, f"revision {revision} selected before its Deployment existed"
         ready = (before[-1].get("status") or {}).get("readyReplicas", 0)
         assert ready >= 1, f"serving Service selected {revision} with {ready} Ready replicas"
+    # Steps 2 and 3 measured a twin of the stable revision; none is left at the end.
+    twins = {
+        obj["metadata"]["name"]
+        for _, kind, obj in deployments.events
+        if obj["metadata"]["labels"].get("app.kubernetes.io/component") == "twin"
+    }
+    assert len(twins) == 1, twins  # 0.16 eager was stable for both gates
+    live: dict[str, str] = {}
+    for _, kind, obj in deployments.events:
+        live[obj["metadata"]["name"]] = kind
+    assert all(live[name] == "DELETED" for name in twins), live
