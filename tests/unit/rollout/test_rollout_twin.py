@@ -8,7 +8,9 @@ import pytest
 from rollout_world import World, spec, summary
 
 from vllm_operator.render import labels
+from vllm_operator.rollout import observe
 from vllm_operator.rollout.ledger import ABORT_ANNOTATION, PROMOTE_ANNOTATION, RERUN_ANNOTATION
+from vllm_operator.rollout.observed import nodes_needing_gpu_product
 
 V16_EAGER = spec(image="vllm/vllm-openai:v0.16.0", mode="eager")
 GATE = {"thresholds": {"maxRegressionPercent": 10}}
@@ -254,3 +256,19 @@ def test_rerun_that_becomes_conclusive_decides() -> None:
     w.ready_all()
     w.settle()
     assert w.serving() == cand
+
+
+def test_shell_reads_only_the_nodes_of_a_gate_it_does_not_know_yet() -> None:
+    w = deployed()
+    stable, cand = _twin_started(w)
+    w.server_pod(stable, "stable-1", node="serving-node")  # serves: not compared, not read
+    w.server_pod(cand, "cand-1", node="gpu-a")
+    w.twin_pod(stable, "twin-1", node="gpu-b")
+    objs = w.objects
+    observed = observe(
+        w.body,
+        deployments=[o for (k, _), o in objs.items() if k == "Deployment"],
+        pods=[o for (k, _), o in objs.items() if k == "Pod"],
+        node_gpu={"gpu-b": "NVIDIA-H200"},
+    )
+    assert nodes_needing_gpu_product(observed) == ["gpu-a"]
