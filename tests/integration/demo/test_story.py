@@ -73,6 +73,7 @@ def test_demo_story(tmp_path: Path) -> None:
     # The rejection names the regression, measured against a twin of the stable revision in
     # the same run, with its interval.
     assert "regression beyond the limit" in text
+    assert "twin of stable revision" in text  # steps 2 and 3 say where each side ran
     assert re.search(r"95% interval [-+][\d.]+% to [-+][\d.]+%, paired", text), text
     assert "| Streams |" in text
     assert "| Configuration | Short lat. |" in text
