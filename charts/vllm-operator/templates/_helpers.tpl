@@ -97,10 +97,11 @@ direction. No wildcard, no Secrets, no ConfigMaps; events: create only.
 - apiGroups: ["apps"]
   resources: ["deployments"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
-# The serving and candidate Services; promotion patches the serving selector.
+# The serving, candidate and twin Services; promotion patches the serving selector; the
+# twin's Service is deleted when its gate ends.
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["get", "list", "create", "patch"]
+  verbs: ["get", "list", "create", "patch", "delete"]
 # Benchmark Jobs.
 - apiGroups: ["batch"]
   resources: ["jobs"]
@@ -116,4 +117,14 @@ direction. No wildcard, no Secrets, no ConfigMaps; events: create only.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+{{- end }}
+
+{{/*
+Cluster-scoped rules (PERMISSIONS entries whose resource has no namespace): a ClusterRole in
+every scope. Nodes, get only: the GPU product label of the nodes a gate's pods ran on.
+*/}}
+{{- define "vllm-operator.clusterRules" -}}
+- apiGroups: [""]
+  resources: ["nodes"]
+  verbs: ["get"]
 {{- end }}

@@ -17,7 +17,8 @@ from vllm_operator.api.base import APIModel
 
 PerformanceMode = Literal["balanced", "interactivity", "throughput", "eager"]
 LibraryPathFix = Literal["auto", "strip-cuda", "unset", "none"]
-InconclusivePolicy = Literal["hold", "reject"]
+InconclusivePolicy = Literal["hold", "reject", "rerun"]
+BaselineMode = Literal["twin", "stored"]
 PromptClass = Literal["short", "medium", "long"]
 
 # A Kubernetes resource quantity such as "8", "500m", "64Gi".
@@ -385,8 +386,19 @@ class RolloutSpec(APIModel):
     on_inconclusive: InconclusivePolicy = Field(
         default="hold",
         description=(
+            "What an Inconclusive gate (the data cannot tell a regression from noise) does: "
             "hold keeps the candidate waiting for a person (promote or abort annotation); "
-            "reject removes it."
+            "reject removes it; rerun runs the benchmark again, up to maxReruns times, "
+            "then holds."
+        ),
+    )
+    max_reruns: int = Field(
+        default=2,
+        ge=1,
+        le=5,
+        description=(
+            "With onInconclusive: rerun, how many more benchmark attempts an Inconclusive "
+            "gate gets before the candidate is held for a person."
         ),
     )
 
@@ -466,6 +478,24 @@ class Thresholds(APIModel):
     )
 
 
+class BaselineSpec(APIModel):
+    """What the candidate is compared against."""
+
+    mode: BaselineMode = Field(
+        default="twin",
+        description=(
+            "twin: while the gate runs, a zero-traffic replica of the stable revision (its "
+            "pod template, candidateReplicas pods, never selected by the serving Service) "
+            "starts next to the candidate and the benchmark measures both in interleaved "
+            "trials, so both see the same nodes' noise and the same time window; costs the "
+            "stable revision's GPUs once more for the gate's duration. stored: the stable "
+            "revision's figures from its own gate, measured earlier, maybe on another node "
+            "(no extra GPU, but biased: it rejected an identical revision on H200s). Without "
+            "a stable revision both modes judge the candidate on absolute limits only."
+        ),
+    )
+
+
 class GateSpec(APIModel):
     """The benchmark Job that must pass before a candidate serves."""
 
@@ -488,6 +518,19 @@ class GateSpec(APIModel):
         ge=60,
         le=86_400,
         description="Deadline of the benchmark Job (activeDeadlineSeconds).",
+    )
+    baseline: BaselineSpec = Field(
+        default_factory=BaselineSpec,
+        description="The baseline of regression limits: a twin of the stable revision, or stored.",
+    )
+    trials: int = Field(
+        default=3,
+        ge=1,
+        le=10,
+        description=(
+            "Repeated trials of each compared figure (candidate and baseline interleaved in "
+            "twin mode); the gate decides on the interval these give (`bench --trials`)."
+        ),
     )
 
     @field_validator("concurrency")

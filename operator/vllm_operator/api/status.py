@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from vllm_operator.api.base import APIModel
-from vllm_operator.api.summary import BenchSummary, VerdictOutcome
+from vllm_operator.api.summary import BenchSummary, Placement, VerdictOutcome
 
 Phase = Literal[
     "Pending",
@@ -79,6 +79,26 @@ class GateRecord(APIModel):
     finished_at: str | None = Field(default=None, description="When (RFC 3339).")
     decided_by: Literal["gate", "person", "deadline"] = Field(
         default="gate", description="gate, a person (annotation) or the progress deadline."
+    )
+    attempt: int | None = Field(
+        default=None, ge=1, description="The benchmark Job attempt judged (counts from 1)."
+    )
+    baseline_mode: Literal["twin", "stored"] | None = Field(
+        default=None,
+        description=(
+            "twin: the baseline was a replica of the stable revision measured in the same "
+            "run; stored: the stable revision's figures from its own gate."
+        ),
+    )
+    candidate_placement: Placement | None = Field(
+        default=None,
+        description=(
+            "Where the candidate ran: node and GPU product as the operator read them from the "
+            "cluster, vLLM version as the benchmark saw it."
+        ),
+    )
+    baseline_placement: Placement | None = Field(
+        default=None, description="Where the baseline (the twin) ran, in twin mode."
     )
 
 

@@ -20,6 +20,7 @@ import yaml
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.api.resource import KIND
 from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
+from vllm_operator.api.summary import Placement
 from vllm_operator.devcluster.cluster import DevCluster
 from vllm_operator.devcluster.demo_session import Printer, Session
 from vllm_operator.devcluster.demo_tables import Row, render
@@ -89,7 +90,31 @@ class Watcher:
             self.say(f"{name}: verdict on revision {gate.revision}: {gate.outcome.upper()}")
             for reason in gate.reasons:
                 self.say(f"    - {reason}", stamp=False)
+            where = _where(gate)
+            if where:
+                self.say(f"    ({where})", stamp=False)
         return status
+
+
+def _where(gate: GateRecord) -> str:
+    """Where candidate and baseline ran, as the gate record says."""
+
+    def side(placement: Placement | None) -> str:
+        if placement is None:
+            return "?"
+        text = placement.node or "?"
+        if placement.gpu_product:
+            text += f" ({placement.gpu_product})"
+        return text
+
+    if gate.baseline_mode == "twin":
+        return (
+            f"candidate on {side(gate.candidate_placement)}, twin of stable revision "
+            f"{gate.baseline_revision} on {side(gate.baseline_placement)}, measured in one run"
+        )
+    if gate.candidate_placement is not None and gate.decided_by == "gate":
+        return f"candidate on {side(gate.candidate_placement)}"
+    return ""
 
 
 def _settled(status: VLLMDeploymentStatus, revision: str) -> GateRecord | None:

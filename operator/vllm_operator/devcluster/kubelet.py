@@ -9,7 +9,9 @@ only, so the operator's code paths are the production ones:
   (uid), Recreate-style replacement, scale up/down, ``status`` and Available/Progressing.
 - Job controller: one pod per attempt, active/succeeded/failed, Complete/Failed,
   ``activeDeadlineSeconds`` -> DeadlineExceeded, ``ttlSecondsAfterFinished``.
-- Scheduler: one node; fault rules and a GPU capacity can leave pods Unschedulable.
+- Scheduler: one node (a Node object named ``node_name`` with ``node_labels``, e.g. a GPU
+  product label; pods get its ``spec.nodeName``); fault rules and a GPU capacity can leave
+  pods Unschedulable.
 - Kubelet: each pod's first container runs as a local process (see ``kubelet_launch`` for
   the path, port and Service-URL mapping), probes, restarts, CrashLoopBackOff, logs.
 - kube-proxy: a loopback TCP proxy per Service port (``kubelet_proxy``).
@@ -82,8 +84,12 @@ class Kubelet:
         resync_seconds: float = 0.5,
         transport: httpx.AsyncBaseTransport | None = None,
         log_sink: Callable[[str, str, str], None] | None = None,
+        node_name: str = "devcluster",
+        node_labels: Mapping[str, str] | None = None,
     ) -> None:
         self.url = cluster if isinstance(cluster, str) else cluster.url
+        self.node_name = node_name
+        self.node_labels = dict(node_labels or {})
         # Where pod logs go for ``GET .../pods/<name>/log``: a DevCluster's set_pod_log.
         self.log_sink = log_sink or getattr(cluster, "set_pod_log", None)
         self._log_sizes: dict[Key, int] = {}
@@ -182,6 +188,22 @@ class Kubelet:
                 texts.append(hostpaths.read_text(path, 64 * 1024 * 1024))
         return "".join(texts)
 
+    async def _register_node(self) -> None:
+        """Create this kubelet's Node (its labels are what operators read about the node)."""
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": self.node_name,
+                "labels": {"kubernetes.io/hostname": self.node_name, **self.node_labels},
+            },
+        }
+        try:
+            await self._api.create(kapi.NODES, "", node)
+        except kapi.APIError as exc:
+            if exc.status != 409:  # a second kubelet on the same cluster shares the node
+                raise
+
     def pids(self) -> list[int]:
         return [pid for rt in list(self.runtimes.values()) if (pid := rt.pid) is not None]
 
@@ -203,6 +225,7 @@ class Kubelet:
         self.informers["secrets"] = kapi.Informer(self._api, kapi.SECRETS, ns, lambda: None)
         self.informers["configmaps"] = kapi.Informer(self._api, kapi.CONFIGMAPS, ns, lambda: None)
         tasks = [asyncio.create_task(inf.run()) for inf in self.informers.values()]
+        await self._register_node()
         try:
             for inf in self.informers.values():
                 await inf.synced.wait()
@@ -391,7 +414,10 @@ class Kubelet:
                         kapi.PODS,
                         ns,
                         name,
-                        {"metadata": {"annotations": {ADDRESS_ANNOTATION: rt.address}}},
+                        {
+                            "metadata": {"annotations": {ADDRESS_ANNOTATION: rt.address}},
+                            "spec": {"nodeName": self.node_name},  # bound, as the scheduler does
+                        },
                     )
                     self._annotated.add(key)
                 pods.store(await self._api.patch_status(kapi.PODS, ns, name, status))

@@ -52,6 +52,7 @@ SECRETS = Kind("/api/v1", "secrets")
 CONFIGMAPS = Kind("/api/v1", "configmaps")
 DEPLOYMENTS = Kind("/apis/apps/v1", "deployments")
 JOBS = Kind("/apis/batch/v1", "jobs")
+NODES = Kind("/api/v1", "nodes")
 
 
 class APIError(Exception):

@@ -120,6 +120,16 @@ BUILTINS: tuple[ResourceType, ...] = (
     ResourceType(
         "",
         "v1",
+        "nodes",
+        "Node",
+        namespaced=False,
+        short_names=("no",),
+        status_subresource=True,
+        columns=(_AGE,),
+    ),
+    ResourceType(
+        "",
+        "v1",
         "pods",
         "Pod",
         short_names=("po",),

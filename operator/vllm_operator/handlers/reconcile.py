@@ -30,11 +30,16 @@ from vllm_operator.rollout.observed import (
     Observed,
     finished_jobs_needing_logs,
     holder,
+    nodes_needing_gpu_product,
     owned_by,
 )
 from vllm_operator.rollout.status import merge_patch
 
 logger = logging.getLogger(__name__)
+
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+# Node name -> GPU product entries kept; a label that rarely changes, read once per node.
+NODE_CACHE_LIMIT = 1024
 
 Clock = Callable[[], datetime]
 Hook = Callable[[str, str, Plan], None]
@@ -83,6 +88,21 @@ class Reconciler:
         self.metrics = metrics
         self.clock = clock
         self.on_plan = on_plan
+        self.node_gpu: dict[str, str] = {}  # "" when unknown (no label, gone, forbidden)
+
+    async def _read_gpu_products(self, nodes: list[str]) -> None:
+        """Fill ``node_gpu`` for ``nodes``; a Node the operator may not read is unknown."""
+        if len(self.node_gpu) + len(nodes) > NODE_CACHE_LIMIT:
+            self.node_gpu.clear()
+        for node in nodes:
+            try:
+                found = await self.kube.node_labels(node)
+            except KubeTransientError:
+                raise
+            except KubeError as exc:  # 403 without the chart's nodes rule: record node only
+                logger.info("GPU product of node %s unknown: %s", node, exc)
+                found = None
+            self.node_gpu[node] = (found or {}).get(GPU_PRODUCT_LABEL, "")
 
     async def __call__(self, key: tuple[str, str]) -> float | None:
         started = time.perf_counter()
@@ -109,29 +129,30 @@ class Reconciler:
             kube.list("Job", namespace, selector),
             kube.list("Pod", namespace, selector),
         )
-        observed = observe(
-            body,
-            deployments=[d for d in deployments if _owned_by(uid, d)],
-            services=[s for s in services if _owned_by(uid, s)],
-            jobs=[j for j in jobs if _owned_by(uid, j)],
-            pods=pods,
-        )
-        wanted = finished_jobs_needing_logs(observed)
-        if wanted:
-            logs: dict[str, str] = {}
-            for job, pod in wanted:
-                try:
-                    logs[job] = await kube.pod_log(namespace, pod)
-                except KubeError as exc:
-                    logger.info("no log for %s/%s: %s", namespace, pod, exc)
-            observed = observe(
+        logs: dict[str, str] = {}
+
+        def view() -> Observed:
+            return observe(
                 body,
                 deployments=[d for d in deployments if _owned_by(uid, d)],
                 services=[s for s in services if _owned_by(uid, s)],
                 jobs=[j for j in jobs if _owned_by(uid, j)],
                 pods=pods,
                 logs=logs,
+                node_gpu=self.node_gpu,
             )
+
+        observed = view()
+        wanted = finished_jobs_needing_logs(observed)
+        nodes = nodes_needing_gpu_product(observed)
+        if wanted or nodes:
+            for job, pod in wanted:
+                try:
+                    logs[job] = await kube.pod_log(namespace, pod)
+                except KubeError as exc:
+                    logger.info("no log for %s/%s: %s", namespace, pod, exc)
+            await self._read_gpu_products(nodes)
+            observed = view()
         now = self.clock()
         result = self._plan(observed, now, namespace, name)
         foreign = await self.foreign_names(namespace, uid, observed, result)

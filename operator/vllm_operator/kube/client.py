@@ -49,6 +49,7 @@ RESOURCES: dict[str, Resource] = {
     "Job": Resource("batch", "v1", "jobs"),
     "Pod": Resource("", "v1", "pods"),
     "Event": Resource("", "v1", "events"),
+    "Node": Resource("", "v1", "nodes"),
     "VLLMDeployment": VLLMD,
 }
 
@@ -190,6 +191,20 @@ class Kube:
                 (i.get("metadata", {}).get("labels") or {}).get(k) == v for k, v in selector.items()
             )
         ]
+
+    async def node_labels(self, name: str) -> dict[str, str] | None:
+        """The labels of Node ``name`` (cluster-scoped), or None when it does not exist."""
+        res = RESOURCES["Node"]
+        require(res.group, res.plural, "get")
+        try:
+            found = await self._run("GET", _path(res, None, name))
+        except KubeError as exc:
+            if exc.code == 404:
+                return None
+            raise
+        meta = found.get("metadata") if isinstance(found, dict) else None
+        raw = meta.get("labels") if isinstance(meta, dict) else None
+        return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
 
     async def pod_log(self, namespace: str, pod: str, tail_lines: int = 200) -> str:
         require("", "pods/log", "get")

@@ -9,6 +9,11 @@ checks on the operator's behalf (``by="apiserver"``: ``vllmdeployments/finalizer
 which owner-reference permission enforcement requires for children with
 ``blockOwnerDeletion``).
 
+Nodes are cluster-scoped: ``get nodes`` (the GPU product a gate's pods ran on, from the
+``nvidia.com/gpu.product`` label) is granted by a ClusterRole even when the operator watches
+only some namespaces. Read-only, one verb, no list: the operator reads only the nodes its
+candidates and twins were scheduled to, during a gate.
+
 Deliberately absent: Secrets (API keys and HF tokens are only referenced from pod specs),
 ConfigMaps (a custom suite is mounted into the Job, never read by the operator), ``*``.
 """
@@ -31,12 +36,18 @@ class Permission:
     by: Literal["operator", "kopf", "apiserver"] = "operator"
     why: str = ""
 
+    @property
+    def cluster_scoped(self) -> bool:
+        """Granted by a ClusterRole in every scope (the resource has no namespace)."""
+        return self.resource in CLUSTER_SCOPED
+
 
 class PermissionNotDeclared(RuntimeError):
     """A call to the API that ``PERMISSIONS`` does not declare (a bug, never a retry)."""
 
 
 _GROUP = "vllm-operator.dev"
+CLUSTER_SCOPED = frozenset({"nodes"})
 
 PERMISSIONS: tuple[Permission, ...] = (
     # The custom resource.
@@ -69,6 +80,7 @@ PERMISSIONS: tuple[Permission, ...] = (
     Permission("", "services", "get", why="who holds a name about to be created"),
     Permission("", "services", "create", why="create the serving and candidate Services"),
     Permission("", "services", "patch", why="switch the serving Service to a promoted revision"),
+    Permission("", "services", "delete", why="remove the twin's Service after a gate"),
     # Benchmark Jobs.
     Permission("batch", "jobs", "list", why="observe benchmark Jobs"),
     Permission("batch", "jobs", "get", why="who holds a name about to be created"),
@@ -79,6 +91,8 @@ PERMISSIONS: tuple[Permission, ...] = (
     Permission("", "pods", "list", why="read why a candidate or Job pod does not run"),
     Permission("", "pods", "watch", "kopf", "react to pods failing to start"),
     Permission("", "pods/log", "get", why="a summary if the termination message is empty"),
+    # Nodes (cluster-scoped): where a gate's candidate and twin ran.
+    Permission("", "nodes", "get", why="GPU product (nvidia.com/gpu.product) of a gate's nodes"),
     # Events on the resource.
     Permission("", "events", "create", why="an Event for every transition and warning"),
 )

@@ -56,8 +56,20 @@ def _suite_argument(vd: VLLMDeployment) -> tuple[str, list[dict[str, Any]], list
     return f"builtin:{suite.builtin or 'default'}", [], []
 
 
-def bench_args(vd: VLLMDeployment, baseline: BenchSummary | None) -> list[str]:
-    """The ``vllm-operator bench`` arguments of this gate (the suite path included)."""
+def bench_args(
+    vd: VLLMDeployment,
+    baseline: BenchSummary | None,
+    *,
+    baseline_url: str | None = None,
+    placement: Mapping[str, str] | None = None,
+) -> list[str]:
+    """The ``vllm-operator bench`` arguments of this gate (the suite path included).
+
+    ``baseline_url`` (a twin of the stable revision) makes the bench measure the baseline
+    itself, interleaved with the candidate; ``baseline`` (stored figures) is then not sent.
+    ``placement`` maps bench flags (``candidate-node``, ``baseline-gpu-product``, ...) to
+    where each server runs, which only the operator knows.
+    """
     gate = vd.spec.gate
     suite_arg, _, _ = _suite_argument(vd)
     args = [
@@ -81,7 +93,12 @@ def bench_args(vd: VLLMDeployment, baseline: BenchSummary | None) -> list[str]:
         args += ["--api-key-env", API_KEY_ENV]
     if gate.concurrency:
         args += ["--concurrency", ",".join(str(c) for c in gate.concurrency)]
-    if baseline is not None:
+    args += ["--trials", str(gate.trials)]
+    for flag, value in sorted((placement or {}).items()):
+        args += [f"--{flag}", value]
+    if baseline_url is not None:
+        args += ["--baseline-url", baseline_url]
+    elif baseline is not None:
         args += [
             "--baseline-json",
             json.dumps(baseline.to_wire(), sort_keys=True, separators=(",", ":")),
@@ -98,6 +115,8 @@ def render_job(
     baseline: BenchSummary | None = None,
     extra_env: Mapping[str, str] | None = None,
     ttl_seconds: int = TTL_SECONDS_AFTER_FINISHED,
+    baseline_url: str | None = None,
+    placement: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The batch/v1 Job benchmarking ``revision`` (attempt ``attempt``, from 1)."""
     name = job_name(vd.metadata.name, revision, attempt)
@@ -134,7 +153,7 @@ def render_job(
         # The run's identity goes into the summary; the operator believes a summary only
         # from the Job it names.
         "args": [
-            *bench_args(vd, baseline),
+            *bench_args(vd, baseline, baseline_url=baseline_url, placement=placement),
             *("--job-name", name, "--revision", revision, "--attempt", str(attempt)),
         ],
         "env": env,

@@ -23,6 +23,9 @@ LAUNCH_PLAN_ANNOTATION = f"{DOMAIN}/launch-plan"
 MANAGED_BY = "vllm-operator"
 COMPONENT_SERVER = "server"
 COMPONENT_BENCHMARK = "benchmark"
+# The zero-traffic replica of the stable revision a twin-mode gate measures: its own
+# component, so no selector of serving pods (Service or Deployment) ever matches it.
+COMPONENT_TWIN = "twin"
 ROLE_STABLE = "stable"
 ROLE_CANDIDATE = "candidate"
 
@@ -47,6 +50,15 @@ def server_selector(name: str, revision: str) -> dict[str, str]:
     """Selects the vLLM pods of one revision (never a benchmark Job's pods)."""
     return {
         COMPONENT_LABEL: COMPONENT_SERVER,
+        DEPLOYMENT_LABEL: name,
+        REVISION_LABEL: revision,
+    }
+
+
+def twin_selector(name: str, revision: str) -> dict[str, str]:
+    """Selects the pods of the twin of ``revision`` (never serving pods)."""
+    return {
+        COMPONENT_LABEL: COMPONENT_TWIN,
         DEPLOYMENT_LABEL: name,
         REVISION_LABEL: revision,
     }

@@ -60,6 +60,16 @@ def candidate_service_name(name: str) -> str:
     return _child(name, "candidate")
 
 
+def twin_deployment_name(name: str, revision: str) -> str:
+    """The zero-traffic twin of the stable ``revision``, measured beside a candidate."""
+    return _child(name, f"twin-{revision}")
+
+
+def twin_service_name(name: str) -> str:
+    """The Service the benchmark Job measures the twin through; it selects only the twin."""
+    return _child(name, "twin")
+
+
 def job_name(name: str, revision: str, attempt: int) -> str:
     """The benchmark Job of one gate attempt (attempts count from 1)."""
     if attempt < 1:

@@ -48,6 +48,8 @@ class Pass:
     verdicts: list[GateRecord] = field(default_factory=list)
     requeue: list[float] = field(default_factory=list)
     handled_changed: bool = False
+    # The stable revision whose twin this pass keeps (twin-mode gate under way), else None.
+    twin: str | None = None
 
     @property
     def name(self) -> str:

@@ -140,6 +140,22 @@ def is_rejection(record: GateRecord, on_inconclusive: str) -> bool:
     return record.outcome == "Inconclusive" and on_inconclusive == "reject"
 
 
+def inconclusive_streak(history: Sequence[GateRecord], revision: str, rerun: Rerun | None) -> int:
+    """How many gate verdicts on ``revision`` in a row, newest first, were Inconclusive
+    (since a person's re-run request, which starts the count again)."""
+    cutoff = rerun.at if rerun is not None and rerun.revision == revision else None
+    count = 0
+    for entry in history:  # newest first
+        if entry.revision != revision:
+            continue
+        if cutoff is not None and (entry.finished_at or "") < cutoff:
+            break
+        if entry.outcome != "Inconclusive" or entry.decided_by != "gate":
+            break
+        count += 1
+    return count
+
+
 def verdicts_on(history: Iterable[GateRecord], revision: str) -> int:
     return sum(1 for r in history if r.revision == revision)
 

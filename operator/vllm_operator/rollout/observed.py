@@ -21,6 +21,8 @@ from vllm_operator.render import labels
 STARTED_ANNOTATION = f"{labels.DOMAIN}/started-at"
 ATTEMPT_ANNOTATION = f"{labels.DOMAIN}/attempt"
 JOB_LABEL = f"{labels.DOMAIN}/job"
+# twin or stored: what the Job measured its candidate against (set when it is created).
+BASELINE_MODE_ANNOTATION = f"{labels.DOMAIN}/baseline-mode"
 
 
 def parse_time(text: object) -> datetime | None:
@@ -74,6 +76,7 @@ class PodView:
     unschedulable: str | None = None  # the scheduler's message when PodScheduled is False
     containers: tuple[ContainerView, ...] = ()
     owner_uid: str | None = None  # the controller ownerReference's uid (a Job's pod: the Job)
+    node_name: str | None = None  # spec.nodeName, once scheduled
 
     @property
     def revision(self) -> str | None:
@@ -101,6 +104,9 @@ class DeploymentView:
     launch_plan: Mapping[str, Any] = field(default_factory=dict)
     image: str | None = None
     deleting: bool = False
+    component: str | None = None
+    # The raw pod template: a twin of this revision is started from it.
+    template: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,7 @@ class JobView:
     failed_message: str | None = None
     deleting: bool = False
     uid: str | None = None
+    baseline_mode: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -153,6 +160,11 @@ class Observed:
     # (kind, name) of a child name this resource needs, held by an object it does not own
     # -> who holds it ("VLLMDeployment beta", "no owner"). The shell looks these up.
     foreign: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    # Twins of the stable revision (component twin), kept apart from the revisions'
+    # Deployments so nothing mistakes a twin for the revision it copies.
+    twins: tuple[DeploymentView, ...] = ()
+    # Node name -> its nvidia.com/gpu.product label, for the nodes the shell could read.
+    node_gpu: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -186,8 +198,17 @@ class Observed:
         return [
             p
             for p in self.pods
-            if p.revision == revision and p.component != labels.COMPONENT_BENCHMARK
+            if p.revision == revision
+            and p.component not in (labels.COMPONENT_BENCHMARK, labels.COMPONENT_TWIN)
         ]
+
+    def pods_of_twin(self, revision: str) -> list[PodView]:
+        return [
+            p for p in self.pods if p.revision == revision and p.component == labels.COMPONENT_TWIN
+        ]
+
+    def twin_of(self, revision: str) -> DeploymentView | None:
+        return next((d for d in self.twins if d.revision == revision), None)
 
     def pods_of_job(self, job: str) -> list[PodView]:
         return [p for p in self.pods if p.job == job]
@@ -256,6 +277,7 @@ def pod_view(obj: Mapping[str, Any]) -> PodView:
         _container(_dict(c))
         for c in _list(status.get("initContainerStatuses")) + _list(status.get("containerStatuses"))
     )
+    node = _dict(obj.get("spec")).get("nodeName")
     return PodView(
         name=str(meta.get("name", "")),
         labels=_dict(meta.get("labels")),
@@ -263,6 +285,7 @@ def pod_view(obj: Mapping[str, Any]) -> PodView:
         unschedulable=unschedulable,
         containers=containers,
         owner_uid=controller_uid(obj),
+        node_name=node if isinstance(node, str) and node else None,
     )
 
 
@@ -279,7 +302,8 @@ def deployment_view(obj: Mapping[str, Any]) -> DeploymentView | None:
         plan = json.loads(annotations.get(labels.LAUNCH_PLAN_ANNOTATION, "{}"))
     except ValueError:
         plan = {}
-    containers = _list(_dict(_dict(_dict(spec.get("template")).get("spec"))).get("containers"))
+    template = _dict(spec.get("template"))
+    containers = _list(_dict(template.get("spec")).get("containers"))
     image = _dict(containers[0]).get("image") if containers else None
     started = parse_time(annotations.get(STARTED_ANNOTATION)) or parse_time(
         meta.get("creationTimestamp")
@@ -294,6 +318,8 @@ def deployment_view(obj: Mapping[str, Any]) -> DeploymentView | None:
         launch_plan=_dict(plan),
         image=image if isinstance(image, str) else None,
         deleting=bool(meta.get("deletionTimestamp")),
+        component=meta_labels.get(labels.COMPONENT_LABEL),
+        template=template,
     )
 
 
@@ -346,6 +372,7 @@ def job_view(obj: Mapping[str, Any]) -> JobView | None:
         failed_message=failed_message,
         deleting=bool(meta.get("deletionTimestamp")),
         uid=meta.get("uid") if isinstance(meta.get("uid"), str) else None,
+        baseline_mode=annotations.get(BASELINE_MODE_ANNOTATION),
     )
 
 
@@ -358,9 +385,12 @@ def observe(
     pods: Sequence[Mapping[str, Any]] = (),
     logs: Mapping[str, str] | None = None,
     foreign: Mapping[tuple[str, str], str] | None = None,
+    node_gpu: Mapping[str, str] | None = None,
 ) -> Observed:
     """Build the planner's view from raw API objects (already filtered to this resource)."""
-    dep_views = tuple(v for v in (deployment_view(d) for d in deployments) if v is not None)
+    all_views = tuple(v for v in (deployment_view(d) for d in deployments) if v is not None)
+    dep_views = tuple(v for v in all_views if v.component != labels.COMPONENT_TWIN)
+    twin_views = tuple(v for v in all_views if v.component == labels.COMPONENT_TWIN)
     job_views = tuple(v for v in (job_view(j) for j in jobs) if v is not None)
     return Observed(
         body=body,
@@ -370,7 +400,29 @@ def observe(
         pods=tuple(pod_view(p) for p in pods),
         logs=dict(logs or {}),
         foreign=dict(foreign or {}),
+        twins=tuple(sorted(twin_views, key=lambda d: d.name)),
+        node_gpu=dict(node_gpu or {}),
     )
+
+
+def nodes_needing_gpu_product(observed: Observed) -> list[str]:
+    """Nodes of the candidates' and twins' pods whose GPU product the planner lacks.
+
+    Only the pods a gate compares (candidate-role Deployments and twins), so the shell reads
+    a handful of Nodes during a gate and none at rest.
+    """
+    revisions = {d.revision for d in observed.deployments if d.role == labels.ROLE_CANDIDATE}
+    twins = {d.revision for d in observed.twins}
+    wanted: set[str] = set()
+    for pod in observed.pods:
+        if pod.node_name is None or pod.node_name in observed.node_gpu:
+            continue
+        compared = twins if pod.component == labels.COMPONENT_TWIN else revisions
+        if pod.component in (labels.COMPONENT_TWIN, labels.COMPONENT_SERVER) and (
+            pod.revision in compared
+        ):
+            wanted.add(pod.node_name)
+    return sorted(wanted)
 
 
 def finished_jobs_needing_logs(observed: Observed) -> list[tuple[str, str]]:

@@ -26,7 +26,7 @@ from vllm_operator.engine.policy import LaunchPlan, plan_launch
 from vllm_operator.errors import SpecErrors
 from vllm_operator.render import names
 from vllm_operator.render.revision import revision_hash
-from vllm_operator.rollout import conflicts, ledger, references, steps
+from vllm_operator.rollout import conflicts, ledger, references, steps, twin
 from vllm_operator.rollout.actions import Plan
 from vllm_operator.rollout.context import Pass, Settings
 from vllm_operator.rollout.observed import Observed
@@ -93,6 +93,7 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
     else:
         outcome, candidate = steps.rollout(state, vd, launch, desired, stable)
     steps.retire(state, keep={r for r in (stable, candidate) if r is not None})
+    twin.remove(state)
     status = _status(
         state,
         vd,

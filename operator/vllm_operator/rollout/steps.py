@@ -15,11 +15,11 @@ from vllm_operator.errors import SpecErrors
 from vllm_operator.render import labels, names
 from vllm_operator.render.job import render_job
 from vllm_operator.render.services import render_candidate_service, render_serving_service
-from vllm_operator.rollout import causes, ledger, trust
+from vllm_operator.rollout import causes, ledger, reruns, trust, twin
 from vllm_operator.rollout.actions import Delete, EventType, Patch
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.objects import create_deployment, ensure_service, patch_deployment
-from vllm_operator.rollout.observed import JobView, parse_time
+from vllm_operator.rollout.observed import BASELINE_MODE_ANNOTATION, JobView, parse_time
 from vllm_operator.rollout.overrides import handle_requests
 from vllm_operator.rollout.status import Outcome, build_status, summarise
 
@@ -107,16 +107,20 @@ def rollout(
 ) -> tuple[Outcome, str | None]:
     """The spec's revision is not the stable one: gate it, then promote or reject it."""
     outcome = None
-    if state.decision(desired) is None:
+    if reruns.gate_pending(state, vd, desired):
         outcome = _gate(state, vd, desired, stable)
     decided = state.decision(desired)
-    if decided is None:
+    if decided is None or reruns.gate_pending(state, vd, desired):
         assert outcome is not None
         return outcome, desired
+    state.twin = None  # decided: a twin kept earlier in this pass goes now
     if decided.outcome == "Passed":
         return _promote(state, vd, desired, stable, decided), desired
-    if decided.outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "hold":
+    policy = vd.spec.rollout.on_inconclusive
+    if decided.outcome == "Inconclusive" and policy in ("hold", "rerun"):
         text = "; ".join(decided.reasons) or "inconclusive"
+        if policy == "rerun":
+            text += f"; still inconclusive after {vd.spec.rollout.max_reruns} rerun(s)"
         return Outcome(
             "Holding",
             f"gate inconclusive on revision {desired} ({text}); annotate "
@@ -130,6 +134,10 @@ def _gate(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None) -> 
     observed = state.observed
     wanted = vd.spec.rollout.candidate_replicas
     ensure_service(state, render_candidate_service(vd, desired), desired)
+    with_twin = stable is not None and twin.wanted(state, vd, desired, stable)
+    if with_twin:
+        assert stable is not None
+        twin.ensure(state, vd, desired, stable)
     dep = observed.deployment_of(desired)
     deadline = state.scaled(vd.spec.rollout.progress_deadline_seconds)
     if dep is None or dep.deleting:
@@ -174,12 +182,16 @@ def _gate(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None) -> 
             )
         )
         return Outcome("Promoting", "gate disabled", "GateDisabled")
-    return _benchmark(state, vd, desired, stable)
+    if with_twin:
+        assert stable is not None
+        waiting = twin.wait(state, vd, desired, stable)
+        if waiting is not None:
+            return waiting
+    return _benchmark(state, vd, desired, stable, with_twin)
 
 
 def _current_job(state: Pass, desired: str) -> JobView | None:
-    rerun = state.handled.rerun
-    floor = rerun.min_attempt if rerun is not None and rerun.revision == desired else 1
+    floor = reruns.attempt_floor(state, desired)
     jobs = [
         j
         for j in state.observed.jobs
@@ -188,22 +200,30 @@ def _current_job(state: Pass, desired: str) -> JobView | None:
     return max(jobs, key=lambda j: j.attempt) if jobs else None
 
 
-def _benchmark(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None) -> Outcome:
+def _benchmark(
+    state: Pass, vd: VLLMDeployment, desired: str, stable: str | None, with_twin: bool = False
+) -> Outcome:
     observed = state.observed
     baseline = baseline_of(state, stable)
     job = _current_job(state, desired)
     if job is None:
-        rerun = state.handled.rerun
-        floor = rerun.min_attempt if rerun is not None and rerun.revision == desired else 1
+        floor = reruns.attempt_floor(state, desired)
         attempt = max(ledger.verdicts_on(state.history, desired) + 1, floor)
+        where = twin.candidate_placement(state, desired)
+        twin_where = twin.twin_placement(state, stable) if with_twin and stable else None
         manifest = render_job(
             vd,
             desired,
             attempt,
             image=state.settings.bench_image,
-            baseline=baseline,
+            baseline=None if with_twin else baseline,
             extra_env=dict(state.settings.job_env),
             ttl_seconds=state.settings.job_ttl_seconds,
+            baseline_url=twin.url(state, stable) if with_twin and stable else None,
+            placement=twin.flags(where, twin_where),
+        )
+        manifest["metadata"]["annotations"][BASELINE_MODE_ANNOTATION] = (
+            "twin" if with_twin else "stored"
         )
         state.create(manifest)
         state.event(
@@ -212,9 +232,16 @@ def _benchmark(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None
         state.after(state.scaled(state.settings.job_start_seconds))
         return Outcome("Benchmarking", f"benchmarking revision {desired}", "Benchmarking")
     pods = observed.job_pods(job)
+    paired = stable is not None and (job.baseline_mode or vd.spec.gate.baseline.mode) == "twin"
     if job.finished:
         # Believed only if the Job ended as documented and the summary names this run.
-        judged = trust.judge(observed, job, vd.spec.gate.thresholds, baseline)
+        judged = trust.judge(
+            observed,
+            job,
+            vd.spec.gate.thresholds,
+            None if paired else baseline,
+            require_paired=paired,
+        )
         outcome, reasons, summary = judged.outcome, list(judged.reasons), judged.summary
         if outcome == "Error":
             if job.failed_reason:
@@ -234,11 +261,27 @@ def _benchmark(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None
                 outcome=outcome,
                 reasons=reasons,
                 summary=summary,
-                baseline_revision=stable if baseline is not None else None,
+                baseline_revision=stable if paired or baseline is not None else None,
+                attempt=job.attempt,
+                baseline_mode="twin" if paired else "stored",
+                candidate_placement=twin.recorded(
+                    twin.candidate_placement(state, desired),
+                    summary.placement if summary is not None else None,
+                ),
+                baseline_placement=twin.recorded(
+                    twin.twin_placement(state, stable),
+                    summary.paired_baseline.placement
+                    if summary is not None and summary.paired_baseline is not None
+                    else None,
+                )
+                if paired and stable
+                else None,
             )
         )
         kind: EventType = "Normal" if outcome == "Passed" else "Warning"
         state.event(kind, f"Gate{outcome}", f"revision {desired}: " + "; ".join(entry.reasons))
+        if outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "rerun":
+            reruns.announce(state, vd, desired, job.attempt)
         return Outcome("Benchmarking", f"gate {outcome}", f"Gate{outcome}")
     failure = causes.start_failure(pods)
     limit = state.scaled(state.settings.job_start_seconds)
@@ -249,7 +292,11 @@ def _benchmark(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None
             reasons = [f"benchmark Job {job.name} never started: {cause}"]
             state.record(
                 GateRecord(
-                    revision=desired, outcome="Error", reasons=reasons, baseline_revision=stable
+                    revision=desired,
+                    outcome="Error",
+                    reasons=reasons,
+                    baseline_revision=stable,
+                    attempt=job.attempt,
                 )
             )
             state.event("Warning", "GateError", f"revision {desired}: {reasons[0]}")
@@ -342,7 +389,8 @@ def retire(state: Pass, keep: set[str]) -> None:
         state.event("Normal", reason, f"revision {dep.revision}: Deployment {dep.name} deleted")
     current = None
     for revision in keep:
-        if state.decision(revision) is None:
+        decided = state.decision(revision)
+        if decided is None or (decided.outcome == "Inconclusive" and decided.attempt):
             current = _current_job(state, revision) or current
     for job in observed.jobs:
         if job.deleting or (current is not None and job.name == current.name):

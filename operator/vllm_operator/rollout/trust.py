@@ -92,6 +92,8 @@ def judge(
     job: JobView,
     thresholds: Thresholds,
     baseline: BenchSummary | None,
+    *,
+    require_paired: bool = False,
 ) -> Judgement:
     """The verdict on a finished Job (``job.finished``); Error unless its end vouches for it."""
     summary = job_summary(observed, job)
@@ -130,7 +132,7 @@ def judge(
             ),
             summary,
         )
-    verdict = gate.verdict(summary, thresholds, baseline)
+    verdict = gate.verdict(summary, thresholds, baseline, require_paired=require_paired)
     outcome = stricter(own, verdict.outcome)
     reasons = list(verdict.reasons)
     if outcome != verdict.outcome:

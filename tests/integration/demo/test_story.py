@@ -73,6 +73,11 @@ def test_demo_story(tmp_path: Path) -> None:
     # the rejection names the regression against stable, with its interval
     assert "vs baseline" in text
     assert "regression beyond the limit" in text
+    # The rejection names the regression, measured against a twin of the stable revision in
+    # the same run, with its interval.
+    assert "regression beyond the limit" in text
+    assert "twin of stable revision" in text  # steps 2 and 3 say where each side ran
+    assert re.search(r"95% interval [-+][\d.]+% to [-+][\d.]+%, paired", text), text
     assert "| Streams |" in text
     assert "| Configuration | Short lat. |" in text
 
@@ -94,3 +99,14 @@ def test_demo_story(tmp_path: Path) -> None:
         assert before, f"revision {revision} selected before its Deployment existed"
         ready = (before[-1].get("status") or {}).get("readyReplicas", 0)
         assert ready >= 1, f"serving Service selected {revision} with {ready} Ready replicas"
+    # Steps 2 and 3 measured a twin of the stable revision; none is left at the end.
+    twins = {
+        obj["metadata"]["name"]
+        for _, kind, obj in deployments.events
+        if obj["metadata"]["labels"].get("app.kubernetes.io/component") == "twin"
+    }
+    assert len(twins) == 1, twins  # 0.16 eager was stable for both gates
+    live: dict[str, str] = {}
+    for _, kind, obj in deployments.events:
+        live[obj["metadata"]["name"]] = kind
+    assert all(live[name] == "DELETED" for name in twins), live

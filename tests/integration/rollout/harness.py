@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[3]
 CRD = ROOT / "crds" / "vllm-operator.dev_vllmdeployments.yaml"
 API = "vllm-operator.dev/v1alpha1"
 SIM_TIME_SCALE = "0.01"
+# What the operator reads from the (only) Node: the GPU product of where a gate ran.
+GPU_PRODUCT = "NVIDIA-H200-SIM"
 
 Obj = dict[str, Any]
 
@@ -92,7 +94,13 @@ def _reap(workdir: Path) -> None:
 def _kubelet_process(url: str, workdir: str, faults: Faults | None, ready: Any, stop: Any) -> None:
     """A kubelet in its own process: its Service proxies then do not share a GIL with the
     API server and the operator, so the benchmark measures the simulator, not the test."""
-    kubelet = Kubelet(url, Path(workdir), time_scale=0.01, faults=faults)
+    kubelet = Kubelet(
+        url,
+        Path(workdir),
+        time_scale=0.01,
+        faults=faults,
+        node_labels={"nvidia.com/gpu.product": GPU_PRODUCT},
+    )
     kubelet.start()
     ready.set()
     try:

@@ -291,9 +291,14 @@ def test_probes_use_kopf_liveness_endpoint() -> None:
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
 
 
-def test_namespace_only_mode_has_nothing_cluster_wide() -> None:
+def test_namespace_only_mode_has_nothing_cluster_wide_but_reading_nodes() -> None:
     docs = render(VALUE_SETS["namespace-only"])
-    kinds = {d["kind"] for d in docs}
+    (cluster_role,) = _by_kind(docs, "ClusterRole")
+    assert cluster_role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+    (binding,) = _by_kind(docs, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == cluster_role["metadata"]["name"]
+    no_nodes = render({**VALUE_SETS["namespace-only"], "rbac": {"nodes": False}})
+    kinds = {d["kind"] for d in no_nodes}
     assert not kinds & {"ClusterRole", "ClusterRoleBinding"}
     roles = _by_kind(docs, "Role")
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
@@ -309,9 +314,9 @@ def test_network_policy_allows_only_vllm_and_dns() -> None:
     assert set(spec["policyTypes"]) == {"Ingress", "Egress"}
     assert spec["ingress"] == []
     to_vllm, to_dns = spec["egress"]
-    assert to_vllm["to"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == (
-        "server"
-    )
+    assert to_vllm["to"][0]["podSelector"]["matchExpressions"] == [
+        {"key": "app.kubernetes.io/component", "operator": "In", "values": ["server", "twin"]}
+    ]
     assert to_vllm["ports"] == [{"protocol": "TCP", "port": 8000}]
     assert {p["port"] for p in to_dns["ports"]} == {53}
     assert "namespaceSelector" in to_dns["to"][0]
@@ -340,8 +345,27 @@ def test_monitors_and_policy_select_the_pods_the_operator_renders() -> None:
     for label in pod_monitor["spec"]["podTargetLabels"]:
         assert label in pod_labels
     (policy,) = _by_kind(render(VALUE_SETS["network-policy"]), "NetworkPolicy")
-    vllm_selector = policy["spec"]["egress"][0]["to"][0]["podSelector"]["matchLabels"]
-    assert vllm_selector.items() <= pod_labels.items()
+    vllm_selector = policy["spec"]["egress"][0]["to"][0]["podSelector"]
+    assert _selects(vllm_selector, pod_labels)
+    # The twin of a stable revision, which a twin-mode gate measures, is reachable too.
+    from vllm_operator.render.twin import render_twin_deployment
+
+    revision = pod_labels["vllm-operator.dev/revision"]
+    twin = render_twin_deployment("qwen3", "llm", revision, template, 1)
+    twin_labels = twin["spec"]["template"]["metadata"]["labels"]
+    assert _selects(vllm_selector, twin_labels)
+    assert not _selects(vllm_selector, {**twin_labels, "app.kubernetes.io/component": "other"})
+
+
+def _selects(selector: dict[str, Any], pod_labels: dict[str, str]) -> bool:
+    """A LabelSelector (matchLabels and In-expressions) applied to ``pod_labels``."""
+    if not selector.get("matchLabels", {}).items() <= pod_labels.items():
+        return False
+    for expr in selector.get("matchExpressions", []):
+        assert expr["operator"] == "In"
+        if pod_labels.get(expr["key"]) not in expr["values"]:
+            return False
+    return True
 
 
 def test_network_policy_lets_the_rendered_job_reach_the_candidate() -> None:

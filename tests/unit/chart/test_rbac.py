@@ -64,6 +64,10 @@ def _declared() -> set[Triple]:
     return {(p.api_group, p.resource, p.verb) for p in PERMISSIONS} | KOPF_FRAMEWORK
 
 
+def _cluster_scoped() -> set[Triple]:
+    return {(p.api_group, p.resource, p.verb) for p in PERMISSIONS if p.cluster_scoped}
+
+
 SCOPES = {
     "cluster": {},
     "namespaces": {"operator": {"scope": "namespaces", "namespaces": ["a", "b"]}},
@@ -74,8 +78,15 @@ SCOPES = {
 def test_chart_rules_equal_declared_calls(scope: str) -> None:
     roles = _rules(SCOPES[scope])
     assert roles, "no Role or ClusterRole rendered"
-    declared = _declared()
+    assert _cluster_scoped(), "nodes get is declared cluster-scoped"
     for role, granted in roles.items():
+        kind = role.split("/")[0]
+        if scope == "cluster":
+            declared = _declared()  # one ClusterRole holds everything
+        elif kind == "Role":
+            declared = _declared() - _cluster_scoped()  # a Role cannot grant nodes
+        else:
+            declared = _cluster_scoped()  # the only ClusterRole: nothing namespaced
         missing = sorted(declared - granted)
         extra = sorted(granted - declared)
         assert not missing, f"{role} lacks calls the operator makes: {missing}"
@@ -85,8 +96,10 @@ def test_chart_rules_equal_declared_calls(scope: str) -> None:
 def test_kinds_follow_scope() -> None:
     assert {k.split("/")[0] for k in _rules(SCOPES["cluster"])} == {"ClusterRole"}
     namespaced = _rules(SCOPES["namespaces"])
-    assert sorted(k.split("/")[1] for k in namespaced) == ["a", "b"]
-    assert {k.split("/")[0] for k in namespaced} == {"Role"}
+    roles = sorted(k for k in namespaced if k.startswith("Role/"))
+    assert sorted(k.split("/")[1] for k in roles) == ["a", "b"]
+    (cluster,) = [k for k in namespaced if k.startswith("ClusterRole/")]
+    assert namespaced[cluster] == {("", "nodes", "get")}  # read-only, one resource
 
 
 def test_no_wildcards_no_secrets_events_only_create_or_patch() -> None:
@@ -103,6 +116,13 @@ def test_declared_list_has_no_forbidden_calls() -> None:
     for group, resource, verb in _declared():
         assert "*" not in (group, resource, verb)
         assert resource != "secrets"
+
+
+@pytest.mark.parametrize("scope", sorted(SCOPES))
+def test_nodes_false_grants_everything_but_nodes(scope: str) -> None:
+    values = {**SCOPES[scope], "rbac": {"nodes": False}}
+    granted = set().union(*_rules(values).values())
+    assert granted == _declared() - _cluster_scoped()
 
 
 def test_rbac_create_false_renders_no_rules() -> None:

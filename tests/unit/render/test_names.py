@@ -18,6 +18,8 @@ def test_contract_formats() -> None:
     assert names.deployment_name("q", REV) == "q--0123456789"
     assert names.serving_service_name("q") == "q"
     assert names.candidate_service_name("q") == "q--candidate"
+    assert names.twin_deployment_name("q", REV) == "q--twin-0123456789"
+    assert names.twin_service_name("q") == "q--twin"
     assert names.job_name("q", REV, 1) == "q--gate-0123456789-1"
     with pytest.raises(ValueError, match="from 1"):
         names.job_name("q", REV, 0)
@@ -29,6 +31,8 @@ def test_longest_accepted_name_keeps_every_derived_name_valid() -> None:
     derived = [
         names.deployment_name(name, "f" * 10),
         names.candidate_service_name(name),
+        names.twin_deployment_name(name, "f" * 10),
+        names.twin_service_name(name),
         names.job_name(name, "f" * 10, 999),
     ]
     for child in derived:

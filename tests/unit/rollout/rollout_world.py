@@ -13,7 +13,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from vllm_operator.api.summary import BenchSummary, RunIdentity
+from vllm_operator.api.summary import BenchSummary, PairedBaseline, Placement, RunIdentity
 from vllm_operator.render import labels
 from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, observe, plan
 from vllm_operator.rollout.observed import holder, owned_by
@@ -87,6 +87,21 @@ def summary(
     )
 
 
+def paired(result: BenchSummary, baseline: BenchSummary) -> BenchSummary:
+    """``result`` with ``baseline``'s figures as the baseline measured in the same run."""
+    return result.model_copy(
+        update={
+            "paired_baseline": PairedBaseline(
+                latency=baseline.latency,
+                concurrency=baseline.concurrency,
+                quality=baseline.quality,
+                errors=baseline.errors,
+                placement=baseline.placement or Placement(),
+            )
+        }
+    )
+
+
 class World:
     """One VLLMDeployment and its children, in memory."""
 
@@ -109,6 +124,7 @@ class World:
         self.logs: dict[str, str] = {}
         self.plans: list[Plan] = []
         self.selector_changes: list[tuple[str, int]] = []  # (revision, ready at the switch)
+        self.node_gpu: dict[str, str] = {}  # what the shell read from Nodes
 
     # -- the operator side -------------------------------------------------------------
     def plan(self) -> Plan:
@@ -127,6 +143,7 @@ class World:
             jobs=children("Job"),
             pods=[o for (k, _), o in objs.items() if k == "Pod"],
             logs=self.logs,
+            node_gpu=self.node_gpu,
         )
         p = plan(observed, self.now, self.settings)
         foreign = {
@@ -225,17 +242,34 @@ class World:
     def kinds(self, kind: str) -> list[str]:
         return sorted(n for k, n in self.objects if k == kind)
 
+    @staticmethod
+    def _is_twin(obj: dict[str, Any]) -> bool:
+        return obj["metadata"]["labels"].get(labels.COMPONENT_LABEL) == labels.COMPONENT_TWIN
+
     def deployment(self, revision: str) -> dict[str, Any] | None:
         for (k, _), o in self.objects.items():
-            if k == "Deployment" and o["metadata"]["labels"][labels.REVISION_LABEL] == revision:
+            if (
+                k == "Deployment"
+                and not self._is_twin(o)
+                and o["metadata"]["labels"][labels.REVISION_LABEL] == revision
+            ):
                 return o
         return None
 
     def revisions(self) -> list[str]:
+        """Revisions with a Deployment of their own (twins not included)."""
         return sorted(
             o["metadata"]["labels"][labels.REVISION_LABEL]
             for (k, _), o in self.objects.items()
-            if k == "Deployment"
+            if k == "Deployment" and not self._is_twin(o)
+        )
+
+    def twins(self) -> list[str]:
+        """Revisions that have a twin Deployment."""
+        return sorted(
+            o["metadata"]["labels"][labels.REVISION_LABEL]
+            for (k, _), o in self.objects.items()
+            if k == "Deployment" and self._is_twin(o)
         )
 
     def serving(self) -> str | None:
@@ -280,12 +314,18 @@ class World:
         identity: RunIdentity | str | None = "own",
         signal: int | None = None,
         reason: str | None = None,
+        baseline: BenchSummary | None = None,
+        pair: bool = True,
     ) -> None:
         """The Job's pod ends with ``exit_code`` after writing ``result``, as the bench does:
         stamped with the Job's identity (``identity="own"``) and carrying the bench's own
         verdict for that exit code (0 Passed, 1 Failed) unless ``result`` sets one."""
         job = self.job()
         name = job["metadata"]["name"]
+        twin_job = "--baseline-url" in self.job_args()
+        if result is not None and pair and twin_job and result.paired_baseline is None:
+            # A twin-mode Job measures the twin too: by default as fast as the candidate.
+            result = paired(result, baseline or result)
         if result is not None:
             if identity == "own":
                 meta = job["metadata"]
@@ -330,6 +370,28 @@ class World:
                     }
                 ],
             }
+
+    def job_args(self) -> list[str]:
+        return list(self.job()["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    def arg(self, flag: str) -> str | None:
+        args = self.job_args()
+        return args[args.index(flag) + 1] if flag in args else None
+
+    def twin_pod(self, revision: str, name: str, node: str | None = None) -> None:
+        """A Running pod of the twin of ``revision`` (its template's labels), on ``node``."""
+        dep = self.objects[("Deployment", f"qwen--twin-{revision}")]
+        self.add_pod(name, dict(dep["spec"]["template"]["metadata"]["labels"]), {})
+        if node is not None:
+            self.objects[("Pod", name)]["spec"] = {"nodeName": node}
+
+    def server_pod(self, revision: str, name: str, node: str | None = None) -> None:
+        """A pod of ``revision``'s own Deployment, on ``node``."""
+        dep = self.deployment(revision)
+        assert dep is not None
+        self.add_pod(name, dict(dep["spec"]["template"]["metadata"]["labels"]), {})
+        if node is not None:
+            self.objects[("Pod", name)]["spec"] = {"nodeName": node}
 
     @property
     def status(self) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 Whatever happens (specs changing mid-flight, verdicts, time passing, people annotating),
 the serving Service never selects a revision without Ready pods, the Deployment it selects
-is never deleted, and planning is pure (same inputs, same plan).
+is never deleted, and planning is pure (same inputs, same plan). A twin of the stable
+revision (``gate.baseline.mode: twin``, the default) is never selected by the serving or
+candidate Service, exists only while a gate is under way, and is gone at rest.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rollout_world import World, spec, summary
 
+from vllm_operator.render.labels import REVISION_LABEL
 from vllm_operator.rollout import Delete
 from vllm_operator.rollout.ledger import ABORT_ANNOTATION, PROMOTE_ANNOTATION, RERUN_ANNOTATION
 
@@ -20,18 +23,43 @@ SPECS = [
     spec(image="vllm/vllm-openai:v0.16.0", mode="eager"),
     spec(image="vllm/vllm-openai:v0.17.0", mode="throughput"),
     spec(image="vllm/vllm-openai:v0.17.0", mode="balanced", replicas=3),
+    spec(
+        image="vllm/vllm-openai:v0.17.0",
+        mode="interactivity",
+        rollout={"onInconclusive": "rerun", "maxReruns": 1},
+    ),
+    spec(image="vllm/vllm-openai:v0.16.0", mode="balanced", gate={"baseline": {"mode": "stored"}}),
 ]
 
 MOVES = st.one_of(
     st.just(("ready",)),
     st.tuples(st.just("partial"), st.integers(0, 2)),
-    st.tuples(st.just("finish"), st.booleans()),
+    st.tuples(st.just("finish"), st.sampled_from(["pass", "fail", "inconclusive", "unpaired"])),
     st.tuples(st.just("spec"), st.integers(0, len(SPECS) - 1)),
     st.tuples(st.just("time"), st.sampled_from([1.0, 120.0, 4000.0])),
     st.tuples(st.just("promote"), st.booleans()),
     st.tuples(st.just("abort"), st.booleans()),
     st.tuples(st.just("rerun"), st.integers(0, 3)),
 )
+
+
+def _selects(selector: dict[str, str], pod_labels: dict[str, str]) -> bool:
+    return all(pod_labels.get(k) == v for k, v in selector.items())
+
+
+def _check_twins(w: World) -> None:
+    twins = [o for (k, _), o in w.objects.items() if k == "Deployment" and w._is_twin(o)]
+    if not twins:
+        return
+    assert len(twins) == 1, "one twin at a time"
+    assert w.status["phase"] in ("Progressing", "Benchmarking"), "twin outlived its gate"
+    (twin,) = twins
+    assert twin["metadata"]["labels"][REVISION_LABEL] == w.serving(), "twin of a non-stable"
+    pod_labels = twin["spec"]["template"]["metadata"]["labels"]
+    for name in ("qwen", "qwen--candidate"):
+        svc = w.objects.get(("Service", name))
+        if svc is not None:
+            assert not _selects(svc["spec"]["selector"], pod_labels), f"{name} selects the twin"
 
 
 def _candidate(w: World) -> str | None:
@@ -50,7 +78,16 @@ def _play(w: World, move: tuple[Any, ...]) -> None:
     elif kind == "finish":
         jobs = w.kinds("Job")
         if len(jobs) == 1 and not w.job().get("status"):
-            w.finish_job(summary(passed=13 if move[1] else 5), exit_code=0 if move[1] else 1)
+            result = summary(passed=5 if move[1] == "fail" else 13)
+            if move[1] == "inconclusive":
+                result = result.model_copy(
+                    update={
+                        "latency": [x.model_copy(update={"requests": 1}) for x in result.latency]
+                    }
+                )
+            w.finish_job(
+                result, exit_code=1 if move[1] == "fail" else 0, pair=move[1] != "unpaired"
+            )
     elif kind == "spec":
         w.set_spec(SPECS[move[1]])
     elif kind == "time":
@@ -65,7 +102,7 @@ def _play(w: World, move: tuple[Any, ...]) -> None:
 
 
 @settings(
-    max_examples=40,
+    max_examples=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
     derandomize=True,
@@ -89,10 +126,65 @@ def test_serving_service_and_stable_revision_are_safe(first: int, moves: list[An
         w.apply(first_plan)
         for revision, ready in w.selector_changes:
             assert ready >= 1, f"Service switched to {revision} with no Ready pod"
+        _check_twins(w)
     # The rollout always comes to rest: no pass keeps changing things forever.
     w.ready_all()
     for _ in range(3):
         if w.kinds("Job") and not w.job().get("status"):
             w.finish_job(summary())
         w.settle(limit=15)
+        _check_twins(w)
         w.ready_all()
+    assert w.twins() == [], "a twin left at rest"
+
+
+def _serving_world(first: int) -> World:
+    """A world where ``SPECS[first]`` passed its gate and serves: the next spec gets a twin."""
+    w = World(SPECS[first])
+    w.step()
+    w.ready_all()
+    w.step()
+    w.finish_job(summary())
+    w.step()
+    w.ready_all()
+    w.settle()
+    assert w.status["phase"] == "Serving"
+    return w
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
+@given(
+    st.integers(0, len(SPECS) - 1),
+    st.integers(0, len(SPECS) - 1),
+    st.lists(MOVES, min_size=1, max_size=20),
+)
+def test_twin_is_never_served_and_never_outlives_its_gate(
+    first: int, second: int, moves: list[Any]
+) -> None:
+    w = _serving_world(first)
+    w.set_spec(SPECS[second])
+    twinned = False
+    for move in [("time", 1.0), *moves]:
+        _play(w, move)
+        w.apply(w.plan())
+        _check_twins(w)
+        twinned = twinned or bool(w.twins())
+    w.ready_all()
+    for _ in range(4):
+        if w.kinds("Job") and not w.job().get("status"):
+            w.finish_job(summary())
+        w.settle(limit=15)
+        _check_twins(w)
+        w.ready_all()
+    assert w.twins() == [], "a twin left at rest"
+    assert ("Service", "qwen--twin") not in w.objects
+    if (
+        first != second
+        and SPECS[second].get("gate", {}).get("baseline", {}).get("mode") != "stored"
+    ):
+        assert twinned or w.status["history"][0]["decidedBy"] != "gate"

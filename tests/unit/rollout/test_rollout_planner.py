@@ -90,7 +90,9 @@ def test_upgrade_story_reject_on_regression_then_promote() -> None:
     w = deployed(V16_EAGER)
     stable = w.serving()
     assert stable is not None
-    thresholds = {"gate": {"thresholds": {"maxRegressionPercent": 10}}}
+    thresholds = {
+        "gate": {"thresholds": {"maxRegressionPercent": 10}, "baseline": {"mode": "stored"}}
+    }
     w.set_spec({**V17_EAGER, **thresholds})
     w.step()
     eager17 = next(r for r in w.revisions() if r != stable)
@@ -294,7 +296,7 @@ def test_forced_promotion_of_a_rejected_revision() -> None:
 def test_abort_removes_the_candidate_once_and_rerun_gate_tries_again() -> None:
     w = deployed()
     stable = w.serving()
-    w.set_spec(V17_FAST)
+    w.set_spec({**V17_FAST, "gate": {"baseline": {"mode": "stored"}}})
     w.step()
     cand = next(r for r in w.revisions() if r != stable)
     w.annotate(ABORT_ANNOTATION, cand)

@@ -12,7 +12,8 @@ from vllm_operator.api.status import GateRecord
 from vllm_operator.cli import main as cli_main
 from vllm_operator.config import OperatorConfig, config_from_args
 from vllm_operator.handlers.queue import WorkQueue
-from vllm_operator.kube.client import Kube, api_client_for
+from vllm_operator.handlers.reconcile import Reconciler
+from vllm_operator.kube.client import Kube, KubeError, api_client_for
 from vllm_operator.kube.permissions import PERMISSIONS, PermissionNotDeclared, require
 from vllm_operator.metrics import OperatorMetrics
 
@@ -30,7 +31,7 @@ async def test_undeclared_calls_are_refused_before_the_network() -> None:
     kube = Kube(api_client_for("http://127.0.0.1:9"))  # nothing listens there
     try:
         with pytest.raises(PermissionNotDeclared):
-            await kube.delete("Service", "ns", "svc")  # services are never deleted
+            require("", "nodes", "list")  # the nodes of a gate are read one by one
         with pytest.raises(PermissionNotDeclared):
             await kube.patch("Job", "ns", "j", {})  # jobs are never patched
         with pytest.raises(PermissionNotDeclared):
@@ -171,3 +172,28 @@ async def test_queue_requeues_after_the_plan_delay_and_backs_off_errors() -> Non
             await both_twice.wait()
     finally:
         await queue.stop()
+
+
+class _Nodes(Kube):
+    """A Kube whose Node reads answer from a table (403 for the forbidden ones)."""
+
+    def __init__(self, labels: dict[str, dict[str, str]], forbidden: set[str]) -> None:
+        super().__init__(api_client_for("http://127.0.0.1:9"), workers=1)
+        self.table, self.forbidden, self.asked = labels, forbidden, []
+
+    async def node_labels(self, name: str) -> dict[str, str] | None:
+        self.asked.append(name)
+        if name in self.forbidden:
+            raise KubeError(403, "Forbidden", f'nodes "{name}" is forbidden')
+        return self.table.get(name)
+
+
+async def test_gpu_product_is_read_once_per_node_and_unknown_when_forbidden() -> None:
+    kube = _Nodes({"a": {"nvidia.com/gpu.product": "NVIDIA-H200"}, "b": {}}, {"c"})
+    try:
+        reconciler = Reconciler(kube, OperatorConfig(), OperatorMetrics(CollectorRegistry()))
+        await reconciler._read_gpu_products(["a", "b", "c", "gone"])
+        assert reconciler.node_gpu == {"a": "NVIDIA-H200", "b": "", "c": "", "gone": ""}
+        assert kube.asked == ["a", "b", "c", "gone"]
+    finally:
+        kube.close()

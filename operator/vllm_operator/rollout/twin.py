@@ -1,0 +1,179 @@
+"""The twin of the stable revision during a twin-mode gate: start it, wait for it, remove it.
+
+A twin exists only while a gate needs it: a gate in ``twin`` mode on a candidate, with a
+stable revision whose Deployment the operator can copy. Every pass decides that afresh
+(``Pass.twin``), and ``remove`` deletes any twin the pass does not keep, so the twin goes
+whatever ended the gate (Passed, Failed, Error, an abort, a new spec) and after a restart
+mid-gate; the resource's deletion takes it too (ownerReferences). Its pods never carry the
+serving label (``render.twin``), so the serving Service cannot send it traffic.
+
+Where each side ran (node, GPU product, vLLM version) is read here from the pods, the Nodes
+the shell could read, and the launch plans, for the Job's flags and the gate record.
+"""
+
+from __future__ import annotations
+
+from vllm_operator.api.resource import VLLMDeployment
+from vllm_operator.api.status import GateRecord
+from vllm_operator.api.summary import Placement
+from vllm_operator.render.names import twin_service_name
+from vllm_operator.render.twin import (
+    render_twin_deployment,
+    render_twin_service,
+    template_port,
+    twin_url,
+)
+from vllm_operator.rollout import causes, ledger
+from vllm_operator.rollout.context import Pass
+from vllm_operator.rollout.objects import ensure_service
+from vllm_operator.rollout.observed import STARTED_ANNOTATION, PodView
+from vllm_operator.rollout.status import Outcome
+
+
+def wanted(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None) -> bool:
+    """Whether a gate on ``desired`` measures a twin of ``stable``."""
+    gate = vd.spec.gate
+    if not gate.enabled or gate.baseline.mode != "twin" or stable is None or stable == desired:
+        return False
+    source = state.observed.deployment_of(stable)
+    return source is not None and bool(source.template)
+
+
+def ensure(state: Pass, vd: VLLMDeployment, desired: str, stable: str) -> None:
+    """Keep the twin of ``stable`` (and its Service) for this pass; create what is missing."""
+    state.twin = stable
+    observed = state.observed
+    source = observed.deployment_of(stable)
+    assert source is not None  # checked by ``wanted``
+    port = template_port(source.template)
+    ensure_service(
+        state, render_twin_service(observed.name, observed.namespace, stable, port), stable
+    )
+    if observed.twin_of(stable) is not None:
+        return
+    replicas = vd.spec.rollout.candidate_replicas
+    manifest = render_twin_deployment(
+        observed.name, observed.namespace, stable, source.template, replicas
+    )
+    manifest["metadata"]["annotations"][STARTED_ANNOTATION] = ledger.timestamp(state.now)
+    state.create(manifest)
+    state.event(
+        "Normal",
+        "TwinCreated",
+        f"twin of stable revision {stable} ({replicas} replica(s), no traffic) for the gate "
+        f"on revision {desired}",
+    )
+
+
+def url(state: Pass, stable: str) -> str:
+    """Where the benchmark reaches the twin."""
+    source = state.observed.deployment_of(stable)
+    port = template_port(source.template) if source is not None else template_port({})
+    return twin_url(state.observed.name, state.observed.namespace, port)
+
+
+def wait(state: Pass, vd: VLLMDeployment, desired: str, stable: str) -> Outcome | None:
+    """None once the twin is Ready; else where it stands (an Error past the deadline)."""
+    twin = state.observed.twin_of(stable)
+    want = vd.spec.rollout.candidate_replicas
+    if twin is not None and not twin.deleting and twin.ready_replicas >= want:
+        return None
+    if twin is None or twin.deleting:
+        state.after(1.0)
+        return Outcome(
+            "Progressing", f"starting the twin of stable revision {stable}", "TwinStarting"
+        )
+    deadline = state.scaled(vd.spec.rollout.progress_deadline_seconds)
+    elapsed = state.elapsed(twin.started_at)
+    cause = causes.pods_cause(state.observed.pods_of_twin(stable))
+    if elapsed >= deadline:
+        reasons = [
+            f"twin of stable revision {stable} not Ready within "
+            f"{vd.spec.rollout.progress_deadline_seconds} s ({twin.ready_replicas}/{want} "
+            "Ready)"
+        ]
+        if cause:
+            reasons.append(cause)
+        reasons.append("gate.baseline.mode: stored gates without a twin (no extra GPUs)")
+        state.record(
+            GateRecord(
+                revision=desired,
+                outcome="Error",
+                reasons=reasons,
+                baseline_revision=stable,
+                decided_by="deadline",
+                baseline_mode="twin",
+            )
+        )
+        state.event("Warning", "TwinStuck", f"revision {desired}: " + "; ".join(reasons))
+        return Outcome("Progressing", "twin stuck", "ProgressDeadlineExceeded")
+    state.after(deadline - elapsed)
+    text = f"waiting for the twin of stable revision {stable}: {twin.ready_replicas}/{want} Ready"
+    return Outcome("Progressing", text + (f" ({cause})" if cause else ""), "TwinStarting")
+
+
+def remove(state: Pass) -> None:
+    """Delete every twin this pass does not keep, and the twin Service when none is kept."""
+    for twin in state.observed.twins:
+        if twin.deleting or twin.revision == state.twin:
+            continue
+        state.delete("Deployment", twin.name)
+        state.event(
+            "Normal",
+            "TwinRemoved",
+            f"twin of revision {twin.revision} deleted: Deployment {twin.name}",
+        )
+    service = state.observed.service(twin_service_name(state.name))
+    if state.twin is None and service is not None:
+        state.delete("Service", service.name)
+
+
+def _joined(values: set[str]) -> str | None:
+    return ",".join(sorted(values)) if values else None
+
+
+def placement(state: Pass, revision: str, pods: list[PodView]) -> Placement:
+    """Where ``pods`` of ``revision`` run, as far as the cluster tells."""
+    nodes = {p.node_name for p in pods if p.node_name}
+    gpus = {state.observed.node_gpu.get(n, "") for n in nodes} - {""}
+    dep = state.observed.deployment_of(revision)
+    version = dep.launch_plan.get("version") if dep is not None else None
+    return Placement(
+        node=_joined(nodes),
+        gpu_product=_joined(gpus),
+        vllm_version=str(version) if version else None,
+    )
+
+
+def candidate_placement(state: Pass, revision: str) -> Placement:
+    return placement(state, revision, state.observed.pods_of_revision(revision))
+
+
+def twin_placement(state: Pass, stable: str) -> Placement:
+    return placement(state, stable, state.observed.pods_of_twin(stable))
+
+
+def flags(candidate: Placement, baseline: Placement | None) -> dict[str, str]:
+    """``bench`` placement flags (without ``--``) for what is known."""
+    out: dict[str, str] = {}
+    for side, where in (("candidate", candidate), ("baseline", baseline)):
+        if where is None:
+            continue
+        if where.node:
+            out[f"{side}-node"] = where.node
+        if where.gpu_product:
+            out[f"{side}-gpu-product"] = where.gpu_product
+    return out
+
+
+def recorded(known: Placement, measured: Placement | None) -> Placement:
+    """What a gate record says about one side: node and GPU product as the operator read
+    them (the bench only repeats its flags), the vLLM version as the bench saw it on
+    ``/version`` (the launch plan's version when the bench did not say)."""
+    if measured is None:
+        return known
+    return Placement(
+        node=known.node or measured.node,
+        gpu_product=known.gpu_product or measured.gpu_product,
+        vllm_version=measured.vllm_version or known.vllm_version,
+    )

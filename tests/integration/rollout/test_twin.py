@@ -1,0 +1,175 @@
+"""Twin-mode gates for real: kopf + the operator + DevCluster + the local kubelet.
+
+The stable revision's twin is a real Deployment whose pod runs the simulator, the benchmark
+Job is the real ``vllm-operator bench`` measuring candidate and twin interleaved, and the
+operator reads where each ran from the pods and the Node. What must hold: the twin exists
+only for the gate, the serving Service never selects it, and nothing survives the resource.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_operator.render import labels
+
+from .harness import API, GPU_PRODUCT, Rollout, resource
+
+GATE: dict[str, Any] = {
+    "iterations": 3,
+    "concurrency": [1, 4],
+    "timeoutSeconds": 120,
+    "trials": 3,
+    "thresholds": {"quality": {"minPassed": 12}, "maxRegressionPercent": 50},
+}
+# As in the published upgrade story: at 0.01 a short request is a few ms of model time and
+# loopback jitter alone makes the interval straddle a limit.
+SLOWER = {"VLLM_SIM_TIME_SCALE": "0.03"}
+
+
+@pytest.fixture
+def rollout(tmp_path: Path) -> Iterator[Rollout]:
+    r = Rollout(tmp_path)
+    r.start_operator()
+    yield r
+    r.close()
+
+
+def _serving(r: Rollout, body: dict[str, Any]) -> str:
+    r.apply(body)
+    st = r.wait_phase("Serving", timeout=60, gate="Passed")
+    return str(st["stable"]["revision"])
+
+
+def _twins(r: Rollout) -> list[str]:
+    return [
+        o["metadata"]["name"]
+        for o in r.objects("apps/v1", "deployments")
+        if o["metadata"]["labels"].get(labels.COMPONENT_LABEL) == labels.COMPONENT_TWIN
+    ]
+
+
+def _twin_pod_labels(r: Rollout, stable: str) -> dict[str, str]:
+    """The labels of the twin's pod, once it runs."""
+
+    def found() -> dict[str, str] | None:
+        for pod in r.objects("v1", "pods"):
+            pod_labels = pod["metadata"].get("labels") or {}
+            if pod_labels.get(labels.COMPONENT_LABEL) == labels.COMPONENT_TWIN:
+                assert pod_labels[labels.REVISION_LABEL] == stable
+                return dict(pod_labels)
+        return None
+
+    result: dict[str, str] = r.wait(found, timeout=30, what="a twin pod")
+    return result
+
+
+def _never_selected(r: Rollout, twin_pod: dict[str, str]) -> None:
+    """No version of the serving or candidate Service ever selected the twin's pods."""
+    for name in ("qwen", "qwen--candidate"):
+        for version in r.cluster.history("v1", "services", name):
+            selector = version["spec"]["selector"]
+            assert selector[labels.COMPONENT_LABEL] == labels.COMPONENT_SERVER
+            assert not selector.items() <= twin_pod.items(), (name, selector)
+
+
+def _gone(r: Rollout) -> None:
+    r.wait(
+        lambda: not _twins(r) and not r.cluster.exists("v1", "services", "qwen--twin"),
+        timeout=20,
+        what="twin Deployment and Service removed",
+    )
+
+
+def _job_args(r: Rollout, job: str) -> list[str]:
+    first = r.cluster.history("batch/v1", "jobs", job)[0]
+    return list(first["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
+def test_twin_is_benchmarked_beside_the_candidate_then_removed(rollout: Rollout) -> None:
+    stable = _serving(rollout, resource(mode="interactivity", sim_env=SLOWER, gate=GATE))
+    assert _twins(rollout) == []  # a first revision has nothing to pair with
+    rollout.apply(resource(mode="throughput", sim_env=SLOWER, gate=GATE))
+    twin_pod = _twin_pod_labels(rollout, stable)
+    st = rollout.wait_phase("Serving", timeout=90, gate="Passed")
+    candidate = st["stable"]["revision"]
+    assert candidate != stable
+    gate = st["lastGate"]
+    assert gate["baselineMode"] == "twin"
+    assert gate["baselineRevision"] == stable
+    where = {"node": "devcluster", "gpuProduct": GPU_PRODUCT}
+    assert gate["candidatePlacement"] == {**where, "vllmVersion": "0.17.0"}
+    assert gate["baselinePlacement"] == {**where, "vllmVersion": "0.17.0"}
+    assert gate["summary"]["pairedBaseline"]["placement"]["node"] == "devcluster"
+    assert any("interval" in r or "point comparison" in r for r in gate["reasons"]), gate
+    args = _job_args(rollout, f"qwen--gate-{candidate}-1")
+    assert args[args.index("--baseline-url") + 1] == "http://qwen--twin.default.svc:8000"
+    assert args[args.index("--trials") + 1] == "3"
+    assert "--baseline-json" not in args
+    _gone(rollout)
+    _never_selected(rollout, twin_pod)
+    assert rollout.selector_changes() == [(stable, 1), (candidate, 1)]
+    reasons = [e["reason"] for e in rollout.cluster.list("v1", "events", "default")]
+    assert "TwinCreated" in reasons
+    assert "TwinRemoved" in reasons
+
+
+@pytest.mark.slow
+def test_twin_is_removed_after_failed_and_after_error(rollout: Rollout) -> None:
+    stable = _serving(rollout, resource(gate=GATE))
+    rollout.apply(resource(mode="balanced", sim_env={"VLLM_SIM_DEGRADED": "1"}, gate=GATE))
+    twin_pod = _twin_pod_labels(rollout, stable)
+    st = rollout.wait_phase("Degraded", timeout=90)
+    assert st["lastGate"]["outcome"] == "Failed", st["lastGate"]
+    assert st["lastGate"]["baselineMode"] == "twin"
+    _gone(rollout)
+    faulty = {"VLLM_SIM_ERROR_RATE": "1", "VLLM_SIM_ERROR_STATUS": "400"}
+    rollout.apply(resource(mode="interactivity", sim_env=faulty, gate=GATE))
+    rollout.wait(lambda: _twins(rollout), timeout=30, what="a twin for the second candidate")
+    st = rollout.wait(
+        lambda: (
+            rollout.status()["lastGate"]["outcome"] == "Error"
+            and rollout.wait_phase("Degraded", timeout=1)
+        ),
+        timeout=90,
+        what="gate Error",
+    )
+    _gone(rollout)
+    assert rollout.serving_revision() == stable
+    assert rollout.selector_changes() == [(stable, 1)]
+    _never_selected(rollout, twin_pod)
+
+
+@pytest.mark.slow
+def test_twin_after_a_restart_mid_gate_and_no_orphan_after_deletion(rollout: Rollout) -> None:
+    stable = _serving(rollout, resource(gate=GATE))
+    rollout.apply(resource(mode="balanced", gate=GATE))
+    rollout.wait(lambda: rollout.names("batch/v1", "jobs"), timeout=60, what="a benchmark Job")
+    (twin,) = _twins(rollout)
+    rollout.stop_operator()
+    rollout.start_operator()
+    st = rollout.wait_phase("Serving", timeout=90, gate="Passed")
+    promoted = st["stable"]["revision"]
+    _gone(rollout)
+    added = [
+        v for v in rollout.cluster.history("apps/v1", "deployments", twin) if v["_event"] == "ADDED"
+    ]
+    assert len(added) == 1  # the restarted operator did not start a second twin
+    assert len(st["history"]) == 2
+    # Mid-gate again, then the resource goes: its children go with it, twin included.
+    rollout.apply(resource(mode="interactivity", gate={**GATE, "iterations": 30}))
+    rollout.wait(lambda: _twins(rollout) == [f"qwen--twin-{promoted}"], timeout=30, what="twin")
+    rollout.cluster.delete(API, "vllmdeployments", "qwen")
+    rollout.wait(
+        lambda: (
+            not rollout.names("apps/v1", "deployments")
+            and not rollout.names("v1", "services")
+            and not rollout.names("batch/v1", "jobs")
+        ),
+        timeout=30,
+        what="children, twin included, garbage-collected",
+    )
+    assert stable != promoted
