@@ -46,7 +46,7 @@ def _twin_started(w: World, spec_doc: dict[str, Any] = V17_FAST) -> tuple[str, s
         "patch Service qwen--candidate",
         "create Service qwen--twin",
         f"create Deployment qwen--twin-{stable}",
-        f"create Deployment qwen-{cand}",
+        f"create Deployment qwen--{cand}",
     ]
     assert w.twins() == [stable]
     return stable, cand
