@@ -336,3 +336,18 @@ def test_vllm_api_key_env_is_refused_with_or_without_the_secret(make_spec: MakeS
         (error,) = info.value.errors
         assert error.field == "spec.engine.env[0].name"
         assert error.fix == "put the key in a Secret and reference it with spec.engine.apiKeySecret"
+
+
+@pytest.mark.parametrize(
+    ("name", "needle"),
+    [
+        ("VLLMOP_LIBRARY_PATH_FIX", "set spec.engine.libraryPathFix instead"),
+        # The name before the rename: in vLLM's namespace, and no longer read by the entrypoint.
+        ("VLLM_OPERATOR_LIBRARY_PATH_FIX", "remove it and set spec.engine.libraryPathFix"),
+    ],
+)
+def test_library_path_fix_env_is_the_operators(make_spec: MakeSpec, name: str, needle: str) -> None:
+    with pytest.raises(SpecErrors) as info:
+        plan_launch(make_spec(env=[{"name": name, "value": "none"}]))
+    assert fields_of(info.value) == ["spec.engine.env[0].name"]
+    assert needle in info.value.errors[0].fix
