@@ -190,6 +190,11 @@ OWNED_ENV: dict[str, OwnedEnv] = {
             "set spec.engine.libraryPathFix instead",
         ),
         OwnedEnv(
+            "VLLMOP_VLLM_VERSION",
+            "the operator sets it to the resolved vLLM version (the simulator emulates it)",
+            "set spec.engine.version instead",
+        ),
+        OwnedEnv(
             "VLLM_OPERATOR_LIBRARY_PATH_FIX",
             "the entrypoint no longer reads this name (it is in vLLM's VLLM_ namespace, and "
             "vLLM warns about it at start); the fix comes from spec.engine.libraryPathFix",

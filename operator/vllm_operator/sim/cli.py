@@ -5,9 +5,15 @@ does not know (argparse exits 2, the pod crash-loops). The simulator accepts exa
 catalogued flags of its emulated version (``engine.catalog.flags_of``) and refuses removed
 or unknown ones the same way, naming the replacement for removed ones.
 
-Every ``--sim-*`` knob also reads ``VLLM_SIM_<KNOB>`` (``--sim-time-scale`` ->
-``VLLM_SIM_TIME_SCALE``), because rendered pods configure the simulator through container
-env; the command line wins. ``--api-key`` falls back to ``VLLM_API_KEY`` as in vLLM.
+Every ``--sim-*`` knob also reads ``VLLMOP_SIM_<KNOB>`` (``--sim-time-scale`` ->
+``VLLMOP_SIM_TIME_SCALE``), because rendered pods configure the simulator through container
+env; the command line wins. The prefix is outside ``VLLM_``, vLLM's own namespace (vLLM
+warns about unknown ``VLLM_*`` variables); the old ``VLLM_SIM_<KNOB>`` names are still read
+when the new one is absent, with a warning. The emulated version is never a silent guess:
+``--sim-version``, else ``VLLMOP_SIM_VERSION``, else ``VLLMOP_VLLM_VERSION`` (the version the
+operator resolved and renders into every vLLM pod), else the old ``VLLM_SIM_VERSION``, else
+``DEFAULT_VERSION`` with a warning naming the variable to set. ``--api-key`` falls back to
+``VLLM_API_KEY`` as in vLLM.
 ``LD_LIBRARY_PATH`` feeds the CUBLAS start-up failure of 0.16/0.17 (see :mod:`.startup`).
 The environment is read here, in :func:`run`, and nowhere else.
 """
@@ -56,6 +62,12 @@ def _bool(text: str) -> bool:
     raise ValueError(f"not a boolean: {text!r}")
 
 
+ENV_PREFIX = "VLLMOP_SIM_"
+LEGACY_ENV_PREFIX = "VLLM_SIM_"  # the names before 0.2, in vLLM's namespace: still read
+# The vLLM version the operator resolved for the pod (render/deployment.py).
+OPERATOR_VERSION_ENV = "VLLMOP_VLLM_VERSION"
+
+
 @dataclass(frozen=True)
 class Knob:
     """One ``--sim-*`` option and its environment fallback."""
@@ -71,7 +83,18 @@ class Knob:
 
     @property
     def env(self) -> str:
-        return "VLLM_SIM_" + self.name.upper().replace("-", "_")
+        return ENV_PREFIX + self.name.upper().replace("-", "_")
+
+    @property
+    def legacy_env(self) -> str:
+        return LEGACY_ENV_PREFIX + self.name.upper().replace("-", "_")
+
+    def from_env(self, env: Mapping[str, str]) -> tuple[str, str] | None:
+        """``(variable, value)`` set for this knob, the new name first."""
+        for name in (self.env, self.legacy_env):
+            if name in env:
+                return name, env[name]
+        return None
 
     @property
     def dest(self) -> str:
@@ -127,8 +150,10 @@ def build_parser(prog: str, version: Version, env: Mapping[str, str]) -> argpars
             "vLLM's warm-up, metrics and failures, timing from a profile. "
             "Flags follow vllm_operator.engine.catalog for that version."
         ),
-        epilog="Every --sim-X knob can also be set with the environment variable VLLM_SIM_X "
-        "(upper case, '-' -> '_'); the command line wins.",
+        epilog="Every --sim-X knob can also be set with the environment variable VLLMOP_SIM_X "
+        "(upper case, '-' -> '_'; the old VLLM_SIM_X is read too); the command line wins. "
+        f"The version: --sim-version, else VLLMOP_SIM_VERSION, else {OPERATOR_VERSION_ENV} "
+        f"(set by the operator in every vLLM pod), else {DEFAULT_VERSION} with a warning.",
     )
     parser.add_argument("model", help="model name or path (as `vllm serve MODEL`)")
     vllm = parser.add_argument_group(f"vLLM {version} flags")
@@ -146,14 +171,15 @@ def build_parser(prog: str, version: Version, env: Mapping[str, str]) -> argpars
             if flag.name == "--served-model-name":
                 kwargs["nargs"] = "+"
         vllm.add_argument(*flag.spellings, **kwargs)
-    sim = parser.add_argument_group("simulator knobs (env VLLM_SIM_*)")
+    sim = parser.add_argument_group("simulator knobs (env VLLMOP_SIM_*)")
     for knob in KNOBS:
         default = knob.default
-        if knob.env in env:
+        found = knob.from_env(env)
+        if found is not None:
             try:
-                default = knob.kind(env[knob.env])
+                default = knob.kind(found[1])
             except ValueError as e:
-                parser.error(f"{knob.env}={env[knob.env]!r}: {e}")
+                parser.error(f"{found[0]}={found[1]!r}: {e}")
         if knob.kind is _bool:
             sim.add_argument(
                 knob.flag, dest=knob.dest, action=argparse.BooleanOptionalAction,
@@ -183,10 +209,36 @@ def _unrecognized(parser: argparse.ArgumentParser, unknown: list[str], version: 
     parser.error(f"unrecognized arguments: {' '.join(unknown)}")
 
 
+def version_source(env: Mapping[str, str]) -> tuple[str, str | None]:
+    """The emulated version from the environment and the variable it came from (None: default)."""
+    for name in (ENV_PREFIX + "VERSION", OPERATOR_VERSION_ENV, LEGACY_ENV_PREFIX + "VERSION"):
+        if env.get(name):
+            return env[name], name
+    return DEFAULT_VERSION, None
+
+
+def _warn_about_env(argv: list[str], env: Mapping[str, str]) -> None:
+    if not any(a == "--sim-version" or a.startswith("--sim-version=") for a in argv):
+        version, source = version_source(env)
+        if source is None:
+            log.warning(
+                "no vLLM version given: emulating %s; set VLLMOP_SIM_VERSION (or "
+                "--sim-version) to the version of the image this stands in for",
+                version,
+            )
+    legacy = sorted(n for n in env if n.startswith(LEGACY_ENV_PREFIX))
+    if legacy:
+        log.warning(
+            "%s: renamed to %s* (VLLM_* is vLLM's namespace); the old names still work",
+            ", ".join(legacy),
+            ENV_PREFIX,
+        )
+
+
 def config_from_args(argv: list[str], prog: str, env: Mapping[str, str]) -> SimConfig:
     """Parse like ``vllm serve`` of the emulated version; raise ``_Exit`` like argparse."""
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    pre.add_argument("--sim-version", default=env.get("VLLM_SIM_VERSION", DEFAULT_VERSION))
+    pre.add_argument("--sim-version", default=version_source(env)[0])
     known, _ = pre.parse_known_args(argv)
     try:
         version = Version.parse(known.sim_version)
@@ -256,6 +308,7 @@ def run(argv: list[str], prog: str, env: Mapping[str, str]) -> int:
     except _Exit as e:
         return e.status
     _setup_logging()
+    _warn_about_env(argv, env)
 
     def listening(url: str) -> None:
         gc.freeze()  # start-up objects never die: keep them out of every later GC pass

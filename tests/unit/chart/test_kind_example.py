@@ -52,6 +52,8 @@ def test_simulator_accepts_the_rendered_container() -> None:
     assert container["command"][-2].rstrip().endswith('exec vllm serve "$@"')
     config = sim_cli.config_from_args(list(container["args"]), "vllm", env)
     assert str(config.version) == "0.17.0"
+    # The stand-in's version is explicit, and the same as the one the flags were checked for.
+    assert env["VLLMOP_SIM_VERSION"] == env["VLLMOP_VLLM_VERSION"] == "0.17.0"
     assert config.time_scale == pytest.approx(0.05)
     assert config.host == "0.0.0.0"
     assert config.port == container["ports"][0]["containerPort"]
