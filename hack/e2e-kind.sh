@@ -4,7 +4,9 @@
 #   1. create a kind cluster (or reuse it) and advertise a fake GPU resource on its nodes;
 #   2. build the project image (operator + benchmark + vLLM simulator) and load it into kind;
 #   3. install the Helm chart (CRD, operator, RBAC) with that image;
-#   4. apply hack/kind/vllmd-sim.yaml: a VLLMDeployment whose "vLLM" is the simulator;
+#   4. apply hack/kind/vllmd-sim.yaml: a VLLMDeployment whose "vLLM" is the simulator,
+#      emulating the vLLM version the resource names (spec.engine.version, 0.17.0; also
+#      VLLMOP_SIM_VERSION in its env: the stand-in never guesses);
 #   5. wait until its first revision is gated and serves, then change the performance mode
 #      and wait until the new revision is benchmarked and promoted;
 #   6. print the status.
@@ -36,7 +38,7 @@ for arg in "$@"; do
     --skip-build) BUILD=0 ;;
     --delete) DELETE=1 ;;
     -h | --help)
-      sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)

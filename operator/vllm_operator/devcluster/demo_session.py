@@ -74,7 +74,7 @@ class Session:
             self.workdir / "kubelet",
             time_scale=self.time_scale,
             deadline_time_scale=self.deadline_scale,
-            extra_env={"VLLM_SIM_TIME_SCALE": f"{self.time_scale:g}"},
+            extra_env={"VLLMOP_SIM_TIME_SCALE": f"{self.time_scale:g}"},
             # The one simulated node, labelled as GPU feature discovery labels a GPU node.
             node_labels={"nvidia.com/gpu.product": "NVIDIA-H200-SIM"},
         )

@@ -269,7 +269,7 @@ def prepare_launch(pod: Obj, poddir: Path, ctx: LaunchContext) -> Launch:
     base.update(ctx.image_env(image))
     version = version_from_image(image)
     if version is not None:
-        base["VLLM_SIM_VERSION"] = str(version)
+        base["VLLMOP_SIM_VERSION"] = str(version)
     base.update(ctx.extra_env)
     env = _pod_env(pod, container, ctx, base)
     env = {k: rewrite_service_urls(paths.apply(v), ns, ctx.resolve_service) for k, v in env.items()}

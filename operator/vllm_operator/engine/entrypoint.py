@@ -1,28 +1,37 @@
 """The vLLM container's entrypoint: fix LD_LIBRARY_PATH, then `exec vllm serve "$@"`.
 
-Why a wrapper at all: the 0.16/0.17 ``vllm/vllm-openai`` images put the CUDA 12.9 toolkit
-(``/usr/local/cuda/lib64``) on LD_LIBRARY_PATH, where its ``libcublasLt`` beats the one pip
-installed next to PyTorch's ``libcublas`` and bf16/fp16 GEMMs fail with
-CUBLAS_STATUS_INVALID_VALUE (vllm#35608). The popular ``unset LD_LIBRARY_PATH`` also drops
-``/usr/local/nvidia/lib64``, where GKE mounts the driver (llm-d#1063); ``strip-cuda`` removes
-only the toolkit entries.
+Why a wrapper at all: the 0.16/0.17 ``vllm/vllm-openai`` images set
+``LD_LIBRARY_PATH=/usr/local/nvidia/lib64:/usr/local/cuda/lib64:...`` (CUDA 12.9.1), where the
+toolkit's ``libcublasLt`` beats the one pip installed next to PyTorch's ``libcublas`` and
+bf16/fp16 GEMMs fail with CUBLAS_STATUS_INVALID_VALUE (vllm#35608). The popular
+``unset LD_LIBRARY_PATH`` also drops ``/usr/local/nvidia/lib64``, where GKE mounts the driver
+(vLLM PR #25766, llm-d#1063).
+
+What ``strip-cuda`` removes, exactly: the directories that hold the toolkit's own cuBLAS,
+``/usr/local/cuda[-R]/lib64`` and ``/usr/local/cuda[-R]/targets/<triple>/lib`` (``lib64`` is a
+link to the latter), where ``R`` is a release such as ``12``, ``12.9`` (digits and dots), with
+or without a trailing ``/``. Everything else stays, in order: the driver paths, CUDA's
+forward-compatibility driver libraries (``.../compat``, ``.../compat/lib64``), CUPTI
+(``.../extras/CUPTI/lib64``), ``stubs`` and any other directory. The simulator's CUBLAS check
+(``sim.startup.toolkit_entries``) uses the same rule; a test keeps the two equal.
 
 Why a constant: the script is the same bytes for every spec. The mode comes from the env
-variable ``VLLM_OPERATOR_LIBRARY_PATH_FIX`` and every user string (model, flags, values)
-arrives as its own argv item after ``sh -c SCRIPT vllm-entrypoint``; the shell never parses
-them. The script contains neither ``$(`` nor ``$$``, so the kubelet's ``$(VAR)`` expansion of
-container commands cannot alter it.
+variable ``VLLMOP_LIBRARY_PATH_FIX`` and every user string (model, flags, values) arrives as its
+own argv item after ``sh -c SCRIPT vllm-entrypoint``; the shell never parses them. The script
+contains neither ``$(`` nor ``$$``, so the kubelet's ``$(VAR)`` expansion of container commands
+cannot alter it. The variable is outside ``VLLM_``: vLLM warns about every unknown ``VLLM_*``
+variable at start (``vllm.envs.validate_environ``) and fails on them when asked to be strict.
 """
 
 from __future__ import annotations
 
-FIX_ENV = "VLLM_OPERATOR_LIBRARY_PATH_FIX"
+FIX_ENV = "VLLMOP_LIBRARY_PATH_FIX"
 ARGV0 = "vllm-entrypoint"
 FIX_MODES = ("strip-cuda", "unset", "none")
 
 SCRIPT = """\
 set -eu
-fix="${VLLM_OPERATOR_LIBRARY_PATH_FIX:-none}"
+fix="${VLLMOP_LIBRARY_PATH_FIX:-none}"
 case "$fix" in
 strip-cuda)
   kept=""
@@ -30,13 +39,36 @@ strip-cuda)
   IFS=":"
   set -f
   for entry in ${LD_LIBRARY_PATH:-}; do
+    toolkit=no
     case "$entry" in
-    "") ;;
-    /usr/local/cuda*/lib64 | /usr/local/cuda*/lib64/) ;;
-    /usr/local/cuda*/lib | /usr/local/cuda*/lib/) ;;
-    /usr/local/cuda*/targets/*/lib | /usr/local/cuda*/targets/*/lib/) ;;
-    *) kept="${kept:+$kept:}$entry" ;;
+    /usr/local/cuda/* | /usr/local/cuda-*/*)
+      rest="${entry#/usr/local/cuda}"
+      release="${rest%%/*}"
+      dir="${rest#"$release"}"
+      case "${release#-}" in
+      *[!0-9.]* | .* | *. | *..*) release=other ;;
+      esac
+      case "$release" in
+      "" | -?*)
+        case "$dir" in
+        /lib64 | /lib64/) toolkit=yes ;;
+        /targets/?*/lib | /targets/?*/lib/)
+          triple="${dir#/targets/}"
+          triple="${triple%/}"
+          triple="${triple%/lib}"
+          case "$triple" in
+          "" | */*) ;;
+          *) toolkit=yes ;;
+          esac
+          ;;
+        esac
+        ;;
+      esac
+      ;;
     esac
+    if [ -n "$entry" ] && [ "$toolkit" = no ]; then
+      kept="${kept:+$kept:}$entry"
+    fi
   done
   set +f
   IFS="$old_ifs"
@@ -54,7 +86,7 @@ unset)
   ;;
 none) ;;
 *)
-  echo "vllm-entrypoint: unknown VLLM_OPERATOR_LIBRARY_PATH_FIX='$fix'" >&2
+  echo "vllm-entrypoint: unknown VLLMOP_LIBRARY_PATH_FIX='$fix'" >&2
   echo "vllm-entrypoint: expected strip-cuda, unset or none" >&2
   exit 64
   ;;

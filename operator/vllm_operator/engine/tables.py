@@ -172,9 +172,20 @@ OWNED_ENV: dict[str, OwnedEnv] = {
             "use spec.engine.compileCache to choose the volume",
         ),
         OwnedEnv(
-            "VLLM_OPERATOR_LIBRARY_PATH_FIX",
+            "VLLMOP_LIBRARY_PATH_FIX",
             "the operator sets it from spec.engine.libraryPathFix",
             "set spec.engine.libraryPathFix instead",
+        ),
+        OwnedEnv(
+            "VLLMOP_VLLM_VERSION",
+            "the operator sets it to the resolved vLLM version (the simulator emulates it)",
+            "set spec.engine.version instead",
+        ),
+        OwnedEnv(
+            "VLLM_OPERATOR_LIBRARY_PATH_FIX",
+            "the entrypoint no longer reads this name (it is in vLLM's VLLM_ namespace, and "
+            "vLLM warns about it at start); the fix comes from spec.engine.libraryPathFix",
+            "remove it and set spec.engine.libraryPathFix instead",
         ),
     )
 }

@@ -11,7 +11,9 @@ Command line (also ``python -m vllm_operator.sim``, and ``vllm serve`` via
 
 It prints ``SIM LISTENING http://HOST:PORT`` on stdout (flushed) once it listens; with
 ``--port 0`` that line tells the bound port. Every ``--sim-X`` knob falls back to the
-environment variable ``VLLM_SIM_X`` (e.g. ``VLLM_SIM_TIME_SCALE=0.01``).
+environment variable ``VLLMOP_SIM_X`` (e.g. ``VLLMOP_SIM_TIME_SCALE=0.01``; the old
+``VLLM_SIM_X`` is still read); the version also to ``VLLMOP_VLLM_VERSION``, which the
+operator renders into every vLLM pod.
 
 Programmatic API:
 

@@ -7,9 +7,15 @@ arguments with ``engine.argv`` over the table recorded from the real parser of i
 and refuses the rest with vLLM's own argparse line and exit status 2 (followed by one
 ``[sim]`` line saying when the flag went or came, and what replaces it).
 
-Every ``--sim-*`` knob also reads ``VLLM_SIM_<KNOB>`` (``--sim-time-scale`` ->
-``VLLM_SIM_TIME_SCALE``), because rendered pods configure the simulator through container
-env; the command line wins. ``--api-key`` falls back to ``VLLM_API_KEY`` as in vLLM.
+Every ``--sim-*`` knob also reads ``VLLMOP_SIM_<KNOB>`` (``--sim-time-scale`` ->
+``VLLMOP_SIM_TIME_SCALE``), because rendered pods configure the simulator through container
+env; the command line wins. The prefix is outside ``VLLM_``, vLLM's own namespace (vLLM
+warns about unknown ``VLLM_*`` variables); the old ``VLLM_SIM_<KNOB>`` names are still read
+when the new one is absent, with a warning. The emulated version is never a silent guess:
+``--sim-version``, else ``VLLMOP_SIM_VERSION``, else ``VLLMOP_VLLM_VERSION`` (the version the
+operator resolved and renders into every vLLM pod), else the old ``VLLM_SIM_VERSION``, else
+the version a ``--sim-preset`` was calibrated on, else ``DEFAULT_VERSION`` with a warning
+naming the variable to set. ``--api-key`` falls back to ``VLLM_API_KEY`` as in vLLM.
 ``LD_LIBRARY_PATH`` feeds the CUBLAS start-up failure of 0.16/0.17 (see :mod:`.startup`).
 The environment is read here, in :func:`run`, and nowhere else.
 """
@@ -49,6 +55,12 @@ def _bool(text: str) -> bool:
     raise ValueError(f"not a boolean: {text!r}")
 
 
+ENV_PREFIX = "VLLMOP_SIM_"
+LEGACY_ENV_PREFIX = "VLLM_SIM_"  # the names before 0.2, in vLLM's namespace: still read
+# The vLLM version the operator resolved for the pod (render/deployment.py).
+OPERATOR_VERSION_ENV = "VLLMOP_VLLM_VERSION"
+
+
 @dataclass(frozen=True)
 class Knob:
     """One ``--sim-*`` option and its environment fallback."""
@@ -64,7 +76,18 @@ class Knob:
 
     @property
     def env(self) -> str:
-        return "VLLM_SIM_" + self.name.upper().replace("-", "_")
+        return ENV_PREFIX + self.name.upper().replace("-", "_")
+
+    @property
+    def legacy_env(self) -> str:
+        return LEGACY_ENV_PREFIX + self.name.upper().replace("-", "_")
+
+    def from_env(self, env: Mapping[str, str]) -> tuple[str, str] | None:
+        """``(variable, value)`` set for this knob, the new name first."""
+        for name in (self.env, self.legacy_env):
+            if name in env:
+                return name, env[name]
+        return None
 
     @property
     def dest(self) -> str:
@@ -132,17 +155,21 @@ def build_parser(prog: str, version: Version, env: Mapping[str, str]) -> argpars
             "vLLM flags are accepted exactly as the recorded parser of that release "
             "(vllm_operator/engine/flags) accepts them."
         ),
-        epilog="Every --sim-X knob can also be set with the environment variable VLLM_SIM_X "
-        "(upper case, '-' -> '_'); the command line wins.",
+        epilog="Every --sim-X knob can also be set with the environment variable VLLMOP_SIM_X "
+        "(upper case, '-' -> '_'; the old VLLM_SIM_X is read too); the command line wins. "
+        f"The version: --sim-version, else VLLMOP_SIM_VERSION, else {OPERATOR_VERSION_ENV} "
+        f"(set by the operator in every vLLM pod), else a preset's, else {DEFAULT_VERSION} "
+        "with a warning.",
     )
-    sim = parser.add_argument_group("simulator knobs (env VLLM_SIM_*)")
+    sim = parser.add_argument_group("simulator knobs (env VLLMOP_SIM_*)")
     for knob in KNOBS:
         default = knob.default
-        if knob.env in env:
+        found = knob.from_env(env)
+        if found is not None:
             try:
-                default = knob.kind(env[knob.env])
+                default = knob.kind(found[1])
             except ValueError as e:
-                parser.error(f"{knob.env}={env[knob.env]!r}: {e}")
+                parser.error(f"{found[0]}={found[1]!r}: {e}")
         if knob.kind is _bool:
             sim.add_argument(
                 knob.flag, dest=knob.dest, action=argparse.BooleanOptionalAction,
@@ -212,8 +239,9 @@ def _read(
     """The knobs and vLLM's reading of its arguments; raise ``_Exit`` like argparse."""
     sim_args, vllm_args = _split(list(argv))
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    pre.add_argument("--sim-version", default=env.get("VLLM_SIM_VERSION"))
-    pre.add_argument("--sim-preset", default=env.get("VLLM_SIM_PRESET"))
+    env_version, source = version_source(env)
+    pre.add_argument("--sim-version", default=env_version if source else None)
+    pre.add_argument("--sim-preset", default=_preset_env(env))
     known, _ = pre.parse_known_args(sim_args)
     if known.sim_version is None:  # a preset may name the version it was calibrated on
         preset = PRESETS.get(known.sim_preset or "", {})
@@ -298,10 +326,42 @@ def config_from_args(argv: list[str], prog: str, env: Mapping[str, str]) -> SimC
         parser.error(str(e))
 
 
+def _preset_env(env: Mapping[str, str]) -> str | None:
+    return env.get(ENV_PREFIX + "PRESET") or env.get(LEGACY_ENV_PREFIX + "PRESET")
+
+
+def version_source(env: Mapping[str, str]) -> tuple[str, str | None]:
+    """The emulated version from the environment and the variable it came from (None: default)."""
+    for name in (ENV_PREFIX + "VERSION", OPERATOR_VERSION_ENV, LEGACY_ENV_PREFIX + "VERSION"):
+        if env.get(name):
+            return env[name], name
+    return DEFAULT_VERSION, None
+
+
+def _warn_about_env(argv: list[str], env: Mapping[str, str]) -> None:
+    given = any(a == "--sim-version" or a.startswith("--sim-version=") for a in argv)
+    preset = any(a == "--sim-preset" or a.startswith("--sim-preset=") for a in argv)
+    if not given and not preset and not _preset_env(env):
+        version, source = version_source(env)
+        if source is None:
+            log.warning(
+                "no vLLM version given: emulating %s; set VLLMOP_SIM_VERSION (or "
+                "--sim-version) to the version of the image this stands in for",
+                version,
+            )
+    legacy = sorted(n for n in env if n.startswith(LEGACY_ENV_PREFIX))
+    if legacy:
+        log.warning(
+            "%s: renamed to %s* (VLLM_* is vLLM's namespace); the old names still work",
+            ", ".join(legacy),
+            ENV_PREFIX,
+        )
+
+
 def _apply_preset(parser: argparse.ArgumentParser, argv: list[str], env: Mapping[str, str]) -> None:
     """``--sim-preset NAME``: its knobs become defaults; explicit flags and env vars win."""
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    pre.add_argument("--sim-preset", default=env.get("VLLM_SIM_PRESET"))
+    pre.add_argument("--sim-preset", default=_preset_env(env))
     known, _ = pre.parse_known_args(argv)
     if known.sim_preset is None:
         return
@@ -310,7 +370,7 @@ def _apply_preset(parser: argparse.ArgumentParser, argv: list[str], env: Mapping
         parser.error(f"--sim-preset {known.sim_preset!r}: known presets: {', '.join(PRESETS)}")
     knobs = {k.name: k for k in KNOBS}
     defaults = {
-        knobs[n].dest: v for n, v in preset.items() if n in knobs and knobs[n].env not in env
+        knobs[n].dest: v for n, v in preset.items() if n in knobs and knobs[n].from_env(env) is None
     }
     parser.set_defaults(**defaults)
 
@@ -333,6 +393,7 @@ def run(argv: list[str], prog: str, env: Mapping[str, str]) -> int:
     except _Exit as e:
         return e.status
     _setup_logging()
+    _warn_about_env(argv, env)
 
     def listening(url: str) -> None:
         gc.freeze()  # start-up objects never die: keep them out of every later GC pass

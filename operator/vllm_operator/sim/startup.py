@@ -16,7 +16,8 @@ import re
 
 from vllm_operator.engine.version import Version, v
 
-_TOOLKIT_ENTRY = re.compile(r"^/usr/local/cuda(-\d+(\.\d+)*)?/(lib64|targets/[^/]+/lib)/?$")
+# The same rule as the entrypoint's strip-cuda (engine/entrypoint.py; a test compares them).
+_TOOLKIT_ENTRY = re.compile(r"^/usr/local/cuda(-[0-9]+(\.[0-9]+)*)?/(lib64|targets/[^/]+/lib)/?$")
 AFFECTED_FROM = v("0.16.0")
 FIXED_IN = v("0.18.0")
 

@@ -156,7 +156,7 @@ def test_the_env_of_a_host_process_is_scrubbed(tmp_path: Path) -> None:
             "HOME": "/etc",
             "TMPDIR": "/",
             "LD_LIBRARY_PATH": f"/usr/local/cuda/lib64::rel:/root/lib:{workdir}/x",
-            "VLLM_SIM_TIME_SCALE": "0.01",
+            "VLLMOP_SIM_TIME_SCALE": "0.01",
         }.items()
     ]
     poddir = workdir / "default/p"
@@ -175,7 +175,7 @@ def test_the_env_of_a_host_process_is_scrubbed(tmp_path: Path) -> None:
     ):
         assert name not in got, name
     assert got["PYTHONUNBUFFERED"] == "1"
-    assert got["VLLM_SIM_TIME_SCALE"] == "0.01"
+    assert got["VLLMOP_SIM_TIME_SCALE"] == "0.01"
     assert got["HOME"] == str(poddir / "fs/root")
     assert got["TMPDIR"] == str(poddir / "fs/tmp")
     # /root/lib was mapped into the pod (writable by it): dropped, like '' and relative.

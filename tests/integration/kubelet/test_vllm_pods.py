@@ -31,7 +31,7 @@ def _resource(name: str, fix: str) -> Any:
     cr["metadata"]["name"] = name
     cr["spec"]["replicas"] = 1
     cr["spec"]["engine"]["libraryPathFix"] = fix
-    cr["spec"]["engine"]["env"] = [{"name": "VLLM_SIM_TIME_SCALE", "value": "0.005"}]
+    cr["spec"]["engine"]["env"] = [{"name": "VLLMOP_SIM_TIME_SCALE", "value": "0.005"}]
     cr["spec"]["gate"] = {"iterations": 1, "concurrency": [1, 2], "suite": {"builtin": "none"}}
     return parse_vllm_deployment(cr)
 
@@ -55,7 +55,7 @@ def test_library_path_fix_decides_whether_017_starts(
     models = httpx.get(f"http://{address}/v1/models", timeout=5).json()
     assert models["data"][0]["id"] == "qwen3-30b-a3b"  # --served-model-name from the render
     version = httpx.get(f"http://{address}/version", timeout=5).json()
-    assert version["version"].startswith("0.17.0")  # VLLM_SIM_VERSION from the image tag
+    assert version["version"].startswith("0.17.0")  # VLLMOP_SIM_VERSION from the image tag
 
     def crashed() -> dict[str, Any] | None:
         pods = [p for p in pods_of(devcluster) if p["metadata"]["name"].startswith("broken-")]

@@ -46,7 +46,7 @@ def resource(
     sim_env: Mapping[str, str] | None = None,
     **spec: Any,
 ) -> Obj:
-    env = {"VLLM_SIM_TIME_SCALE": SIM_TIME_SCALE, **(sim_env or {})}
+    env = {"VLLMOP_SIM_TIME_SCALE": SIM_TIME_SCALE, **(sim_env or {})}
     body: Obj = {
         "model": {
             "name": "Qwen/Qwen3-30B-A3B-Instruct-2507-GPTQ-Int4",

@@ -108,7 +108,7 @@ def test_guarded_server_is_benchmarked_with_the_key_from_its_secret(rollout: Rol
 
 
 def test_first_deploy_failing_quality_is_rejected(rollout: Rollout) -> None:
-    rollout.apply(resource(sim_env={"VLLM_SIM_DEGRADED": "1"}, gate=_gate(**QUALITY)))
+    rollout.apply(resource(sim_env={"VLLMOP_SIM_DEGRADED": "1"}, gate=_gate(**QUALITY)))
     st = rollout.wait_phase("Failed", timeout=60)
     assert st["lastGate"]["outcome"] == "Failed"
     assert any("quality" in r.lower() or "passed" in r for r in st["lastGate"]["reasons"])
@@ -120,7 +120,7 @@ def test_first_deploy_failing_quality_is_rejected(rollout: Rollout) -> None:
 def test_published_upgrade_story(rollout: Rollout) -> None:
     # Time scale 0.03: at 0.01 a short request of the throughput revision is ~3 ms of model
     # time and the few ms of loopback/proxy overhead alone can break a 10 % regression limit.
-    slower = {"VLLM_SIM_TIME_SCALE": "0.03"}
+    slower = {"VLLMOP_SIM_TIME_SCALE": "0.03"}
     gate = _gate(thresholds={"maxRegressionPercent": 10, "quality": {"minPassed": 12}})
     stable = _serving(
         rollout,
@@ -187,7 +187,7 @@ def test_job_image_pull_failure_is_an_error_never_a_pass(tmp_path: Path) -> None
 def test_bench_error_keeps_the_stable_revision(rollout: Rollout) -> None:
     stable = _serving(rollout, resource(gate=_gate()))
     # Every request refused with a 4xx: the benchmark cannot measure (a measurement fault).
-    faulty = {"VLLM_SIM_ERROR_RATE": "1", "VLLM_SIM_ERROR_STATUS": "400"}
+    faulty = {"VLLMOP_SIM_ERROR_RATE": "1", "VLLMOP_SIM_ERROR_STATUS": "400"}
     rollout.apply(resource(mode="balanced", sim_env=faulty, gate=_gate()))
     st = rollout.wait_phase("Degraded", timeout=60)
     assert st["lastGate"]["outcome"] == "Error", st["lastGate"]
@@ -225,7 +225,7 @@ def test_deletion_removes_every_child(rollout: Rollout) -> None:
 def test_forced_promotion_and_abort_annotations(rollout: Rollout) -> None:
     stable = _serving(rollout, resource(gate=_gate(**QUALITY)))
     rollout.apply(
-        resource(mode="balanced", sim_env={"VLLM_SIM_DEGRADED": "1"}, gate=_gate(**QUALITY))
+        resource(mode="balanced", sim_env={"VLLMOP_SIM_DEGRADED": "1"}, gate=_gate(**QUALITY))
     )
     st = rollout.wait_phase("Degraded", timeout=60)
     rejected = st["lastGate"]["revision"]

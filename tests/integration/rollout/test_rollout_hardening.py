@@ -60,7 +60,7 @@ def test_a_resource_named_like_anothers_candidate_is_not_benchmarked_for_it(
     try:
         r.apply(resource("beta-candidate", gate=_gate(**QUALITY)))
         r.wait_phase("Serving", name="beta-candidate", timeout=60)
-        r.apply(resource("beta", sim_env={"VLLM_SIM_DEGRADED": "1"}, gate=_gate(**QUALITY)))
+        r.apply(resource("beta", sim_env={"VLLMOP_SIM_DEGRADED": "1"}, gate=_gate(**QUALITY)))
         st = r.wait_phase("Failed", name="beta", timeout=60)
         assert st["lastGate"]["outcome"] == "Failed", st["lastGate"]
         quality = st["lastGate"]["summary"]["quality"]

@@ -27,7 +27,7 @@ GATE: dict[str, Any] = {
 }
 # As in the published upgrade story: at 0.01 a short request is a few ms of model time and
 # loopback jitter alone makes the interval straddle a limit.
-SLOWER = {"VLLM_SIM_TIME_SCALE": "0.03"}
+SLOWER = {"VLLMOP_SIM_TIME_SCALE": "0.03"}
 
 
 @pytest.fixture
@@ -120,13 +120,13 @@ def test_twin_is_benchmarked_beside_the_candidate_then_removed(rollout: Rollout)
 @pytest.mark.slow
 def test_twin_is_removed_after_failed_and_after_error(rollout: Rollout) -> None:
     stable = _serving(rollout, resource(gate=GATE))
-    rollout.apply(resource(mode="balanced", sim_env={"VLLM_SIM_DEGRADED": "1"}, gate=GATE))
+    rollout.apply(resource(mode="balanced", sim_env={"VLLMOP_SIM_DEGRADED": "1"}, gate=GATE))
     twin_pod = _twin_pod_labels(rollout, stable)
     st = rollout.wait_phase("Degraded", timeout=90)
     assert st["lastGate"]["outcome"] == "Failed", st["lastGate"]
     assert st["lastGate"]["baselineMode"] == "twin"
     _gone(rollout)
-    faulty = {"VLLM_SIM_ERROR_RATE": "1", "VLLM_SIM_ERROR_STATUS": "400"}
+    faulty = {"VLLMOP_SIM_ERROR_RATE": "1", "VLLMOP_SIM_ERROR_STATUS": "400"}
     rollout.apply(resource(mode="interactivity", sim_env=faulty, gate=GATE))
     rollout.wait(lambda: _twins(rollout), timeout=30, what="a twin for the second candidate")
     st = rollout.wait(

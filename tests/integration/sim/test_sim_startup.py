@@ -135,7 +135,7 @@ def test_image_entrypoint_dies_on_cublas_and_serves_once_fixed(tmp_path: Path) -
 
 
 def test_subprocess_env_knobs_and_port_zero() -> None:
-    env = dict(os.environ, VLLM_SIM_VERSION="0.16.0", VLLM_SIM_WARMUP_SECONDS="0")
+    env = dict(os.environ, VLLMOP_SIM_VERSION="0.16.0", VLLMOP_SIM_WARMUP_SECONDS="0")
     argv = ["m", "--host", "127.0.0.1", "--port", "0"]
     with (
         SimProcess.start(argv, env=env, stderr=subprocess.DEVNULL) as sim,
@@ -150,7 +150,7 @@ def test_subprocess_env_knobs_and_port_zero() -> None:
 def test_sigterm_during_warmup_exits_promptly() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "vllm_operator.sim", "m", "--port", "0",
-         "--sim-warmup-seconds", "60"],
+         "--sim-warmup-seconds", "60", "--sim-version", "0.17.0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert proc.stderr is not None

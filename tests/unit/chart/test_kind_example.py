@@ -9,6 +9,8 @@ on every interface on the Service's port.
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -50,16 +52,56 @@ def test_simulator_accepts_the_rendered_container() -> None:
     assert container["command"][-2].rstrip().endswith('exec vllm serve "$@"')
     config = sim_cli.config_from_args(list(container["args"]), "vllm", env)
     assert str(config.version) == "0.17.0"
+    # The stand-in's version is explicit, and the same as the one the flags were checked for.
+    assert env["VLLMOP_SIM_VERSION"] == env["VLLMOP_VLLM_VERSION"] == "0.17.0"
     assert config.time_scale == pytest.approx(0.05)
     assert config.host == "0.0.0.0"
     assert config.port == container["ports"][0]["containerPort"]
     assert "qwen" in config.served_model_names
 
 
-@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
-def test_scripts_are_shellcheck_clean() -> None:
-    scripts = [SCRIPT, ROOT / "hack" / "update-crds.sh"]
+SKIP_DIRS = {".git", ".venv", "node_modules", "__pycache__"}
+
+
+def shell_scripts() -> list[Path]:
+    """Every shell script in the repository: *.sh, or a sh/bash shebang (e.g. .ci/run)."""
+    found = []
+    for path in sorted(ROOT.rglob("*")):
+        if SKIP_DIRS & set(path.relative_to(ROOT).parts) or not path.is_file():
+            continue
+        with path.open("rb") as f:
+            first = f.readline(200)
+        if path.suffix == ".sh" or re.match(rb"#!\s*\S*(/env\s+)?\S*\b(ba|da)?sh\b", first):
+            found.append(path)
+    return found
+
+
+def _shellcheck(paths: list[Path], *options: str) -> None:
+    # CI installs shellcheck (hack/ci-tools.sh) and sets VLLMOP_REQUIRE_SHELLCHECK: never skip.
+    if shutil.which("shellcheck") is None:
+        if os.environ.get("VLLMOP_REQUIRE_SHELLCHECK"):
+            pytest.fail("shellcheck is required here (VLLMOP_REQUIRE_SHELLCHECK is set)")
+        pytest.skip("shellcheck not installed (hack/ci-tools.sh installs it)")
     result = subprocess.run(
-        ["shellcheck", *map(str, scripts)], capture_output=True, text=True, check=False
+        ["shellcheck", *options, *map(str, paths)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_shell_script_is_found() -> None:
+    names = {str(p.relative_to(ROOT)) for p in shell_scripts()}
+    assert {"hack/e2e-kind.sh", "hack/update-crds.sh", "hack/image-test.sh", ".ci/run"} <= names
+    assert not any(n.endswith(".py") for n in names)
+
+
+def test_scripts_are_shellcheck_clean() -> None:
+    _shellcheck(shell_scripts())
+
+
+def test_rendered_entrypoint_is_shellcheck_clean(tmp_path: Path) -> None:
+    # The exact bytes the rendered vLLM container runs with /bin/sh -c (POSIX sh).
+    command = _container()["command"]
+    assert command[:2] == ["/bin/sh", "-c"]
+    script = tmp_path / "entrypoint.sh"
+    script.write_text("#!/bin/sh\n" + command[2], encoding="utf-8")
+    _shellcheck([script], "--shell=sh")

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vllm_operator.engine import entrypoint
+from vllm_operator.sim import startup
 
 FAKE_VLLM = """#!/bin/sh
 printf '%s\\0' "$@" > "$FAKE_OUT.argv"
@@ -74,6 +75,88 @@ def run_script(
     return Result(proc.returncode, argv, seen, proc.stderr.decode())
 
 
+# Each path the strip-cuda rule decides on, and whether it is the toolkit (stripped).
+TOOLKIT_DIRS = [
+    "/usr/local/cuda/lib64",
+    "/usr/local/cuda/lib64/",
+    "/usr/local/cuda-12/lib64",
+    "/usr/local/cuda-12.9/lib64",
+    "/usr/local/cuda-12.9/lib64/",
+    "/usr/local/cuda/targets/x86_64-linux/lib",
+    "/usr/local/cuda-12.9/targets/sbsa-linux/lib/",
+]
+KEPT_DIRS = [
+    "/usr/local/nvidia/lib64",  # GKE's driver mount
+    "/usr/local/nvidia/lib",
+    "/usr/local/cuda/compat",  # forward-compatibility driver libraries
+    "/usr/local/cuda/compat/lib64",
+    "/usr/local/cuda-12.9/compat/lib64",
+    "/usr/local/cuda/extras/CUPTI/lib64",  # profiler libraries, no cuBLAS
+    "/usr/local/cuda/lib64/stubs",
+    "/usr/local/cuda/lib",  # not a toolkit directory on Linux
+    "/usr/local/cuda/targets/x86_64-linux/lib/stubs",
+    "/usr/local/cuda/targets/a/b/lib",
+    "/usr/local/cuda/targets//lib",
+    "/usr/local/cudax/lib64",
+    "/usr/local/cuda-/lib64",
+    "/usr/local/cuda-12.x/lib64",
+    "/usr/local/cuda-.12/lib64",
+    "/opt/cuda/lib64",
+    "usr/local/cuda/lib64",
+]
+
+
+@pytest.mark.parametrize("shell", SHELLS, ids=lambda s: s[0].rsplit("/", 1)[-1])
+@pytest.mark.parametrize("entry", TOOLKIT_DIRS + KEPT_DIRS)
+def test_strip_cuda_decides_each_path(fake_bin: Path, shell: list[str], entry: str) -> None:
+    before = f"/opt/first:{entry}:/opt/last"
+    result = run_script(fake_bin, ["m"], "strip-cuda", before, shell)
+    assert result.rc == 0, result.stderr
+    expected = "set:/opt/first:/opt/last" if entry in TOOLKIT_DIRS else f"set:{before}"
+    assert result.ld == expected
+    # The simulator fails a 0.16/0.17 start on exactly the entries the script strips.
+    assert startup.toolkit_entries(entry) == ([entry] if entry in TOOLKIT_DIRS else [])
+
+
+SEGMENTS = st.sampled_from(
+    [
+        "usr",
+        "local",
+        "cuda",
+        "cuda-12",
+        "cuda-12.9",
+        "cuda-1..2",
+        "cuda-",
+        "lib64",
+        "lib",
+        "targets",
+        "x86_64-linux",
+        "compat",
+        "",
+        "12.9",
+        "-1",
+        "a b",
+        "*",
+    ]
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(SEGMENTS, min_size=1, max_size=6), st.booleans(), st.booleans())
+def test_strip_cuda_and_simulator_agree(
+    fake_bin: Path, segments: list[str], prefix: bool, trailing_slash: bool
+) -> None:
+    entry = (
+        ("/usr/local/" if prefix else "/") + "/".join(segments) + ("/" if trailing_slash else "")
+    )
+    result = run_script(fake_bin, ["m"], "strip-cuda", f"/keep:{entry}")
+    assert result.rc == 0, result.stderr
+    stripped = result.ld == "set:/keep"
+    assert stripped == bool(startup.toolkit_entries(entry)), entry
+
+
 @pytest.mark.parametrize("shell", SHELLS, ids=lambda s: s[0].rsplit("/", 1)[-1])
 @pytest.mark.parametrize(
     ("fix", "before", "after"),
@@ -83,18 +166,13 @@ def run_script(
         (
             "strip-cuda",
             "/opt/a:/usr/local/cuda-12.9/lib64:/usr/local/cuda/targets/x86_64-linux/lib:"
-            "/usr/local/nvidia/lib:/usr/local/cuda/lib:/opt/b",
-            "set:/opt/a:/usr/local/nvidia/lib:/opt/b",
-        ),
-        # Driver forward-compat libraries are not the toolkit: kept.
-        (
-            "strip-cuda",
-            "/usr/local/cuda/compat:/usr/local/cuda/lib64/",
-            "set:/usr/local/cuda/compat",
+            "/usr/local/nvidia/lib:/usr/local/cuda/compat/lib64:/opt/b",
+            "set:/opt/a:/usr/local/nvidia/lib:/usr/local/cuda/compat/lib64:/opt/b",
         ),
         # Spaces and glob characters inside entries survive untouched, in order.
         ("strip-cuda", "/opt/my libs:/usr/local/cuda/lib64:/opt/*", "set:/opt/my libs:/opt/*"),
         ("strip-cuda", "/usr/local/cuda/lib64", "unset"),
+        ("strip-cuda", "::/usr/local/cuda/lib64::", "unset"),
         ("strip-cuda", None, "unset"),
         ("unset", GKE_IMAGE_PATH, "unset"),
         ("none", GKE_IMAGE_PATH, f"set:{GKE_IMAGE_PATH}"),
@@ -114,7 +192,7 @@ def test_unknown_fix_refuses_to_start(fake_bin: Path) -> None:
     result = run_script(fake_bin, ["m"], "auto", GKE_IMAGE_PATH)
     assert result.rc == 64
     assert result.argv is None  # vllm never ran
-    assert "unknown VLLM_OPERATOR_LIBRARY_PATH_FIX" in result.stderr
+    assert "unknown VLLMOP_LIBRARY_PATH_FIX" in result.stderr
 
 
 TRICKY = [

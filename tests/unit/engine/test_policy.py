@@ -357,3 +357,19 @@ def test_home_is_the_operators(make_spec: MakeSpec) -> None:
         plan_launch(spec)
     assert fields_of(info.value) == ["spec.engine.env[0].name"]
     assert "non-root" in info.value.errors[0].message
+
+
+@pytest.mark.parametrize(
+    ("name", "needle"),
+    [
+        ("VLLMOP_LIBRARY_PATH_FIX", "set spec.engine.libraryPathFix instead"),
+        ("VLLMOP_VLLM_VERSION", "set spec.engine.version instead"),
+        # The name before the rename: in vLLM's namespace, and no longer read by the entrypoint.
+        ("VLLM_OPERATOR_LIBRARY_PATH_FIX", "remove it and set spec.engine.libraryPathFix"),
+    ],
+)
+def test_operator_env_is_refused_in_the_spec(make_spec: MakeSpec, name: str, needle: str) -> None:
+    with pytest.raises(SpecErrors) as info:
+        plan_launch(make_spec(env=[{"name": name, "value": "none"}]))
+    assert fields_of(info.value) == ["spec.engine.env[0].name"]
+    assert needle in info.value.errors[0].fix

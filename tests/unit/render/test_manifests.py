@@ -120,7 +120,9 @@ def test_deployment_pod_essentials(resource: dict[str, Any]) -> None:
     assert pod["enableServiceLinks"] is False
     assert container["command"] == entrypoint.command()
     env = {e["name"]: e for e in container["env"]}
-    assert env["VLLM_OPERATOR_LIBRARY_PATH_FIX"]["value"] == "strip-cuda"
+    assert env["VLLMOP_LIBRARY_PATH_FIX"]["value"] == "strip-cuda"
+    # vLLM warns about unknown VLLM_* variables: the operator sets only names vLLM reads.
+    assert {n for n in env if n.startswith("VLLM_")} == {"VLLM_CACHE_ROOT", "VLLM_LOGGING_LEVEL"}
     assert env["HF_TOKEN"]["valueFrom"] == {"secretKeyRef": {"name": "hf-secret", "key": "tok"}}
     assert "value" not in env["HF_TOKEN"]
     assert env["VLLM_LOGGING_LEVEL"]["value"] == "DEBUG"

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-import pytest
+import io
+import logging
+from pathlib import Path
 
+import pytest
+import yaml
+
+from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.engine import flagdata
 from vllm_operator.engine.version import v
+from vllm_operator.render import render_all
 from vllm_operator.sim import cli, startup
 
 PROG = "vllm serve"
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def reject(
@@ -51,7 +59,7 @@ def test_unknown_flag_and_bad_choice_exit_2(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_env_var_version_applies_and_cli_wins(capsys: pytest.CaptureFixture[str]) -> None:
-    env = {"VLLM_SIM_VERSION": "0.16.0"}
+    env = {"VLLMOP_SIM_VERSION": "0.16.0"}
     reject(["m", "--performance-mode", "throughput"], capsys, env)
     config = cli.config_from_args(
         ["m", "--performance-mode", "throughput", "--sim-version", "0.17.0"], PROG, env
@@ -62,9 +70,9 @@ def test_env_var_version_applies_and_cli_wins(capsys: pytest.CaptureFixture[str]
 
 def test_flags_and_knobs_become_the_config() -> None:
     env = {
-        "VLLM_SIM_TIME_SCALE": "0.01",
-        "VLLM_SIM_DEGRADED": "true",
-        "VLLM_SIM_DROP_AFTER_TOKENS": "3",
+        "VLLMOP_SIM_TIME_SCALE": "0.01",
+        "VLLMOP_SIM_DEGRADED": "true",
+        "VLLMOP_SIM_DROP_AFTER_TOKENS": "3",
         "VLLM_API_KEY": "from-env",
         "LD_LIBRARY_PATH": "/usr/local/nvidia/lib64",
     }
@@ -74,7 +82,7 @@ def test_flags_and_knobs_become_the_config() -> None:
     assert c.profile.name == "0.17.0-eager"
     assert (c.port, c.host, c.max_num_seqs) == (9001, "0.0.0.0", 4)
     assert c.model_names == ("a", "b")
-    assert c.time_scale == 0.5  # command line wins over VLLM_SIM_TIME_SCALE
+    assert c.time_scale == 0.5  # command line wins over VLLMOP_SIM_TIME_SCALE
     assert c.warmup_seconds == pytest.approx(c.profile.warmup_seconds * 0.5)
     assert c.degraded
     assert c.faults.drop_after_tokens == 3
@@ -88,6 +96,8 @@ def test_optimization_level_zero_is_eager_also_glued() -> None:
 
 
 def test_bad_env_value_is_an_argparse_error(capsys: pytest.CaptureFixture[str]) -> None:
+    err = reject(["m"], capsys, {"VLLMOP_SIM_TIME_SCALE": "fast"})
+    assert "VLLMOP_SIM_TIME_SCALE" in err
     err = reject(["m"], capsys, {"VLLM_SIM_TIME_SCALE": "fast"})
     assert "VLLM_SIM_TIME_SCALE" in err
 
@@ -96,7 +106,7 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.run(["--help"], PROG, {}) == 0
     out = capsys.readouterr().out
     assert "--sim-time-scale" in out
-    assert "VLLM_SIM_" in out
+    assert "VLLMOP_SIM_" in out
 
 
 @pytest.mark.parametrize(
@@ -163,3 +173,67 @@ def test_simulator_accepts_exactly_what_the_recorded_parser_accepted(
         elif status == 0:
             wrong.append((form.argv, "accepted what vLLM raised on"))
     assert wrong == []
+
+
+@pytest.mark.parametrize(
+    ("env", "expected", "source"),
+    [
+        # The knob wins over the version the operator rendered, which wins over the old name.
+        (
+            {
+                "VLLMOP_SIM_VERSION": "0.16.0",
+                "VLLMOP_VLLM_VERSION": "0.17.0",
+                "VLLM_SIM_VERSION": "0.18.0",
+            },
+            "0.16.0",
+            "VLLMOP_SIM_VERSION",
+        ),
+        (
+            {"VLLMOP_VLLM_VERSION": "0.16.0", "VLLM_SIM_VERSION": "0.18.0"},
+            "0.16.0",
+            "VLLMOP_VLLM_VERSION",
+        ),
+        ({"VLLM_SIM_VERSION": "0.16.0"}, "0.16.0", "VLLM_SIM_VERSION"),
+        ({}, "0.17.0", None),
+    ],
+)
+def test_version_sources_in_order(env: dict[str, str], expected: str, source: str | None) -> None:
+    assert cli.version_source(env) == (expected, source)
+    assert cli.config_from_args(["m"], PROG, env).version == v(expected)
+
+
+def test_rendered_0_16_pod_runs_on_the_stand_in_with_its_0_16_flag() -> None:
+    # The 0.16 example with the project image as its "vLLM": the operator renders the version
+    # it checked the flags against, and the stand-in accepts 0.16's --disable-log-requests.
+    resource = yaml.safe_load((ROOT / "examples" / "qwen3-30b-a3b-v0.16-legacy.yaml").read_text())
+    resource["spec"]["engine"]["image"] = "vllm-operator:dev"
+    resource["spec"]["engine"]["version"] = "0.16.0"
+    (deployment,) = [
+        m for m in render_all(parse_vllm_deployment(resource)) if m["kind"] == "Deployment"
+    ]
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    assert env["VLLMOP_VLLM_VERSION"] == "0.16.0"
+    assert "--disable-log-requests" in container["args"]
+    assert cli.config_from_args(list(container["args"]), PROG, env).version == v("0.16.0")
+    with pytest.raises(cli._Exit):  # what happened before: the stand-in guessed 0.17.0
+        cli.config_from_args(list(container["args"]), PROG, {})
+
+
+def _warnings(argv: list[str], env: dict[str, str]) -> str:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    cli.log.addHandler(handler)
+    try:
+        cli._warn_about_env(argv, env)
+    finally:
+        cli.log.removeHandler(handler)
+    return stream.getvalue()
+
+
+def test_missing_version_and_old_names_are_warned_about() -> None:
+    text = _warnings(["m"], {"VLLM_SIM_TIME_SCALE": "1"})
+    assert "no vLLM version given: emulating 0.17.0; set VLLMOP_SIM_VERSION" in text
+    assert "VLLM_SIM_TIME_SCALE: renamed to VLLMOP_SIM_*" in text
+    assert _warnings(["m"], {"VLLMOP_VLLM_VERSION": "0.16.0"}) == ""
+    assert _warnings(["m", "--sim-version", "0.16.0"], {}) == ""

@@ -65,7 +65,7 @@ def test_preset_sets_defaults_and_flags_win() -> None:
     mine = config_from_args(
         ["m", "--sim-preset", "h200-noisy", "--sim-jitter", "3", "--sim-seed", "5"],
         "sim",
-        {"VLLM_SIM_JIT_STALL_MS": "10"},
+        {"VLLMOP_SIM_JIT_STALL_MS": "10"},
     )
     assert (mine.noise.jitter_percent, mine.noise.jit_stall_ms, mine.seed) == (3.0, 10.0, 5)
     slow = config_from_args(["m", "--sim-speed", "0.7"], "sim", {})

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Install the Debian packages CI needs beyond Python: shellcheck (tests/unit/chart: every
+# shell script and the rendered entrypoint), buildah and mmdebstrap (hack/image-test.sh).
+# Does nothing when they are present; without root or apt-get it says so and leaves the
+# decision to the checks (the image test skips, saying why; the shellcheck test fails in CI).
+set -euo pipefail
+missing=()
+for tool in shellcheck buildah mmdebstrap; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "ci-tools: ${missing[*]} missing and not installable here (needs root and apt-get)" >&2
+  exit 0
+fi
+echo "ci-tools: installing ${missing[*]}"
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+  shellcheck buildah mmdebstrap >/dev/null
