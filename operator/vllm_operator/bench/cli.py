@@ -135,6 +135,21 @@ def parser(prog: str) -> argparse.ArgumentParser:
         help="auto: tables and a live line on a terminal, JSON lines otherwise",
     )
     p.add_argument("--label", help="row label in the tables (default: the model name)")
+    code = p.add_mutually_exclusive_group()
+    code.add_argument(
+        "--allow-code-execution",
+        action="store_true",
+        help=(
+            "run python-tests code from the server's answers in a local sandbox process "
+            "(your uid and network: weaker than the Job's sandbox container); without it "
+            "or --sandbox-dir, python-tests checks are refused (not run)"
+        ),
+    )
+    code.add_argument(
+        "--sandbox-dir",
+        metavar="DIR",
+        help="exchange directory of a sandbox container (`vllm-operator sandbox serve`)",
+    )
     return p
 
 
@@ -209,6 +224,8 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         stall_seconds=args.stall_seconds,
         connect_timeout=args.connect_timeout,
         client=args.client,
+        allow_code_execution=args.allow_code_execution,
+        sandbox_dir=args.sandbox_dir,
     )
 
 

@@ -41,6 +41,10 @@ class BenchConfig:
     stall_seconds: float = 60.0
     connect_timeout: float = 10.0
     client: str = "aiohttp"
+    allow_code_execution: bool = False
+    """Run python-tests code in a local sandbox process (laptop; weaker than the Job's)."""
+    sandbox_dir: str | None = None
+    """Exchange directory of the Job pod's sandbox container (python-tests run there)."""
 
     def __post_init__(self) -> None:
         if self.iterations < 1 or self.warmup < 0 or self.requests_per_stream < 1:
@@ -88,6 +92,13 @@ class BenchConfig:
             "request_timeout_seconds": self.request_timeout,
             "stall_seconds": self.stall_seconds,
             "client": self.client,
+            "code_execution": (
+                "sandbox-container"
+                if self.sandbox_dir
+                else "local-sandbox"
+                if self.allow_code_execution
+                else "refused"
+            ),
         }
 
 

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from vllm_operator.bench.config import BenchConfig
 from vllm_operator.bench.prompts import PromptClass, prompt_for
+from vllm_operator.bench.pyexec import executor_for
 from vllm_operator.bench.quality import SuiteOutcome, judge, request_of
 from vllm_operator.bench.request import ChatRequest, RequestRecord, send
 from vllm_operator.bench.transport import (
@@ -85,6 +86,8 @@ class RunState:
 
     def errors(self) -> Counter[str]:
         counts = Counter(r.error for r in self.records() if r.error is not None)
+        if self.quality is not None and self.quality.refused:
+            counts["code_refused"] += self.quality.refused
         if self.deadline_hit:
             counts["deadline"] += 1
         return counts
@@ -234,10 +237,14 @@ class _Context:
             return
         outcome = SuiteOutcome(suite)
         self.state.quality = outcome
+        executor = executor_for(
+            allow_code_execution=self.config.allow_code_execution,
+            sandbox_dir=self.config.sandbox_dir,
+        )
         for test in suite.tests:
             holder: list[RequestRecord] = []
             rec = await self.request(request_of(test), holder, keep_text=True)
-            result = await judge(test, rec)
+            result = await judge(test, rec, executor)
             outcome.outcomes.append(result)
             self.progress.emit(
                 "quality", id=test.id, passed=result.passed, reason=result.reason[:200]

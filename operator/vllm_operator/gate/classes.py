@@ -33,6 +33,10 @@ ERROR_CLASSES: Final[dict[str, tuple[ErrorKind, str]]] = {
     "deadline": ("measurement", "the benchmark's global deadline ended the run early"),
     "http_4xx": ("measurement", "the server refused the request (key, model name, limits)"),
     "client_error": ("measurement", "the benchmark client failed unexpectedly"),
+    "code_refused": (
+        "measurement",
+        "a python-tests check was not run: no sandbox (bench never runs answer code itself)",
+    ),
 }
 
 
