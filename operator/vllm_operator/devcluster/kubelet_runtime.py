@@ -86,6 +86,13 @@ class PodRuntime:
         self._clock = clock
         spec = pod.get("spec") or {}
         self.container: Obj = (spec.get("containers") or [{}])[0]
+        # Native sidecars (init containers with restartPolicy Always, e.g. the benchmark
+        # Job's python-tests sandbox) run beside the main container and stop after it.
+        self.sidecars: list[Obj] = [
+            c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"
+        ]
+        self._sidecar_launches: list[Launch] = []
+        self._sidecar_procs: list[asyncio.subprocess.Process] = []
         self.restart_policy = str(spec.get("restartPolicy") or "Always")
         self.instance = Instance(state={"waiting": {"reason": "ContainerCreating"}}, last_state={})
         self.scheduled = False
@@ -187,6 +194,7 @@ class PodRuntime:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
         await self._kill()
+        await self._stop_sidecars()
 
     def _set(self, **changes: Any) -> None:
         for key, value in changes.items():
@@ -211,6 +219,9 @@ class PodRuntime:
             return
         try:
             self.launch = prepare_launch(self.pod, self.poddir, self.ctx)
+            self._sidecar_launches = [
+                prepare_launch(self.pod, self.poddir, self.ctx, c) for c in self.sidecars
+            ]
         except (OSError, ValueError, KeyError) as exc:
             self._set(
                 state={"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
@@ -246,6 +257,7 @@ class PodRuntime:
             launch.log_path.replace(previous)
         launch.termination_path.write_text("")
         self._kill_reason = None
+        await self._start_sidecars()
         with launch.log_path.open("ab") as log:
             self._proc = await asyncio.create_subprocess_exec(
                 *launch.argv,
@@ -269,7 +281,36 @@ class PodRuntime:
             with contextlib.suppress(asyncio.CancelledError):
                 await probes
             await self._kill()
+            await self._stop_sidecars()
         return code
+
+    async def _start_sidecars(self) -> None:
+        for side in self._sidecar_launches:
+            side.termination_path.write_text("")
+            with side.log_path.open("ab") as log:
+                proc = await asyncio.create_subprocess_exec(
+                    *side.argv,
+                    env=side.env,
+                    cwd=side.cwd,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=asyncio.subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            self._sidecar_procs.append(proc)
+
+    async def _stop_sidecars(self) -> None:
+        procs, self._sidecar_procs = self._sidecar_procs, []
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), self.config.grace_seconds)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            if proc.returncode is None:
+                await proc.wait()
 
     def _terminated(self, code: int) -> Obj:
         assert self.launch is not None
