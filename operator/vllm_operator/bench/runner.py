@@ -11,13 +11,13 @@ instead of spending the deadline on a dead endpoint.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from vllm_operator.bench import bounded
 from vllm_operator.bench.config import BenchConfig
 from vllm_operator.bench.prompts import PromptClass, prompt_for
 from vllm_operator.bench.pyexec import executor_for
@@ -26,6 +26,7 @@ from vllm_operator.bench.request import ChatRequest, RequestRecord, send
 from vllm_operator.bench.transport import (
     ConnectFailed,
     Limits,
+    Oversized,
     Transport,
     TransportError,
     make_transport,
@@ -181,9 +182,15 @@ class _Context:
         except ConnectFailed as exc:
             record.fail("connect_error", f"{base}: {exc}")
             raise Aborted(f"cannot connect to {base}: {exc}") from exc
+        except Oversized as exc:
+            record.fail("oversized", f"GET /v1/models: {exc}")
+            raise Aborted(f"GET {base}/v1/models: {exc}") from exc
         except TransportError as exc:
             record.fail("timeout", f"GET /v1/models: {exc}")
             raise Aborted(f"GET {base}/v1/models failed: {exc}") from exc
+        if 300 <= status < 400:
+            record.fail("redirect", f"GET /v1/models: HTTP {status}, redirects are not followed")
+            raise Aborted(f"GET /v1/models answered a redirect (HTTP {status}); not followed")
         if status >= 400:
             kind = "http_5xx" if status >= 500 else "http_4xx"
             record.fail(kind, f"GET /v1/models: HTTP {status} {body[:160]!r}")
@@ -195,7 +202,7 @@ class _Context:
         try:
             status, body = await self.transport.get(f"{base}/version", {})
             if status == 200:
-                self.state.server_version = str(json.loads(body).get("version"))
+                self.state.server_version = str(bounded.loads(body).get("version"))[:64]
         except (TransportError, ValueError, AttributeError):
             self.state.server_version = None
         self.progress.emit("preflight", served=served, server_version=self.state.server_version)
@@ -270,7 +277,7 @@ def _sized(cls: PromptClass, index: int) -> ChatRequest:
 def _model_ids(body: bytes) -> list[str] | None:
     """Model ids from a ``/v1/models`` body; ``None`` when it cannot be read (not fatal)."""
     try:
-        data = json.loads(body).get("data")
-        return [str(m["id"]) for m in data]
+        data = bounded.loads(body).get("data")
+        return [str(m["id"])[:256] for m in data[:1000]]
     except (ValueError, AttributeError, KeyError, TypeError):
-        return None
+        return None  # BoundError is a ValueError: deep or huge JSON is "cannot be read"
