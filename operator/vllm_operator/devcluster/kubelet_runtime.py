@@ -24,6 +24,7 @@ import httpx
 
 from vllm_operator.devcluster.kubelet_controllers import rfc3339
 from vllm_operator.devcluster.kubelet_launch import Launch, LaunchContext, prepare_launch
+from vllm_operator.devcluster.kubelet_sidecars import start_sidecars, stop_sidecars
 
 Obj = dict[str, Any]
 MESSAGE_LIMIT = 4096
@@ -285,32 +286,15 @@ class PodRuntime:
         return code
 
     async def _start_sidecars(self) -> None:
-        for side in self._sidecar_launches:
-            side.termination_path.write_text("")
-            with side.log_path.open("ab") as log:
-                proc = await asyncio.create_subprocess_exec(
-                    *side.argv,
-                    env=side.env,
-                    cwd=side.cwd,
-                    stdin=asyncio.subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=asyncio.subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            self._sidecar_procs.append(proc)
+        self._sidecar_procs = await start_sidecars(self._sidecar_launches)
 
     async def _stop_sidecars(self) -> None:
         procs, self._sidecar_procs = self._sidecar_procs, []
-        for proc in procs:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in procs:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(proc.wait(), self.config.grace_seconds)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            if proc.returncode is None:
-                await proc.wait()
+        await stop_sidecars(procs, self.config.grace_seconds)
+
+    @property
+    def sidecar_pids(self) -> list[int]:
+        return [p.pid for p in self._sidecar_procs if p.returncode is None]
 
     def _terminated(self, code: int) -> Obj:
         assert self.launch is not None
