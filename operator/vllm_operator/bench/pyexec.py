@@ -146,7 +146,7 @@ class LocalSandbox:
             await proc.stdin.drain()
             proc.stdin.close()
             data = await asyncio.wait_for(
-                proc.stdout.read(RESULT_BYTES + 1), limit_seconds + ANSWER_GRACE_SECONDS
+                _read_to_end(proc.stdout, RESULT_BYTES + 1), limit_seconds + ANSWER_GRACE_SECONDS
             )
             await asyncio.wait_for(proc.wait(), ANSWER_GRACE_SECONDS)
         except TimeoutError:
@@ -161,6 +161,17 @@ class LocalSandbox:
         if len(data) > RESULT_BYTES:
             return RunResult(False, "the local sandbox answered too much", ran=False)
         return _parse(data)
+
+
+async def _read_to_end(stream: asyncio.StreamReader, limit: int) -> bytes:
+    """Everything up to EOF, but never more than ``limit`` bytes."""
+    data = b""
+    while len(data) < limit:
+        piece = await stream.read(limit - len(data))
+        if not piece:
+            break
+        data += piece
+    return data
 
 
 def _parse(data: bytes) -> RunResult:
