@@ -8,6 +8,7 @@ sandbox (code run as a plain child of bench) every one of them passed.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -57,22 +58,35 @@ async def test_default_executor_refuses_and_says_how_to_enable() -> None:
     assert "--sandbox-dir" in result.detail
 
 
-async def test_attack_reading_the_parents_environment(
-    local: LocalSandbox, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("VLLM_API_KEY", SECRET)
-    bench_pid = os.getpid()
-    code = (
-        "import os\nFOUND = ''\n"
-        f"for pid in (os.getppid(), {bench_pid}):\n"
-        "    try:\n"
-        "        FOUND += open(f'/proc/{pid}/environ', 'rb').read().decode('latin-1')\n"
-        "    except OSError as exc:\n"
-        "        print('blocked:', exc)\n"
-        "FOUND += repr(dict(os.environ))\n"
-        "print(FOUND)"
+ENVIRON_ATTACK = """
+import asyncio, json, os, sys
+from vllm_operator.bench.pyexec import LocalSandbox
+code = (
+    "import os\\nFOUND = ''\\n"
+    f"for pid in (os.getppid(), {os.getpid()}):\\n"
+    "    try:\\n"
+    "        FOUND += open(f'/proc/{pid}/environ', 'rb').read().decode('latin-1')\\n"
+    "    except OSError as exc:\\n"
+    "        print('blocked:', exc)\\n"
+    "FOUND += repr(dict(os.environ))\\n"
+)
+result = asyncio.run(LocalSandbox().run(code, sys.argv[1], limit_seconds=5))
+print(json.dumps(result.to_json()))
+"""
+
+
+def test_attack_reading_the_parents_environment() -> None:
+    """Bench (a process whose environment holds the key since its exec) runs the attack."""
+    bench = subprocess.run(
+        [sys.executable, "-c", ENVIRON_ATTACK, f"assert {SECRET!r} in FOUND"],
+        env={**os.environ, "VLLM_API_KEY": SECRET},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
-    result = await local.run(code, f"assert {SECRET!r} in FOUND", limit_seconds=5)
+    result = RunResult.from_json(json.loads(bench.stdout.splitlines()[-1]))
+    assert result.ran
     assert not result.passed
     assert SECRET not in result.detail
 
