@@ -9,7 +9,8 @@ user passed ``--allow-code-execution``. Each run:
    cluster) and a minimal environment (no secrets: nothing of bench's environment);
 2. starts ``sandbox_child`` (``python -I -B``) in its own session; the child lowers its
    rlimits and installs its audit hook before compiling the model's code; its output goes
-   to a file capped by ``RLIMIT_FSIZE``, so output cannot grow this process's memory;
+   to a file capped by ``RLIMIT_FSIZE``, so output cannot grow this process's memory, and
+   ``RLIMIT_NPROC`` allows only a few processes beyond what its uid already runs;
 3. waits at most the test's time limit, then kills the child's process group and every
    process that is left: with PID 1 of its own PID namespace (the sidecar container),
    ``kill(-1)`` reaches everything else in the namespace; otherwise this process is a
@@ -43,6 +44,8 @@ MAX_CODE_BYTES = 256 * 1024
 OUTPUT_BYTES = 1 << 20
 """The child's output file and every file it writes stop at this size (RLIMIT_FSIZE)."""
 TAIL_BYTES = 4096
+EXTRA_PROCESSES = 16
+"""Processes the code may add to its uid's count (a second wall behind the hook's no-fork)."""
 KILL_ROUNDS = 100
 
 _PR_SET_DUMPABLE = 4
@@ -126,6 +129,18 @@ def descendants(root: int) -> list[int]:
     return found
 
 
+def uid_processes() -> int:
+    """Processes of this uid (what ``RLIMIT_NPROC`` counts), from ``/proc``."""
+    uid = os.getuid()
+    count = 0
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    count += entry.stat(follow_symlinks=False).st_uid == uid
+    return count
+
+
 def reap() -> None:
     """Collect exited children (as a subreaper or PID 1, orphans become ours)."""
     while True:
@@ -206,6 +221,8 @@ def _run_in(  # noqa: PLR0917 - private
         "cpu_seconds": max(1, int(limit_seconds) + 1),
         "memory_bytes": memory_mb << 20,
         "file_bytes": OUTPUT_BYTES,
+        # RLIMIT_NPROC counts every process of the uid: allow a few beyond what exists.
+        "processes": uid_processes() + EXTRA_PROCESSES,
         "guard": guard,
     }
     env = {"PATH": os.defpath, "LANG": "C.UTF-8", "HOME": str(work), "TMPDIR": str(work)}

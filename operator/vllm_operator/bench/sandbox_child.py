@@ -156,6 +156,8 @@ def main() -> None:
     _limit(resource.RLIMIT_FSIZE, int(job["file_bytes"]))
     _limit(resource.RLIMIT_NOFILE, 64)
     _limit(resource.RLIMIT_CORE, 0)
+    if "processes" in job:
+        _limit(resource.RLIMIT_NPROC, int(job["processes"]))
     marker = str(job["marker"])
     solution, tests = str(job["code"]), str(job["tests"])
     guard = job.get("guard", True) is not False
