@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -254,3 +255,44 @@ async def test_no_sidecar_means_refused_not_run(tmp_path: Path) -> None:
     result = await ExchangeSandbox(tmp_path, ready_wait=0.2).run("X=1", "assert X", limit_seconds=1)
     assert (result.passed, result.ran) == (False, False)
     assert "no sandbox answers" in result.detail
+
+
+def _own_pid_namespace_works() -> bool:
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return False
+    probe = subprocess.run(
+        [unshare, "--pid", "--fork", "--mount-proc", "true"], capture_output=True, check=False
+    )
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _own_pid_namespace_works(), reason="needs unshare of a PID namespace")
+def test_as_pid_1_of_its_namespace_every_leftover_is_killed(tmp_path: Path) -> None:
+    """The sidecar's situation: PID 1 of its own PID namespace, kill(-1) after each run."""
+    code = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.3)\n"
+    )
+    script = (
+        "import os, sys\nfrom pathlib import Path\n"
+        "from vllm_operator.bench.sandbox import run_one\n"
+        "assert os.getpid() == 1\n"
+        f"r = run_one(sys.argv[1], 'assert True', limit_seconds=5, "
+        f"scratch_root=Path({str(tmp_path)!r}), guard=False)\n"
+        "others = [p for p in os.listdir('/proc') if p.isdigit() and p != '1']\n"
+        "print(r.passed, others)"
+    )
+    out = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", script, code],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert out.stdout.strip() == "True []", out.stdout + out.stderr
