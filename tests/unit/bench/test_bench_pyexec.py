@@ -296,3 +296,25 @@ def test_as_pid_1_of_its_namespace_every_leftover_is_killed(tmp_path: Path) -> N
         check=False,
     )
     assert out.stdout.strip() == "True []", out.stdout + out.stderr
+
+
+def test_exchange_files_never_follow_what_the_sandbox_planted(tmp_path: Path) -> None:
+    """A symlink, FIFO or huge file in the shared directory cannot redirect or stall bench."""
+    from vllm_operator.bench.sandbox_server import read_bounded, write_new
+
+    victim = tmp_path / "termination-log"
+    victim.write_text("bench's own")
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    (exchange / "res-link.json").symlink_to(victim)
+    os.mkfifo(exchange / "res-fifo.json")
+    (exchange / "res-big.json").write_bytes(b"x" * 10_000)
+    assert read_bounded(exchange / "res-link.json", 8192) is None
+    assert read_bounded(exchange / "res-fifo.json", 8192) is None  # no blocking open
+    assert read_bounded(exchange / "res-big.json", 8192) is None
+    # Writing a job where a link was planted replaces the link, never writes through it.
+    (exchange / "req-x.json").symlink_to(victim)
+    assert write_new(exchange / "req-x.json", b"{}")
+    assert victim.read_text() == "bench's own"
+    assert (exchange / "req-x.json").read_bytes() == b"{}"
+    assert not (exchange / "req-x.json").is_symlink()
