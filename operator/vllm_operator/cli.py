@@ -31,6 +31,10 @@ COMMANDS: dict[str, Command] = {
     "bench": Command(
         "vllm_operator.bench.cli", "benchmark and quality-gate an OpenAI-compatible vLLM server"
     ),
+    "sandbox": Command(
+        "vllm_operator.bench.sandbox_server",
+        "run python-tests code apart from bench (the benchmark Job's sandbox container)",
+    ),
     "sim": Command(
         "vllm_operator.sim.cli", "run the vLLM simulator (accepts `vllm serve` flags of a version)"
     ),

@@ -2,7 +2,8 @@
 
 Each check returns pass/fail and a one-line reason a person can act on ("expected
 'billing', got 'Billing.'"). Everything here is a pure function of the answer text except
-``python-tests``, which hands the code to ``pyexec`` (a limited child process).
+``python-tests``, which hands the code to a ``pyexec`` executor: a sandbox outside bench,
+or none (the check is then refused, never run in bench).
 
 Extraction rules shared by several checks: the JSON or code of an answer is the content of
 its first fenced block (```` ```json ```` / ```` ```python ```` / ```` ``` ````) when it has
@@ -40,6 +41,8 @@ class Check:
 
     passed: bool
     detail: str
+    refused: bool = False
+    """The check could not be evaluated (python-tests without a sandbox): not run."""
 
 
 def fenced_or_all(text: str) -> str:
@@ -57,18 +60,25 @@ def parse_number(token: str) -> float | None:
         return None
 
 
-async def check(assertion: Assertion, answer: str) -> Check:
-    """Evaluate ``assertion`` on ``answer``."""
+async def check(
+    assertion: Assertion, answer: str, executor: pyexec.Executor | None = None
+) -> Check:
+    """Evaluate ``assertion`` on ``answer``; code runs only through ``executor``.
+
+    Without an executor a python-tests check is refused (``Check.refused``), never run.
+    """
     if isinstance(assertion, Not):
-        inner = await check(assertion.assert_, answer)
+        inner = await check(assertion.assert_, answer, executor)
+        if inner.refused:
+            return inner
         verb = "failed as required" if not inner.passed else "passed but must not"
         return Check(not inner.passed, f"not {assertion.assert_.type}: {verb} ({inner.detail})")
     if isinstance(assertion, PythonTests):
         code = fenced_or_all(answer)
-        result = await pyexec.run_tests(
+        result = await (executor or pyexec.Refused()).run(
             code, assertion.tests, limit_seconds=assertion.timeout_seconds
         )
-        return Check(result.passed, result.detail)
+        return Check(result.passed and result.ran, result.detail, refused=not result.ran)
     return check_text(assertion, answer)
 
 

@@ -11,23 +11,29 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import json
+import math
 import os
+import signal
 import sys
+import traceback
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from types import FrameType
+from typing import Any, NoReturn, TextIO, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
 from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, Placement, RunIdentity
-from vllm_operator.bench import human
+from vllm_operator.bench import bounded, human
 from vllm_operator.bench import summary as summary_mod
 from vllm_operator.bench.config import MAX_LEVELS, BenchConfig
 from vllm_operator.bench.progress import JsonLinesProgress, TerminalProgress
 from vllm_operator.bench.prompts import parse_classes
-from vllm_operator.bench.report import EXIT_USAGE, BenchReport, build_report
+from vllm_operator.bench.report import EXIT_UNMEASURED, EXIT_USAGE, BenchReport, build_report
 from vllm_operator.bench.runner import NoProgress, Progress, run
 from vllm_operator.bench.suite import load_suite
 from vllm_operator.errors import SpecError
@@ -35,7 +41,8 @@ from vllm_operator.errors import SpecError
 ModelT = TypeVar("ModelT", Thresholds, BenchSummary)
 
 EPILOG = """\
-exit codes: 0 passed (or no gate), 1 failed or inconclusive, 2 usage error, 3 could not measure.
+exit codes: 0 passed (or no gate), 1 failed or inconclusive, 2 usage error, 3 could not measure
+(also: interrupted, terminated, internal error). The summary is written in every case.
 
 examples:
   vllm-operator bench --url http://my-model:8000 --model Qwen/Qwen3-30B-A3B
@@ -48,8 +55,17 @@ JSON options take the JSON itself or @FILE. See docs/bench.md for every rule.
 """
 
 
+class UsageError(Exception):
+    """argparse rejected the command line (raised instead of exiting, to write a summary)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
 def parser(prog: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog=prog,
         description=(
             "Measure latency (short/medium/long prompts), aggregate tokens/s at several "
@@ -173,11 +189,33 @@ def parser(prog: str) -> argparse.ArgumentParser:
     run.add_argument("--job-name", metavar="NAME", help="name of the benchmark Job")
     run.add_argument("--revision", metavar="REV", help="revision under test")
     run.add_argument("--attempt", type=int, metavar="N", help="gate attempt, from 1")
+    code = p.add_mutually_exclusive_group()
+    code.add_argument(
+        "--allow-code-execution",
+        action="store_true",
+        help=(
+            "run python-tests code from the server's answers in a local sandbox process "
+            "(your uid and network: weaker than the Job's sandbox container); without it "
+            "or --sandbox-dir, python-tests checks are refused (not run)"
+        ),
+    )
+    code.add_argument(
+        "--sandbox-dir",
+        metavar="DIR",
+        help="exchange directory of a sandbox container (`vllm-operator sandbox serve`)",
+    )
     return p
 
 
 def main(argv: list[str], prog: str) -> int:
-    args = parser(prog).parse_args(argv)
+    p = parser(prog)
+    try:
+        args = p.parse_args(argv)
+    except UsageError as exc:
+        p.print_usage(sys.stderr)
+        sys.stderr.write(f"{prog}: error: {exc}\n")
+        _usage_summary(_summary_path_in(argv), _model_in(argv), str(exc))
+        return EXIT_USAGE
     try:
         identity = identity_from_args(args)
         config = config_from_args(args)
@@ -185,6 +223,69 @@ def main(argv: list[str], prog: str) -> int:
         sys.stderr.write(f"{prog}: error: {exc}\n")
         _usage_summary(args.summary_path, args.model, str(exc), _identity_or_none(args))
         return EXIT_USAGE
+    try:
+        return _measure(config, identity, args)
+    except KeyboardInterrupt:
+        return _abnormal_end(args, "interrupted (SIGINT) before the run finished")
+    except _Terminated:
+        return _abnormal_end(args, "terminated (SIGTERM) before the run finished")
+    except Exception as exc:  # an internal error still ends in a summary saying so
+        traceback.print_exc(file=sys.stderr)
+        return _abnormal_end(args, f"internal error: {type(exc).__name__}: {exc}")
+
+
+class _Terminated(BaseException):
+    """SIGTERM (the Job's deadline, a deleted pod) arrived during the run."""
+
+
+def _on_sigterm(_sig: int, _frame: FrameType | None) -> None:
+    raise _Terminated
+
+
+def _measure(config: BenchConfig, identity: RunIdentity | None, args: argparse.Namespace) -> int:
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _measure_and_publish(config, identity, args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _abnormal_end(args: argparse.Namespace, reason: str) -> int:
+    sys.stderr.write(f"bench: {reason}\n")
+    if args.summary_path:
+        summary = BenchSummary(
+            model=args.model,
+            errors={"client_error": 1},
+            verdict="Error",
+            reasons=[reason],
+            identity=_identity_or_none(args),
+        )
+        with contextlib.suppress(OSError):
+            _write(args.summary_path, summary_mod.wire(summary_mod.fit(summary)))
+    return EXIT_UNMEASURED
+
+
+def _option_in(argv: list[str], name: str) -> str | None:
+    """The value of ``name`` in a command line argparse refused (to still write a summary)."""
+    for i, item in enumerate(argv):
+        if item == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if item.startswith(name + "="):
+            return item.split("=", 1)[1]
+    return None
+
+
+def _summary_path_in(argv: list[str]) -> str | None:
+    return _option_in(argv, "--summary-path")
+
+
+def _model_in(argv: list[str]) -> str:
+    return _option_in(argv, "--model") or "unknown"
+
+
+def _measure_and_publish(
+    config: BenchConfig, identity: RunIdentity | None, args: argparse.Namespace
+) -> int:
     jsonl = args.output == "jsonl" or (args.output == "auto" and not sys.stdout.isatty())
     progress: Progress = NoProgress()
     terminal: TerminalProgress | None = None
@@ -242,6 +343,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
                 "--thresholds-json: quality.mustPass",
                 f"{', '.join(unknown)} not in suite {suite.name}",
             )
+    _check_url(args.url)
     levels = _levels(args.concurrency)
     for name, value in (
         ("--iterations", args.iterations),
@@ -253,16 +355,16 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         raise SpecError("--warmup", "must be >= 0")
     if not 1 <= args.trials <= MAX_TRIALS:
         raise SpecError("--trials", f"must be 1..{MAX_TRIALS}")
-    if args.baseline_url is not None and not args.baseline_url.startswith(("http://", "https://")):
-        raise SpecError("--baseline-url", f"{args.baseline_url!r} is not an http(s) URL")
+    if args.baseline_url is not None:
+        _check_url(args.baseline_url, "--baseline-url")
     for name, value in (
         ("--deadline-seconds", args.deadline_seconds),
         ("--request-timeout", args.request_timeout),
         ("--stall-seconds", args.stall_seconds),
         ("--connect-timeout", args.connect_timeout),
     ):
-        if value <= 0:
-            raise SpecError(name, "must be > 0")
+        if not math.isfinite(value) or value <= 0:
+            raise SpecError(name, f"must be a finite number > 0, not {value!r}")
     return BenchConfig(
         url=args.url,
         model=args.model,
@@ -285,6 +387,8 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         trials=args.trials,
         candidate_placement=_placement(args.candidate_node, args.candidate_gpu_product),
         baseline_placement=_placement(args.baseline_node, args.baseline_gpu_product),
+        allow_code_execution=args.allow_code_execution,
+        sandbox_dir=args.sandbox_dir,
     )
 
 
@@ -293,6 +397,20 @@ def _placement(node: str | None, gpu: str | None) -> Placement:
         return Placement(node=node or None, gpu_product=gpu or None)
     except ValidationError as exc:
         raise SpecError("--*-node/--*-gpu-product", exc.errors()[0]["msg"]) from exc
+
+
+def _check_url(url: str, option: str = "--url") -> None:
+    """``http(s)://host[:port][/path]``; anything else is a usage error naming ``option``."""
+    hint = "http://host:8000"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise SpecError(option, f"{url!r} is not a URL: {exc}", hint) from exc
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SpecError(option, f"{url!r} is not an http(s) URL with a host", hint)
+    if port == 0 or parts.query or parts.fragment or any(c.isspace() for c in url):
+        raise SpecError(option, f"{url!r}: no port 0, query, fragment or spaces", hint)
 
 
 def _levels(text: str) -> tuple[int, ...]:
@@ -333,7 +451,7 @@ def _model_arg(model: type[ModelT], text: str | None, option: str) -> ModelT | N
         except OSError as exc:
             raise SpecError(option, f"cannot read {text[1:]}: {exc.strerror or exc}") from exc
     try:
-        return model.model_validate(json.loads(text))
+        return model.model_validate(bounded.loads(text, max_bytes=1 << 20))
     except ValueError as exc:
         if isinstance(exc, ValidationError):
             first = exc.errors()[0]

@@ -47,6 +47,10 @@ class BenchConfig:
     """Rounds of every compared figure (the CLI's default is 3; see docs/bench.md)."""
     candidate_placement: Placement = field(default_factory=Placement)
     baseline_placement: Placement = field(default_factory=Placement)
+    allow_code_execution: bool = False
+    """Run python-tests code in a local sandbox process (laptop; weaker than the Job's)."""
+    sandbox_dir: str | None = None
+    """Exchange directory of the Job pod's sandbox container (python-tests run there)."""
 
     def __post_init__(self) -> None:
         if self.iterations < 1 or self.warmup < 0 or self.requests_per_stream < 1:
@@ -103,6 +107,13 @@ class BenchConfig:
             "trials": self.trials,
             "candidate_placement": self.candidate_placement.to_wire(),
             "baseline_placement": self.baseline_placement.to_wire(),
+            "code_execution": (
+                "sandbox-container"
+                if self.sandbox_dir
+                else "local-sandbox"
+                if self.allow_code_execution
+                else "refused"
+            ),
         }
 
 

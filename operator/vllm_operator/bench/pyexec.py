@@ -1,102 +1,190 @@
-"""Run model-written Python against test cases, in a separate, limited process.
+"""Where a python-tests check runs the model's code, seen from bench: never in bench.
 
-Generated code is untrusted: it may loop forever, allocate without bound, fork, or write
-files. It never runs in the benchmark's process. Each run gets a fresh interpreter in
-isolated mode (``sys.executable -I``: no user site, no ``PYTHON*`` variables, no current
-directory on ``sys.path``), an empty temporary working directory, a minimal environment,
-CPU-time, memory, file-size and process-count limits set by the child on itself before the
-code is loaded, and a wall-clock timeout after which the whole process group is killed.
-This is containment for honest mistakes, not a security boundary against a hostile model;
-the benchmark Job's pod (non-root, no service account token) is the outer wall.
+Code in a model's answer is written by the side being measured, so it must not be able to
+read bench's key, signal bench, write bench's summary or reach the network. Bench therefore
+never runs it in its own process or as a plain child with its own identity. Three
+executors, chosen once from the command line:
+
+- ``Refused`` (the default): nothing runs; the check is reported as refused (not run), with
+  how to enable it. A refused check never passes, and in a gated run it is a measurement
+  fault (``code_refused``): the verdict is Error, never Passed.
+- ``ExchangeSandbox`` (``--sandbox-dir``, what the benchmark Job uses): the code is handed
+  to the sandbox container of the Job pod through a shared directory and its answer read
+  back (``bench.sandbox_server``). No answer in time is a not-run result, not a failure.
+- ``LocalSandbox`` (``--allow-code-execution``, for a laptop): a helper process
+  (``vllm-operator sandbox run-one``) per test, with the same child limits, audit hook and
+  kill of leftovers, but the user's own uid and network namespace: weaker, documented so.
+  Bench makes itself non-dumpable first, so same-uid code cannot read its ``/proc`` files.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import secrets
-import signal
 import sys
 import tempfile
-from dataclasses import dataclass
+import time
 from pathlib import Path
+from typing import Protocol
 
-_HARNESS = r"""
-import resource, sys
-def limit(which, value):
-    try:
-        resource.setrlimit(which, (value, value))
-    except (ValueError, OSError):
-        pass
-limit(resource.RLIMIT_CPU, {cpu})
-limit(resource.RLIMIT_AS, {memory})
-limit(resource.RLIMIT_FSIZE, 1 << 20)
-limit(resource.RLIMIT_NPROC, 64)
-ns = {{"__name__": "__main__"}}
-solution = open("solution.py", encoding="utf-8").read()
-tests = open("tests.py", encoding="utf-8").read()
-try:
-    exec(compile(solution, "solution.py", "exec"), ns)
-except BaseException as exc:
-    print(f"solution failed to load: {{type(exc).__name__}}: {{exc}}", file=sys.stderr)
-    sys.exit(3)
-exec(compile(tests, "tests.py", "exec"), ns)
-print("{marker}")
-"""
+from vllm_operator.bench.sandbox import RunResult, set_nondumpable
+from vllm_operator.bench.sandbox_server import (
+    READY_FILE,
+    RESULT_BYTES,
+    read_bounded,
+    write_new,
+)
+
+REFUSED_HINT = (
+    "python-tests refused: bench does not run code from a server's answers unless asked; "
+    "rerun with --allow-code-execution (local sandbox, weaker) or --sandbox-dir DIR (the "
+    "benchmark Job's sandbox container)"
+)
+READY_WAIT_SECONDS = 30.0
+"""How long bench waits for the sandbox container to announce itself (first test only)."""
+ANSWER_GRACE_SECONDS = 10.0
+"""Pick-up and start-up time the sandbox gets on top of a test's own time limit."""
 
 
-@dataclass(frozen=True)
-class RunResult:
-    """How a run ended: passed, or why not (with the tail of its output)."""
+class Executor(Protocol):
+    """Runs one answer's code against its tests somewhere that is not bench."""
 
-    passed: bool
-    detail: str
+    async def run(self, code: str, tests: str, *, limit_seconds: float) -> RunResult: ...
 
 
-async def run_tests(
-    code: str, tests: str, *, limit_seconds: float = 10.0, memory_mb: int = 512
-) -> RunResult:
-    """Execute ``code`` then ``tests`` (plain asserts) in a limited child interpreter."""
-    with tempfile.TemporaryDirectory(prefix="bench-pytests-") as tmp:
-        root = Path(tmp)
-        (root / "solution.py").write_text(code, encoding="utf-8")
-        (root / "tests.py").write_text(tests, encoding="utf-8")
-        marker = f"ALL TESTS PASSED {secrets.token_hex(8)}"
-        harness = _HARNESS.format(
-            cpu=max(1, int(limit_seconds) + 1), memory=memory_mb << 20, marker=marker
+class Refused:
+    """No code execution: every python-tests check is refused with ``reason``."""
+
+    def __init__(self, reason: str = REFUSED_HINT) -> None:
+        self.reason = reason
+
+    async def run(self, code: str, tests: str, *, limit_seconds: float) -> RunResult:
+        return RunResult(False, self.reason, ran=False)
+
+
+def _job(code: str, tests: str, limit_seconds: float) -> bytes:
+    return json.dumps({"code": code, "tests": tests, "limit_seconds": limit_seconds}).encode()
+
+
+class ExchangeSandbox:
+    """The Job pod's sandbox container, reached through the shared exchange directory."""
+
+    def __init__(self, directory: Path, *, ready_wait: float = READY_WAIT_SECONDS) -> None:
+        self.directory = directory
+        self.ready_wait = ready_wait
+        self._ready: bool | None = None
+
+    async def _wait_ready(self) -> bool:
+        if self._ready is None:
+            ends = time.monotonic() + self.ready_wait
+            # Polling: the file comes from another container; no event crosses to bench.
+            while not (self.directory / READY_FILE).exists() and time.monotonic() < ends:  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+            self._ready = (self.directory / READY_FILE).exists()
+        return self._ready
+
+    async def run(self, code: str, tests: str, *, limit_seconds: float) -> RunResult:
+        if not await self._wait_ready():
+            return RunResult(
+                False,
+                f"python-tests refused: no sandbox answers in {self.directory} "
+                f"(its container did not start within {self.ready_wait:g} s)",
+                ran=False,
+            )
+        token = secrets.token_hex(16)
+        request = self.directory / f"req-{token}.json"
+        answer = self.directory / f"res-{token}.json"
+        if not write_new(request, _job(code, tests, limit_seconds)):
+            return RunResult(False, f"cannot write a job into {self.directory}", ran=False)
+        ends = time.monotonic() + limit_seconds + ANSWER_GRACE_SECONDS
+        try:
+            while time.monotonic() < ends:
+                data = read_bounded(answer, RESULT_BYTES)
+                if data is not None:
+                    return _parse(data)
+                await asyncio.sleep(0.02)
+        finally:
+            for path in (request, answer):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        return RunResult(
+            False,
+            f"the sandbox did not answer within {limit_seconds + ANSWER_GRACE_SECONDS:g} s",
+            ran=False,
         )
-        (root / "harness.py").write_text(harness, encoding="utf-8")
-        env = {"PATH": os.defpath, "LANG": "C.UTF-8", "HOME": tmp}
+
+
+class LocalSandbox:
+    """A helper process per test on this machine (``--allow-code-execution``)."""
+
+    def __init__(self, scratch_root: Path | None = None) -> None:
+        self.scratch_root = scratch_root or Path(tempfile.gettempdir())
+        set_nondumpable()  # bench itself: same-uid code cannot read /proc/<bench>/environ
+
+    async def run(self, code: str, tests: str, *, limit_seconds: float) -> RunResult:
+        scratch = Path(tempfile.mkdtemp(prefix="bench-sandbox-", dir=self.scratch_root))
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-I",
-            "harness.py",
-            cwd=tmp,
-            env=env,
-            stdin=asyncio.subprocess.DEVNULL,
+            "-m",
+            "vllm_operator.bench.sandbox_server",
+            "run-one",
+            "--scratch",
+            str(scratch),
+            stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
+            stderr=asyncio.subprocess.DEVNULL,
+            env={"PATH": os.defpath, "LANG": "C.UTF-8"},
         )
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), limit_seconds)
+            assert proc.stdin is not None
+            assert proc.stdout is not None
+            proc.stdin.write(_job(code, tests, limit_seconds))
+            await proc.stdin.drain()
+            proc.stdin.close()
+            data = await asyncio.wait_for(
+                _read_to_end(proc.stdout, RESULT_BYTES + 1), limit_seconds + ANSWER_GRACE_SECONDS
+            )
+            await asyncio.wait_for(proc.wait(), ANSWER_GRACE_SECONDS)
         except TimeoutError:
-            _kill_group(proc)
-            await proc.wait()
-            return RunResult(False, f"timed out after {limit_seconds:g} s")
+            return RunResult(False, "the local sandbox did not answer in time", ran=False)
         finally:
             if proc.returncode is None:
-                _kill_group(proc)
                 with contextlib.suppress(ProcessLookupError):
-                    await proc.wait()
-    text = (out + err).decode("utf-8", "replace").strip()
-    tail = text[-400:]
-    if proc.returncode == 0 and marker in text:
-        return RunResult(True, "all test cases passed")
-    return RunResult(False, f"exit {proc.returncode}: {tail}")
+                    proc.kill()
+                await proc.wait()
+            with contextlib.suppress(OSError):
+                os.rmdir(scratch)
+        if len(data) > RESULT_BYTES:
+            return RunResult(False, "the local sandbox answered too much", ran=False)
+        return _parse(data)
 
 
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+async def _read_to_end(stream: asyncio.StreamReader, limit: int) -> bytes:
+    """Everything up to EOF, but never more than ``limit`` bytes."""
+    data = b""
+    while len(data) < limit:
+        piece = await stream.read(limit - len(data))
+        if not piece:
+            break
+        data += piece
+    return data
+
+
+def _parse(data: bytes) -> RunResult:
+    try:
+        return RunResult.from_json(json.loads(data))
+    except (ValueError, RecursionError):
+        return RunResult(False, "the sandbox answered something that is not JSON", ran=False)
+
+
+def executor_for(*, allow_code_execution: bool, sandbox_dir: str | None) -> Executor:
+    """The executor the command line asked for (``Refused`` unless one was)."""
+    if sandbox_dir:
+        return ExchangeSandbox(Path(sandbox_dir))
+    if allow_code_execution:
+        return LocalSandbox()
+    return Refused()

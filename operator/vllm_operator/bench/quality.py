@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from vllm_operator.bench.assertions import Check, check
+from vllm_operator.bench.pyexec import Executor
 from vllm_operator.bench.request import ChatRequest, RequestRecord
 from vllm_operator.bench.suite import QualityTest, Suite
 
@@ -28,9 +29,17 @@ class TestOutcome:
         return self.record.ok and bool(self.checks) and all(c.passed for c in self.checks)
 
     @property
+    def refused(self) -> int:
+        """Checks that could not run (python-tests without a sandbox)."""
+        return sum(1 for c in self.checks if c.refused)
+
+    @property
     def reason(self) -> str:
         if not self.record.ok:
             return f"request failed ({self.record.error}): {self.record.detail}"
+        refused = [c.detail for c in self.checks if c.refused]
+        if refused:
+            return f"not run: {refused[0]}"
         failing = [c.detail for c in self.checks if not c.passed]
         return "; ".join(failing) if failing else "all assertions passed"
 
@@ -42,12 +51,14 @@ def request_of(test: QualityTest) -> ChatRequest:
     )
 
 
-async def judge(test: QualityTest, record: RequestRecord) -> TestOutcome:
+async def judge(
+    test: QualityTest, record: RequestRecord, executor: Executor | None = None
+) -> TestOutcome:
     """Evaluate every assertion of ``test`` on the answer in ``record``."""
     outcome = TestOutcome(test, record)
     if record.ok:
         for assertion in test.assert_:
-            outcome.checks.append(await check(assertion, record.text))
+            outcome.checks.append(await check(assertion, record.text, executor))
     return outcome
 
 
@@ -61,6 +72,11 @@ class SuiteOutcome:
     @property
     def passed(self) -> int:
         return sum(1 for o in self.outcomes if o.passed)
+
+    @property
+    def refused(self) -> int:
+        """Tests with a check that could not run (counted as ``code_refused``)."""
+        return sum(1 for o in self.outcomes if o.refused)
 
     def failed_ids(self, first: tuple[str, ...] = ()) -> list[str]:
         """Failed or unrun test ids, ``first`` (the must-pass ids) leading, then suite order."""

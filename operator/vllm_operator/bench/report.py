@@ -50,7 +50,10 @@ class BenchReport:
         if self.state.aborted and not self.config.gated:
             return EXIT_UNMEASURED
         if not self.config.gated:
-            return EXIT_UNMEASURED if self.summary.errors else EXIT_PASSED
+            # Without a gate, a python-tests check refused on purpose (no sandbox asked
+            # for) is reported as skipped, not as a failed measurement.
+            unmeasured = any(k != "code_refused" for k in self.summary.errors)
+            return EXIT_UNMEASURED if unmeasured else EXIT_PASSED
         return {"Passed": EXIT_PASSED, "Error": EXIT_UNMEASURED}.get(
             self.verdict.outcome, EXIT_FAILED
         )

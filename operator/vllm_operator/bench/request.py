@@ -7,6 +7,13 @@ is when the transport handed the request to the network, ``queue`` the wait befo
 (scheduling plus connection pool) so client-side delay stays apart from the server's TTFT;
 TTFT ends at the first chunk with generated text (answer or reasoning), end-to-end at the
 last data event before ``[DONE]``.
+
+Every answer is bounded (the server is the measured side): a redirect is never followed
+(``redirect``), a stream may carry at most ``MAX_STREAM_BYTES`` and ``MAX_TEXT_BYTES`` of
+text (``oversized``), no more content chunks than ``max_tokens`` and no usage beyond
+``MAX_TOKENS_PER_CHUNK`` tokens per streamed content chunk (``usage_mismatch``), and each
+event is JSON of bounded size and nesting. The loop yields to the event loop after every
+read, so a server that never pauses cannot starve the deadline.
 """
 
 from __future__ import annotations
@@ -17,12 +24,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_operator.bench.sse import SSEError, SSEParser
-from vllm_operator.bench.transport import ConnectFailed, Dropped, Stalled, Transport
+from vllm_operator.bench import bounded
+from vllm_operator.bench.sse import MAX_EVENT_BYTES, SSEError, SSEParser
+from vllm_operator.bench.transport import ConnectFailed, Dropped, Oversized, Stalled, Transport
 
 Clock = Callable[[], float]
 
 SIM_REQUEST_ID_HEADER = "x-sim-request-id"
+MAX_STREAM_BYTES = 256 << 20
+"""Raw bytes of one streamed answer (an honest one is ~300 bytes per token)."""
+MAX_TEXT_BYTES = 1 << 20
+"""Answer text kept for the quality checks."""
+MAX_TOKENS_PER_CHUNK = 8
+"""Usage may exceed the streamed content chunks this many times over: speculative decoding
+and ``--stream-interval`` put several tokens in one chunk, a lying usage puts hundreds."""
 
 
 @dataclass(frozen=True)
@@ -130,7 +145,16 @@ async def send(
         record = RequestRecord(scheduled_at=clock())
     try:
         body = request.body(model)
-        await _exchange(transport, url, body, headers, clock, record, keep_text=keep_text)
+        await _exchange(
+            transport,
+            url,
+            body,
+            headers,
+            clock,
+            record,
+            keep_text=keep_text,
+            max_tokens=request.max_tokens,
+        )
     except asyncio.CancelledError:
         record.fail("timeout", "request cancelled by its time limit or the deadline")
         raise
@@ -140,6 +164,8 @@ async def send(
         record.fail("stall", f"no bytes within the stall limit ({exc})")
     except Dropped as exc:
         record.fail("no_done", f"connection dropped mid-stream: {exc}")
+    except Oversized as exc:
+        record.fail("oversized", str(exc))
     except (SSEError, UnicodeDecodeError) as exc:
         record.fail("malformed_sse", str(exc))
     except Exception as exc:  # classified as client_error, never hidden
@@ -158,12 +184,18 @@ async def _exchange(  # noqa: PLR0917 - private, called once
     record: RequestRecord,
     *,
     keep_text: bool,
+    max_tokens: int,
 ) -> None:
     all_headers = {"content-type": "application/json", "accept": "text/event-stream", **headers}
+    request_max_tokens = max_tokens
     async with transport.post(url, body, all_headers) as resp:
         record.sent_at = resp.sent_at
         record.status = resp.status
         record.server_id = resp.headers.get(SIM_REQUEST_ID_HEADER)
+        if 300 <= resp.status < 400:
+            where = resp.headers.get("location", "?")[:120]
+            record.fail("redirect", f"HTTP {resp.status} to {where}: redirects are not followed")
+            return
         if resp.status >= 400:
             body = b""
             async for chunk in resp.chunks:
@@ -179,12 +211,20 @@ async def _exchange(  # noqa: PLR0917 - private, called once
             return
         parser = SSEParser()
         state = _StreamState(keep_text)
+        received = 0
         async for chunk in resp.chunks:
             at = clock()
+            received += len(chunk)
+            if received > MAX_STREAM_BYTES:
+                record.fail("oversized", f"stream longer than {MAX_STREAM_BYTES} bytes")
+                return
             for event in parser.feed(chunk, at):
                 state.handle(event.data, event.at, record)
+                if record.error is None:
+                    state.bound(record, request_max_tokens)
                 if record.error is not None or state.done:
                     return
+            await asyncio.sleep(0)  # a server that never pauses must not starve the deadline
         rest = parser.close()
         if not state.done:
             tail = f" (trailing {rest[:60]!r})" if rest else ""
@@ -199,6 +239,17 @@ class _StreamState:
         self.usage: dict[str, Any] | None = None
         self.keep_text = keep_text
         self.parts: list[str] = []
+        self.text_bytes = 0
+
+    def bound(self, record: RequestRecord, max_tokens: int) -> None:
+        """Fail the record as soon as the stream says more than it was asked for."""
+        if len(record.chunk_times) > max_tokens:
+            record.fail(
+                "usage_mismatch",
+                f"more than max_tokens={max_tokens} content chunks streamed",
+            )
+        elif self.text_bytes > MAX_TEXT_BYTES:
+            record.fail("oversized", f"answer text longer than {MAX_TEXT_BYTES} bytes")
 
     def handle(self, data: str, at: float, record: RequestRecord) -> None:
         if data.strip() == "[DONE]":
@@ -210,9 +261,9 @@ class _StreamState:
                 record.fail("usage_missing", "no usage chunk before [DONE]")
             return
         try:
-            obj = json.loads(data)
-        except ValueError as exc:
-            record.fail("malformed_sse", f"event is not JSON: {data[:80]!r} ({exc})")
+            obj = bounded.loads(data, max_bytes=MAX_EVENT_BYTES)
+        except bounded.BoundError as exc:
+            record.fail("malformed_sse", f"event is not usable JSON: {data[:80]!r} ({exc})")
             return
         if not isinstance(obj, dict):
             record.fail("malformed_sse", f"event is not a JSON object: {data[:80]!r}")
@@ -247,6 +298,7 @@ class _StreamState:
                     record.first_token_at = at
                 record.chunk_times.append(at)
             if has_content:
+                self.text_bytes += len(str(content))
                 self.parts.append(str(content))
             if choice.get("finish_reason"):
                 record.finish_reason = str(choice["finish_reason"])
@@ -281,6 +333,12 @@ def _check_usage(record: RequestRecord, request: ChatRequest) -> None:
     tokens = record.output_tokens
     if streamed > tokens:
         record.fail("usage_mismatch", f"{streamed} content chunks but usage says {tokens} tokens")
+    elif tokens > streamed * MAX_TOKENS_PER_CHUNK:
+        record.fail(
+            "usage_mismatch",
+            f"usage says {tokens} tokens but only {streamed} content chunks were streamed "
+            f"(more than {MAX_TOKENS_PER_CHUNK} tokens per chunk)",
+        )
     elif request.ignore_eos and tokens != request.max_tokens:
         record.fail(
             "usage_mismatch",

@@ -23,20 +23,22 @@ server at the end: answers at temperature 0 do not vary by trial.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from vllm_operator.bench import bounded
 from vllm_operator.bench.config import BenchConfig, root_url
 from vllm_operator.bench.prompts import PromptClass, prompt_for
+from vllm_operator.bench.pyexec import executor_for
 from vllm_operator.bench.quality import SuiteOutcome, judge, request_of
 from vllm_operator.bench.request import ChatRequest, RequestRecord, send
 from vllm_operator.bench.transport import (
     ConnectFailed,
     Limits,
+    Oversized,
     Transport,
     TransportError,
     make_transport,
@@ -97,7 +99,10 @@ class ServerRun:
             yield from (o.record for o in self.quality.outcomes)
 
     def errors(self) -> Counter[str]:
-        return Counter(r.error for r in self.records() if r.error is not None)
+        counts = Counter(r.error for r in self.records() if r.error is not None)
+        if self.quality is not None and self.quality.refused:
+            counts["code_refused"] += self.quality.refused
+        return counts
 
 
 @dataclass
@@ -239,9 +244,15 @@ class _Context:
         except ConnectFailed as exc:
             record.fail("connect_error", f"{base}: {exc}")
             raise Aborted(f"{who}cannot connect to {base}: {exc}") from exc
+        except Oversized as exc:
+            record.fail("oversized", f"GET /v1/models: {exc}")
+            raise Aborted(f"{who}GET {base}/v1/models: {exc}") from exc
         except TransportError as exc:
             record.fail("timeout", f"GET /v1/models: {exc}")
             raise Aborted(f"{who}GET {base}/v1/models failed: {exc}") from exc
+        if 300 <= status < 400:
+            record.fail("redirect", f"GET /v1/models: HTTP {status}, redirects are not followed")
+            raise Aborted(f"{who}GET /v1/models answered a redirect (HTTP {status}); not followed")
         if status >= 400:
             kind = "http_5xx" if status >= 500 else "http_4xx"
             record.fail(kind, f"GET /v1/models: HTTP {status} {body[:160]!r}")
@@ -253,7 +264,7 @@ class _Context:
         try:
             status, body = await self.transport.get(f"{base}/version", {})
             if status == 200:
-                server.server_version = str(json.loads(body).get("version"))[:100]
+                server.server_version = str(bounded.loads(body).get("version"))[:100]
         except (TransportError, ValueError, AttributeError):
             server.server_version = None
         self.progress.emit(
@@ -328,10 +339,14 @@ class _Context:
             return
         outcome = SuiteOutcome(suite)
         server.quality = outcome
+        executor = executor_for(
+            allow_code_execution=self.config.allow_code_execution,
+            sandbox_dir=self.config.sandbox_dir,
+        )
         for test in suite.tests:
             holder: list[RequestRecord] = []
             rec = await self.request(server, request_of(test), holder, keep_text=True)
-            result = await judge(test, rec)
+            result = await judge(test, rec, executor)
             outcome.outcomes.append(result)
             self.progress.emit(
                 "quality",
@@ -371,7 +386,7 @@ def _sized(cls: PromptClass, index: int) -> ChatRequest:
 def _model_ids(body: bytes) -> list[str] | None:
     """Model ids from a ``/v1/models`` body; ``None`` when it cannot be read (not fatal)."""
     try:
-        data = json.loads(body).get("data")
-        return [str(m["id"]) for m in data]
+        data = bounded.loads(body).get("data")
+        return [str(m["id"])[:256] for m in data[:1000]]
     except (ValueError, AttributeError, KeyError, TypeError):
-        return None
+        return None  # BoundError is a ValueError: deep or huge JSON is "cannot be read"

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MAX_EVENT_BYTES = 16 * 1024 * 1024
-"""An event larger than this is treated as a malformed stream rather than buffered forever."""
+MAX_EVENT_BYTES = 4 * 1024 * 1024
+"""An event larger than this is treated as a malformed stream rather than buffered forever
+(an honest chunk is under 1 kB; several streams may each buffer this much at once)."""
 
 
 class SSEError(ValueError):

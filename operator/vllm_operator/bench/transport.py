@@ -7,8 +7,11 @@ at a few streams and tens at 64, aiohttp about one: aiohttp is the default, http
 available behind the same two-method interface for comparison and for tests.
 
 A transport only moves raw bytes. It does not parse SSE (``bench.sse`` does, so line-length
-limits of a library never apply) and does not classify failures beyond the four exceptions
-below, which the request code maps to error classes.
+limits of a library never apply) and does not classify failures beyond the exceptions
+below, which the request code maps to error classes. Both transports are bounded against a
+hostile server: redirects are never followed (the caller sees the 3xx), compressed bodies
+are inflated by ``bench.bounded.Decoder`` in bounded pieces (the libraries' own decoders
+inflate a whole read at once), and ``get`` stops reading at ``limit`` bytes.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from typing import Protocol
 
 import aiohttp
 import httpx
+
+from vllm_operator.bench.bounded import MAX_GET_BYTES, BoundError, Decoder
 
 Clock = Callable[[], float]
 
@@ -45,6 +50,33 @@ class Dropped(TransportError):
     """The connection closed or broke before the response was complete."""
 
 
+class Oversized(TransportError):
+    """The answer exceeded a size limit, or its encoding cannot be decoded within one."""
+
+
+ACCEPT_ENCODING = "gzip, deflate"
+"""What bench can inflate itself, in bounded pieces."""
+
+
+async def _decoded(raw: AsyncIterator[bytes], encoding: str | None) -> AsyncIterator[bytes]:
+    try:
+        decoder = Decoder(encoding)
+        async for chunk in raw:
+            for piece in decoder.feed(chunk):
+                yield piece
+    except BoundError as exc:
+        raise Oversized(str(exc)) from exc
+
+
+async def _read_limited(chunks: AsyncIterator[bytes], limit: int, what: str) -> bytes:
+    body = bytearray()
+    async for piece in chunks:
+        body += piece
+        if len(body) > limit:
+            raise Oversized(f"{what}: body larger than {limit} bytes")
+    return bytes(body)
+
+
 @dataclass
 class Response:
     """An open response: status, headers and its body as raw chunks."""
@@ -65,8 +97,10 @@ class Transport(Protocol):
         """POST ``body``; the response's ``sent_at`` is when the request was handed over."""
         ...
 
-    async def get(self, url: str, headers: Mapping[str, str]) -> tuple[int, bytes]:
-        """A small GET (``/v1/models``, ``/version``, the simulator's side channel)."""
+    async def get(
+        self, url: str, headers: Mapping[str, str], limit: int = MAX_GET_BYTES
+    ) -> tuple[int, bytes]:
+        """A small GET (``/v1/models``, ``/version``); ``Oversized`` past ``limit`` bytes."""
         ...
 
     async def aclose(self) -> None:
@@ -101,6 +135,7 @@ class AiohttpTransport:
                 ),
                 read_bufsize=READ_CHUNK,
                 trace_configs=[trace],
+                auto_decompress=False,
             )
         return self._session
 
@@ -126,13 +161,17 @@ class AiohttpTransport:
         started = self._clock()
         try:
             async with session.post(
-                url, data=body, headers=dict(headers), trace_request_ctx=stamps
+                url,
+                data=body,
+                headers={"accept-encoding": ACCEPT_ENCODING, **headers},
+                trace_request_ctx=stamps,
+                allow_redirects=False,
             ) as resp:
                 yield Response(
                     status=resp.status,
                     headers={k.lower(): v for k, v in resp.headers.items()},
                     sent_at=stamps.get("sent_at", started),
-                    chunks=self._chunks(resp),
+                    chunks=_decoded(self._chunks(resp), resp.headers.get("content-encoding")),
                     extra={"started_at": started},
                 )
         except aiohttp.ClientConnectorError as exc:
@@ -156,11 +195,18 @@ class AiohttpTransport:
         except aiohttp.ClientOSError as exc:
             raise Dropped(str(exc)) from exc
 
-    async def get(self, url: str, headers: Mapping[str, str]) -> tuple[int, bytes]:
+    async def get(
+        self, url: str, headers: Mapping[str, str], limit: int = MAX_GET_BYTES
+    ) -> tuple[int, bytes]:
         session = self._open()
         try:
-            async with session.get(url, headers=dict(headers)) as resp:
-                return resp.status, await resp.read()
+            async with session.get(
+                url,
+                headers={"accept-encoding": ACCEPT_ENCODING, **headers},
+                allow_redirects=False,
+            ) as resp:
+                chunks = _decoded(self._chunks(resp), resp.headers.get("content-encoding"))
+                return resp.status, await _read_limited(chunks, limit, f"GET {url}")
         except aiohttp.ClientConnectorError as exc:
             raise ConnectFailed(str(exc)) from exc
         except aiohttp.ServerTimeoutError as exc:
@@ -196,6 +242,7 @@ class HttpxTransport:
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
             timeout=httpx.Timeout(connect=lim.connect, read=lim.stall, write=lim.stall, pool=None),
             transport=transport,
+            follow_redirects=False,
         )
 
     @asynccontextmanager
@@ -204,12 +251,14 @@ class HttpxTransport:
     ) -> AsyncIterator[Response]:
         started = self._clock()
         try:
-            async with self._client.stream("POST", url, content=body, headers=headers) as resp:
+            async with self._client.stream(
+                "POST", url, content=body, headers={"accept-encoding": ACCEPT_ENCODING, **headers}
+            ) as resp:
                 yield Response(
                     status=resp.status_code,
                     headers={k.lower(): v for k, v in resp.headers.items()},
                     sent_at=started,
-                    chunks=self._chunks(resp),
+                    chunks=_decoded(self._chunks(resp), resp.headers.get("content-encoding")),
                     extra={"started_at": started},
                 )
         except httpx.ConnectError as exc:
@@ -224,23 +273,31 @@ class HttpxTransport:
     @staticmethod
     async def _chunks(resp: httpx.Response) -> AsyncIterator[bytes]:
         try:
-            async for chunk in resp.aiter_bytes():  # decoded if a proxy compressed it
+            if resp.is_stream_consumed:  # an answer already in memory (httpx.MockTransport)
+                yield resp.content
+                return
+            async for chunk in resp.aiter_raw():  # decoded by bench.bounded, in bounded pieces
                 yield chunk
         except httpx.ReadTimeout as exc:
             raise Stalled(str(exc) or "read timeout") from exc
         except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
             raise Dropped(str(exc) or type(exc).__name__) from exc
 
-    async def get(self, url: str, headers: Mapping[str, str]) -> tuple[int, bytes]:
+    async def get(
+        self, url: str, headers: Mapping[str, str], limit: int = MAX_GET_BYTES
+    ) -> tuple[int, bytes]:
         try:
-            resp = await self._client.get(url, headers=headers)
+            async with self._client.stream(
+                "GET", url, headers={"accept-encoding": ACCEPT_ENCODING, **headers}
+            ) as resp:
+                chunks = _decoded(self._chunks(resp), resp.headers.get("content-encoding"))
+                return resp.status_code, await _read_limited(chunks, limit, f"GET {url}")
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise ConnectFailed(str(exc) or type(exc).__name__) from exc
         except httpx.TimeoutException as exc:
             raise Stalled(str(exc) or "timeout") from exc
         except httpx.TransportError as exc:
             raise Dropped(str(exc) or type(exc).__name__) from exc
-        return resp.status_code, resp.content
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -205,7 +205,9 @@ class Kubelet:
                 raise
 
     def pids(self) -> list[int]:
-        return [pid for rt in list(self.runtimes.values()) if (pid := rt.pid) is not None]
+        runtimes = list(self.runtimes.values())
+        mains = [pid for rt in runtimes if (pid := rt.pid) is not None]
+        return mains + [pid for rt in runtimes for pid in rt.sidecar_pids]
 
     # ---- the controller loop ----------------------------------------------------------
     async def serve(self) -> None:

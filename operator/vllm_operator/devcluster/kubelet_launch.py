@@ -239,17 +239,25 @@ def _pod_env(pod: Obj, container: Obj, ctx: LaunchContext, base: dict[str, str])
     return env
 
 
-def prepare_launch(pod: Obj, poddir: Path, ctx: LaunchContext) -> Launch:
-    """Build the local launch of the pod's first container (dirs are created here)."""
+def prepare_launch(
+    pod: Obj, poddir: Path, ctx: LaunchContext, container: Obj | None = None
+) -> Launch:
+    """Build the local launch of the pod's first container, or of ``container`` (a sidecar).
+
+    Volumes are shared by mount path; a sidecar's termination message file is its own.
+    """
     spec = pod.get("spec") or {}
-    container: Obj = (spec.get("containers") or [{}])[0]
+    sidecar = container is not None
+    if container is None:
+        container = (spec.get("containers") or [{}])[0]
     ns = str(pod["metadata"].get("namespace") or "default")
     image = str(container.get("image") or "")
     (poddir / "logs").mkdir(parents=True, exist_ok=True)
     roots = _mounts(pod, container, poddir, ctx)
     term_path = str(container.get("terminationMessagePath") or DEFAULT_TERMINATION_PATH)
     if term_path not in roots:
-        fs = poddir / "fs"
+        own = f"fs-{container.get('name')}" if sidecar else "fs"
+        fs = hostpaths.inside(poddir, own, "container name")
         fs.mkdir(parents=True, exist_ok=True)
         roots[term_path] = hostpaths.inside(fs, term_path.lstrip("/"), "terminationMessagePath")
     roots[term_path].parent.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ import httpx
 from vllm_operator.devcluster import hostpaths
 from vllm_operator.devcluster.kubelet_controllers import rfc3339
 from vllm_operator.devcluster.kubelet_launch import Launch, LaunchContext, prepare_launch
+from vllm_operator.devcluster.kubelet_sidecars import start_sidecars, stop_sidecars
 
 Obj = dict[str, Any]
 MESSAGE_LIMIT = 4096
@@ -88,6 +89,13 @@ class PodRuntime:
         self._clock = clock
         spec = pod.get("spec") or {}
         self.container: Obj = (spec.get("containers") or [{}])[0]
+        # Native sidecars (init containers with restartPolicy Always, e.g. the benchmark
+        # Job's python-tests sandbox) run beside the main container and stop after it.
+        self.sidecars: list[Obj] = [
+            c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"
+        ]
+        self._sidecar_launches: list[Launch] = []
+        self._sidecar_procs: list[asyncio.subprocess.Process] = []
         self.restart_policy = str(spec.get("restartPolicy") or "Always")
         self.instance = Instance(state={"waiting": {"reason": "ContainerCreating"}}, last_state={})
         self.scheduled = False
@@ -189,6 +197,7 @@ class PodRuntime:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
         await self._kill()
+        await self._stop_sidecars()
 
     def _set(self, **changes: Any) -> None:
         for key, value in changes.items():
@@ -213,6 +222,9 @@ class PodRuntime:
             return
         try:
             self.launch = prepare_launch(self.pod, self.poddir, self.ctx)
+            self._sidecar_launches = [
+                prepare_launch(self.pod, self.poddir, self.ctx, c) for c in self.sidecars
+            ]
         except (OSError, ValueError, KeyError) as exc:
             self._set(
                 state={"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
@@ -248,6 +260,7 @@ class PodRuntime:
             launch.log_path.replace(previous)
         hostpaths.write_text(launch.termination_path, "")  # never through a symlink
         self._kill_reason = None
+        await self._start_sidecars()
         with hostpaths.open_append(launch.log_path) as log:
             self._proc = await asyncio.create_subprocess_exec(
                 *launch.argv,
@@ -273,7 +286,19 @@ class PodRuntime:
             with contextlib.suppress(asyncio.CancelledError):
                 await probes
             await self._kill()
+            await self._stop_sidecars()
         return code
+
+    async def _start_sidecars(self) -> None:
+        self._sidecar_procs = await start_sidecars(self._sidecar_launches)
+
+    async def _stop_sidecars(self) -> None:
+        procs, self._sidecar_procs = self._sidecar_procs, []
+        await stop_sidecars(procs, self.config.grace_seconds)
+
+    @property
+    def sidecar_pids(self) -> list[int]:
+        return [p.pid for p in self._sidecar_procs if p.returncode is None]
 
     def _terminated(self, code: int) -> Obj:
         assert self.launch is not None

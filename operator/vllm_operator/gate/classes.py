@@ -28,11 +28,17 @@ ERROR_CLASSES: Final[dict[str, tuple[ErrorKind, str]]] = {
     "usage_missing": ("server", "the stream carried no usage chunk"),
     "usage_mismatch": ("server", "usage disagreed with max_tokens or with what was streamed"),
     "stall": ("server", "no bytes arrived for longer than the stall limit mid-request"),
+    "oversized": ("server", "an answer exceeded a size limit (body, decompressed, event, text)"),
     "connect_error": ("measurement", "could not connect (endpoint down or refusing)"),
     "timeout": ("measurement", "a request did not finish within its time limit"),
     "deadline": ("measurement", "the benchmark's global deadline ended the run early"),
     "http_4xx": ("measurement", "the server refused the request (key, model name, limits)"),
     "client_error": ("measurement", "the benchmark client failed unexpectedly"),
+    "redirect": ("measurement", "the server answered with a redirect; the benchmark follows none"),
+    "code_refused": (
+        "measurement",
+        "a python-tests check was not run: no sandbox (bench never runs answer code itself)",
+    ),
 }
 
 

@@ -33,6 +33,24 @@ RESOURCES: dict[str, dict[str, str]] = {
     "requests": {"cpu": "100m", "memory": "128Mi"},
     "limits": {"cpu": "1", "memory": "512Mi"},
 }
+# The python-tests sandbox (docs/security-sandbox.md): a native sidecar (an init container
+# with restartPolicy Always, so the Job completes when bench exits) running the same image
+# as another uid, with no env, no secrets, a read-only root, its own PID namespace and a
+# size-limited scratch volume. Bench hands it code through the exchange volume only.
+SANDBOX_UID = 65533
+EXCHANGE_MOUNT = "/var/run/vllm-operator/exchange"
+SCRATCH_MOUNT = "/var/run/vllm-operator/scratch"
+SANDBOX_RESOURCES: dict[str, dict[str, str]] = {
+    "requests": {"cpu": "50m", "memory": "64Mi"},
+    "limits": {"cpu": "1", "memory": "768Mi"},  # the code's own address space limit is 512Mi
+}
+_RESTRICTED = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
 
 
 def candidate_url(vd: VLLMDeployment) -> str:
@@ -88,6 +106,8 @@ def bench_args(
         TERMINATION_LOG,
         "--deadline-seconds",
         str(max(gate.timeout_seconds - DEADLINE_MARGIN_SECONDS, 30)),
+        "--sandbox-dir",
+        EXCHANGE_MOUNT,
     ]
     if vd.spec.engine.api_key_secret is not None:
         args += ["--api-key-env", API_KEY_ENV]
@@ -104,6 +124,29 @@ def bench_args(
             json.dumps(baseline.to_wire(), sort_keys=True, separators=(",", ":")),
         ]
     return args
+
+
+def sandbox_container(image: str) -> dict[str, Any]:
+    """The python-tests sandbox sidecar: bench's image, another uid, nothing of bench's."""
+    return {
+        "name": "sandbox",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "restartPolicy": "Always",
+        "command": ["vllm-operator"],
+        "args": ["sandbox", "serve", "--exchange", EXCHANGE_MOUNT, "--scratch", SCRATCH_MOUNT],
+        "env": [],
+        "resources": SANDBOX_RESOURCES,
+        "volumeMounts": [
+            {"name": "exchange", "mountPath": EXCHANGE_MOUNT},
+            {"name": "scratch", "mountPath": SCRATCH_MOUNT},
+        ],
+        "securityContext": {
+            **_RESTRICTED,
+            "runAsUser": SANDBOX_UID,
+            "runAsGroup": SANDBOX_UID,
+        },
+    }
 
 
 def render_job(
@@ -125,8 +168,17 @@ def render_job(
         JOB_LABEL: name,
     }
     _, volumes, mounts = _suite_argument(vd)
-    volumes = [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}, *volumes]
-    mounts = [{"name": "tmp", "mountPath": "/tmp"}, *mounts]
+    volumes = [
+        {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+        {"name": "exchange", "emptyDir": {"sizeLimit": "16Mi"}},
+        {"name": "scratch", "emptyDir": {"sizeLimit": "64Mi"}},
+        *volumes,
+    ]
+    mounts = [
+        {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "exchange", "mountPath": EXCHANGE_MOUNT},
+        *mounts,
+    ]
     env: list[dict[str, Any]] = [
         {"name": "HOME", "value": "/tmp"},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
@@ -161,13 +213,7 @@ def render_job(
         "terminationMessagePath": TERMINATION_LOG,
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": mounts,
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True,
-            "capabilities": {"drop": ["ALL"]},
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": dict(_RESTRICTED),
     }
     return {
         "apiVersion": "batch/v1",
@@ -194,6 +240,8 @@ def render_job(
                         "runAsGroup": 65532,
                         "seccompProfile": {"type": "RuntimeDefault"},
                     },
+                    "shareProcessNamespace": False,
+                    "initContainers": [sandbox_container(image)],
                     "containers": [container],
                     "volumes": volumes,
                 },

@@ -23,6 +23,20 @@ class RequestError(Exception):
         self.param = param
 
 
+def _check_content(content: Any, param: str) -> None:
+    """vLLM's chat message content: a string, a list of content parts, or null."""
+    if content is None or isinstance(content, str):
+        return
+    if isinstance(content, list) and all(
+        isinstance(part, dict)
+        and isinstance(part.get("type", "text"), str)
+        and (part.get("type", "text") != "text" or isinstance(part.get("text"), str))
+        for part in content
+    ):
+        return
+    raise RequestError(400, f"{param}: a string or a list of content parts is required", param)
+
+
 @dataclass(frozen=True)
 class CompletionRequest:
     """The parts of a completions/chat request the simulator acts on."""
@@ -55,6 +69,8 @@ def parse(
             raise RequestError(400, "messages: a non-empty list is required", "messages")
         if not all(isinstance(m, dict) for m in messages):
             raise RequestError(400, "messages: each message must be an object", "messages")
+        for i, message in enumerate(messages):
+            _check_content(message.get("content"), f"messages.{i}.content")
         prompt = tokens.chat_prompt(messages)
         prompt_tokens = tokens.count(prompt)
     else:

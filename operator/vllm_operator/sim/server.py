@@ -5,6 +5,14 @@ must be paced to the millisecond on one core; coroutines sleeping to absolute de
 (see :mod:`.engine`) do that without threads. The completion handler is in
 :mod:`.streaming`; this module wires routes, the ``--api-key`` check on ``/v1/*`` only
 (as vLLM), and the ``/sim/*`` side channel, which needs no key.
+
+Errors are JSON in vLLM's ``ErrorResponse`` shape, ``{"error": {"message", "type", "param",
+"code"}}`` (vllm/entrypoints/openai/engine/protocol.py ``ErrorInfo``; main at commit
+0753ceeb, 2026): an unknown path or method answers like vLLM's ``http_exception_handler``
+(``type`` is the HTTP phrase, e.g. "Not Found"), and a body FastAPI cannot parse is a 400:
+invalid JSON is a validation error, anything else json raises (nesting past the recursion
+limit, integers past Python's 4,300-digit limit) is FastAPI's "There was an error parsing
+the body" (fastapi/routing.py), never a 500 in plain text.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from http import HTTPStatus
 from typing import Any
 
 from aiohttp import web
@@ -76,7 +85,19 @@ def build_app(state: SimState) -> web.Application:
             return error_response(401, "Unauthorized: a valid API key is required")
         return await handler(request)
 
-    app = web.Application(middlewares=[api_key], client_max_size=64 * 1024 * 1024)
+    @web.middleware
+    async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            phrase = HTTPStatus(exc.status).phrase
+            body = error_body(exc.status, phrase)
+            body["error"]["type"] = phrase  # vLLM: HTTPStatus(exc.status_code).phrase
+            return web.json_response(body, status=exc.status)
+
+    app = web.Application(middlewares=[json_errors, api_key], client_max_size=64 * 1024 * 1024)
 
     async def health(_: web.Request) -> web.Response:
         return web.Response(status=503 if state.dead else 200)
@@ -172,6 +193,8 @@ async def handle_completion(
         body: Any = await request.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
         return error_response(400, "request body is not valid JSON")
+    except (ValueError, RecursionError):  # FastAPI: any other parse failure is a 400
+        return error_response(400, "There was an error parsing the body")
     try:
         req = parse(
             body, chat=chat, model_names=config.model_names, max_model_len=config.max_model_len

@@ -31,7 +31,7 @@ def test_job_mode_json_lines_report_and_termination_summary(sim: StartSim, tmp_p
     thresholds = '{"quality": {"minPassed": 12}, "maxRegressionPercent": 10}'
     done = bench(
         "--url", url, *FAST, "--summary-path", str(summary_path), "--report-path",
-        str(report_path), "--thresholds-json", thresholds,
+        str(report_path), "--thresholds-json", thresholds, "--allow-code-execution",
         "--job-name", "qwen-gate-0123456789-1", "--revision", "0123456789", "--attempt", "1",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
@@ -67,7 +67,7 @@ def test_degraded_simulator_fails_the_quality_gate(sim: StartSim, tmp_path: Path
     summary_path = tmp_path / "termination-log"
     done = bench(
         "--url", url, *FAST, "--summary-path", str(summary_path),
-        "--thresholds-json", '{"quality": {"minPassed": 12}}',
+        "--thresholds-json", '{"quality": {"minPassed": 12}}', "--allow-code-execution",
     )  # fmt: skip
     assert done.returncode == 1, done.stderr[-2000:]
     summary = BenchSummary.model_validate_json(summary_path.read_text())
@@ -75,6 +75,25 @@ def test_degraded_simulator_fails_the_quality_gate(sim: StartSim, tmp_path: Path
     assert summary.quality is not None
     assert summary.quality.passed <= 8
     assert summary.reasons[0].startswith(f"quality {summary.quality.passed}/13 passed")
+
+
+def test_python_tests_are_refused_without_a_sandbox(sim: StartSim, tmp_path: Path) -> None:
+    """No code from an answer runs unless asked: gated, that is Error (exit 3), never Passed.
+
+    minPassed 11 holds (11/13 with code-1 not run), so only the refusal decides the verdict.
+    """
+    url = sim("--sim-time-scale", "0.05")
+    summary_path = tmp_path / "termination-log"
+    done = bench(
+        "--url", url, *FAST, "--summary-path", str(summary_path),
+        "--thresholds-json", '{"quality": {"minPassed": 11}}',
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr[-2000:]
+    summary = BenchSummary.model_validate_json(summary_path.read_text())
+    assert summary.verdict == "Error"
+    assert summary.errors.get("code_refused") == 1
+    assert "| code-1 | code | ✗ FAIL |" in done.stderr
+    assert "--allow-code-execution" in done.stdout
 
 
 def test_baseline_from_file_and_regression(sim: StartSim, tmp_path: Path) -> None:

@@ -102,7 +102,13 @@ async def _measure_latency(
         common = {"model": MODEL, "iterations": 3, "warmup": 0, "concurrency": ()}
         fast, slow = await asyncio.gather(
             run_benchmark(
-                BenchConfig(url=fast_url, prompt_classes=rest, suite=suite, **common)  # type: ignore[arg-type]
+                BenchConfig(
+                    url=fast_url,
+                    prompt_classes=rest,
+                    suite=suite,
+                    allow_code_execution=True,
+                    **common,
+                )  # type: ignore[arg-type]
             ),
             run_benchmark(BenchConfig(url=short_url, prompt_classes=(short,), **common)),  # type: ignore[arg-type]
         )

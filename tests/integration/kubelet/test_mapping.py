@@ -149,6 +149,14 @@ def test_rendered_bench_job_launches_locally(tmp_path: Path) -> None:
     assert launch.env["HOME"] == str(tmp_path / "pod/fs/tmp")  # the Job's HOME=/tmp, mapped
     assert launch.env["PATH"].split(":")[:2] == [str(tmp_path / "bin"), str(tmp_path / "py")]
     assert launch.port is None  # a client: no port to rewrite
+    (sidecar,) = job["spec"]["template"]["spec"]["initContainers"]
+    side = prepare_launch(pod, tmp_path / "pod", ctx, sidecar)
+    exchange = side.argv[side.argv.index("--exchange") + 1]
+    assert exchange == argv[argv.index("--sandbox-dir") + 1]  # one shared volume
+    assert exchange.startswith(str(tmp_path / "pod/fs"))
+    assert side.termination_path != launch.termination_path  # never bench's message
+    assert side.log_path != launch.log_path
+    assert "VLLM_API_KEY" not in side.env
 
 
 def test_informer_ignores_events_older_than_its_own_writes() -> None:

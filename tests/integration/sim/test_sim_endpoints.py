@@ -252,3 +252,40 @@ async def test_client_disconnect_frees_the_batch_slot(
         body["max_tokens"] = 2
         async with http.post(sim.url + "/v1/completions", json=body) as r:  # slot is free
             assert r.status == 200
+
+
+async def test_hostile_bodies_and_unknown_routes_get_vllm_style_json_errors(
+    start_sim: Any, http: aiohttp.ClientSession
+) -> None:
+    """vLLM answers JSON ``{"error": {...}}`` for these, never a 500 in plain text."""
+    async with start_sim() as sim:
+        chat = sim.url + "/v1/chat/completions"
+        deep = b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+        huge = b'{"max_tokens": ' + b"9" * 5000 + b', "prompt": "x"}'
+        for url, data in ((chat, deep), (sim.url + "/v1/completions", huge)):
+            async with http.post(url, data=data) as r:
+                assert r.status == 400
+                assert r.content_type == "application/json"
+                err = (await r.json())["error"]
+                assert err["code"] == 400
+                assert err["message"] == "There was an error parsing the body"
+        bad_contents: list[object] = [5, {"text": "x"}, [1], [{"type": "text", "text": 3}]]
+        for content in bad_contents:
+            body = {"messages": [{"role": "user", "content": content}], "max_tokens": 2}
+            async with http.post(chat, json=body) as r:
+                assert r.status == 400, content
+                err = (await r.json())["error"]
+                assert err["param"] == "messages.0.content"
+        parts = [{"type": "text", "text": "hello"}]
+        body = {"messages": [{"role": "user", "content": parts}], "max_tokens": 2}
+        async with http.post(chat, json=body) as r:
+            assert r.status == 200  # content parts are valid, as in vLLM
+        for method, path, status, phrase in (
+            ("GET", "/no/such/path", 404, "Not Found"),
+            ("GET", "/v1/chat/completions", 405, "Method Not Allowed"),
+        ):
+            async with http.request(method, sim.url + path) as r:
+                assert r.status == status
+                assert r.content_type == "application/json"
+                err = (await r.json())["error"]
+                assert (err["code"], err["type"], err["message"]) == (status, phrase, phrase)

@@ -8,6 +8,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from vllm_operator.bench.assertions import check, fenced_or_all, parse_number
+from vllm_operator.bench.pyexec import LocalSandbox
 from vllm_operator.bench.suite import Assertion
 
 ADAPTER: TypeAdapter[Any] = TypeAdapter(Assertion)
@@ -100,15 +101,26 @@ PALINDROME_TESTS = (
 )
 async def test_python_tests(answer: str, passes: bool, words: str) -> None:
     spec = {"type": "python-tests", "tests": PALINDROME_TESTS, "timeoutSeconds": 1.5}
-    result = await check(ADAPTER.validate_python(spec), answer)
+    result = await check(ADAPTER.validate_python(spec), answer, LocalSandbox())
     assert result.passed is passes, result.detail
     assert words in result.detail
+    assert not result.refused
 
 
 async def test_python_tests_negated() -> None:
     spec = {"type": "not", "assert": {"type": "python-tests", "tests": "assert f() == 1"}}
-    result = await check(ADAPTER.validate_python(spec), "def f():\n    return 2")
+    result = await check(ADAPTER.validate_python(spec), "def f():\n    return 2", LocalSandbox())
     assert result.passed
+
+
+@pytest.mark.parametrize("negated", [False, True])
+async def test_python_tests_without_an_executor_are_refused_not_run(negated: bool) -> None:
+    spec: dict[str, object] = {"type": "python-tests", "tests": "assert f() == 1"}
+    if negated:  # `not` of a check that did not run must not pass either
+        spec = {"type": "not", "assert": spec}
+    result = await check(ADAPTER.validate_python(spec), "def f():\n    return 1")
+    assert (result.passed, result.refused) == (False, True)
+    assert "--allow-code-execution" in result.detail
 
 
 def test_fenced_extraction_and_numbers() -> None:

@@ -24,10 +24,23 @@ def test_help_documents_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
         assert flag in out
 
 
-def test_missing_required_flags_is_argparse_exit_2() -> None:
-    with pytest.raises(SystemExit) as done:
-        parser("bench").parse_args(["--url", "http://x"])
-    assert done.value.code == 2
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--url", "http://x"], "the following arguments are required: --model"),
+        ([*BASE, "--iterations", "x"], "argument --iterations: invalid int value"),
+        ([*BASE, "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    ],
+)
+def test_argparse_errors_exit_2_and_still_write_a_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    summary_path = tmp_path / "termination-log"
+    assert main([*argv, f"--summary-path={summary_path}"], "bench") == 2
+    assert message in capsys.readouterr().err
+    summary = BenchSummary.model_validate_json(summary_path.read_text())
+    assert summary.verdict == "Error"
+    assert message in summary.reasons[0]
 
 
 @pytest.mark.parametrize(
@@ -39,6 +52,17 @@ def test_missing_required_flags_is_argparse_exit_2() -> None:
         (["--prompt-classes", "medium=256"], "PROMPT/OUTPUT"),
         (["--iterations", "0"], "--iterations"),
         (["--deadline-seconds", "0"], "--deadline-seconds"),
+        (["--deadline-seconds", "inf"], "--deadline-seconds: must be a finite number > 0"),
+        (["--deadline-seconds", "nan"], "--deadline-seconds: must be a finite number > 0"),
+        (["--deadline-seconds", "-5"], "--deadline-seconds: must be a finite number > 0"),
+        (["--stall-seconds", "1e999"], "--stall-seconds: must be a finite number > 0"),
+        (["--url", "garbage"], "--url: 'garbage' is not an http(s) URL with a host"),
+        (["--url", "ftp://host/"], "is not an http(s) URL"),
+        (["--url", "http://host:99999"], "Port out of range"),
+        (["--url", "http://:8000"], "is not an http(s) URL with a host"),
+        (["--url", "http://h:8000/?x=1"], "no port 0, query"),
+        (["--thresholds-json", "[" * 5000 + "]" * 5000], "nested deeper than 32"),
+        (["--baseline-json", '{"model": "m", "x": ' + "9" * 5000 + "}"], "not JSON"),
         (["--suite", "builtin:nope"], "unknown built-in suite"),
         (["--thresholds-json", "{"], "not JSON"),
         (["--thresholds-json", '{"maxRegressionPercent": 500}'], "maxRegressionPercent"),

@@ -1,45 +1,320 @@
-"""Generated code runs in a limited child process, never in the benchmark's."""
+"""Model-written code never runs with bench's identity; each attack of issue 10 fails.
+
+Each attack is an answer a hostile model could give, written so that its python-tests check
+*passes* if the attack works (the tests assert on what the attack obtained). Before the
+sandbox (code run as a plain child of bench) every one of them passed.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import shutil
+import signal
+import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
-from vllm_operator.bench.pyexec import run_tests
+import pytest
 
+from vllm_operator.bench.pyexec import ExchangeSandbox, LocalSandbox, Refused
+from vllm_operator.bench.sandbox import RunResult
 
-async def test_code_runs_in_another_isolated_process() -> None:
-    code = "import os, sys\nPID = os.getpid()\nFLAGS = sys.flags.isolated\nCWD = os.getcwd()"
-    tests = f"assert PID != {os.getpid()}\nassert FLAGS == 1\nassert 'bench-pytests-' in CWD"
-    result = await run_tests(code, tests)
-    assert result.passed, result.detail
-
-
-async def test_environment_is_not_inherited() -> None:
-    os.environ.setdefault("BENCH_SECRET_FOR_TEST", "x")
-    result = await run_tests("import os", "assert 'BENCH_SECRET_FOR_TEST' not in os.environ")
-    assert result.passed, result.detail
+SECRET = "bench-api-key-7f3a9c"
 
 
-async def test_memory_limit_stops_a_runaway_allocation() -> None:
-    result = await run_tests("x = bytearray(2 * 1024 ** 3)", "assert True", memory_mb=256)
-    assert not result.passed
-    assert "MemoryError" in result.detail
+def _names(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
 
 
-async def test_timeout_kills_the_process_group() -> None:
-    code = (
-        "import subprocess, sys, time\n"
-        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-        "time.sleep(60)"
+@pytest.fixture
+def local() -> LocalSandbox:
+    return LocalSandbox()
+
+
+@pytest.fixture
+def victim() -> Iterator[subprocess.Popen[bytes]]:
+    """A process standing in for bench: the attacks try to signal it."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+async def test_honest_code_passes_and_failures_name_the_assertion(local: LocalSandbox) -> None:
+    ok = await local.run("def f():\n    return 1", "assert f() == 1", limit_seconds=5)
+    assert ok == RunResult(True, "all test cases passed")
+    bad = await local.run("def f():\n    return 1", "assert f() == 2, 'two'", limit_seconds=5)
+    assert not bad.passed
+    assert bad.ran
+    assert "AssertionError: two" in bad.detail
+
+
+async def test_default_executor_refuses_and_says_how_to_enable() -> None:
+    result = await Refused().run("X = 1", "assert X == 1", limit_seconds=5)
+    assert (result.passed, result.ran) == (False, False)
+    assert "--allow-code-execution" in result.detail
+    assert "--sandbox-dir" in result.detail
+
+
+ENVIRON_ATTACK = """
+import asyncio, json, os, sys
+from vllm_operator.bench.pyexec import LocalSandbox
+code = (
+    "import os\\nFOUND = ''\\n"
+    f"for pid in (os.getppid(), {os.getpid()}):\\n"
+    "    try:\\n"
+    "        FOUND += open(f'/proc/{pid}/environ', 'rb').read().decode('latin-1')\\n"
+    "    except OSError as exc:\\n"
+    "        print('blocked:', exc)\\n"
+    "FOUND += repr(dict(os.environ))\\n"
+)
+result = asyncio.run(LocalSandbox().run(code, sys.argv[1], limit_seconds=5))
+print(json.dumps(result.to_json()))
+"""
+
+
+def test_attack_reading_the_parents_environment() -> None:
+    """Bench (a process whose environment holds the key since its exec) runs the attack."""
+    bench = subprocess.run(
+        [sys.executable, "-c", ENVIRON_ATTACK, f"assert {SECRET!r} in FOUND"],
+        env={**os.environ, "VLLM_API_KEY": SECRET},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
-    result = await run_tests(code, "assert True", limit_seconds=1.0)
+    result = RunResult.from_json(json.loads(bench.stdout.splitlines()[-1]))
+    assert result.ran
     assert not result.passed
-    assert result.detail == "timed out after 1 s"
+    assert SECRET not in result.detail
 
 
-async def test_failing_assertion_reports_its_line() -> None:
-    result = await run_tests("def f():\n    return 1", "assert f() == 1\nassert f() == 2, 'two'")
+async def test_attack_opening_a_network_connection(local: LocalSandbox) -> None:
+    accepted: list[bool] = []
+
+    async def on_connect(_r: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(True)
+        writer.close()
+
+    server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    code = (
+        "CONNECTED = False\n"
+        "try:\n"
+        "    import socket\n"
+        f"    socket.create_connection(('127.0.0.1', {port}), timeout=2).close()\n"
+        "    CONNECTED = True\n"
+        "except Exception as exc:\n"
+        "    print('blocked:', exc)\n"
+        "try:\n"
+        "    import _socket\n"
+        "    s = _socket.socket()\n"
+        f"    s.connect(('127.0.0.1', {port}))\n"
+        "    CONNECTED = True\n"
+        "except Exception as exc:\n"
+        "    print('blocked:', exc)\n"
+    )
+    async with server:
+        result = await local.run(code, "assert CONNECTED", limit_seconds=5)
     assert not result.passed
-    assert "AssertionError: two" in result.detail
-    assert sys.executable  # the child used the same interpreter
+    assert accepted == []
+
+
+async def test_attack_writing_gigabytes(local: LocalSandbox, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    code = (
+        "WRITTEN = 0\nblock = b'x' * (1 << 20)\n"
+        "for i in range(200):\n"
+        f"    for path in (f'big{{i}}.bin', f'{outside}{{i}}.bin'):\n"
+        "        try:\n"
+        "            with open(path, 'wb') as fh:\n"
+        "                for _ in range(8):\n"
+        "                    fh.write(block)\n"
+        "                    WRITTEN += len(block)\n"
+        "        except (OSError, PermissionError) as exc:\n"
+        "            pass\n"
+        "print('written', WRITTEN)"
+    )
+    result = await local.run(code, "assert WRITTEN >= 64 * 2**20, WRITTEN", limit_seconds=20)
+    assert not result.passed
+    written = int(result.detail.rsplit(" ", 1)[-1])
+    assert written <= 16 * 2**20  # 16 writable opens of at most 1 MiB each
+    assert _names(tmp_path) == []
+
+
+async def test_attack_escaping_with_double_fork_is_refused(
+    local: LocalSandbox, tmp_path: Path
+) -> None:
+    code = "import os\nif os.fork() == 0:\n    os.setsid()\n    os._exit(0)\nESCAPED = True"
+    result = await local.run(code, "assert ESCAPED", limit_seconds=5)
+    assert not result.passed
+    assert "os.fork is not allowed" in result.detail
+
+
+def test_double_fork_escapee_is_killed_even_without_the_audit_hook(tmp_path: Path) -> None:
+    """The outer wall: the runner is a child subreaper and kills every descendant."""
+    pidfile = tmp_path / "escapee.pid"
+    code = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+        "        time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.5)\n"
+    )
+    script = (
+        "import sys\nfrom pathlib import Path\n"
+        "from vllm_operator.bench.sandbox import harden_self, run_one\n"
+        "harden_self()\n"
+        f"r = run_one(sys.argv[1], 'assert True', limit_seconds=5, "
+        f"scratch_root=Path({str(tmp_path / 'scratch')!r}), guard=False)\n"
+        "print(r.passed, r.detail)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, code],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert out.stdout.startswith("True"), out.stdout + out.stderr
+    pid = int(pidfile.read_text())
+    assert not Path(f"/proc/{pid}").exists(), f"escapee {pid} survived"
+
+
+async def test_attack_forging_the_summary_and_killing_bench(
+    local: LocalSandbox, tmp_path: Path, victim: subprocess.Popen[bytes]
+) -> None:
+    summary = tmp_path / "termination-log"
+    summary.write_text("")
+    code = (
+        "import os, signal\nDONE = []\n"
+        "try:\n"
+        f"    open({str(summary)!r}, 'w').write('{{\"verdict\": \"Passed\"}}')\n"
+        "    DONE.append('forged')\n"
+        "except OSError as exc:\n"
+        "    print('blocked:', exc)\n"
+        f"for pid in ({victim.pid}, os.getppid()):\n"
+        "    try:\n"
+        "        os.kill(pid, signal.SIGINT)\n"
+        "        DONE.append(pid)\n"
+        "    except Exception as exc:\n"
+        "        print('blocked:', exc)\n"
+    )
+    result = await local.run(code, "assert DONE", limit_seconds=5)
+    assert not result.passed
+    assert summary.stat().st_size == 0
+    assert victim.poll() is None
+
+
+async def test_timeout_kills_and_reports(local: LocalSandbox) -> None:
+    result = await local.run("while True:\n    pass", "assert True", limit_seconds=1)
+    assert result == RunResult(False, "timed out after 1 s")
+
+
+@pytest.fixture
+def sidecar(tmp_path: Path) -> Iterator[Path]:
+    """``vllm-operator sandbox serve`` as the Job's sandbox container runs it."""
+    exchange = tmp_path / "exchange"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-I",
+            "-m",
+            "vllm_operator.bench.sandbox_server",
+            "serve",
+            "--exchange",
+            str(exchange),
+            "--scratch",
+            str(tmp_path / "scratch"),
+        ],
+        env={"PATH": os.defpath},
+    )
+    yield exchange
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 0
+
+
+async def test_sidecar_runs_code_handed_over_the_exchange_directory(sidecar: Path) -> None:
+    sandbox = ExchangeSandbox(sidecar, ready_wait=20)
+    ok = await sandbox.run("def f():\n    return 3", "assert f() == 3", limit_seconds=5)
+    assert ok.passed, ok.detail
+    bad = await sandbox.run("import socket", "assert True", limit_seconds=5)
+    assert not bad.passed
+    assert bad.ran
+    assert "socket" in bad.detail
+    assert _names(sidecar) == ["ready"]
+
+
+async def test_no_sidecar_means_refused_not_run(tmp_path: Path) -> None:
+    result = await ExchangeSandbox(tmp_path, ready_wait=0.2).run("X=1", "assert X", limit_seconds=1)
+    assert (result.passed, result.ran) == (False, False)
+    assert "no sandbox answers" in result.detail
+
+
+def _own_pid_namespace_works() -> bool:
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return False
+    probe = subprocess.run(
+        [unshare, "--pid", "--fork", "--mount-proc", "true"], capture_output=True, check=False
+    )
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _own_pid_namespace_works(), reason="needs unshare of a PID namespace")
+def test_as_pid_1_of_its_namespace_every_leftover_is_killed(tmp_path: Path) -> None:
+    """The sidecar's situation: PID 1 of its own PID namespace, kill(-1) after each run."""
+    code = (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(60)\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.3)\n"
+    )
+    script = (
+        "import os, sys\nfrom pathlib import Path\n"
+        "from vllm_operator.bench.sandbox import run_one\n"
+        "assert os.getpid() == 1\n"
+        f"r = run_one(sys.argv[1], 'assert True', limit_seconds=5, "
+        f"scratch_root=Path({str(tmp_path)!r}), guard=False)\n"
+        "others = [p for p in os.listdir('/proc') if p.isdigit() and p != '1']\n"
+        "print(r.passed, others)"
+    )
+    out = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", script, code],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert out.stdout.strip() == "True []", out.stdout + out.stderr
+
+
+def test_exchange_files_never_follow_what_the_sandbox_planted(tmp_path: Path) -> None:
+    """A symlink, FIFO or huge file in the shared directory cannot redirect or stall bench."""
+    from vllm_operator.bench.sandbox_server import read_bounded, write_new
+
+    victim = tmp_path / "termination-log"
+    victim.write_text("bench's own")
+    exchange = tmp_path / "exchange"
+    exchange.mkdir()
+    (exchange / "res-link.json").symlink_to(victim)
+    os.mkfifo(exchange / "res-fifo.json")
+    (exchange / "res-big.json").write_bytes(b"x" * 10_000)
+    assert read_bounded(exchange / "res-link.json", 8192) is None
+    assert read_bounded(exchange / "res-fifo.json", 8192) is None  # no blocking open
+    assert read_bounded(exchange / "res-big.json", 8192) is None
+    # Writing a job where a link was planted replaces the link, never writes through it.
+    (exchange / "req-x.json").symlink_to(victim)
+    assert write_new(exchange / "req-x.json", b"{}")
+    assert victim.read_text() == "bench's own"
+    assert (exchange / "req-x.json").read_bytes() == b"{}"
+    assert not (exchange / "req-x.json").is_symlink()

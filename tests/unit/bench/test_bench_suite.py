@@ -11,6 +11,7 @@ import yaml
 import vllm_operator.sim as sim_pkg
 from vllm_operator.bench.assertions import check
 from vllm_operator.bench.prompts import DEFAULT_CLASSES, prompt_for
+from vllm_operator.bench.pyexec import LocalSandbox
 from vllm_operator.bench.suite import QualityTest, load_suite, parse_suite
 from vllm_operator.errors import SpecError
 
@@ -30,7 +31,8 @@ def answers() -> list[dict[str, Any]]:
 
 async def passes(test: QualityTest, text: str) -> bool:
     # Streaming as the simulator does it keeps inner whitespace but strips the ends.
-    return all([(await check(a, text.strip())).passed for a in test.assert_])
+    sandbox = LocalSandbox()
+    return all([(await check(a, text.strip(), sandbox)).passed for a in test.assert_])
 
 
 def test_default_suite_has_the_study_ids_in_seven_categories() -> None:

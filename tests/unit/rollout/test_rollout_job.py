@@ -127,3 +127,39 @@ def test_job_tells_the_bench_which_run_it_is() -> None:
         "revision": "0123456789",
         "attempt": 3,
     }
+
+
+@pytest.mark.parametrize("version", ["1.30", kubernetes_validate.latest_version()])
+def test_python_tests_run_in_a_sandbox_sidecar_with_nothing_of_bench(version: str) -> None:
+    job = render_job(
+        _vd(engine={"apiKeySecret": {"name": "vllm-key", "key": "api-key"}}),
+        "0123456789",
+        1,
+        image="op:1",
+        extra_env={"OTHER": "1"},
+    )
+    kubernetes_validate.validate(job, version, strict=True)
+    pod = job["spec"]["template"]["spec"]
+    assert pod["shareProcessNamespace"] is False  # no view of bench's /proc
+    (sandbox,) = pod["initContainers"]
+    (bench,) = pod["containers"]
+    assert sandbox["restartPolicy"] == "Always"  # native sidecar: the Job ends with bench
+    assert sandbox["image"] == bench["image"]
+    assert sandbox["env"] == []  # no key, no settings
+    assert "envFrom" not in sandbox
+    ctx = sandbox["securityContext"]
+    assert ctx["runAsUser"] != pod["securityContext"]["runAsUser"]
+    assert ctx["readOnlyRootFilesystem"] is True
+    assert ctx["allowPrivilegeEscalation"] is False
+    assert ctx["capabilities"] == {"drop": ["ALL"]}
+    assert "terminationMessagePath" not in sandbox  # its own, never bench's
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    sandbox_mounts = {m["name"]: m["mountPath"] for m in sandbox["volumeMounts"]}
+    bench_mounts = {m["name"]: m["mountPath"] for m in bench["volumeMounts"]}
+    assert set(sandbox_mounts) == {"exchange", "scratch"}  # no suite, no /tmp of bench
+    assert sandbox_mounts["exchange"] == bench_mounts["exchange"]
+    assert "scratch" not in bench_mounts
+    assert volumes["scratch"]["emptyDir"]["sizeLimit"] == "64Mi"
+    assert volumes["exchange"]["emptyDir"]["sizeLimit"] == "16Mi"
+    assert bench["args"][bench["args"].index("--sandbox-dir") + 1] == sandbox_mounts["exchange"]
+    assert sandbox["args"][:2] == ["sandbox", "serve"]
