@@ -314,7 +314,7 @@ def config_from_args(argv: list[str], prog: str, env: Mapping[str, str]) -> SimC
             served_model_names=tuple(served) if isinstance(served, list) else (),
             host=parsed.value("host") or "0.0.0.0",
             port=port if isinstance(port, int) else 8000,
-            api_key=parsed.value("api_key") or env.get("VLLM_API_KEY") or None,
+            api_key=_api_keys(parsed.value("api_key")) or env.get("VLLM_API_KEY") or None,
             max_model_len=max_len if isinstance(max_len, int) else DEFAULT_MAX_MODEL_LEN,
             degraded=args.sim_degraded,
             faults=faults,
@@ -324,6 +324,15 @@ def config_from_args(argv: list[str], prog: str, env: Mapping[str, str]) -> SimC
         )
     except ValueError as e:
         parser.error(str(e))
+
+
+def _api_keys(value: object) -> tuple[str, ...]:
+    """``--api-key`` takes one or more keys (nargs "+" in every recorded release)."""
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list | tuple):
+        return tuple(str(v) for v in value)
+    return ()
 
 
 def _preset_env(env: Mapping[str, str]) -> str | None:

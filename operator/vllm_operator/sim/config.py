@@ -53,7 +53,8 @@ class SimConfig:
     served_model_names: tuple[str, ...] = ()
     host: str = "127.0.0.1"
     port: int = 0
-    api_key: str | None = None
+    api_key: str | tuple[str, ...] | None = None
+    """The key (or keys: vLLM's ``--api-key`` takes one or more) that /v1 requires."""
     max_num_seqs: int = 256
     max_model_len: int = DEFAULT_MAX_MODEL_LEN
     time_scale: float = 1.0

@@ -75,12 +75,15 @@ def build_app(state: SimState) -> web.Application:
     """The aiohttp application of one simulator."""
     config = state.config
 
+    keys = (config.api_key,) if isinstance(config.api_key, str) else config.api_key or ()
+    accepted = {f"Bearer {key}" for key in keys}
+
     @web.middleware
     async def api_key(request: web.Request, handler: Handler) -> web.StreamResponse:
         if (
-            config.api_key
+            accepted
             and request.path.startswith("/v1")
-            and request.headers.get("Authorization", "") != f"Bearer {config.api_key}"
+            and request.headers.get("Authorization", "") not in accepted
         ):
             return error_response(401, "Unauthorized: a valid API key is required")
         return await handler(request)

@@ -100,6 +100,21 @@ async def test_api_key_guards_v1_only(start_sim: Any, http: aiohttp.ClientSessio
                 assert r.status == 200, path
 
 
+async def test_api_key_takes_several_keys_as_vllm_does(
+    start_sim: Any, http: aiohttp.ClientSession
+) -> None:
+    """vLLM's --api-key takes one or more keys (nargs "+"); any of them opens /v1."""
+    from vllm_operator.sim import cli
+
+    config = cli.config_from_args(["m", "--api-key", "first", "second"], "vllm serve", {})
+    assert config.api_key == ("first", "second")
+    async with start_sim(api_key=config.api_key) as sim:
+        for key, status in (("first", 200), ("second", 200), ("third", 401)):
+            headers = {"Authorization": f"Bearer {key}"}
+            async with http.get(sim.url + "/v1/models", headers=headers) as r:
+                assert r.status == status, key
+
+
 def metric(text: str, name: str) -> float:
     pattern = rf"^{re.escape(name)}(\{{[^}}]*\}})? ([0-9.e+-]+)$"
     values = [float(m.group(2)) for m in re.finditer(pattern, text, re.MULTILINE)]
