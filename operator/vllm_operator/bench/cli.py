@@ -48,7 +48,9 @@ examples:
   vllm-operator bench --url http://cand:8000 --model m --summary-path /dev/termination-log \\
       --thresholds-json '{"quality": {"minPassed": 12}, "maxRegressionPercent": 10}' \\
       --baseline-json @stable-summary.json
-JSON options take the JSON itself or @FILE. See docs/bench.md for every rule.
+JSON options take the JSON itself or @FILE. python-tests checks run code from the server's
+answers only with --allow-code-execution (local sandbox) or --sandbox-dir (the Job's
+sandbox container); otherwise they are refused. See docs/bench.md for every rule.
 """
 
 
