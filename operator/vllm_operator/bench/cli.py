@@ -51,7 +51,9 @@ examples:
       --baseline-json @stable-summary.json
   vllm-operator bench --url http://cand:8000 --baseline-url http://stable:8000 --model m \
       --trials 3 --thresholds-json '{"maxRegressionPercent": 10}'
-JSON options take the JSON itself or @FILE. See docs/bench.md for every rule.
+JSON options take the JSON itself or @FILE. python-tests checks run code from the server's
+answers only with --allow-code-execution (local sandbox) or --sandbox-dir (the Job's
+sandbox container); otherwise they are refused. See docs/bench.md for every rule.
 """
 
 
