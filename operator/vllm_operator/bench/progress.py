@@ -48,13 +48,23 @@ class TerminalProgress:
 
 
 def _describe(event: str, f: dict[str, Any]) -> str | None:
+    text = _what(event, f)
+    if text is not None and f.get("server") == "baseline":
+        return f"baseline: {text}"
+    return text
+
+
+def _what(event: str, f: dict[str, Any]) -> str | None:
     if event == "request":
-        what = f"{f['phase']} {f['class']} #{f['index'] + 1}"
+        trial = f" (trial {f['trial']})" if "trial" in f else ""
+        what = f"{f['phase']} {f['class']} #{f['index'] + 1}{trial}"
         if "error" in f:
             return f"{what}: {f['error']}"
         return f"{what}: {f['e2e_ms']:,.0f} ms, TTFT {f['ttft_ms']:,.0f} ms, {f['tokens']} tokens"
     if event == "concurrency":
         return f"concurrency {f['level']}: {f['completed']} requests done"
+    if event == "warmup":
+        return f"warm-up of {f['level']} streams done"
     if event == "quality":
         return f"quality {f['id']}: {'pass' if f['passed'] else 'FAIL'}"
     if event in ("deadline", "aborted"):

@@ -6,8 +6,8 @@ figures, per-trial figures but no per-request data) and then fitted: if it is st
 large, it drops, in this order and deterministically, the tail of ``reasons`` (leaving a
 "+N more" line), the tail of ``quality.failed`` (must-pass ids are listed first and counted
 in ``failedOmitted``), then the reasons and the failed list entirely, then the concurrency
-and latency figures (the baseline's first, so the candidate never keeps a figure its
-baseline lost, and the gate then calls the missing comparisons Inconclusive). Error counts,
+and latency figures (the baseline's first; the gate calls a comparison with one side
+missing Inconclusive, so a cut never passes silently). Error counts,
 placements and the verdict are never dropped.
 
 The per-trial figures are what the gate's interval is computed from (``gate.regression``):

@@ -111,7 +111,8 @@ class _Judge:
             "note": "within the limit",
             "inconclusive": "the interval straddles the limit",
         }[severity]
-        c, b = statistics.median(candidate), statistics.median(baseline)
+        # geometric means: their ratio is exactly the change the interval is built around
+        c, b = statistics.geometric_mean(candidate), statistics.geometric_mean(baseline)
         sign = "+" if higher_is_worse else "-"
         return Finding(
             severity,
@@ -214,7 +215,7 @@ def _throughput(summary: BenchSummary, baseline: BenchSummary, judge: _Judge) ->
         else:
             found.append(
                 judge.compare(
-                    f"{level} streams",
+                    f"{level} stream" if level == 1 else f"{level} streams",
                     "tok/s",
                     _level_trials(figure),
                     _level_trials(base),

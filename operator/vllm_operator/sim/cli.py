@@ -30,6 +30,7 @@ from vllm_operator.engine.catalog import flags_of, lookup
 from vllm_operator.engine.version import Version
 from vllm_operator.sim import profiles
 from vllm_operator.sim.config import DEFAULT_MAX_MODEL_LEN, DEFAULT_VERSION, Faults, SimConfig
+from vllm_operator.sim.noise import PRESETS, Noise
 from vllm_operator.sim.runner import LISTENING_PREFIX, serve
 from vllm_operator.sim.startup import StartupFailure
 
@@ -93,7 +94,22 @@ KNOBS = (
     Knob("drop-after-tokens", int, None, "reset the connection after N tokens"),
     Knob("wrong-usage", _bool, False, "report one completion token more than streamed"),
     Knob("die-after-seconds", float, None, "engine dies N s after listening (/health 503)"),
-    Knob("seed", int, 0, "seed of the injected-error draw"),
+    Knob(
+        "seed",
+        int,
+        None,
+        "seed of the injected-error draw (default 0) and of the noise draws (default: random)",
+    ),
+    Knob(
+        "speed",
+        float,
+        1.0,
+        "this server's speed relative to its profile (0.7: 30%% fewer tokens/s)",
+    ),
+    Knob("jitter", float, 0.0, "per-request timing noise, percent (log-normal sigma)"),
+    Knob("jit-stall-ms", float, 0.0, "first use of each batch-size bucket stalls once (model ms)"),
+    Knob("jit-stall-chance", float, 1.0, "chance a bucket needs that compile, drawn per start"),
+    Knob("preset", str, None, f"named noise knobs: {', '.join(PRESETS)} (docs/bench.md)"),
     Knob("ttft-ms", float, None, "constant TTFT in model ms, replacing the profile's"),
     Knob("itl-ms", float, None, "constant inter-token latency in model ms (no batch effect)"),
     Knob("answers", str, None, "answers YAML (default: the packaged data/answers.yaml)"),
@@ -186,13 +202,18 @@ def _unrecognized(parser: argparse.ArgumentParser, unknown: list[str], version: 
 def config_from_args(argv: list[str], prog: str, env: Mapping[str, str]) -> SimConfig:
     """Parse like ``vllm serve`` of the emulated version; raise ``_Exit`` like argparse."""
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    pre.add_argument("--sim-version", default=env.get("VLLM_SIM_VERSION", DEFAULT_VERSION))
+    pre.add_argument("--sim-version", default=env.get("VLLM_SIM_VERSION"))
+    pre.add_argument("--sim-preset", default=env.get("VLLM_SIM_PRESET"))
     known, _ = pre.parse_known_args(argv)
+    if known.sim_version is None:  # a preset may name the version it was calibrated on
+        preset = PRESETS.get(known.sim_preset or "", {})
+        known.sim_version = str(preset.get("version", DEFAULT_VERSION))
     try:
         version = Version.parse(known.sim_version)
     except ValueError as e:
         _Parser(prog=prog).error(str(e))
     parser = build_parser(prog, version, env)
+    _apply_preset(parser, argv, env)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         _unrecognized(parser, unknown, version)
@@ -213,6 +234,12 @@ def config_from_args(argv: list[str], prog: str, env: Mapping[str, str]) -> SimC
         die_after_seconds=args.sim_die_after_seconds,
     )
     try:
+        noise = Noise(
+            speed=args.sim_speed,
+            jitter_percent=args.sim_jitter,
+            jit_stall_ms=args.sim_jit_stall_ms,
+            jit_stall_chance=args.sim_jit_stall_chance,
+        )
         return SimConfig.create(
             args.model,
             version=version,
@@ -232,10 +259,28 @@ def config_from_args(argv: list[str], prog: str, env: Mapping[str, str]) -> SimC
             degraded=args.sim_degraded,
             faults=faults,
             seed=args.sim_seed,
+            noise=noise,
             ld_library_path=env.get("LD_LIBRARY_PATH"),
         )
     except ValueError as e:
         parser.error(str(e))
+
+
+def _apply_preset(parser: argparse.ArgumentParser, argv: list[str], env: Mapping[str, str]) -> None:
+    """``--sim-preset NAME``: its knobs become defaults; explicit flags and env vars win."""
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--sim-preset", default=env.get("VLLM_SIM_PRESET"))
+    known, _ = pre.parse_known_args(argv)
+    if known.sim_preset is None:
+        return
+    preset = PRESETS.get(known.sim_preset)
+    if preset is None:
+        parser.error(f"--sim-preset {known.sim_preset!r}: known presets: {', '.join(PRESETS)}")
+    knobs = {k.name: k for k in KNOBS}
+    defaults = {
+        knobs[n].dest: v for n, v in preset.items() if n in knobs and knobs[n].env not in env
+    }
+    parser.set_defaults(**defaults)
 
 
 def _setup_logging() -> None:

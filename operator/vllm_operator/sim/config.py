@@ -14,6 +14,7 @@ from vllm_operator.engine.version import Version, v
 from vllm_operator.sim import answers as answers_mod
 from vllm_operator.sim import profiles as profiles_mod
 from vllm_operator.sim.answers import AnswerBook
+from vllm_operator.sim.noise import Noise
 from vllm_operator.sim.profiles import Profile
 
 DEFAULT_VERSION = "0.17.0"
@@ -59,7 +60,9 @@ class SimConfig:
     warmup_seconds: float = 0.0  # wall-clock, already scaled
     degraded: bool = False
     faults: Faults = field(default_factory=Faults)
-    seed: int = 0
+    seed: int | None = None
+    """Seed of the injected-error and noise draws; None: errors use 0, noise a random one."""
+    noise: Noise = field(default_factory=Noise)
     answers: AnswerBook = field(default_factory=AnswerBook)
     ld_library_path: str | None = None  # as the process saw it; None = unset
     ledger_size: int = 10_000

@@ -13,8 +13,10 @@ the error on zero instead of biasing every token late by about half a millisecon
 from __future__ import annotations
 
 import asyncio
+import random
 from collections import deque
 
+from vllm_operator.sim.noise import Noise, NoiseState
 from vllm_operator.sim.profiles import Profile
 
 EARLY = 0.0005
@@ -23,10 +25,20 @@ EARLY = 0.0005
 class Engine:
     """Batch state of one simulator; all methods run on its event loop."""
 
-    def __init__(self, profile: Profile, *, max_num_seqs: int, time_scale: float) -> None:
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        max_num_seqs: int,
+        time_scale: float,
+        noise: Noise | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
         self.profile = profile
         self.max_num_seqs = max_num_seqs
-        self.scale = time_scale / 1000.0  # model ms -> wall seconds
+        noise = noise or Noise()
+        self.scale = time_scale / noise.speed / 1000.0  # model ms -> wall seconds
+        self.noise = NoiseState(noise, rng or random.Random())
         self.running = 0
         self.kv_tokens = 0
         self._waiting: deque[asyncio.Future[None]] = deque()
@@ -42,6 +54,7 @@ class Engine:
         """Wait for a batch slot (FIFO) and take it."""
         if self.running < self.max_num_seqs and not self._waiting:
             self.running += 1
+            self._batch_grew()
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiting.append(fut)
@@ -53,6 +66,14 @@ class Engine:
             else:
                 self._waiting.remove(fut)
             raise
+
+    def _batch_grew(self) -> None:
+        self.noise.on_batch(self.running, asyncio.get_running_loop().time(), self.scale)
+
+    @property
+    def stall_until(self) -> float:
+        """Loop time until which every running request is stalled (a JIT compile)."""
+        return self.noise.stall_until
 
     def release(self) -> None:
         """Give the slot back; the oldest waiting request takes it over."""

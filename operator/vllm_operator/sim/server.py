@@ -42,7 +42,11 @@ class SimState:
         self.config = config
         self.wall = wall
         self.engine = Engine(
-            config.profile, max_num_seqs=config.max_num_seqs, time_scale=config.time_scale
+            config.profile,
+            max_num_seqs=config.max_num_seqs,
+            time_scale=config.time_scale,
+            noise=config.noise,
+            rng=random.Random(config.seed),  # None: a fresh draw per start
         )
         self.ledger = Ledger(config.ledger_size)
         self.timing = TimingStats()
@@ -53,7 +57,7 @@ class SimState:
             waiting=lambda: float(engine.waiting),
             kv_usage=engine.kv_usage,
         )
-        self.rng = random.Random(config.seed)
+        self.rng = random.Random(0 if config.seed is None else config.seed)
         self.created = int(wall())
         self.dead = False  # the engine died (fault): /health 503, completions 500
 
@@ -125,6 +129,13 @@ def build_app(state: SimState) -> web.Application:
                 "max_model_len": config.max_model_len,
                 "answers": len(config.answers),
                 "degraded": config.degraded,
+                "noise": {
+                    "speed": config.noise.speed,
+                    "jitter_percent": config.noise.jitter_percent,
+                    "jit_stall_ms": config.noise.jit_stall_ms,
+                    "jit_stall_chance": config.noise.jit_stall_chance,
+                    "stalled_buckets": list(state.engine.noise.stalls),
+                },
             }
         )
 

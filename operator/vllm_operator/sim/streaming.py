@@ -103,7 +103,8 @@ class Generation:
         metrics.queue.observe(admitted - arrival)
         metrics.prompt_tokens.inc(req.prompt_tokens)
         record.queue_time = admitted - arrival
-        ttft = engine.ttft(req.prompt_tokens)
+        factor = engine.noise.request_factor()  # 1.0 unless --sim-jitter
+        ttft = engine.ttft(req.prompt_tokens) * factor
         record.intended_ttft = record.queue_time + ttft
         deltas = plan.deltas
         n = len(deltas)
@@ -140,6 +141,9 @@ class Generation:
                 gap += faults.stall_seconds
             if k == stop_k:
                 return stop_name
+            if engine.stall_until > deadline:  # a JIT compile stalls the whole batch
+                gap += engine.stall_until - deadline
+                deadline = engine.stall_until
             await sleep_until(loop, deadline)
             if state.dead:
                 return "drop"
@@ -149,9 +153,14 @@ class Generation:
             batch = [(k, gap)]
             nxt: tuple[float, float] | None = None  # (gap, deadline) of token k + 1
             while k + 1 < steps:
-                ngap = engine.itl(req.prompt_tokens + k + 1)
+                ngap = engine.itl(req.prompt_tokens + k + 1) * factor
                 nxt = (ngap, deadline + ngap)
-                if nxt[1] > due or k + 1 == stop_k or faults.stall_after_tokens == k + 1:
+                if (
+                    nxt[1] > due
+                    or k + 1 == stop_k
+                    or faults.stall_after_tokens == k + 1
+                    or engine.stall_until > nxt[1]
+                ):
                     break
                 k, gap, deadline = k + 1, ngap, nxt[1]
                 gap_sum += ngap

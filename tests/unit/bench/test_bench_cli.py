@@ -47,6 +47,11 @@ def test_missing_required_flags_is_argparse_exit_2() -> None:
         (["--baseline-json", "@/nonexistent.json"], "cannot read"),
         (["--api-key-env", "BENCH_TEST_UNSET_VARIABLE"], "is unset"),
         (["--api-key-file", "/nonexistent/key"], "--api-key-file"),
+        (["--trials", "0"], "--trials: must be 1..10"),
+        (["--trials", "11"], "--trials: must be 1..10"),
+        (["--baseline-url", "stable:8000"], "--baseline-url"),
+        (["--candidate-node", "n" * 254], "--*-node/--*-gpu-product"),
+        (["--thresholds-json", '{"confidencePercent": 100}'], "confidencePercent"),
     ],
 )
 def test_usage_errors_exit_2_with_a_summary(
@@ -82,3 +87,28 @@ def test_credentials_in_the_url_are_not_reported() -> None:
     config = BenchConfig(url="http://user:pw@host:8000/v1", model="m")
     assert config.public()["url"] == "http://host:8000/v1"
     assert config.chat_url == "http://user:pw@host:8000/v1/chat/completions"
+
+
+def test_placement_and_pairing_flags_reach_the_config() -> None:
+    from vllm_operator.bench.cli import config_from_args
+
+    args = parser("bench").parse_args(
+        [
+            *BASE,
+            "--baseline-url",
+            "http://u:p@stable:8000",
+            "--trials",
+            "10",
+            "--candidate-node",
+            "n1",
+            "--baseline-gpu-product",
+            "NVIDIA-H200",
+        ]
+    )
+    config = config_from_args(args)
+    assert (config.baseline_url, config.trials) == ("http://u:p@stable:8000", 10)
+    assert config.candidate_placement.node == "n1"
+    assert config.baseline_placement.gpu_product == "NVIDIA-H200"
+    assert config.gated
+    assert config.public()["baseline_url"] == "http://stable:8000"
+    assert parser("bench").parse_args(BASE).trials == 3
