@@ -121,7 +121,9 @@ def test_published_upgrade_story(rollout: Rollout) -> None:
     # Time scale 0.03: at 0.01 a short request of the throughput revision is ~3 ms of model
     # time and the few ms of loopback/proxy overhead alone can break a 10 % regression limit.
     slower = {"VLLMOP_SIM_TIME_SCALE": "0.03"}
-    gate = _gate(thresholds={"maxRegressionPercent": 10, "quality": {"minPassed": 12}})
+    gate = _gate(
+        iterations=2, thresholds={"maxRegressionPercent": 10, "quality": {"minPassed": 12}}
+    )
     stable = _serving(
         rollout,
         resource(image="vllm/vllm-openai:v0.16.0", mode="eager", sim_env=slower, gate=gate),
@@ -249,7 +251,8 @@ def test_forced_promotion_and_abort_annotations(rollout: Rollout) -> None:
     assert st["lastGate"]["decidedBy"] == "person"
     assert st["lastGate"]["revision"] == candidate
     assert rollout.serving_revision() == rejected
-    assert "Aborted" in _events(rollout)
+    # Events are posted after the status and the actions (the twin's removal among them).
+    rollout.wait(lambda: "Aborted" in _events(rollout), timeout=10, what="Aborted Event")
     assert stable != rejected
 
 
