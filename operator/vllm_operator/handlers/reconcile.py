@@ -34,6 +34,7 @@ from vllm_operator.rollout.observed import (
     owned_by,
 )
 from vllm_operator.rollout.status import merge_patch
+from vllm_operator.rollout.trust import BENCH_CONTAINER
 
 logger = logging.getLogger(__name__)
 
@@ -148,7 +149,8 @@ class Reconciler:
         if wanted or nodes:
             for job, pod in wanted:
                 try:
-                    logs[job] = await kube.pod_log(namespace, pod)
+                    # The bench's own log: never another container's of the pod.
+                    logs[job] = await kube.pod_log(namespace, pod, container=BENCH_CONTAINER)
                 except KubeError as exc:
                     logger.info("no log for %s/%s: %s", namespace, pod, exc)
             await self._read_gpu_products(nodes)

@@ -206,12 +206,15 @@ class Kube:
         raw = meta.get("labels") if isinstance(meta, dict) else None
         return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
 
-    async def pod_log(self, namespace: str, pod: str, tail_lines: int = 200) -> str:
+    async def pod_log(
+        self, namespace: str, pod: str, tail_lines: int = 200, container: str | None = None
+    ) -> str:
         require("", "pods/log", "get")
+        query = [("tailLines", str(tail_lines))]
+        if container is not None:
+            query.append(("container", container))
         text: str = await self._run(
-            "GET",
-            _path(RESOURCES["Pod"], namespace, pod, "log"),
-            query=[("tailLines", str(tail_lines))],
+            "GET", _path(RESOURCES["Pod"], namespace, pod, "log"), query=query
         )
         return text
 

@@ -26,7 +26,7 @@ from vllm_operator import gate
 from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import BenchSummary, RunIdentity, VerdictOutcome
 from vllm_operator.rollout.observed import ContainerView, JobView, Observed, PodView
-from vllm_operator.rollout.results import job_summary
+from vllm_operator.rollout.results import job_summary, parse_summary, summary_from_log
 
 BENCH_CONTAINER = "bench"
 # The bench's exit codes and the verdicts each may carry (bench/report.py).
@@ -60,31 +60,43 @@ def _bench_container(pod: PodView) -> ContainerView | None:
     return next((c for c in pod.containers if c.name == BENCH_CONTAINER), None)
 
 
-def end_problem(observed: Observed, job: JobView) -> tuple[str | None, int | None]:
-    """Why the Job's end does not vouch for its summary (None: it does), and its exit code."""
+def end_problem(observed: Observed, job: JobView) -> str | ContainerView:
+    """Why the Job's end does not vouch for its summary, or the bench container that ended
+    as documented (its ``exit_code`` is 0 or 1)."""
     if job.failed_reason == "DeadlineExceeded":
-        return f"Job {job.name} hit its deadline ({job.failed_message or 'DeadlineExceeded'})", None
+        return f"Job {job.name} hit its deadline ({job.failed_message or 'DeadlineExceeded'})"
     pods = observed.job_pods(job)
     if not pods:
-        return f"the pod of Job {job.name} is gone: its end cannot be checked", None
+        return f"the pod of Job {job.name} is gone: its end cannot be checked"
     if len(pods) > 1:
         names = ", ".join(sorted(p.name for p in pods))
-        return f"Job {job.name} has {len(pods)} pods ({names}); it runs exactly one", None
+        return f"Job {job.name} has {len(pods)} pods ({names}); it runs exactly one"
     pod = pods[0]
     container = _bench_container(pod)
     if container is None or container.exit_code is None:
-        return f"pod {pod.name}: the {BENCH_CONTAINER} container has not terminated", None
+        return f"pod {pod.name}: the {BENCH_CONTAINER} container has not terminated"
     code = container.exit_code
     if container.terminated_reason == "OOMKilled":
-        return f"pod {pod.name} was OOM-killed (exit code {code})", code
+        return f"pod {pod.name} was OOM-killed (exit code {code})"
     if container.signal:
-        return f"pod {pod.name} was killed by signal {container.signal} (exit code {code})", code
+        return f"pod {pod.name} was killed by signal {container.signal} (exit code {code})"
     if code not in EXIT_VERDICTS:
         reason = f" ({container.terminated_reason})" if container.terminated_reason else ""
-        return f"pod {pod.name} exited with code {code}{reason}", code
+        return f"pod {pod.name} exited with code {code}{reason}"
     if code == 0 and not job.complete:
-        return f"pod {pod.name} exited 0 but Job {job.name} did not complete", code
-    return None, code
+        return f"pod {pod.name} exited 0 but Job {job.name} did not complete"
+    return container
+
+
+def bench_summary(observed: Observed, job: JobView, bench: ContainerView) -> BenchSummary | None:
+    """The summary of the bench container itself (never another container of the pod, where
+    code under test may run): its termination message, else the log read for this Job."""
+    message = bench.termination_message
+    return (
+        parse_summary(message)
+        or summary_from_log(message)
+        or summary_from_log(observed.logs.get(job.name))
+    )
 
 
 def judge(
@@ -96,14 +108,16 @@ def judge(
     require_paired: bool = False,
 ) -> Judgement:
     """The verdict on a finished Job (``job.finished``); Error unless its end vouches for it."""
-    summary = job_summary(observed, job)
-    problem, code = end_problem(observed, job)
-    if problem is not None:
-        reasons = [f"benchmark Job not trusted: {problem}"]
+    ended = end_problem(observed, job)
+    if isinstance(ended, str):
+        summary = job_summary(observed, job)  # shown to people, never judged
+        reasons = [f"benchmark Job not trusted: {ended}"]
         if summary is not None and summary.verdict is not None:
             reasons.append(f"its summary's verdict {summary.verdict} is disregarded")
         return Judgement("Error", tuple(reasons), summary)
+    code = ended.exit_code
     assert code is not None
+    summary = bench_summary(observed, job, ended)
     if summary is None:
         return Judgement("Error", (f"benchmark Job {job.name} left no summary",), None)
     wanted = expected_identity(job)

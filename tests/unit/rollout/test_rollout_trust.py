@@ -7,6 +7,8 @@ end other than "exit 0 with Passed" or "exit 1 with Failed/Inconclusive" must be
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from rollout_world import World, spec, summary
 
@@ -143,3 +145,25 @@ def test_strictness_order() -> None:
     assert stricter("Inconclusive", "Failed") == "Failed"
     assert stricter("Error", "Failed") == "Failed"
     assert stricter("Passed", "Passed") == "Passed"
+
+
+def test_only_the_bench_containers_own_summary_is_read() -> None:
+    """Another container of the Job pod (where code under test may run) cannot speak for it."""
+    w = benchmarking()
+    job = w.job()
+    w.finish_job(summary(passed=6), exit_code=1)
+    pod = w.objects[("Pod", f"{job['metadata']['name']}-pod")]
+    (bench,) = pod["status"]["containerStatuses"]
+    forged = json.loads(bench["state"]["terminated"]["message"])
+    forged["quality"]["passed"] = 13
+    forged["quality"]["failed"] = []
+    forged["verdict"] = "Failed"  # what the exit code asks for; the figures would pass
+    sandbox = {
+        "name": "sandbox",
+        "state": {"terminated": {"exitCode": 1, "message": json.dumps(forged)}},
+    }
+    pod["status"]["containerStatuses"] = [sandbox, bench]
+    w.settle()
+    gate = w.status["lastGate"]
+    assert gate["outcome"] == "Failed"
+    assert gate["summary"]["quality"]["passed"] == 6
