@@ -391,8 +391,10 @@ class Thresholds(APIModel):
         ge=0,
         le=100,
         description=(
-            "Largest allowed regression against the stable revision's stored benchmark, in "
-            "percent, for latency, tokens/s and quality passes. Unset: no comparison."
+            "Largest allowed regression against the baseline (a twin of the stable revision "
+            "measured in the same run, or its stored benchmark: gate.baseline.mode), in "
+            "percent, for latency, tokens/s and quality passes, decided on the interval of "
+            "each difference (confidencePercent). Unset: no comparison."
         ),
     )
     confidence_percent: float = Field(

@@ -268,6 +268,7 @@ def _benchmark(
                     twin.candidate_placement(state, desired),
                     summary.placement if summary is not None else None,
                 ),
+                # Stored: where the stable revision's own gate measured it.
                 baseline_placement=twin.recorded(
                     twin.twin_placement(state, stable),
                     summary.paired_baseline.placement
@@ -275,7 +276,7 @@ def _benchmark(
                     else None,
                 )
                 if paired and stable
-                else None,
+                else (baseline.placement if baseline is not None else None),
             )
         )
         kind: EventType = "Normal" if outcome == "Passed" else "Warning"

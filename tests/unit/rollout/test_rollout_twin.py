@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from rollout_world import World, spec, summary
 
+from vllm_operator.api.summary import Placement
 from vllm_operator.render import labels
 from vllm_operator.rollout import observe
 from vllm_operator.rollout.ledger import ABORT_ANNOTATION, PROMOTE_ANNOTATION, RERUN_ANNOTATION
@@ -172,7 +173,15 @@ def test_twin_is_removed_whatever_ends_the_gate(end: str) -> None:
 
 
 def test_stored_mode_starts_no_twin_and_sends_the_stored_figures() -> None:
-    w = deployed()
+    w = World(V16_EAGER)
+    w.step()
+    w.ready_all()
+    w.step()
+    where = Placement(node="gpu-a", gpu_product="NVIDIA-H200", vllm_version="0.16.0")
+    w.finish_job(summary(median_ms=4600, tokens=200).model_copy(update={"placement": where}))
+    w.step()
+    w.ready_all()
+    w.settle()
     stable = w.serving()
     w.set_spec(
         spec(image="vllm/vllm-openai:v0.17.0", gate={**GATE, "baseline": {"mode": "stored"}})
@@ -187,7 +196,8 @@ def test_stored_mode_starts_no_twin_and_sends_the_stored_figures() -> None:
     w.step()
     assert w.status["lastGate"]["baselineMode"] == "stored"
     assert w.status["lastGate"]["baselineRevision"] == stable
-    assert w.status["lastGate"].get("baselinePlacement") is None
+    # Where the stored figures were measured: the stable revision's own gate.
+    assert w.status["lastGate"]["baselinePlacement"] == where.to_wire()
 
 
 def _inconclusive() -> Any:
