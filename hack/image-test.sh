@@ -73,7 +73,8 @@ export CONTAINERS_CONF="$CACHE/containers.conf"
 # No rlimits: setting them is what fails in these sandboxes.
 printf '[containers]\ndefault_ulimits = []\n' >"$CONTAINERS_CONF"
 RUNROOT=${RUNROOT:-/run/vllm-operator-buildah}
-bh() { buildah --root "$CACHE/storage" --runroot "$RUNROOT" --storage-driver overlay "$@"; }
+BH=(buildah --root "$CACHE/storage" --runroot "$RUNROOT" --storage-driver overlay)
+bh() { "${BH[@]}" "$@"; }
 if ! probe=$(bh from scratch 2>&1); then
   skip "buildah cannot create a container here: ${probe}"
 fi
@@ -125,6 +126,10 @@ else
     --env LANG=C.UTF-8 --cmd python3 "$ctr"
   bh commit --quiet --rm "$ctr" "$BASE_IMAGE" >/dev/null
 fi
+# Older bases (last week's, another recipe) go; so do images left untagged by earlier builds.
+bh images --noheading --format '{{.Name}}:{{.Tag}}' | grep '/vllm-operator-base:' \
+  | grep -vxF "$BASE_IMAGE" | xargs -r "${BH[@]}" rmi >/dev/null || true
+bh rmi --prune >/dev/null 2>&1 || true
 elapsed "base ready" "$start"
 
 # --- the image ----------------------------------------------------------------------------

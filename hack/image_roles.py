@@ -9,8 +9,9 @@ user, with the command, args, env and volumes of the rendered manifest:
   VLLMDeployment into a Deployment;
 - the simulator pod of ``hack/kind/vllmd-sim.yaml`` (the operator's render: entrypoint script,
   ``vllm serve`` args, env), as a vLLM stand-in; it must become healthy;
-- every container of the benchmark Job the operator renders for that resource, against the
-  simulator; it must exit 0 with a summary in its termination message.
+- every container of the benchmark Job the operator renders for that resource (native
+  sidecars included), against the simulator; each must exit 0, the bench container with a
+  summary in its termination message.
 
 Read-only root: buildah cannot mount the root read-only, so each container's overlay upper
 directory (everything written outside a bind mount) is listed after a no-op run and after the
@@ -441,13 +442,22 @@ def run_bench_against_sim(bh: Buildah, image: str, work: Path) -> list[str]:
         job_pod = job["spec"]["template"]["spec"]
         resolve = lambda _ns, _svc, _port: f"127.0.0.1:{port}"  # noqa: E731
         shared: dict[str, Path] = {}
+        # Native sidecars (initContainers with restartPolicy Always) start first and are
+        # stopped once the regular containers have exited, as the kubelet does.
+        sidecars = [
+            c for c in job_pod.get("initContainers") or [] if c.get("restartPolicy") == "Always"
+        ]
+        side_roles = [
+            Role(bh, image, f"job-{c['name']}", pod=job_pod, container=c, work=work)
+            for c in sidecars
+        ]
         job_roles = [
             Role(bh, image, f"job-{c['name']}", pod=job_pod, container=c, work=work)
             for c in job_pod["containers"]
         ]
-        roles += job_roles
+        roles += side_roles + job_roles
         ns = vd.metadata.namespace
-        for role in job_roles:
+        for role in side_roles + job_roles:
             term = role.container.get("terminationMessagePath", "/dev/termination-log")
 
             def fix(argv: list[str], term: str = term) -> list[str]:
@@ -470,6 +480,9 @@ def run_bench_against_sim(bh: Buildah, image: str, work: Path) -> list[str]:
                     )
                 size = len(summary.read_bytes())
                 print(f"  {role.name}: exit 0, summary {size} bytes, verdict {data.get('verdict')}")
+            failures += [f"{role.name}: {p}" for p in role.check_writes()]
+        for role in side_roles:
+            role.stop()
             failures += [f"{role.name}: {p}" for p in role.check_writes()]
         sim.stop()
         failures += [f"simulator: {p}" for p in sim.check_writes()]
