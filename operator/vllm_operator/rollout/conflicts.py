@@ -13,8 +13,9 @@ resync looks again). Nothing else moves, so the stable revision keeps serving.
 from __future__ import annotations
 
 from vllm_operator.api.status import VLLMDeploymentStatus
+from vllm_operator.rollout import held
 from vllm_operator.rollout.context import Pass
-from vllm_operator.rollout.status import Outcome, build_status, gate_condition, summarise
+from vllm_operator.rollout.status import gate_condition
 
 REASON = "NameConflict"
 
@@ -38,28 +39,7 @@ def name_conflict(
     before = next((c for c in state.previous.conditions if c.type == "Stalled"), None)
     if before is None or before.reason != REASON or before.message != text:
         state.event("Warning", REASON, text)
-    dep = observed.deployment_of(stable) if stable is not None else None
-    serving = dep is not None and dep.ready_replicas > 0
-    outcome = Outcome("Degraded" if serving else "Failed", text, REASON)
-    stable_summary = None
-    if stable is not None:
-        prev = state.previous.stable
-        stable_summary = summarise(
-            dep,
-            stable,
-            benchmark=prev.benchmark if prev is not None and prev.revision == stable else None,
-            previous=prev,
-            now=state.now,
-        )
-    gate_status, gate_reason = gate_condition(state.decision(desired), gate_enabled)
-    return build_status(
-        state.previous,
-        outcome,
-        generation=observed.generation,
-        now=state.now,
-        stable=stable_summary,
-        candidate=state.previous.candidate,
-        history=state.history,
-        warnings=list(state.previous.warnings),
-        gate=(gate_status, gate_reason, ""),
+    gate = gate_condition(state.decision(desired), gate_enabled)
+    return held.stopped_status(
+        state, stable, text, REASON, warnings=list(state.previous.warnings), gate=gate
     )

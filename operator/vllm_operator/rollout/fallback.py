@@ -16,7 +16,7 @@ from datetime import datetime
 
 from vllm_operator.errors import SpecError, SpecErrors
 from vllm_operator.render import names
-from vllm_operator.rollout import ledger, steps
+from vllm_operator.rollout import held, ledger
 from vllm_operator.rollout.actions import Plan
 from vllm_operator.rollout.context import Pass, Settings
 from vllm_operator.rollout.observed import Observed
@@ -48,5 +48,5 @@ def unhandled(
     if len(detail) > MESSAGE_LIMIT:
         detail = detail[:MESSAGE_LIMIT] + "..."
     problem = SpecError("spec", f"the operator cannot handle this resource ({detail})", FIX)
-    status = steps.invalid_spec(state, SpecErrors([problem]), stable)
+    status = held.invalid_spec(state, SpecErrors([problem]), stable)
     return Plan(status=status, events=tuple(state.events))

@@ -26,7 +26,7 @@ from vllm_operator.engine.policy import LaunchPlan, plan_launch
 from vllm_operator.errors import SpecErrors
 from vllm_operator.render import names
 from vllm_operator.render.revision import revision_hash
-from vllm_operator.rollout import conflicts, ledger, references, steps, twin
+from vllm_operator.rollout import conflicts, held, ledger, references, steps, twin
 from vllm_operator.rollout.actions import Plan
 from vllm_operator.rollout.context import Pass, Settings
 from vllm_operator.rollout.observed import Observed
@@ -73,7 +73,7 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
     stable = serving.revision if serving is not None else None
     parsed = _spec_problems(observed, state.settings)
     if isinstance(parsed, SpecErrors):
-        status = steps.invalid_spec(state, parsed, stable)
+        status = held.invalid_spec(state, parsed, stable)
         return _finish(state, status)
     vd, launch = parsed
     desired = revision_hash(vd.spec)

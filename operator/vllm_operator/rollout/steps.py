@@ -8,20 +8,20 @@ recorded (status is written first by the shell) before the objects it condemns a
 from __future__ import annotations
 
 from vllm_operator.api.resource import VLLMDeployment
-from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
+from vllm_operator.api.status import GateRecord
 from vllm_operator.api.summary import BenchSummary
 from vllm_operator.engine.policy import LaunchPlan
-from vllm_operator.errors import SpecErrors
 from vllm_operator.render import labels, names
 from vllm_operator.render.job import render_job
 from vllm_operator.render.services import render_candidate_service, render_serving_service
 from vllm_operator.rollout import causes, ledger, reruns, trust, twin
 from vllm_operator.rollout.actions import Delete, EventType, Patch
 from vllm_operator.rollout.context import Pass
+from vllm_operator.rollout.held import serving_ok
 from vllm_operator.rollout.objects import create_deployment, ensure_service, patch_deployment
 from vllm_operator.rollout.observed import BASELINE_MODE_ANNOTATION, JobView, parse_time
 from vllm_operator.rollout.overrides import handle_requests
-from vllm_operator.rollout.status import Outcome, build_status, summarise
+from vllm_operator.rollout.status import Outcome
 
 
 def baseline_of(state: Pass, stable: str | None) -> BenchSummary | None:
@@ -35,46 +35,6 @@ def baseline_of(state: Pass, stable: str | None) -> BenchSummary | None:
         if entry.revision == stable and entry.outcome == "Passed" and entry.summary is not None:
             return entry.summary
     return None
-
-
-def _serving_ok(state: Pass, stable: str | None) -> bool:
-    if stable is None:
-        return False
-    dep = state.observed.deployment_of(stable)
-    return dep is not None and dep.ready_replicas > 0
-
-
-def invalid_spec(state: Pass, errors: SpecErrors, stable: str | None) -> VLLMDeploymentStatus:
-    """Report an invalid spec and touch nothing: the stable revision keeps serving."""
-    observed = state.observed
-    lines = [str(e) for e in errors.errors]
-    message = "invalid spec: " + "; ".join(lines)
-    if state.previous.observed_generation != observed.generation:
-        state.event("Warning", "InvalidSpec", message)
-    serving = _serving_ok(state, stable)
-    outcome = Outcome("Degraded" if serving else "Failed", message, "InvalidSpec")
-    stable_summary = None
-    if stable is not None:
-        stable_summary = summarise(
-            observed.deployment_of(stable),
-            stable,
-            benchmark=state.previous.stable.benchmark
-            if state.previous.stable is not None and state.previous.stable.revision == stable
-            else None,
-            previous=state.previous.stable,
-            now=state.now,
-        )
-    return build_status(
-        state.previous,
-        outcome,
-        generation=observed.generation,
-        now=state.now,
-        stable=stable_summary,
-        candidate=state.previous.candidate,
-        history=state.history,
-        warnings=[],
-        gate=("Unknown", "InvalidSpec", ""),
-    )
 
 
 def steady(state: Pass, vd: VLLMDeployment, launch: LaunchPlan, revision: str) -> Outcome:
@@ -365,7 +325,7 @@ def _reject(state: Pass, desired: str, stable: str | None, decided: GateRecord) 
             "Normal", "CandidateRemoved", f"revision {desired} rejected: Deployment deleted"
         )
     text = "; ".join(decided.reasons[:3]) or decided.outcome
-    if _serving_ok(state, stable):
+    if serving_ok(state, stable):
         return Outcome(
             "Degraded",
             f"revision {desired} rejected ({decided.outcome}: {text}); revision {stable} serves",
@@ -401,4 +361,4 @@ def retire(state: Pass, keep: set[str]) -> None:
         state.delete("Job", job.name)
 
 
-__all__ = ["baseline_of", "handle_requests", "invalid_spec", "names", "retire", "rollout", "steady"]
+__all__ = ["baseline_of", "handle_requests", "names", "retire", "rollout", "steady"]
