@@ -16,6 +16,7 @@ from vllm_operator.render import labels
 from vllm_operator.rollout import ledger
 from vllm_operator.rollout.actions import Action, Create, Delete, Event, EventType, Kind
 from vllm_operator.rollout.observed import Observed
+from vllm_operator.rollout.status import previous_status
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,19 @@ class Pass:
     handled_changed: bool = False
     # The stable revision whose twin this pass keeps (twin-mode gate under way), else None.
     twin: str | None = None
+
+    @classmethod
+    def begin(cls, observed: Observed, now: datetime, settings: Settings | None) -> Pass:
+        """A pass over ``observed``, starting from the status and ledger it carries."""
+        previous = previous_status(observed.body.get("status"))
+        return cls(
+            observed=observed,
+            now=now,
+            settings=settings or Settings(),
+            previous=previous,
+            history=list(previous.history),
+            handled=ledger.parse_handled(observed.annotations),
+        )
 
     @property
     def name(self) -> str:

@@ -16,11 +16,10 @@ from datetime import datetime
 
 from vllm_operator.errors import SpecError, SpecErrors
 from vllm_operator.render import names
-from vllm_operator.rollout import held, ledger
+from vllm_operator.rollout import held
 from vllm_operator.rollout.actions import Plan
 from vllm_operator.rollout.context import Pass, Settings
 from vllm_operator.rollout.observed import Observed
-from vllm_operator.rollout.status import previous_status
 
 MESSAGE_LIMIT = 300
 FIX = (
@@ -33,15 +32,7 @@ def unhandled(
     observed: Observed, now: datetime, error: BaseException, settings: Settings | None = None
 ) -> Plan:
     """An ``InvalidSpec`` status (and Event) for ``error``, raised while planning."""
-    previous = previous_status(observed.body.get("status"))
-    state = Pass(
-        observed=observed,
-        now=now,
-        settings=settings or Settings(),
-        previous=previous,
-        history=list(previous.history),
-        handled=ledger.parse_handled(observed.annotations),
-    )
+    state = Pass.begin(observed, now, settings)
     serving = observed.service(names.serving_service_name(observed.name))
     stable = serving.revision if serving is not None else None
     detail = f"{type(error).__name__}: {error}"

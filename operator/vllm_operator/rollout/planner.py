@@ -34,7 +34,6 @@ from vllm_operator.rollout.status import (
     Outcome,
     build_status,
     gate_condition,
-    previous_status,
     summarise,
 )
 
@@ -56,15 +55,8 @@ def _spec_problems(
 
 def plan(observed: Observed, now: datetime, settings: Settings | None = None) -> Plan:
     """The next step for one VLLMDeployment. Pure: same inputs, same plan."""
-    previous = previous_status(observed.body.get("status"))
-    state = Pass(
-        observed=observed,
-        now=now,
-        settings=settings or Settings(),
-        previous=previous,
-        history=list(previous.history),
-        handled=ledger.parse_handled(observed.annotations),
-    )
+    state = Pass.begin(observed, now, settings)
+    previous = state.previous
     meta = observed.body.get("metadata") or {}
     if isinstance(meta, dict) and meta.get("deletionTimestamp"):
         # Being deleted: ownerReferences take the children with it; touch nothing.
