@@ -38,8 +38,10 @@ RESOURCES: dict[str, dict[str, str]] = {
 # as another uid, with no env, no secrets, a read-only root, its own PID namespace and a
 # size-limited scratch volume. Bench hands it code through the exchange volume only.
 SANDBOX_UID = 65533
-EXCHANGE_MOUNT = "/var/run/vllm-operator/exchange"
-SCRATCH_MOUNT = "/var/run/vllm-operator/scratch"
+# Not under /var/run: on Debian-based images that is a symlink to /run, and some runtimes
+# (buildah's chroot isolation, used by the image test) do not mount through it.
+EXCHANGE_MOUNT = "/var/lib/vllm-operator/exchange"
+SCRATCH_MOUNT = "/var/lib/vllm-operator/scratch"
 SANDBOX_RESOURCES: dict[str, dict[str, str]] = {
     "requests": {"cpu": "50m", "memory": "64Mi"},
     "limits": {"cpu": "1", "memory": "768Mi"},  # the code's own address space limit is 512Mi
