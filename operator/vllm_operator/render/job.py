@@ -170,21 +170,18 @@ def render_job(
         JOB_LABEL: name,
     }
     _, volumes, mounts = _suite_argument(vd)
+    # Bench writes only its summary (the termination message) and, for the sandbox, the
+    # exchange volume: no /tmp, its root stays read-only (hack/image_roles.py checks it).
     volumes = [
-        {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
         {"name": "exchange", "emptyDir": {"sizeLimit": "16Mi"}},
         {"name": "scratch", "emptyDir": {"sizeLimit": "64Mi"}},
         *volumes,
     ]
     mounts = [
-        {"name": "tmp", "mountPath": "/tmp"},
         {"name": "exchange", "mountPath": EXCHANGE_MOUNT},
         *mounts,
     ]
-    env: list[dict[str, Any]] = [
-        {"name": "HOME", "value": "/tmp"},
-        {"name": "PYTHONUNBUFFERED", "value": "1"},
-    ]
+    env: list[dict[str, Any]] = [{"name": "PYTHONUNBUFFERED", "value": "1"}]
     api_key = vd.spec.engine.api_key_secret
     env += [
         {"name": k, "value": v}

@@ -10,7 +10,7 @@ from rollout_world import summary
 
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.bench.cli import identity_from_args, parser
-from vllm_operator.render.job import render_job
+from vllm_operator.render.job import EXCHANGE_MOUNT, render_job
 
 
 def _vd(engine: dict[str, object] | None = None, **gate: object) -> object:
@@ -52,7 +52,9 @@ def test_job_fails_closed_and_runs_restricted() -> None:
     assert ctx["readOnlyRootFilesystem"] is True
     assert ctx["capabilities"] == {"drop": ["ALL"]}
     assert ctx["seccompProfile"] == {"type": "RuntimeDefault"}
-    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+    # The only writable mount bench has is the sandbox exchange (the image test shows it
+    # writes nothing else); no /tmp.
+    assert [m["mountPath"] for m in container["volumeMounts"]] == [EXCHANGE_MOUNT]
     assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
     assert container["resources"]["limits"]["memory"] == "512Mi"
     args = container["args"]
