@@ -146,7 +146,8 @@ def test_rendered_bench_job_launches_locally(tmp_path: Path) -> None:
     summary = argv[argv.index("--summary-path") + 1]
     assert summary == str(launch.termination_path)
     assert summary.startswith(str(tmp_path / "pod"))
-    assert launch.env["HOME"] == str(tmp_path / "pod/fs/tmp")  # the Job's HOME=/tmp, mapped
+    # The Job sets no HOME (bench writes nothing there); the kubelet keeps it in the pod.
+    assert launch.env["HOME"] == str(tmp_path / "pod/fs/root")
     assert launch.env["PATH"].split(":")[:2] == [str(tmp_path / "bin"), str(tmp_path / "py")]
     assert launch.port is None  # a client: no port to rewrite
     (sidecar,) = job["spec"]["template"]["spec"]["initContainers"]
