@@ -14,7 +14,7 @@ from vllm_operator.engine.policy import LaunchPlan
 from vllm_operator.render import labels, names
 from vllm_operator.render.job import render_job
 from vllm_operator.render.services import render_candidate_service, render_serving_service
-from vllm_operator.rollout import causes, ledger, reruns, trust, twin
+from vllm_operator.rollout import causes, ledger, reruns, trust, twin, waiting
 from vllm_operator.rollout.actions import Delete, EventType, Patch
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.held import serving_ok
@@ -109,29 +109,17 @@ def _gate(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None) -> 
             state.after(1.0)
         return Outcome("Progressing", f"starting candidate revision {desired}", "CandidateStarting")
     if dep.ready_replicas < wanted:
-        elapsed = state.elapsed(dep.started_at)
-        cause = causes.pods_cause(observed.pods_of_revision(desired))
-        if elapsed >= deadline:
-            reasons = [
-                f"not Ready within {vd.spec.rollout.progress_deadline_seconds} s "
-                f"({dep.ready_replicas}/{wanted} Ready)"
-            ]
-            if cause:
-                reasons.append(cause)
-            state.record(
-                GateRecord(
-                    revision=desired,
-                    outcome="Error",
-                    reasons=reasons,
-                    baseline_revision=stable,
-                    decided_by="deadline",
-                )
-            )
-            state.event("Warning", "CandidateStuck", f"revision {desired}: " + "; ".join(reasons))
-            return Outcome("Progressing", "candidate stuck", "ProgressDeadlineExceeded")
-        state.after(deadline - elapsed)
-        text = f"waiting for candidate revision {desired}: {dep.ready_replicas}/{wanted} Ready"
-        return Outcome("Progressing", text + (f" ({cause})" if cause else ""), "CandidateStarting")
+        return waiting.until_ready(
+            state,
+            side="candidate",
+            desired=desired,
+            stable=stable,
+            ready=dep.ready_replicas,
+            wanted=wanted,
+            started_at=dep.started_at,
+            cause=causes.pods_cause(observed.pods_of_revision(desired)),
+            deadline_seconds=vd.spec.rollout.progress_deadline_seconds,
+        )
     if not vd.spec.gate.enabled:
         state.record(
             GateRecord(
@@ -144,9 +132,9 @@ def _gate(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None) -> 
         return Outcome("Promoting", "gate disabled", "GateDisabled")
     if with_twin:
         assert stable is not None
-        waiting = twin.wait(state, vd, desired, stable)
-        if waiting is not None:
-            return waiting
+        twin_wait = twin.wait(state, vd, desired, stable)
+        if twin_wait is not None:
+            return twin_wait
     return _benchmark(state, vd, desired, stable, with_twin)
 
 

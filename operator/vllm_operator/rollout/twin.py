@@ -14,7 +14,6 @@ the shell could read, and the launch plans, for the Job's flags and the gate rec
 from __future__ import annotations
 
 from vllm_operator.api.resource import VLLMDeployment
-from vllm_operator.api.status import GateRecord
 from vllm_operator.api.summary import Placement
 from vllm_operator.render.names import twin_service_name
 from vllm_operator.render.twin import (
@@ -23,7 +22,7 @@ from vllm_operator.render.twin import (
     template_port,
     twin_url,
 )
-from vllm_operator.rollout import causes, ledger
+from vllm_operator.rollout import causes, ledger, waiting
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.objects import ensure_service
 from vllm_operator.rollout.observed import STARTED_ANNOTATION, PodView
@@ -83,33 +82,17 @@ def wait(state: Pass, vd: VLLMDeployment, desired: str, stable: str) -> Outcome 
         return Outcome(
             "Progressing", f"starting the twin of stable revision {stable}", "TwinStarting"
         )
-    deadline = state.scaled(vd.spec.rollout.progress_deadline_seconds)
-    elapsed = state.elapsed(twin.started_at)
-    cause = causes.pods_cause(state.observed.pods_of_twin(stable))
-    if elapsed >= deadline:
-        reasons = [
-            f"twin of stable revision {stable} not Ready within "
-            f"{vd.spec.rollout.progress_deadline_seconds} s ({twin.ready_replicas}/{want} "
-            "Ready)"
-        ]
-        if cause:
-            reasons.append(cause)
-        reasons.append("gate.baseline.mode: stored gates without a twin (no extra GPUs)")
-        state.record(
-            GateRecord(
-                revision=desired,
-                outcome="Error",
-                reasons=reasons,
-                baseline_revision=stable,
-                decided_by="deadline",
-                baseline_mode="twin",
-            )
-        )
-        state.event("Warning", "TwinStuck", f"revision {desired}: " + "; ".join(reasons))
-        return Outcome("Progressing", "twin stuck", "ProgressDeadlineExceeded")
-    state.after(deadline - elapsed)
-    text = f"waiting for the twin of stable revision {stable}: {twin.ready_replicas}/{want} Ready"
-    return Outcome("Progressing", text + (f" ({cause})" if cause else ""), "TwinStarting")
+    return waiting.until_ready(
+        state,
+        side="twin",
+        desired=desired,
+        stable=stable,
+        ready=twin.ready_replicas,
+        wanted=want,
+        started_at=twin.started_at,
+        cause=causes.pods_cause(state.observed.pods_of_twin(stable)),
+        deadline_seconds=vd.spec.rollout.progress_deadline_seconds,
+    )
 
 
 def remove(state: Pass) -> None:
