@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import pytest
 from prometheus_client import CollectorRegistry
 
 from vllm_operator.config import OperatorConfig
@@ -26,14 +24,6 @@ from vllm_operator.rollout import Plan, Settings
 from vllm_operator.rollout.observed import Observed
 
 from .harness import API, CRD, Rollout, resource
-
-
-@pytest.fixture
-def rollout(tmp_path: Path) -> Iterator[Rollout]:
-    r = Rollout(tmp_path)
-    r.start_operator()
-    yield r
-    r.close()
 
 
 def nested(levels: int) -> dict[str, Any]:

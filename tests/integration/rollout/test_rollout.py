@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +22,6 @@ from vllm_operator.rollout.ledger import ABORT_ANNOTATION, PROMOTE_ANNOTATION
 from .harness import API, Rollout, resource
 
 QUALITY = {"thresholds": {"quality": {"minPassed": 12}}}
-
-
-@pytest.fixture
-def rollout(tmp_path: Path) -> Iterator[Rollout]:
-    r = Rollout(tmp_path)
-    r.start_operator()
-    yield r
-    r.close()
 
 
 def _events(r: Rollout) -> list[str]:

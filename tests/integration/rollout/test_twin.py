@@ -8,8 +8,6 @@ only for the gate, the serving Service never selects it, and nothing survives th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,14 +26,6 @@ GATE: dict[str, Any] = {
 # As in the published upgrade story: at 0.01 a short request is a few ms of model time and
 # loopback jitter alone makes the interval straddle a limit.
 SLOWER = {"VLLMOP_SIM_TIME_SCALE": "0.03"}
-
-
-@pytest.fixture
-def rollout(tmp_path: Path) -> Iterator[Rollout]:
-    r = Rollout(tmp_path)
-    r.start_operator()
-    yield r
-    r.close()
 
 
 def _serving(r: Rollout, body: dict[str, Any]) -> str:
