@@ -31,7 +31,7 @@ from typing import Any
 
 import aiohttp
 
-from vllm_operator.devcluster import DevCluster
+from devcluster import DevCluster
 
 GROUP, VERSION, PLURAL = "bench.devcluster.io", "v1", "widgets"
 CRD = {

@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from devcluster import DevCluster
 from vllm_operator.api import parse_spec
-from vllm_operator.devcluster import DevCluster
 from vllm_operator.render import deployment_name, names, revision_hash
 
 ROOT = Path(__file__).resolve().parents[1]

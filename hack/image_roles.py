@@ -49,15 +49,15 @@ import helm_python
 import httpx
 import yaml
 
-from vllm_operator.api import parse_vllm_deployment
-from vllm_operator.api.crd import CRD_FILENAME
-from vllm_operator.devcluster import DevCluster
-from vllm_operator.devcluster.kubelet_launch import (
+from devcluster import DevCluster
+from devcluster.kubelet_launch import (
     expand_vars,
     free_port,
     rewrite_port,
     rewrite_service_urls,
 )
+from vllm_operator.api import parse_vllm_deployment
+from vllm_operator.api.crd import CRD_FILENAME
 from vllm_operator.render import render_all, revision_hash
 from vllm_operator.render.job import render_job
 

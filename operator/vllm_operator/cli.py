@@ -2,7 +2,9 @@
 
 Each subcommand lives next to the code it drives and exposes ``main(argv, prog) -> int``;
 this module only dispatches, so importing the CLI never pulls kopf into ``bench`` or ``sim``
-and each subcommand owns its complete ``--help``.
+and each subcommand owns its complete ``--help``. ``demo`` lives in the separate devcluster
+distribution (``embedded-cluster/``): the product never imports it, this table names it by string
+and says what to install when it is absent.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from vllm_operator import __version__
 class Command(NamedTuple):
     module: str
     summary: str
+    missing: str = ""  # what to install when ``module`` comes from another distribution
 
 
 COMMANDS: dict[str, Command] = {
@@ -39,7 +42,9 @@ COMMANDS: dict[str, Command] = {
         "vllm_operator.sim.cli", "run the vLLM simulator (accepts `vllm serve` flags of a version)"
     ),
     "demo": Command(
-        "vllm_operator.devcluster.demo", "the upgrade story on an embedded cluster, no GPU needed"
+        "vllm_operator_demo.demo",
+        "the upgrade story on an embedded cluster, no GPU needed",
+        missing="the demo ships in the devcluster distribution: pip install -e ./embedded-cluster",
     ),
 }
 
@@ -74,7 +79,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command is None:
         sys.stderr.write(f"vllm-operator: unknown command {name!r}\n\n{usage()}")
         return 2
-    module = importlib.import_module(command.module)
+    try:
+        module = importlib.import_module(command.module)
+    except ModuleNotFoundError as error:
+        if not command.missing or error.name != command.module.partition(".")[0]:
+            raise
+        sys.stderr.write(f"vllm-operator {name}: not installed; {command.missing}\n")
+        return 2
     entry: Callable[[list[str], str], int] = module.main
     return entry(rest, f"vllm-operator {name}")
 

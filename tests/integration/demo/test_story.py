@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from vllm_operator.devcluster import demo
+from vllm_operator_demo import demo
 
 pytestmark = pytest.mark.slow
 

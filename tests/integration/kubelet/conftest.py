@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from vllm_operator.devcluster import DevCluster
-from vllm_operator.devcluster.kubelet import Kubelet
+from devcluster import DevCluster
+from devcluster.kubelet import Kubelet
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vllm_operator.devcluster import DevCluster
+from devcluster import DevCluster
 
 Obj = dict[str, Any]
 

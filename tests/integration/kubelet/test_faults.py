@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from vllm_operator.devcluster import DevCluster
-from vllm_operator.devcluster.kubelet import Kubelet
-from vllm_operator.devcluster.kubelet_faults import Faults, Match
+from devcluster import DevCluster
+from devcluster.kubelet import Kubelet
+from devcluster.kubelet_faults import Faults, Match
 
 from .helpers import condition, container_status, pods_of, status_of, wait, web_deployment
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from vllm_operator.devcluster import DevCluster
-from vllm_operator.devcluster.hostpaths import HostPathError, host_env, read_text, write_text
-from vllm_operator.devcluster.kubelet import Kubelet
-from vllm_operator.devcluster.kubelet_launch import LaunchContext, prepare_launch
+from devcluster import DevCluster
+from devcluster.hostpaths import HostPathError, host_env, read_text, write_text
+from devcluster.kubelet import Kubelet
+from devcluster.kubelet_launch import LaunchContext, prepare_launch
 
 from .helpers import container_status, job, pods_of, wait
 

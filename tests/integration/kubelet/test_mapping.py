@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vllm_operator.devcluster.kubelet_controllers import deployment_plan, job_plan, template_hash
-from vllm_operator.devcluster.kubelet_launch import (
+from devcluster.kubelet_controllers import deployment_plan, job_plan, template_hash
+from devcluster.kubelet_launch import (
     PathMap,
     expand_vars,
     rewrite_port,
@@ -112,8 +112,8 @@ def test_job_plan_deadline_and_ttl() -> None:
 def test_rendered_bench_job_launches_locally(tmp_path: Path) -> None:
     import yaml
 
+    from devcluster.kubelet_launch import LaunchContext, prepare_launch
     from vllm_operator.api import parse_vllm_deployment
-    from vllm_operator.devcluster.kubelet_launch import LaunchContext, prepare_launch
     from vllm_operator.render.job import render_job
 
     cr = yaml.safe_load(
@@ -163,7 +163,7 @@ def test_rendered_bench_job_launches_locally(tmp_path: Path) -> None:
 def test_informer_ignores_events_older_than_its_own_writes() -> None:
     from typing import Any, cast
 
-    from vllm_operator.devcluster.kubelet_api import PODS, Informer, KubeAPI
+    from devcluster.kubelet_api import PODS, Informer, KubeAPI
 
     changes: list[int] = []
     informer = Informer(cast(KubeAPI, None), PODS, "n", lambda: changes.append(1))

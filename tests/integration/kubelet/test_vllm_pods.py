@@ -9,10 +9,10 @@ from typing import Any
 import httpx
 import yaml
 
+from devcluster import DevCluster
+from devcluster.kubelet import Kubelet
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.api.summary import BenchSummary
-from vllm_operator.devcluster import DevCluster
-from vllm_operator.devcluster.kubelet import Kubelet
 from vllm_operator.render import (
     render_candidate_service,
     render_deployment,

@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import httpx
 
-from vllm_operator.devcluster import DevCluster
-from vllm_operator.devcluster.kubelet import ADDRESS_ANNOTATION, Kubelet
+from devcluster import DevCluster
+from devcluster.kubelet import ADDRESS_ANNOTATION, Kubelet
 
 from .helpers import (
     condition,

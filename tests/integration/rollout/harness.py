@@ -19,10 +19,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from devcluster import DevCluster, OperatorThread
+from devcluster.kubelet import Kubelet
+from devcluster.kubelet_faults import Faults
 from vllm_operator.config import OperatorConfig
-from vllm_operator.devcluster import DevCluster, OperatorThread
-from vllm_operator.devcluster.kubelet import Kubelet
-from vllm_operator.devcluster.kubelet_faults import Faults
 from vllm_operator.handlers.registry import Runtime, build_registry, configure
 from vllm_operator.kube.client import Kube, api_client_for
 from vllm_operator.metrics import OperatorMetrics

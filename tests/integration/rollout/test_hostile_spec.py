@@ -15,8 +15,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from devcluster import DevCluster
 from vllm_operator.config import OperatorConfig
-from vllm_operator.devcluster import DevCluster
 from vllm_operator.handlers.reconcile import Reconciler
 from vllm_operator.kube.client import Kube, api_client_for
 from vllm_operator.metrics import OperatorMetrics

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from vllm_operator.devcluster.kubelet import ADDRESS_ANNOTATION
-from vllm_operator.devcluster.kubelet_faults import Faults, Match
+from devcluster.kubelet import ADDRESS_ANNOTATION
+from devcluster.kubelet_faults import Faults, Match
 from vllm_operator.render.labels import REVISION_LABEL
 from vllm_operator.rollout.ledger import ABORT_ANNOTATION, PROMOTE_ANNOTATION
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vllm_operator.devcluster.kubelet_faults import Faults, Match
+from devcluster.kubelet_faults import Faults, Match
 from vllm_operator.render import labels
 
 from .harness import API, Rollout, resource

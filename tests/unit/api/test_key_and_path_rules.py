@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
+from devcluster.schema import validate
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.api.crd import crd_document
-from vllm_operator.devcluster.schema import validate
 from vllm_operator.errors import SpecErrors
 from vllm_operator.render.cli import run
 

@@ -15,7 +15,7 @@ import contextlib
 import os
 import signal
 
-from vllm_operator.devcluster.kubelet_launch import Launch
+from devcluster.kubelet_launch import Launch
 
 
 async def start_sidecars(launches: list[Launch]) -> list[asyncio.subprocess.Process]:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from vllm_operator.devcluster import DevCluster
+from devcluster import DevCluster
 
 from .crd import API_VERSION, GROUP, PLURAL, VERSION, widget, widget_crd
 

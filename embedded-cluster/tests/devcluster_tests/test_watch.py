@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from vllm_operator.devcluster import DevCluster
+from devcluster import DevCluster
 
 
 def cm(name: str, **labels: str) -> dict[str, Any]:

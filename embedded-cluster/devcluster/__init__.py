@@ -1,11 +1,13 @@
 """devcluster: an embedded Kubernetes API (kmock 0.8 + real API-server semantics).
 
-Used by the integration tests and by ``vllm-operator demo``. No cluster, no network beyond
-127.0.0.1. kopf, the ``kubernetes`` client and a real kubectl all talk to it.
+A distribution of its own (``embedded-cluster/`` in the vllm-operator repository): the operator
+package and its image do not carry it. Used by the integration tests and by the demo. No
+cluster, no network beyond 127.0.0.1. kopf, the ``kubernetes`` client and a real kubectl
+all talk to it.
 
 Start it (own thread and event loop; port 0 picks a free port)::
 
-    from vllm_operator.devcluster import ApiError, DevCluster, OperatorThread
+    from devcluster import ApiError, DevCluster, OperatorThread
 
     with DevCluster(crds=["crds/vllm-operator.dev_vllmdeployments.yaml"]) as cluster:
         cluster.url                                   # http://127.0.0.1:PORT
@@ -43,7 +45,8 @@ peering, sub-second cancellation polling; stop takes well under a second)::
                         namespaces=["default"]) as operator:   # no namespaces: clusterwide
         ...                                                    # operator.stop() on exit
 
-In pytest (``tests/integration/conftest.py``): fixtures ``devcluster``, ``kubeconfig`` and
+In pytest (``devcluster/testing.py``, a pytest11 plugin): fixtures ``devcluster``,
+``kubeconfig`` and
 ``run_operator(registry, **OperatorThread kwargs)`` (stopped at teardown).
 
 Semantics (``semantics.py``, ``lifecycle.py``, ``kinds.py``, ``schema.py``): uid, one

@@ -30,8 +30,9 @@ import yaml
 
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.api.resource import KIND
-from vllm_operator.devcluster.demo_session import Printer, Session
-from vllm_operator.devcluster.demo_story import (
+from vllm_operator.errors import SpecErrors
+from vllm_operator_demo.demo_session import Printer, Session
+from vllm_operator_demo.demo_story import (
     STORY,
     Watcher,
     run_apply,
@@ -40,7 +41,6 @@ from vllm_operator.devcluster.demo_story import (
     serving_violations,
     story_documents,
 )
-from vllm_operator.errors import SpecErrors
 
 __all__ = [
     "STORY",

@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from vllm_operator.devcluster.apierrors import ApiError
-from vllm_operator.devcluster.jsonpath import JsonPathError, find
-from vllm_operator.devcluster.objects import apply_defaults, next_generation
-from vllm_operator.devcluster.patches import PatchFailed, json_patch, merge_patch
-from vllm_operator.devcluster.resources import Registry, types_from_crd
-from vllm_operator.devcluster.routing import parse_route
-from vllm_operator.devcluster.selectors import field_matcher, label_matcher
-from vllm_operator.devcluster.semantics import Semantics
-from vllm_operator.devcluster.tables import human_duration, table
+from devcluster.apierrors import ApiError
+from devcluster.jsonpath import JsonPathError, find
+from devcluster.objects import apply_defaults, next_generation
+from devcluster.patches import PatchFailed, json_patch, merge_patch
+from devcluster.resources import Registry, types_from_crd
+from devcluster.routing import parse_route
+from devcluster.selectors import field_matcher, label_matcher
+from devcluster.semantics import Semantics
+from devcluster.tables import human_duration, table
 
 from .crd import widget, widget_crd
 
@@ -238,7 +238,7 @@ def test_semantics_without_a_server_and_crd_table() -> None:
 
 
 def test_prune_drops_undeclared_fields() -> None:
-    from vllm_operator.devcluster.objects import prune
+    from devcluster.objects import prune
 
     schema = {
         "type": "object",
@@ -275,7 +275,7 @@ def test_prune_drops_undeclared_fields() -> None:
 
 
 def test_schema_validation_messages() -> None:
-    from vllm_operator.devcluster.schema import validate
+    from devcluster.schema import validate
 
     schema = {
         "type": "object",

@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from devcluster.apierrors import ApiError
+from devcluster.cluster import DevCluster
+from devcluster.kopfrun import OperatorThread
+from devcluster.kubelet import Kubelet
 from vllm_operator.api.crd import crd_document
 from vllm_operator.api.resource import API_VERSION, KIND, PLURAL
 from vllm_operator.config import OperatorConfig
-from vllm_operator.devcluster.apierrors import ApiError
-from vllm_operator.devcluster.cluster import DevCluster
-from vllm_operator.devcluster.kopfrun import OperatorThread
-from vllm_operator.devcluster.kubelet import Kubelet
 from vllm_operator.handlers.registry import build_registry
 
 Obj = dict[str, Any]

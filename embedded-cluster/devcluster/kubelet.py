@@ -39,17 +39,17 @@ from typing import Any, Protocol
 
 import httpx
 
-from vllm_operator.devcluster import hostpaths
-from vllm_operator.devcluster import kubelet_api as kapi
-from vllm_operator.devcluster.kubelet_controllers import (
+from devcluster import hostpaths
+from devcluster import kubelet_api as kapi
+from devcluster.kubelet_controllers import (
     Plan,
     deployment_plan,
     job_plan,
 )
-from vllm_operator.devcluster.kubelet_faults import Faults, default_image_env, gpu_request
-from vllm_operator.devcluster.kubelet_launch import LaunchContext
-from vllm_operator.devcluster.kubelet_proxy import ServiceProxy, sync_proxies
-from vllm_operator.devcluster.kubelet_runtime import PodRuntime, RuntimeConfig
+from devcluster.kubelet_faults import Faults, default_image_env, gpu_request
+from devcluster.kubelet_launch import LaunchContext
+from devcluster.kubelet_proxy import ServiceProxy, sync_proxies
+from devcluster.kubelet_runtime import PodRuntime, RuntimeConfig
 from vllm_operator.sim.vllm_shim import write_vllm_shim
 
 log = logging.getLogger(__name__)

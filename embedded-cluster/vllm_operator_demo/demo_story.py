@@ -17,15 +17,15 @@ from typing import Any
 
 import yaml
 
+from devcluster.cluster import DevCluster
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.api.resource import KIND
 from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
 from vllm_operator.api.summary import Placement
-from vllm_operator.devcluster.cluster import DevCluster
-from vllm_operator.devcluster.demo_session import Printer, Session
-from vllm_operator.devcluster.demo_tables import Row, render
 from vllm_operator.render import deployment_name, revision_hash, serving_service_name
 from vllm_operator.render.labels import REVISION_LABEL
+from vllm_operator_demo.demo_session import Printer, Session
+from vllm_operator_demo.demo_tables import Row, render
 
 Obj = dict[str, Any]
 
@@ -61,7 +61,7 @@ STORY = (
 
 
 def story_documents() -> list[Obj]:
-    data = resources.files("vllm_operator.devcluster") / "demo_data"
+    data = resources.files("vllm_operator_demo") / "demo_data"
     return [yaml.safe_load((data / step.file).read_text()) for step in STORY]
 
 

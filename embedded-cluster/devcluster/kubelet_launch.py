@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_operator.devcluster import hostpaths
+from devcluster import hostpaths
 from vllm_operator.engine.version import version_from_image
 
 Obj = dict[str, Any]

@@ -10,7 +10,7 @@ from typing import Any
 
 import kopf
 
-from vllm_operator.devcluster import DevCluster, OperatorThread
+from devcluster import DevCluster, OperatorThread
 
 from .crd import API_VERSION, GROUP, PLURAL, VERSION, widget, widget_crd
 

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from vllm_operator.devcluster import ApiError, DevCluster
+from devcluster import ApiError, DevCluster
 
 from .crd import API_VERSION, PLURAL, widget, widget_crd
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from vllm_operator.devcluster import DevCluster
+from devcluster import DevCluster
 
 from .test_clients import kubectl_binary
 

@@ -1,4 +1,7 @@
-"""Fixtures for integration tests: an embedded Kubernetes API and a kopf runner.
+"""pytest fixtures for the embedded Kubernetes API and a kopf runner.
+
+Registered as a pytest plugin (entry point ``pytest11``) when this distribution is
+installed, so the operator's tests and devcluster's own tests share one definition.
 
 - ``devcluster``: a started ``DevCluster`` (function scope, ~20 ms to start); ``default``
   namespace exists. Create objects through its helpers or any client at ``devcluster.url``.
@@ -16,7 +19,8 @@ from typing import Any
 import kopf
 import pytest
 
-from vllm_operator.devcluster import DevCluster, OperatorThread
+from devcluster.cluster import DevCluster
+from devcluster.kopfrun import OperatorThread
 
 
 @pytest.fixture

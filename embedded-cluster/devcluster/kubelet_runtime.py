@@ -22,10 +22,10 @@ from typing import Any
 
 import httpx
 
-from vllm_operator.devcluster import hostpaths
-from vllm_operator.devcluster.kubelet_controllers import rfc3339
-from vllm_operator.devcluster.kubelet_launch import Launch, LaunchContext, prepare_launch
-from vllm_operator.devcluster.kubelet_sidecars import start_sidecars, stop_sidecars
+from devcluster import hostpaths
+from devcluster.kubelet_controllers import rfc3339
+from devcluster.kubelet_launch import Launch, LaunchContext, prepare_launch
+from devcluster.kubelet_sidecars import start_sidecars, stop_sidecars
 
 Obj = dict[str, Any]
 MESSAGE_LIMIT = 4096
