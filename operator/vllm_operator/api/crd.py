@@ -32,10 +32,18 @@ from typing import Any
 
 import yaml
 
-from vllm_operator.api.resource import GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION
+from vllm_operator.api.resource import (
+    GROUP,
+    KIND,
+    MAX_NAME_LENGTH,
+    PLURAL,
+    SEPARATOR,
+    SHORT_NAMES,
+    SINGULAR,
+    VERSION,
+)
 from vllm_operator.api.spec import VLLMDeploymentSpec
 from vllm_operator.api.status import VLLMDeploymentStatus
-from vllm_operator.render.names import MAX_NAME_LENGTH, SEPARATOR
 
 CRD_NAME = f"{PLURAL}.{GROUP}"
 CRD_FILENAME = f"{GROUP}_{PLURAL}.yaml"

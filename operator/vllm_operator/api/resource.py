@@ -26,6 +26,17 @@ PLURAL = "vllmdeployments"
 SINGULAR = "vllmdeployment"
 SHORT_NAMES = ("vllmd",)
 
+# Names: every child is named ``<name>--<suffix>`` (render/names.py); the CRD refuses a
+# name that leaves no room for the longest child name, so the limits live here, in the API.
+MAX_OBJECT_NAME = 63
+REVISION_LENGTH = 10
+# Gate attempts are numbered from 1; room is kept for three digits.
+MAX_ATTEMPT_DIGITS = 3
+SEPARATOR = "--"
+# The Job's "--gate-" + revision + "-" + attempt is the longest suffix.
+_LONGEST_SUFFIX = len(SEPARATOR + "gate-") + REVISION_LENGTH + 1 + MAX_ATTEMPT_DIGITS
+MAX_NAME_LENGTH = MAX_OBJECT_NAME - _LONGEST_SUFFIX  # 42
+
 
 class ObjectMeta(APIModel):
     """The parts of metadata the operator reads."""

@@ -14,24 +14,30 @@ Services' names must also start with a letter (DNS-1035). The longest derived na
 benchmark Job's, so the VLLMDeployment's own name is limited to what leaves room for it;
 checking this up front turns "the Job could not be created" halfway through a rollout into
 a spec error on ``metadata.name``. New children add a function here built with ``_child``
-and a distinct suffix (not a 10-character revision alone), and keep ``_LONGEST_SUFFIX``
-the longest.
+and a distinct suffix (not a 10-character revision alone), and keep the Job's suffix the
+longest (the limits are in ``api.resource``, which the CRD's validation rules also use).
 """
 
 from __future__ import annotations
 
 import re
 
+from vllm_operator.api.resource import (
+    MAX_ATTEMPT_DIGITS,
+    MAX_NAME_LENGTH,
+    MAX_OBJECT_NAME,
+    REVISION_LENGTH,
+    SEPARATOR,
+)
 from vllm_operator.errors import SpecError
 
-MAX_OBJECT_NAME = 63
-REVISION_LENGTH = 10
-# Gate attempts are numbered from 1; room is kept for three digits.
-MAX_ATTEMPT_DIGITS = 3
-SEPARATOR = "--"
-# The Job's "--gate-" + revision + "-" + attempt is the longest suffix.
-_LONGEST_SUFFIX = len(SEPARATOR + "gate-") + REVISION_LENGTH + 1 + MAX_ATTEMPT_DIGITS
-MAX_NAME_LENGTH = MAX_OBJECT_NAME - _LONGEST_SUFFIX  # 42
+__all__ = [
+    "MAX_ATTEMPT_DIGITS",
+    "MAX_NAME_LENGTH",
+    "MAX_OBJECT_NAME",
+    "REVISION_LENGTH",
+    "SEPARATOR",
+]
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
