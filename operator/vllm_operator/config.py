@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 DEFAULT_BENCH_IMAGE = "ghcr.io/vllm-operator/vllm-operator:0.1.0"
 
@@ -53,7 +53,6 @@ class OperatorConfig:
     context: str | None = None
     log_level: str = "INFO"
     kube_workers: int = 16  # threads for the synchronous kubernetes client
-    extra: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def clusterwide(self) -> bool:

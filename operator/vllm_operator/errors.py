@@ -1,9 +1,10 @@
 """One error hierarchy for the whole project.
 
 Every failure the operator, the benchmark or the simulator can explain is one of these.
-The kopf shell translates them in one place (``handlers``): a ``SpecError`` becomes a
-``Stalled`` condition and an Event, a ``TransientError`` a retry, anything else a
-permanent failure. The CLI translates them into exit codes.
+Nothing translates them in the shell: the pure planner returns ``SpecErrors`` as a value and
+turns them into an ``InvalidSpec`` status and Event itself (``rollout.held``); the API client
+raises ``KubeTransientError`` (a ``TransientError``) for what a retry may fix; the CLIs print
+a ``SpecError`` as ``field: message (fix: ...)`` and exit 2 (usage).
 """
 
 from __future__ import annotations
@@ -43,6 +44,3 @@ class SpecErrors(VLLMOperatorError):
 class TransientError(VLLMOperatorError):
     """Something that may succeed when retried (API conflict, timeout, not yet Ready)."""
 
-
-class MeasurementError(VLLMOperatorError):
-    """The benchmark could not measure what it was asked to (exit code 3)."""

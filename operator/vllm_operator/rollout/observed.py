@@ -131,9 +131,6 @@ class JobView:
     revision: str
     attempt: int
     created_at: datetime | None = None
-    active: int = 0
-    succeeded: int = 0
-    failed: int = 0
     complete: bool = False
     failed_reason: str | None = None  # the Failed condition's reason (DeadlineExceeded, ...)
     failed_message: str | None = None
@@ -364,9 +361,6 @@ def job_view(obj: Mapping[str, Any]) -> JobView | None:
         revision=revision,
         attempt=attempt,
         created_at=parse_time(meta.get("creationTimestamp")),
-        active=_int(status.get("active")),
-        succeeded=_int(status.get("succeeded")),
-        failed=_int(status.get("failed")),
         complete=complete,
         failed_reason=failed_reason,
         failed_message=failed_message,
