@@ -43,4 +43,3 @@ class SpecErrors(VLLMOperatorError):
 
 class TransientError(VLLMOperatorError):
     """Something that may succeed when retried (API conflict, timeout, not yet Ready)."""
-

@@ -34,7 +34,7 @@ from vllm_operator.api.status import (
     RevisionSummary,
     VLLMDeploymentStatus,
 )
-from vllm_operator.api.summary import BenchSummary, GateVerdict, VerdictOutcome
+from vllm_operator.api.summary import BenchSummary, Verdict, VerdictOutcome
 
 __all__ = [
     "API_VERSION",
@@ -49,7 +49,6 @@ __all__ = [
     "EngineSpec",
     "GateRecord",
     "GateSpec",
-    "GateVerdict",
     "ModelSpec",
     "ObjectMeta",
     "ResourcesSpec",
@@ -59,6 +58,7 @@ __all__ = [
     "VLLMDeployment",
     "VLLMDeploymentSpec",
     "VLLMDeploymentStatus",
+    "Verdict",
     "VerdictOutcome",
     "parse_spec",
     "parse_vllm_deployment",

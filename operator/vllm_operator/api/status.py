@@ -7,12 +7,13 @@ operator needs to continue after a restart is here or in labels and annotations.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from vllm_operator.api.base import APIModel
-from vllm_operator.api.summary import BenchSummary, Placement, VerdictOutcome
+from vllm_operator.api.summary import BenchSummary, Placement, Verdict
 
 Phase = Literal[
     "Pending",
@@ -66,12 +67,10 @@ class RevisionSummary(APIModel):
     since: str | None = Field(default=None, description="When it reached its role (RFC 3339).")
 
 
-class GateRecord(APIModel):
-    """One gate verdict on one revision."""
+class GateRecord(Verdict):
+    """One verdict on one revision, as recorded: who decided, on which figures, when."""
 
     revision: str = Field(description="Revision judged.")
-    outcome: VerdictOutcome = Field(description="Passed, Failed, Inconclusive or Error.")
-    reasons: list[str] = Field(default_factory=list, description="Why.")
     summary: BenchSummary | None = Field(default=None, description="The figures judged.")
     baseline_revision: str | None = Field(
         default=None, description="Stable revision compared against, if any."
@@ -117,7 +116,10 @@ class VLLMDeploymentStatus(APIModel):
     candidate: RevisionSummary | None = Field(
         default=None, description="The revision being started or benchmarked."
     )
-    last_gate: GateRecord | None = Field(default=None, description="The latest verdict.")
+    last_gate: GateRecord | None = Field(
+        default=None,
+        description="The latest verdict: always the first entry of history (for kubectl).",
+    )
     history: list[GateRecord] = Field(
         default_factory=list,
         max_length=HISTORY_LIMIT,
@@ -126,3 +128,15 @@ class VLLMDeploymentStatus(APIModel):
     warnings: list[str] = Field(
         default_factory=list, description="Engine policy warnings for the current spec."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _last_gate_is_newest(cls, data: Any) -> Any:
+        """``lastGate`` is ``history[0]``, whatever a writer passed: one verdict, two views."""
+        if not isinstance(data, Mapping):
+            return data
+        out = {k: v for k, v in data.items() if k not in ("lastGate", "last_gate")}
+        history = out.get("history")
+        if isinstance(history, list | tuple) and history:
+            out["last_gate"] = history[0]
+        return out

@@ -1,8 +1,14 @@
-"""The compact benchmark summary and the gate verdict, shared by bench, gate and operator.
+"""The compact benchmark summary and the verdict, shared by bench, gate and operator.
 
 The benchmark Job writes a ``BenchSummary`` to its termination message (at most 4,096
 bytes), the operator stores it in status as the stable revision's baseline, and the gate
 compares a candidate's summary with it. One type for all three keeps them from drifting.
+
+``Verdict`` is the one type of a decision: the gate returns it, the bench reports it, the
+operator records it on a revision (``api.status.GateRecord`` is a ``Verdict`` with where and
+when), and a summary carries the bench's own as its flat ``verdict``/``reasons`` fields (the
+termination-message format every bench image writes; ``BenchSummary.own_verdict`` reads it
+back as a ``Verdict``).
 """
 
 from __future__ import annotations
@@ -14,6 +20,9 @@ from pydantic import Field
 from vllm_operator.api.base import APIModel
 
 VerdictOutcome = Literal["Passed", "Failed", "Inconclusive", "Error"]
+# The gate's order of outcomes, strictest first (gate/verdict.py): Failed and Error never
+# promote, and of two verdicts on one run the stricter stands (rollout/trust.py).
+STRICTEST_FIRST: tuple[VerdictOutcome, ...] = ("Failed", "Error", "Inconclusive", "Passed")
 
 SUMMARY_SCHEMA = "vllm-operator.dev/bench-summary/v1"
 
@@ -135,6 +144,13 @@ class PairedBaseline(APIModel):
     )
 
 
+class Verdict(APIModel):
+    """A decision on one revision's benchmark, with its reasons."""
+
+    outcome: VerdictOutcome = Field(description="Passed, Failed, Inconclusive or Error.")
+    reasons: list[str] = Field(default_factory=list, description="Why, one line per reason.")
+
+
 class BenchSummary(APIModel):
     """What one benchmark run measured, small enough for a termination message."""
 
@@ -168,9 +184,9 @@ class BenchSummary(APIModel):
         description="The run that wrote this summary (bench --job-name/--revision/--attempt).",
     )
 
-
-class GateVerdict(APIModel):
-    """The gate's decision on one revision, with its reasons."""
-
-    outcome: VerdictOutcome = Field(description="Passed, Failed, Inconclusive or Error.")
-    reasons: list[str] = Field(default_factory=list, description="One line per reason.")
+    @property
+    def own_verdict(self) -> Verdict | None:
+        """The benchmark's own verdict (None when it was given no limits)."""
+        if self.verdict is None:
+            return None
+        return Verdict(outcome=self.verdict, reasons=self.reasons)

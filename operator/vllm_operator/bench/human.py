@@ -175,7 +175,7 @@ def _verdict(report: BenchReport) -> list[str]:
     if not report.config.gated:
         return [f"## No gate (no thresholds or baseline given); exit {report.exit_code}"]
     out = [f"## Gate: {report.verdict.outcome} (exit {report.exit_code})"]
-    out += [f"- {reason}" for reason in report.summary.reasons]
+    out += [f"- {reason}" for reason in report.verdict.reasons]
     return out
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_operator.api.spec import Thresholds
-from vllm_operator.api.summary import BenchSummary, GateVerdict, PairedBaseline, Placement
+from vllm_operator.api.summary import BenchSummary, PairedBaseline, Placement, Verdict
 from vllm_operator.bench import summary as summary_mod
 from vllm_operator.bench.config import BenchConfig
 from vllm_operator.bench.request import RequestRecord
@@ -36,7 +36,7 @@ class BenchReport:
     config: BenchConfig
     state: RunState
     summary: BenchSummary
-    verdict: GateVerdict
+    verdict: Verdict  # the gate's, with the run's own notes (deadline, early stop) first
 
     @property
     def exit_code(self) -> int:
@@ -147,14 +147,15 @@ def build_report(config: BenchConfig, state: RunState) -> BenchReport:
             None if state.baseline is None else _paired_baseline(config, state.baseline, must_pass)
         ),
     )
-    verdict = gate_verdict(raw, thresholds, config.baseline)
-    reasons = list(verdict.reasons)
+    judged = gate_verdict(raw, thresholds, config.baseline)
+    reasons = list(judged.reasons)
     if state.aborted:
         reasons.insert(0, f"run stopped early: {state.aborted}")
     if state.deadline_hit:
         reasons.insert(0, f"deadline of {config.deadline_seconds:g} s reached")
+    verdict = Verdict(outcome=judged.outcome, reasons=reasons)
     summary = raw.model_copy(
-        update={"verdict": verdict.outcome if config.gated else None, "reasons": reasons}
+        update={"verdict": verdict.outcome if config.gated else None, "reasons": verdict.reasons}
     )
     return BenchReport(config, state, summary_mod.fit(summary), verdict)
 

@@ -15,10 +15,8 @@ quality) are here; comparisons with the baseline in ``gate.regression``.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from vllm_operator.api.spec import Thresholds
-from vllm_operator.api.summary import SUMMARY_SCHEMA, BenchSummary, GateVerdict
+from vllm_operator.api.summary import SUMMARY_SCHEMA, BenchSummary, Verdict, VerdictOutcome
 from vllm_operator.gate.classes import describe, kind_of
 from vllm_operator.gate.finding import Finding, Severity
 from vllm_operator.gate.regression import (
@@ -39,7 +37,7 @@ def verdict(
     baseline: BenchSummary | None,
     *,
     require_paired: bool = False,
-) -> GateVerdict:
+) -> Verdict:
     """Judge one candidate's summary against limits and a baseline.
 
     The baseline compared against is ``summary.paired_baseline`` when present (measured in
@@ -58,7 +56,7 @@ def verdict(
     ]
     severities = {f.severity for f in findings}
     if "fail" in severities:
-        outcome: Literal["Passed", "Failed", "Inconclusive", "Error"] = "Failed"
+        outcome: VerdictOutcome = "Failed"
     elif "error" in severities:
         outcome = "Error"
     elif "inconclusive" in severities:
@@ -69,7 +67,7 @@ def verdict(
     reasons = [f.text for f in ordered]
     if outcome == "Passed" and not any(f.severity == "note" for f in findings):
         reasons.append("every measured figure is within its limits")
-    return GateVerdict(outcome=outcome, reasons=reasons)
+    return Verdict(outcome=outcome, reasons=reasons)
 
 
 def _schema(summary: BenchSummary) -> list[Finding]:

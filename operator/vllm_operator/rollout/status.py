@@ -205,7 +205,6 @@ def build_status(
         conditions=conditions,
         stable=stable,
         candidate=candidate,
-        last_gate=history[0] if history else None,
         history=list(history),
         warnings=list(warnings),
     )

@@ -190,7 +190,11 @@ def _benchmark(
             None if paired else baseline,
             require_paired=paired,
         )
-        outcome, reasons, summary = judged.outcome, list(judged.reasons), judged.summary
+        outcome, reasons, summary = (
+            judged.verdict.outcome,
+            list(judged.verdict.reasons),
+            judged.summary,
+        )
         if outcome == "Error":
             if job.failed_reason:
                 reasons.append(

@@ -24,7 +24,13 @@ from dataclasses import dataclass
 
 from vllm_operator import gate
 from vllm_operator.api.spec import Thresholds
-from vllm_operator.api.summary import BenchSummary, RunIdentity, VerdictOutcome
+from vllm_operator.api.summary import (
+    STRICTEST_FIRST,
+    BenchSummary,
+    RunIdentity,
+    Verdict,
+    VerdictOutcome,
+)
 from vllm_operator.rollout.observed import ContainerView, JobView, Observed, PodView
 from vllm_operator.rollout.results import job_summary, parse_summary, summary_from_log
 
@@ -34,22 +40,23 @@ EXIT_VERDICTS: dict[int, frozenset[str]] = {
     0: frozenset({"Passed"}),
     1: frozenset({"Failed", "Inconclusive"}),
 }
-# Strictest first, as the gate orders its outcomes (gate/verdict.py).
-STRICTNESS: tuple[VerdictOutcome, ...] = ("Failed", "Error", "Inconclusive", "Passed")
 
 
 @dataclass(frozen=True)
 class Judgement:
-    """The verdict on one finished benchmark Job."""
+    """The verdict on one finished benchmark Job, and the summary it was taken from."""
 
-    outcome: VerdictOutcome
-    reasons: tuple[str, ...]
+    verdict: Verdict
     summary: BenchSummary | None  # kept even when not believed, for people to read
+
+
+def _error(reasons: list[str], summary: BenchSummary | None) -> Judgement:
+    return Judgement(Verdict(outcome="Error", reasons=reasons), summary)
 
 
 def stricter(a: VerdictOutcome, b: VerdictOutcome) -> VerdictOutcome:
     """The stricter of two verdicts (Failed > Error > Inconclusive > Passed)."""
-    return a if STRICTNESS.index(a) <= STRICTNESS.index(b) else b
+    return a if STRICTEST_FIRST.index(a) <= STRICTEST_FIRST.index(b) else b
 
 
 def expected_identity(job: JobView) -> RunIdentity:
@@ -114,42 +121,39 @@ def judge(
         reasons = [f"benchmark Job not trusted: {ended}"]
         if summary is not None and summary.verdict is not None:
             reasons.append(f"its summary's verdict {summary.verdict} is disregarded")
-        return Judgement("Error", tuple(reasons), summary)
+        return _error(reasons, summary)
     code = ended.exit_code
     assert code is not None
     summary = bench_summary(observed, job, ended)
     if summary is None:
-        return Judgement("Error", (f"benchmark Job {job.name} left no summary",), None)
+        return _error([f"benchmark Job {job.name} left no summary"], None)
     wanted = expected_identity(job)
     if summary.identity is None:
-        return Judgement(
-            "Error", (f"the summary of Job {job.name} carries no run identity",), summary
-        )
+        return _error([f"the summary of Job {job.name} carries no run identity"], summary)
     if summary.identity != wanted:
         got = summary.identity
-        return Judgement(
-            "Error",
-            (
+        return _error(
+            [
                 f"the summary read from Job {job.name} names another run (Job {got.job}, "
                 f"revision {got.revision}, attempt {got.attempt}; expected revision "
-                f"{wanted.revision}, attempt {wanted.attempt})",
-            ),
+                f"{wanted.revision}, attempt {wanted.attempt})"
+            ],
             summary,
         )
-    own = summary.verdict
-    if own is None or own not in EXIT_VERDICTS[code]:
-        return Judgement(
-            "Error",
-            (
-                f"pod exit code {code} does not match the summary's verdict {own or 'none'} "
-                f"(exit 0 means Passed, 1 Failed or Inconclusive)",
-            ),
+    own = summary.own_verdict
+    if own is None or own.outcome not in EXIT_VERDICTS[code]:
+        return _error(
+            [
+                f"pod exit code {code} does not match the summary's verdict "
+                f"{own.outcome if own else 'none'} (exit 0 means Passed, 1 Failed or "
+                "Inconclusive)"
+            ],
             summary,
         )
     verdict = gate.verdict(summary, thresholds, baseline, require_paired=require_paired)
-    outcome = stricter(own, verdict.outcome)
+    outcome = stricter(own.outcome, verdict.outcome)
     reasons = list(verdict.reasons)
     if outcome != verdict.outcome:
-        said = "; ".join(summary.reasons[:3]) or "no reasons given"
-        reasons.insert(0, f"the benchmark's own verdict {own} is stricter ({said})")
-    return Judgement(outcome, tuple(reasons), summary)
+        said = "; ".join(own.reasons[:3]) or "no reasons given"
+        reasons.insert(0, f"the benchmark's own verdict {own.outcome} is stricter ({said})")
+    return Judgement(Verdict(outcome=outcome, reasons=reasons), summary)

@@ -1,0 +1,62 @@
+"""One verdict type: what the gate returns, the bench reports and status records.
+
+``GateRecord`` is a ``Verdict`` on one revision (so any code judging a verdict takes either),
+a summary's flat ``verdict``/``reasons`` read back as a ``Verdict``, and ``lastGate`` is
+always ``history[0]``: it cannot disagree with the history it repeats.
+"""
+
+from __future__ import annotations
+
+from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
+from vllm_operator.api.summary import STRICTEST_FIRST, BenchSummary, Verdict, VerdictOutcome
+from vllm_operator.gate import verdict as gate_verdict
+
+
+def _record(revision: str, outcome: VerdictOutcome) -> GateRecord:
+    return GateRecord(revision=revision, outcome=outcome, reasons=[f"{revision} {outcome}"])
+
+
+def test_a_recorded_verdict_is_a_verdict_with_the_same_wire_fields() -> None:
+    record = _record("abc", "Failed")
+    assert isinstance(record, Verdict)
+    wire = record.to_wire()
+    assert wire == {
+        "revision": "abc",
+        "outcome": "Failed",
+        "reasons": ["abc Failed"],
+        "decidedBy": "gate",
+    }
+    plain = Verdict.model_validate({k: wire[k] for k in ("outcome", "reasons")})
+    assert plain == Verdict(outcome="Failed", reasons=["abc Failed"])
+
+
+def test_the_gate_returns_the_verdict_type() -> None:
+    judged = gate_verdict(BenchSummary(), Thresholds(), None)
+    assert type(judged) is Verdict
+    assert judged.outcome in STRICTEST_FIRST
+
+
+def test_last_gate_is_always_the_newest_history_entry() -> None:
+    newest, older = _record("new", "Passed"), _record("old", "Failed")
+    status = VLLMDeploymentStatus(history=[newest, older], last_gate=older)
+    assert status.last_gate == newest
+    wire = status.to_wire()
+    assert wire["lastGate"] == wire["history"][0]  # type: ignore[index]
+    # Read back from the wire with a stale lastGate (an older writer): history wins.
+    stale = {**wire, "lastGate": older.to_wire()}
+    assert VLLMDeploymentStatus.model_validate(stale).last_gate == newest
+
+
+def test_no_history_means_no_last_gate() -> None:
+    status = VLLMDeploymentStatus.model_validate({"lastGate": _record("x", "Passed").to_wire()})
+    assert status.last_gate is None
+    assert "lastGate" not in status.to_wire()
+
+
+def test_a_summary_carries_the_bench_verdict_flat_and_reads_it_back() -> None:
+    summary = BenchSummary(verdict="Inconclusive", reasons=["too few samples"])
+    assert summary.to_wire()["verdict"] == "Inconclusive"  # the termination-message format
+    assert summary.own_verdict == Verdict(outcome="Inconclusive", reasons=["too few samples"])
+    ungated = BenchSummary(reasons=["measured only"])
+    assert ungated.own_verdict is None
