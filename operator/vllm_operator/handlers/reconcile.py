@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from vllm_operator.api.reasons import EventReason
 from vllm_operator.config import OperatorConfig
 from vllm_operator.kube.client import Kube, KubeError, KubeTransientError
 from vllm_operator.metrics import OperatorMetrics
@@ -228,7 +229,9 @@ class Reconciler:
                 # Refused for good (invalid, forbidden, quota): say so where people look.
                 with contextlib.suppress(KubeError):
                     what = f"{type(action).__name__.lower()} {action.kind} {action.name}"
-                    await kube.event(body, "Warning", "ApplyFailed", f"{what}: {exc}"[:1024])
+                    await kube.event(
+                        body, "Warning", EventReason.ApplyFailed, f"{what}: {exc}"[:1024]
+                    )
                 raise
         for record in result.verdicts:
             self.metrics.verdict(namespace, name, record)

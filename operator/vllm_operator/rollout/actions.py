@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from vllm_operator.api.reasons import EventReason
 from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
 
 Kind = Literal["Deployment", "Service", "Job"]
@@ -59,7 +60,7 @@ class Event:
     """A Kubernetes Event on the VLLMDeployment."""
 
     type: EventType
-    reason: str
+    reason: EventReason
     message: str
 
 

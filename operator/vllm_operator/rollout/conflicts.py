@@ -12,12 +12,11 @@ resync looks again). Nothing else moves, so the stable revision keeps serving.
 
 from __future__ import annotations
 
+from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.status import VLLMDeploymentStatus
 from vllm_operator.rollout import held
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.status import gate_condition
-
-REASON = "NameConflict"
 
 
 def message(foreign: dict[tuple[str, str], str]) -> str:
@@ -37,9 +36,14 @@ def name_conflict(
     observed = state.observed
     text = message(dict(observed.foreign))
     before = next((c for c in state.previous.conditions if c.type == "Stalled"), None)
-    if before is None or before.reason != REASON or before.message != text:
-        state.event("Warning", REASON, text)
+    if before is None or before.reason != ConditionReason.NameConflict or before.message != text:
+        state.event("Warning", EventReason.NameConflict, text)
     gate = gate_condition(state.decision(desired), gate_enabled)
     return held.stopped_status(
-        state, stable, text, REASON, warnings=list(state.previous.warnings), gate=gate
+        state,
+        stable,
+        text,
+        ConditionReason.NameConflict,
+        warnings=list(state.previous.warnings),
+        gate=gate,
     )

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from vllm_operator.api.reasons import EventReason
 from vllm_operator.api.resource import API_VERSION, KIND
 from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
 from vllm_operator.render import labels
@@ -69,7 +70,7 @@ class Pass:
     def name(self) -> str:
         return self.observed.name
 
-    def event(self, kind: EventType, reason: str, message: str) -> None:
+    def event(self, kind: EventType, reason: EventReason, message: str) -> None:
         self.events.append(Event(kind, reason, message))
 
     def after(self, seconds: float) -> None:

@@ -7,6 +7,7 @@ candidate and history as they were.
 
 from __future__ import annotations
 
+from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.status import ConditionStatus, VLLMDeploymentStatus
 from vllm_operator.errors import SpecErrors
 from vllm_operator.rollout.context import Pass
@@ -26,9 +27,14 @@ def invalid_spec(state: Pass, errors: SpecErrors, stable: str | None) -> VLLMDep
     lines = [str(e) for e in errors.errors]
     message = "invalid spec: " + "; ".join(lines)
     if state.previous.observed_generation != observed.generation:
-        state.event("Warning", "InvalidSpec", message)
+        state.event("Warning", EventReason.InvalidSpec, message)
     return stopped_status(
-        state, stable, message, "InvalidSpec", warnings=[], gate=("Unknown", "InvalidSpec")
+        state,
+        stable,
+        message,
+        ConditionReason.InvalidSpec,
+        warnings=[],
+        gate=("Unknown", ConditionReason.InvalidSpec),
     )
 
 
@@ -36,10 +42,10 @@ def stopped_status(
     state: Pass,
     stable: str | None,
     message: str,
-    reason: str,
+    reason: ConditionReason,
     *,
     warnings: list[str],
-    gate: tuple[ConditionStatus, str],
+    gate: tuple[ConditionStatus, ConditionReason],
 ) -> VLLMDeploymentStatus:
     """The status of a pass that stops and touches nothing: Degraded while the stable
     revision still serves (it keeps serving, untouched), else Failed; stable, candidate and

@@ -10,6 +10,7 @@ operator does not either. A request naming another revision is refused with an E
 
 from __future__ import annotations
 
+from vllm_operator.api.reasons import EventReason
 from vllm_operator.api.status import GateRecord
 from vllm_operator.rollout import ledger
 from vllm_operator.rollout.context import Pass
@@ -25,14 +26,16 @@ def handle_requests(state: Pass, desired: str, stable: str | None) -> None:
     rerun = handled.rerun
     if requests.rerun is not None and (rerun is None or rerun.token != requests.rerun):
         if desired == stable:
-            state.event("Normal", "RequestIgnored", f"rerun-gate: revision {desired} serves")
+            state.event(
+                "Normal", EventReason.RequestIgnored, f"rerun-gate: revision {desired} serves"
+            )
             min_attempt = rerun.min_attempt if rerun is not None else 1
         else:
             attempts = [j.attempt for j in state.observed.jobs if j.revision == desired]
             min_attempt = max([ledger.verdicts_on(state.history, desired), *attempts]) + 1
             state.event(
                 "Normal",
-                "GateRerun",
+                EventReason.GateRerun,
                 f"re-running the gate on revision {desired} (attempt {min_attempt}), "
                 "requested by annotation vllm-operator.dev/rerun-gate",
             )
@@ -52,11 +55,13 @@ def handle_requests(state: Pass, desired: str, stable: str | None) -> None:
                         decided_by="person",
                     )
                 )
-                state.event("Warning", "ForcedPromotion", f"revision {desired}: {PERSON_PROMOTE}")
+                state.event(
+                    "Warning", EventReason.ForcedPromotion, f"revision {desired}: {PERSON_PROMOTE}"
+                )
         else:
             state.event(
                 "Warning",
-                "RequestIgnored",
+                EventReason.RequestIgnored,
                 f"promote={requests.promote} does not name the candidate revision "
                 f"({desired if desired != stable else 'none: ' + desired + ' serves'})",
             )
@@ -74,11 +79,11 @@ def handle_requests(state: Pass, desired: str, stable: str | None) -> None:
                         decided_by="person",
                     )
                 )
-                state.event("Warning", "Aborted", f"revision {desired}: {PERSON_ABORT}")
+                state.event("Warning", EventReason.Aborted, f"revision {desired}: {PERSON_ABORT}")
         else:
             state.event(
                 "Warning",
-                "RequestIgnored",
+                EventReason.RequestIgnored,
                 f"abort={requests.abort} does not name the candidate revision; the serving "
                 "revision is never aborted",
             )

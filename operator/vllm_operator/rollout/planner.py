@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from vllm_operator.api.reasons import EventReason
 from vllm_operator.api.resource import VLLMDeployment, parse_vllm_deployment
 from vllm_operator.api.status import VLLMDeploymentStatus
 from vllm_operator.engine.extra_args import unknown_version_note
@@ -77,7 +78,9 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
         for warning in launch.warnings:
             older = launch.flags_from_older_release and warning == _flags_note(launch)
             state.event(
-                "Warning", "FlagsCheckedAgainstOlderRelease" if older else "EngineWarning", warning
+                "Warning",
+                EventReason.FlagsCheckedAgainstOlderRelease if older else EventReason.EngineWarning,
+                warning,
             )
     steps.handle_requests(state, desired, stable)
     if desired == stable:

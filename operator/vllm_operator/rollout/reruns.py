@@ -10,6 +10,7 @@ told from the new one.
 
 from __future__ import annotations
 
+from vllm_operator.api.reasons import EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord
 from vllm_operator.rollout import ledger
@@ -50,14 +51,14 @@ def announce(state: Pass, vd: VLLMDeployment, desired: str, attempt: int) -> Non
     if streak <= limit:
         state.event(
             "Normal",
-            "GateRerun",
+            EventReason.GateRerun,
             f"revision {desired}: gate inconclusive on attempt {attempt}; running attempt "
             f"{attempt + 1} (rerun {streak} of {limit}, rollout.onInconclusive: rerun)",
         )
     else:
         state.event(
             "Warning",
-            "GateHolding",
+            EventReason.GateHolding,
             f"revision {desired}: gate still inconclusive after {limit} rerun(s); holding for "
             f"a person (annotate vllm-operator.dev/promote={desired} or "
             f"vllm-operator.dev/abort={desired})",

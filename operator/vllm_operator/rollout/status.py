@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from vllm_operator.api.reasons import ConditionReason
 from vllm_operator.api.status import (
     Condition,
     ConditionStatus,
@@ -59,7 +60,7 @@ class Outcome:
 
     phase: Phase
     message: str
-    reason: str  # CamelCase: the reason of Ready (and of Reconciling/Stalled when True)
+    reason: ConditionReason  # of Ready (and of Reconciling/Stalled when True)
 
 
 def summarise(
@@ -94,7 +95,7 @@ def _condition(
     previous: Sequence[Condition],
     kind: ConditionType,
     status: ConditionStatus,
-    reason: str,
+    reason: ConditionReason,
     message: str,
     *,
     generation: int | None,
@@ -114,19 +115,24 @@ def _condition(
     )
 
 
-def gate_condition(decided: GateRecord | None, gate_enabled: bool) -> tuple[ConditionStatus, str]:
+def gate_condition(
+    decided: GateRecord | None, gate_enabled: bool
+) -> tuple[ConditionStatus, ConditionReason]:
     """GatePassed from the decision on the spec's revision."""
     if decided is None:
-        return "Unknown", "AwaitingVerdict" if gate_enabled else "GateDisabled"
+        return (
+            "Unknown",
+            ConditionReason.AwaitingVerdict if gate_enabled else ConditionReason.GateDisabled,
+        )
     if decided.outcome == "Passed":
         if decided.decided_by == "person":
-            return "True", "PromotedByPerson"
-        return "True", "Passed" if gate_enabled else "GateDisabled"
+            return "True", ConditionReason.PromotedByPerson
+        return "True", ConditionReason.Passed if gate_enabled else ConditionReason.GateDisabled
     if decided.decided_by == "person":
-        return "False", "AbortedByPerson"
+        return "False", ConditionReason.AbortedByPerson
     if decided.decided_by == "deadline":
-        return "False", "ProgressDeadlineExceeded"
-    return "False", decided.outcome
+        return "False", ConditionReason.ProgressDeadlineExceeded
+    return "False", ConditionReason(decided.outcome)
 
 
 def build_status(
@@ -139,7 +145,7 @@ def build_status(
     candidate: RevisionSummary | None,
     history: Sequence[GateRecord],
     warnings: Sequence[str],
-    gate: tuple[ConditionStatus, str, str],
+    gate: tuple[ConditionStatus, ConditionReason, str],
     flags_note: str = "",
 ) -> VLLMDeploymentStatus:
     """The full status for ``outcome``; conditions keep their transition times.
@@ -162,7 +168,7 @@ def build_status(
             prev,
             "Reconciling",
             working,
-            outcome.reason if working == "True" else "Idle",
+            outcome.reason if working == "True" else ConditionReason.Idle,
             outcome.message if working == "True" else "",
             generation=generation,
             now=now,
@@ -171,7 +177,7 @@ def build_status(
             prev,
             "Stalled",
             stalled,
-            outcome.reason if stalled == "True" else "Progressing",
+            outcome.reason if stalled == "True" else ConditionReason.Progressing,
             outcome.message if stalled == "True" else "",
             generation=generation,
             now=now,
@@ -192,7 +198,7 @@ def build_status(
                 prev,
                 "FlagsChecked",
                 "False",
-                "NearestOlderRelease",
+                ConditionReason.NearestOlderRelease,
                 flags_note,
                 generation=generation,
                 now=now,

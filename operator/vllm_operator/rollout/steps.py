@@ -7,6 +7,7 @@ recorded (status is written first by the shell) before the objects it condemns a
 
 from __future__ import annotations
 
+from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord
 from vllm_operator.api.summary import BenchSummary
@@ -45,20 +46,24 @@ def steady(state: Pass, vd: VLLMDeployment, launch: LaunchPlan, revision: str) -
     if dep is None or dep.deleting:
         if dep is None:
             create_deployment(state, vd, revision, replicas, labels.ROLE_STABLE)
-            state.event("Warning", "StableRecreated", f"revision {revision} had no Deployment")
+            state.event(
+                "Warning", EventReason.StableRecreated, f"revision {revision} had no Deployment"
+            )
         state.after(1.0)
-        return Outcome("Progressing", f"recreating revision {revision}", "StableMissing")
+        return Outcome(
+            "Progressing", f"recreating revision {revision}", ConditionReason.StableMissing
+        )
     patch_deployment(state, dep, replicas, labels.ROLE_STABLE)
     if dep.ready_replicas >= replicas and dep.replicas == replicas:
         return Outcome(
             "Serving",
             f"revision {revision} serves ({dep.ready_replicas}/{replicas} Ready)",
-            "Serving",
+            ConditionReason.Serving,
         )
     return Outcome(
         "Progressing",
         f"revision {revision}: {dep.ready_replicas}/{replicas} Ready",
-        "Scaling",
+        ConditionReason.Scaling,
     )
 
 
@@ -85,7 +90,7 @@ def rollout(
             "Holding",
             f"gate inconclusive on revision {desired} ({text}); annotate "
             f"vllm-operator.dev/promote={desired} or vllm-operator.dev/abort={desired}",
-            "GateInconclusive",
+            ConditionReason.GateInconclusive,
         ), desired
     return _reject(state, desired, stable, decided), None
 
@@ -103,11 +108,17 @@ def _gate(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None) -> 
     if dep is None or dep.deleting:
         if dep is None:
             create_deployment(state, vd, desired, wanted, labels.ROLE_CANDIDATE)
-            state.event("Normal", "CandidateCreated", f"revision {desired}: {wanted} replica(s)")
+            state.event(
+                "Normal", EventReason.CandidateCreated, f"revision {desired}: {wanted} replica(s)"
+            )
             state.after(deadline)
         else:
             state.after(1.0)
-        return Outcome("Progressing", f"starting candidate revision {desired}", "CandidateStarting")
+        return Outcome(
+            "Progressing",
+            f"starting candidate revision {desired}",
+            ConditionReason.CandidateStarting,
+        )
     if dep.ready_replicas < wanted:
         return waiting.until_ready(
             state,
@@ -129,7 +140,7 @@ def _gate(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None) -> 
                 baseline_revision=stable,
             )
         )
-        return Outcome("Promoting", "gate disabled", "GateDisabled")
+        return Outcome("Promoting", "gate disabled", ConditionReason.GateDisabled)
     if with_twin:
         assert stable is not None
         twin_wait = twin.wait(state, vd, desired, stable)
@@ -175,10 +186,14 @@ def _benchmark(
         )
         state.create(manifest)
         state.event(
-            "Normal", "BenchmarkStarted", f"revision {desired}: Job {manifest['metadata']['name']}"
+            "Normal",
+            EventReason.BenchmarkStarted,
+            f"revision {desired}: Job {manifest['metadata']['name']}",
         )
         state.after(state.scaled(state.settings.job_start_seconds))
-        return Outcome("Benchmarking", f"benchmarking revision {desired}", "Benchmarking")
+        return Outcome(
+            "Benchmarking", f"benchmarking revision {desired}", ConditionReason.Benchmarking
+        )
     pods = observed.job_pods(job)
     paired = stable is not None and (job.baseline_mode or vd.spec.gate.baseline.mode) == "twin"
     if job.finished:
@@ -232,10 +247,12 @@ def _benchmark(
             )
         )
         kind: EventType = "Normal" if outcome == "Passed" else "Warning"
-        state.event(kind, f"Gate{outcome}", f"revision {desired}: " + "; ".join(entry.reasons))
+        state.event(
+            kind, EventReason(f"Gate{outcome}"), f"revision {desired}: " + "; ".join(entry.reasons)
+        )
         if outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "rerun":
             reruns.announce(state, vd, desired, job.attempt)
-        return Outcome("Benchmarking", f"gate {outcome}", f"Gate{outcome}")
+        return Outcome("Benchmarking", f"gate {outcome}", ConditionReason(f"Gate{outcome}"))
     failure = causes.start_failure(pods)
     limit = state.scaled(state.settings.job_start_seconds)
     age = state.elapsed(job.created_at)
@@ -252,12 +269,16 @@ def _benchmark(
                     attempt=job.attempt,
                 )
             )
-            state.event("Warning", "GateError", f"revision {desired}: {reasons[0]}")
-            return Outcome("Benchmarking", "gate Error", "GateError")
+            state.event("Warning", EventReason.GateError, f"revision {desired}: {reasons[0]}")
+            return Outcome("Benchmarking", "gate Error", ConditionReason.GateError)
         state.after(limit - age)
-        return Outcome("Benchmarking", f"benchmark Job waiting: {cause}", "Benchmarking")
+        return Outcome(
+            "Benchmarking", f"benchmark Job waiting: {cause}", ConditionReason.Benchmarking
+        )
     return Outcome(
-        "Benchmarking", f"benchmarking revision {desired} (Job {job.name})", "Benchmarking"
+        "Benchmarking",
+        f"benchmarking revision {desired} (Job {job.name})",
+        ConditionReason.Benchmarking,
     )
 
 
@@ -269,11 +290,15 @@ def _promote(
     if dep is None or dep.deleting:
         if dep is None:
             create_deployment(state, vd, desired, target, labels.ROLE_CANDIDATE)
-            state.event("Normal", "CandidateCreated", f"revision {desired}: {target} replica(s)")
+            state.event(
+                "Normal", EventReason.CandidateCreated, f"revision {desired}: {target} replica(s)"
+            )
         state.after(1.0)
-        return Outcome("Promoting", f"starting revision {desired}", "Promoting")
+        return Outcome("Promoting", f"starting revision {desired}", ConditionReason.Promoting)
     if dep.replicas != target:
-        state.event("Normal", "Promoting", f"scaling revision {desired} to {target} replica(s)")
+        state.event(
+            "Normal", EventReason.Promoting, f"scaling revision {desired} to {target} replica(s)"
+        )
     patch_deployment(state, dep, target, labels.ROLE_CANDIDATE)
     since = parse_time(decided.finished_at)
     deadline = state.scaled(vd.spec.rollout.progress_deadline_seconds)
@@ -295,17 +320,19 @@ def _promote(
         why = "" if enough else f" after the progress deadline, at {dep.ready_replicas}/{target}"
         state.event(
             "Normal",
-            "Promoted",
+            EventReason.Promoted,
             f"serving Service now selects revision {desired} ({dep.ready_replicas} Ready{why})"
             + (f"; retiring revision {stable}" if stable else ""),
         )
         state.after(0.0)
-        return Outcome("Promoting", f"switching traffic to revision {desired}", "Promoting")
+        return Outcome(
+            "Promoting", f"switching traffic to revision {desired}", ConditionReason.Promoting
+        )
     state.after(max(deadline - elapsed, 1.0))
     return Outcome(
         "Promoting",
         f"scaling revision {desired} to {target}: {dep.ready_replicas} Ready",
-        "Promoting",
+        ConditionReason.Promoting,
     )
 
 
@@ -314,19 +341,21 @@ def _reject(state: Pass, desired: str, stable: str | None, decided: GateRecord) 
     if dep is not None and not dep.deleting:
         state.delete("Deployment", dep.name)
         state.event(
-            "Normal", "CandidateRemoved", f"revision {desired} rejected: Deployment deleted"
+            "Normal",
+            EventReason.CandidateRemoved,
+            f"revision {desired} rejected: Deployment deleted",
         )
     text = "; ".join(decided.reasons[:3]) or decided.outcome
     if serving_ok(state, stable):
         return Outcome(
             "Degraded",
             f"revision {desired} rejected ({decided.outcome}: {text}); revision {stable} serves",
-            "CandidateRejected",
+            ConditionReason.CandidateRejected,
         )
     return Outcome(
         "Failed",
         f"revision {desired} rejected ({decided.outcome}: {text}); nothing serves",
-        "CandidateRejected",
+        ConditionReason.CandidateRejected,
     )
 
 
@@ -338,7 +367,11 @@ def retire(state: Pass, keep: set[str]) -> None:
         if dep.revision in keep or dep.deleting or ("Deployment", dep.name) in doomed:
             continue
         state.delete("Deployment", dep.name)
-        reason = "RevisionRetired" if dep.role == labels.ROLE_STABLE else "CandidateAbandoned"
+        reason = (
+            EventReason.RevisionRetired
+            if dep.role == labels.ROLE_STABLE
+            else EventReason.CandidateAbandoned
+        )
         state.event("Normal", reason, f"revision {dep.revision}: Deployment {dep.name} deleted")
     current = None
     for revision in keep:
@@ -349,7 +382,7 @@ def retire(state: Pass, keep: set[str]) -> None:
         if job.deleting or (current is not None and job.name == current.name):
             continue
         if not job.finished and job.revision not in keep:
-            state.event("Normal", "BenchmarkAbandoned", f"Job {job.name} deleted")
+            state.event("Normal", EventReason.BenchmarkAbandoned, f"Job {job.name} deleted")
         state.delete("Job", job.name)
 
 

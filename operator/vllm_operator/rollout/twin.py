@@ -13,6 +13,7 @@ the shell could read, and the launch plans, for the Job's flags and the gate rec
 
 from __future__ import annotations
 
+from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.summary import Placement
 from vllm_operator.render.names import twin_service_name
@@ -58,7 +59,7 @@ def ensure(state: Pass, vd: VLLMDeployment, desired: str, stable: str) -> None:
     state.create(manifest)
     state.event(
         "Normal",
-        "TwinCreated",
+        EventReason.TwinCreated,
         f"twin of stable revision {stable} ({replicas} replica(s), no traffic) for the gate "
         f"on revision {desired}",
     )
@@ -80,7 +81,9 @@ def wait(state: Pass, vd: VLLMDeployment, desired: str, stable: str) -> Outcome 
     if twin is None or twin.deleting:
         state.after(1.0)
         return Outcome(
-            "Progressing", f"starting the twin of stable revision {stable}", "TwinStarting"
+            "Progressing",
+            f"starting the twin of stable revision {stable}",
+            ConditionReason.TwinStarting,
         )
     return waiting.until_ready(
         state,
@@ -103,7 +106,7 @@ def remove(state: Pass) -> None:
         state.delete("Deployment", twin.name)
         state.event(
             "Normal",
-            "TwinRemoved",
+            EventReason.TwinRemoved,
             f"twin of revision {twin.revision} deleted: Deployment {twin.name}",
         )
     service = state.observed.service(twin_service_name(state.name))

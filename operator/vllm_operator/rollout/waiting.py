@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
+from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.status import GateRecord
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.status import Outcome
@@ -38,7 +39,11 @@ def until_ready(
     if elapsed < deadline:
         state.after(deadline - elapsed)
         text = f"waiting for {'the ' if side == 'twin' else ''}{who}: {ready}/{wanted} Ready"
-        starting = "CandidateStarting" if side == "candidate" else "TwinStarting"
+        starting = (
+            ConditionReason.CandidateStarting
+            if side == "candidate"
+            else ConditionReason.TwinStarting
+        )
         return Outcome("Progressing", text + (f" ({cause})" if cause else ""), starting)
     subject = "" if side == "candidate" else f"{who} "
     reasons = [f"{subject}not Ready within {deadline_seconds} s ({ready}/{wanted} Ready)"]
@@ -56,6 +61,6 @@ def until_ready(
             baseline_mode="twin" if side == "twin" else None,
         )
     )
-    event = "CandidateStuck" if side == "candidate" else "TwinStuck"
+    event = EventReason.CandidateStuck if side == "candidate" else EventReason.TwinStuck
     state.event("Warning", event, f"revision {desired}: " + "; ".join(reasons))
-    return Outcome("Progressing", f"{side} stuck", "ProgressDeadlineExceeded")
+    return Outcome("Progressing", f"{side} stuck", ConditionReason.ProgressDeadlineExceeded)

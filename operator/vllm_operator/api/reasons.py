@@ -1,0 +1,145 @@
+"""Every Event reason and condition reason the operator writes, with what each means.
+
+Reasons are API: people filter Events on them (``kubectl get events --field-selector
+reason=GateFailed``), GitOps health checks and alerts match condition reasons. So they are
+spelled once, here; the code takes these members (mypy refuses a bare string where a reason
+is expected), and the tables in docs/rollout.md (built from ``EVENT_MEANINGS`` and
+``CONDITION_MEANINGS``) are checked against this module by
+``tests/unit/api/test_reasons.py``. A new reason is a member here, a line in its
+meanings table and a row in the doc.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class EventReason(StrEnum):
+    """Reason of a Kubernetes Event on a VLLMDeployment."""
+
+    CandidateCreated = "CandidateCreated"
+    BenchmarkStarted = "BenchmarkStarted"
+    GatePassed = "GatePassed"
+    GateFailed = "GateFailed"
+    GateError = "GateError"
+    GateInconclusive = "GateInconclusive"
+    GateRerun = "GateRerun"
+    GateHolding = "GateHolding"
+    CandidateStuck = "CandidateStuck"
+    Promoting = "Promoting"
+    Promoted = "Promoted"
+    RevisionRetired = "RevisionRetired"
+    CandidateRemoved = "CandidateRemoved"
+    CandidateAbandoned = "CandidateAbandoned"
+    BenchmarkAbandoned = "BenchmarkAbandoned"
+    StableRecreated = "StableRecreated"
+    ForcedPromotion = "ForcedPromotion"
+    Aborted = "Aborted"
+    RequestIgnored = "RequestIgnored"
+    TwinCreated = "TwinCreated"
+    TwinRemoved = "TwinRemoved"
+    TwinStuck = "TwinStuck"
+    InvalidSpec = "InvalidSpec"
+    EngineWarning = "EngineWarning"
+    FlagsCheckedAgainstOlderRelease = "FlagsCheckedAgainstOlderRelease"
+    NameConflict = "NameConflict"
+    ApplyFailed = "ApplyFailed"
+
+
+class ConditionReason(StrEnum):
+    """Reason of a condition (Ready, Reconciling, Stalled, GatePassed, FlagsChecked)."""
+
+    # Ready (and Reconciling/Stalled while True): where the rollout stands.
+    Serving = "Serving"
+    Scaling = "Scaling"
+    StableMissing = "StableMissing"
+    CandidateStarting = "CandidateStarting"
+    TwinStarting = "TwinStarting"
+    Benchmarking = "Benchmarking"
+    GatePassed = "GatePassed"
+    GateFailed = "GateFailed"
+    GateError = "GateError"
+    GateInconclusive = "GateInconclusive"
+    GateDisabled = "GateDisabled"
+    Promoting = "Promoting"
+    CandidateRejected = "CandidateRejected"
+    ProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+    InvalidSpec = "InvalidSpec"
+    NameConflict = "NameConflict"
+    # Reconciling / Stalled while False.
+    Idle = "Idle"
+    Progressing = "Progressing"
+    # GatePassed: the decision on the spec's revision.
+    AwaitingVerdict = "AwaitingVerdict"
+    Passed = "Passed"
+    Failed = "Failed"
+    Inconclusive = "Inconclusive"
+    Error = "Error"
+    PromotedByPerson = "PromotedByPerson"
+    AbortedByPerson = "AbortedByPerson"
+    # FlagsChecked.
+    NearestOlderRelease = "NearestOlderRelease"
+
+
+# Two tables, not one: a StrEnum member equals its string, so EventReason.GatePassed and
+# ConditionReason.GatePassed would be one key.
+EVENT_MEANINGS: dict[EventReason, str] = {
+    EventReason.CandidateCreated: "a candidate revision's Deployment was created",
+    EventReason.BenchmarkStarted: "the benchmark Job of a gate attempt was created",
+    EventReason.GatePassed: "the gate passed the candidate",
+    EventReason.GateFailed: "the gate failed the candidate (a limit or a regression)",
+    EventReason.GateError: "the benchmark could not measure, or its end was not trusted",
+    EventReason.GateInconclusive: "measured, but the figures cannot tell",
+    EventReason.GateRerun: "a new gate attempt runs (rerun-gate or onInconclusive: rerun)",
+    EventReason.GateHolding: "still inconclusive after the reruns: a person decides",
+    EventReason.CandidateStuck: "the candidate was not Ready within the progress deadline",
+    EventReason.Promoting: "the promoted revision is scaled to spec.replicas",
+    EventReason.Promoted: "the serving Service now selects the promoted revision",
+    EventReason.RevisionRetired: "the previous stable revision's Deployment was deleted",
+    EventReason.CandidateRemoved: "a rejected candidate's Deployment was deleted",
+    EventReason.CandidateAbandoned: "a candidate the spec no longer wants was deleted",
+    EventReason.BenchmarkAbandoned: "an unfinished benchmark Job was deleted",
+    EventReason.StableRecreated: "the stable revision had no Deployment: it was recreated",
+    EventReason.ForcedPromotion: "a person promoted the candidate (annotation promote)",
+    EventReason.Aborted: "a person rejected the candidate (annotation abort)",
+    EventReason.RequestIgnored: "a promote/abort/rerun-gate annotation names no candidate",
+    EventReason.TwinCreated: "a zero-traffic twin of the stable revision was created",
+    EventReason.TwinRemoved: "the twin was deleted after the verdict",
+    EventReason.TwinStuck: "the twin was not Ready within the progress deadline",
+    EventReason.InvalidSpec: "the spec cannot be run; every field and fix is named",
+    EventReason.EngineWarning: "the engine policy warns about the spec",
+    EventReason.FlagsCheckedAgainstOlderRelease: (
+        "extra args were checked against an older release's recorded parser"
+    ),
+    EventReason.NameConflict: "a child's name is held by an object this resource does not own",
+    EventReason.ApplyFailed: "the API refused an action of the plan (it is retried)",
+}
+
+CONDITION_MEANINGS: dict[ConditionReason, str] = {
+    ConditionReason.Serving: "the spec's revision serves with all its replicas",
+    ConditionReason.Scaling: "the serving revision is being scaled",
+    ConditionReason.StableMissing: "the stable revision's Deployment is being recreated",
+    ConditionReason.CandidateStarting: "the candidate is starting",
+    ConditionReason.TwinStarting: "the twin of the stable revision is starting",
+    ConditionReason.Benchmarking: "the benchmark Job runs",
+    ConditionReason.GatePassed: "the verdict was just recorded: Passed",
+    ConditionReason.GateFailed: "the verdict was just recorded: Failed",
+    ConditionReason.GateError: "the verdict was just recorded: Error",
+    ConditionReason.GateInconclusive: "inconclusive; holding (or just recorded)",
+    ConditionReason.GateDisabled: "gate.enabled is false: promoted once Ready",
+    ConditionReason.Promoting: "traffic moves to the promoted revision",
+    ConditionReason.CandidateRejected: "the candidate was rejected; the stable one serves",
+    ConditionReason.ProgressDeadlineExceeded: "a candidate or twin was stuck past the deadline",
+    ConditionReason.InvalidSpec: "the spec cannot be run (Stalled)",
+    ConditionReason.NameConflict: "a child's name is held by another object (Stalled)",
+    ConditionReason.Idle: "Reconciling=False: nothing to do",
+    ConditionReason.Progressing: "Stalled=False: nothing needs a person",
+    ConditionReason.AwaitingVerdict: "GatePassed=Unknown: no verdict on the spec's revision yet",
+    ConditionReason.Passed: "GatePassed=True: the gate passed the spec's revision",
+    ConditionReason.Failed: "GatePassed=False: the gate failed it",
+    ConditionReason.Inconclusive: "GatePassed=False: the gate could not tell",
+    ConditionReason.Error: "GatePassed=False: the benchmark could not measure",
+    ConditionReason.PromotedByPerson: "GatePassed=True: a person promoted it",
+    ConditionReason.AbortedByPerson: "GatePassed=False: a person aborted it",
+    ConditionReason.NearestOlderRelease: "FlagsChecked=False: flags checked with an older parser",
+}
