@@ -67,6 +67,22 @@ class Taken:
     values: tuple[str, ...]
     value: Any  # converted value (True/False for switches)
 
+    @property
+    def value_inline(self) -> bool:
+        """The value is part of the written token (``--opt=v``, ``-O3``) or there is none."""
+        glued = self.written.startswith("-O") and self.written != "-O" and "." not in self.written
+        return "=" in self.written or glued or not self.values
+
+
+def long_name(token: str) -> str:
+    """The option a written token names, as vLLM's rewrite spells it: ``--max_model_len=8``
+    and ``--max-model-len`` -> ``--max-model-len``; ``-cc.mode=0`` -> ``-cc``; ``-O3``
+    stays as written (short options are not rewritten by name)."""
+    name = token.split("=", 1)[0]
+    if name.startswith("--"):
+        return "--" + name[2:].split(".", 1)[0].replace("_", "-")
+    return name.split(".", 1)[0]
+
 
 @dataclass(frozen=True)
 class Parsed:

@@ -56,9 +56,7 @@ def _field(index: int | None, start: int) -> str:
 
 def suggestions(table: FlagTable, written: str) -> list[str]:
     """The closest valid spellings of ``written`` (difflib), best first."""
-    name = written.split("=", 1)[0]
-    if name.startswith("--"):
-        name = "--" + name[2:].split(".", 1)[0].replace("_", "-")
+    name = argv.long_name(written)
     longs = [s for s in table.by_spelling if s.startswith("--")]
     return difflib.get_close_matches(name, longs, n=3, cutoff=0.6)
 
@@ -75,11 +73,7 @@ def _unknown_errors(
         parsed_kind = _known(table, token)
         if parsed_kind:
             continue
-        name = token.split("=", 1)[0]
-        if name.startswith("--"):
-            long = "--" + name[2:].split(".", 1)[0].replace("_", "-")
-        else:
-            long = name.split(".", 1)[0]
+        long = argv.long_name(token)
         why = catalog.why_missing(long, version) if long.startswith("--") else ""
         note = catalog.note_for(long)
         fixes = []

@@ -235,8 +235,7 @@ def _key_flags(report: extra_args.ExtraArgsReport, final: tuple[str, ...]) -> tu
     for t in report.parsed.taken:
         if t.option.dest not in catalog.KEY_DESTS or t.index is None:
             continue
-        glued = t.written.startswith("-O") and t.written not in ("-O",) and "." not in t.written
-        if "=" in t.written or glued or not t.values:
+        if t.value_inline:
             found.append(t.written)
         else:
             found.append(" ".join(final[t.index : t.index + 1 + len(t.values)]))

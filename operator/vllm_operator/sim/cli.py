@@ -214,7 +214,7 @@ def _refuse(table: flagdata.FlagTable, failure: vllm_argv.ParseFailure, args: li
         for token in args:
             if not token.startswith("--"):
                 continue
-            name = "--" + token[2:].split("=", 1)[0].split(".", 1)[0].replace("_", "-")
+            name = vllm_argv.long_name(token)
             if name in table.by_spelling:
                 continue
             why = catalog.why_missing(name, table.version)
