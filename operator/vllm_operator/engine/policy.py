@@ -91,7 +91,7 @@ def resolve_library_path_fix(requested: str, version: Version) -> str:
     if requested != "auto":
         return requested
     for row in tables.LIBRARY_PATH_FIX_BY_VERSION:
-        if row.first <= version < row.until:
+        if row.covers(version):
             return row.fix
     return "none"
 

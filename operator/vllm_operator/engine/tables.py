@@ -12,8 +12,13 @@ from dataclasses import dataclass
 
 from vllm_operator.engine.version import Version, v
 
-# First release with `--performance-mode` (vLLM PR #34936; absent in 0.16.0).
+# First release with `--performance-mode` (vLLM PR #34936; absent in 0.16.0). Stated once:
+# the warnings below quote it, and a test checks it against the recorded parser tables.
 PERFORMANCE_MODE_SINCE = v("0.17.0")
+_NO_MODE_FLAG = (
+    f"has no effect before vLLM {PERFORMANCE_MODE_SINCE} (no --performance-mode flag there): "
+    "the pods run vLLM's default compiled mode"
+)
 
 
 @dataclass(frozen=True)
@@ -50,10 +55,7 @@ MODES: dict[str, ModeRow] = {
             modern=("--performance-mode", "interactivity"),
             legacy=(),
             compiled=True,
-            legacy_note=(
-                "performanceMode interactivity has no effect before vLLM 0.17.0 (no "
-                "--performance-mode flag there): the pods run vLLM's default compiled mode"
-            ),
+            legacy_note=f"performanceMode interactivity {_NO_MODE_FLAG}",
             source="vllm-facts: captures a CUDA graph for every batch size 1..32 (0.17+)",
         ),
         ModeRow(
@@ -62,9 +64,8 @@ MODES: dict[str, ModeRow] = {
             legacy=(),
             compiled=True,
             legacy_note=(
-                "performanceMode throughput has no effect before vLLM 0.17.0 (no "
-                "--performance-mode flag there): the pods run vLLM's default compiled mode; "
-                "raise --max-num-seqs / --max-num-batched-tokens in extraArgs for a similar effect"
+                f"performanceMode throughput {_NO_MODE_FLAG}; raise --max-num-seqs / "
+                "--max-num-batched-tokens in extraArgs for a similar effect"
             ),
             source="vllm-facts: doubles default max_num_batched_tokens and max_num_seqs (0.17+)",
         ),
@@ -98,20 +99,25 @@ class LibraryPathRow:
     fix: str
     source: str
 
+    def covers(self, version: Version) -> bool:
+        return self.first <= version < self.until
 
-# `libraryPathFix: auto` resolves through this table; versions outside every row get "none".
-LIBRARY_PATH_FIX_BY_VERSION: tuple[LibraryPathRow, ...] = (
-    LibraryPathRow(
-        first=v("0.16.0"),
-        until=v("0.18.0"),
-        fix="strip-cuda",
-        source=(
-            "vllm#35608, vllm-omni#1790, pytorch#174949: 0.16.0/0.17.0 images (CUDA 12.9.1 "
-            "toolkit on LD_LIBRARY_PATH next to pip cuBLAS) fail with "
-            "CUBLAS_STATUS_INVALID_VALUE; llm-d#1063 shows 0.17.1 images share the base"
-        ),
+
+# The CUDA library-path bug, stated once: the policy's `auto` fix, the simulator's start-up
+# failure (sim/startup.py) and the embedded kubelet's image env (devcluster) all read it.
+CUBLAS_PATH_BUG = LibraryPathRow(
+    first=v("0.16.0"),
+    until=v("0.18.0"),
+    fix="strip-cuda",
+    source=(
+        "vllm#35608, vllm-omni#1790, pytorch#174949: 0.16.0/0.17.0 images (CUDA 12.9.1 "
+        "toolkit on LD_LIBRARY_PATH next to pip cuBLAS) fail with "
+        "CUBLAS_STATUS_INVALID_VALUE; llm-d#1063 shows 0.17.1 images share the base"
     ),
 )
+
+# `libraryPathFix: auto` resolves through this table; versions outside every row get "none".
+LIBRARY_PATH_FIX_BY_VERSION: tuple[LibraryPathRow, ...] = (CUBLAS_PATH_BUG,)
 
 
 UNSET_RISK = (

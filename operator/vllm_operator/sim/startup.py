@@ -6,20 +6,20 @@ through ``LD_LIBRARY_PATH`` (``/usr/local/cuda/lib64``, CUDA 12.9); the first bf
 fails after the weights are loaded, and vLLM exits. Driver directories such as
 ``/usr/local/nvidia/lib64`` are harmless (GKE mounts the driver there, vllm PR #25766), and
 so are toolkit entries on vLLM >= 0.18 (shared/calibration/h200-vllm-0.22.md: 0.22 with the
-CUDA 13 toolkit first loaded its own pip pair and passed). Rule used: on 0.16.x/0.17.x,
-any ``/usr/local/cuda[-X.Y]/lib64`` entry fails the start.
+CUDA 13 toolkit first loaded its own pip pair and passed). Rule used: on the releases of
+``engine.tables.CUBLAS_PATH_BUG`` (0.16.x/0.17.x), any ``/usr/local/cuda[-X.Y]/lib64`` entry
+fails the start.
 """
 
 from __future__ import annotations
 
 import re
 
-from vllm_operator.engine.version import Version, v
+from vllm_operator.engine.tables import CUBLAS_PATH_BUG
+from vllm_operator.engine.version import Version
 
 # The same rule as the entrypoint's strip-cuda (engine/entrypoint.py; a test compares them).
 _TOOLKIT_ENTRY = re.compile(r"^/usr/local/cuda(-[0-9]+(\.[0-9]+)*)?/(lib64|targets/[^/]+/lib)/?$")
-AFFECTED_FROM = v("0.16.0")
-FIXED_IN = v("0.18.0")
 
 
 # What a cold start spends its time on (shared/calibration/h200-vllm-0.22.md: eager 54 s of
@@ -63,7 +63,7 @@ def toolkit_entries(ld_library_path: str | None) -> list[str]:
 
 def check_cublas(version: Version, ld_library_path: str | None) -> None:
     """Raise :class:`StartupFailure` when this version and library path hit the CUBLAS bug."""
-    if not (AFFECTED_FROM <= version < FIXED_IN):
+    if not CUBLAS_PATH_BUG.covers(version):
         return
     entries = toolkit_entries(ld_library_path)
     if entries:
