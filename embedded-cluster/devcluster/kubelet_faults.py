@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_operator.engine.version import v, version_from_image
+from vllm_operator.engine.tables import CUBLAS_PATH_BUG
+from vllm_operator.engine.version import version_from_image
 
 Obj = dict[str, Any]
 
@@ -96,6 +97,6 @@ def default_image_env(image: str) -> dict[str, str]:
     if "vllm-openai" not in image:
         return {}
     version = version_from_image(image)
-    if version is not None and v("0.16.0") <= version < v("0.18.0"):
+    if version is not None and CUBLAS_PATH_BUG.covers(version):
         return {"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64:/usr/local/cuda/lib64"}
     return {}
