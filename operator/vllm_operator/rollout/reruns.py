@@ -17,49 +17,49 @@ from vllm_operator.rollout import ledger
 from vllm_operator.rollout.context import Pass
 
 
-def rerun_due(state: Pass, vd: VLLMDeployment, desired: str, decided: GateRecord) -> bool:
+def rerun_due(state: Pass, vd: VLLMDeployment, candidate: str, decided: GateRecord) -> bool:
     """An Inconclusive gate verdict that ``onInconclusive: rerun`` still re-runs."""
     if vd.spec.rollout.on_inconclusive != "rerun" or decided.outcome != "Inconclusive":
         return False
     if decided.decided_by != "gate":
         return False
-    streak = ledger.inconclusive_streak(state.history, desired, state.handled.rerun)
+    streak = ledger.inconclusive_streak(state.history, candidate, state.handled.rerun)
     return streak <= vd.spec.rollout.max_reruns
 
 
-def gate_pending(state: Pass, vd: VLLMDeployment, desired: str) -> bool:
-    """Whether ``desired`` still awaits a verdict (none yet, or an automatic re-run)."""
-    decided = state.decision(desired)
-    return decided is None or rerun_due(state, vd, desired, decided)
+def gate_pending(state: Pass, vd: VLLMDeployment, candidate: str) -> bool:
+    """Whether ``candidate`` still awaits a verdict (none yet, or an automatic re-run)."""
+    decided = state.decision(candidate)
+    return decided is None or rerun_due(state, vd, candidate, decided)
 
 
-def attempt_floor(state: Pass, desired: str) -> int:
+def attempt_floor(state: Pass, candidate: str) -> int:
     """The lowest Job attempt that can still be judged: after a person's re-run request,
     and after an Inconclusive attempt that an automatic re-run supersedes."""
     rerun = state.handled.rerun
-    floor = rerun.min_attempt if rerun is not None and rerun.revision == desired else 1
-    decided = state.decision(desired)
+    floor = rerun.min_attempt if rerun is not None and rerun.revision == candidate else 1
+    decided = state.decision(candidate)
     if decided is not None and decided.outcome == "Inconclusive" and decided.attempt:
         floor = max(floor, decided.attempt + 1)
     return floor
 
 
-def announce(state: Pass, vd: VLLMDeployment, desired: str, attempt: int) -> None:
+def announce(state: Pass, vd: VLLMDeployment, candidate: str, attempt: int) -> None:
     """Say what ``onInconclusive: rerun`` does with the Inconclusive verdict just recorded."""
     limit = vd.spec.rollout.max_reruns
-    streak = ledger.inconclusive_streak(state.history, desired, state.handled.rerun)
+    streak = ledger.inconclusive_streak(state.history, candidate, state.handled.rerun)
     if streak <= limit:
         state.event(
             "Normal",
             EventReason.GateRerun,
-            f"revision {desired}: gate inconclusive on attempt {attempt}; running attempt "
+            f"revision {candidate}: gate inconclusive on attempt {attempt}; running attempt "
             f"{attempt + 1} (rerun {streak} of {limit}, rollout.onInconclusive: rerun)",
         )
     else:
         state.event(
             "Warning",
             EventReason.GateHolding,
-            f"revision {desired}: gate still inconclusive after {limit} rerun(s); holding for "
-            f"a person (annotate vllm-operator.dev/promote={desired} or "
-            f"vllm-operator.dev/abort={desired})",
+            f"revision {candidate}: gate still inconclusive after {limit} rerun(s); holding for "
+            f"a person (annotate vllm-operator.dev/promote={candidate} or "
+            f"vllm-operator.dev/abort={candidate})",
         )

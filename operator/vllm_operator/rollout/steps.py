@@ -68,19 +68,20 @@ def steady(state: Pass, vd: VLLMDeployment, launch: LaunchPlan, revision: str) -
 
 
 def rollout(
-    state: Pass, vd: VLLMDeployment, launch: LaunchPlan, desired: str, stable: str | None
+    state: Pass, vd: VLLMDeployment, launch: LaunchPlan, candidate: str, stable: str | None
 ) -> tuple[Outcome, str | None]:
-    """The spec's revision is not the stable one: gate it, then promote or reject it."""
+    """The spec's revision is not the stable one, so it is the candidate: gate it, then
+    promote or reject it."""
     outcome = None
-    if reruns.gate_pending(state, vd, desired):
-        outcome = _gate(state, vd, desired, stable)
-    decided = state.decision(desired)
-    if decided is None or reruns.gate_pending(state, vd, desired):
+    if reruns.gate_pending(state, vd, candidate):
+        outcome = _start_candidate(state, vd, candidate, stable)
+    decided = state.decision(candidate)
+    if decided is None or reruns.gate_pending(state, vd, candidate):
         assert outcome is not None
-        return outcome, desired
+        return outcome, candidate
     state.twin = None  # decided: a twin kept earlier in this pass goes now
     if decided.outcome == "Passed":
-        return _promote(state, vd, desired, stable, decided), desired
+        return _promote(state, vd, candidate, stable, decided), candidate
     policy = vd.spec.rollout.on_inconclusive
     if decided.outcome == "Inconclusive" and policy in ("hold", "rerun"):
         text = "; ".join(decided.reasons) or "inconclusive"
@@ -88,53 +89,57 @@ def rollout(
             text += f"; still inconclusive after {vd.spec.rollout.max_reruns} rerun(s)"
         return Outcome(
             "Holding",
-            f"gate inconclusive on revision {desired} ({text}); annotate "
-            f"vllm-operator.dev/promote={desired} or vllm-operator.dev/abort={desired}",
+            f"gate inconclusive on revision {candidate} ({text}); annotate "
+            f"vllm-operator.dev/promote={candidate} or vllm-operator.dev/abort={candidate}",
             ConditionReason.GateInconclusive,
-        ), desired
-    return _reject(state, desired, stable, decided), None
+        ), candidate
+    return _reject(state, candidate, stable, decided), None
 
 
-def _gate(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None) -> Outcome:
+def _start_candidate(
+    state: Pass, vd: VLLMDeployment, candidate: str, stable: str | None
+) -> Outcome:
+    """Start the candidate (its Deployment, Service and, in twin mode, the twin), wait until
+    it is Ready, then benchmark it (or pass it at once when the gate is disabled)."""
     observed = state.observed
     wanted = vd.spec.rollout.candidate_replicas
-    ensure_service(state, render_candidate_service(vd, desired), desired)
-    with_twin = stable is not None and twin.wanted(state, vd, desired, stable)
+    ensure_service(state, render_candidate_service(vd, candidate), candidate)
+    with_twin = stable is not None and twin.wanted(state, vd, candidate, stable)
     if with_twin:
         assert stable is not None
-        twin.ensure(state, vd, desired, stable)
-    dep = observed.deployment_of(desired)
+        twin.ensure(state, vd, candidate, stable)
+    dep = observed.deployment_of(candidate)
     deadline = state.scaled(vd.spec.rollout.progress_deadline_seconds)
     if dep is None or dep.deleting:
         if dep is None:
-            create_deployment(state, vd, desired, wanted, labels.ROLE_CANDIDATE)
+            create_deployment(state, vd, candidate, wanted, labels.ROLE_CANDIDATE)
             state.event(
-                "Normal", EventReason.CandidateCreated, f"revision {desired}: {wanted} replica(s)"
+                "Normal", EventReason.CandidateCreated, f"revision {candidate}: {wanted} replica(s)"
             )
             state.after(deadline)
         else:
             state.after(1.0)
         return Outcome(
             "Progressing",
-            f"starting candidate revision {desired}",
+            f"starting candidate revision {candidate}",
             ConditionReason.CandidateStarting,
         )
     if dep.ready_replicas < wanted:
         return waiting.until_ready(
             state,
             side="candidate",
-            desired=desired,
+            candidate=candidate,
             stable=stable,
             ready=dep.ready_replicas,
             wanted=wanted,
             started_at=dep.started_at,
-            cause=causes.pods_cause(observed.pods_of_revision(desired)),
+            cause=causes.pods_cause(observed.pods_of_revision(candidate)),
             deadline_seconds=vd.spec.rollout.progress_deadline_seconds,
         )
     if not vd.spec.gate.enabled:
         state.record(
             GateRecord(
-                revision=desired,
+                revision=candidate,
                 outcome="Passed",
                 reasons=["gate disabled: promoted once Ready"],
                 baseline_revision=stable,
@@ -143,36 +148,36 @@ def _gate(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None) -> 
         return Outcome("Promoting", "gate disabled", ConditionReason.GateDisabled)
     if with_twin:
         assert stable is not None
-        twin_wait = twin.wait(state, vd, desired, stable)
+        twin_wait = twin.wait(state, vd, candidate, stable)
         if twin_wait is not None:
             return twin_wait
-    return _benchmark(state, vd, desired, stable, with_twin)
+    return _benchmark(state, vd, candidate, stable, with_twin)
 
 
-def _current_job(state: Pass, desired: str) -> JobView | None:
-    floor = reruns.attempt_floor(state, desired)
+def _current_job(state: Pass, candidate: str) -> JobView | None:
+    floor = reruns.attempt_floor(state, candidate)
     jobs = [
         j
         for j in state.observed.jobs
-        if j.revision == desired and j.attempt >= floor and not j.deleting
+        if j.revision == candidate and j.attempt >= floor and not j.deleting
     ]
     return max(jobs, key=lambda j: j.attempt) if jobs else None
 
 
 def _benchmark(
-    state: Pass, vd: VLLMDeployment, desired: str, stable: str | None, with_twin: bool = False
+    state: Pass, vd: VLLMDeployment, candidate: str, stable: str | None, with_twin: bool = False
 ) -> Outcome:
     observed = state.observed
     baseline = baseline_of(state, stable)
-    job = _current_job(state, desired)
+    job = _current_job(state, candidate)
     if job is None:
-        floor = reruns.attempt_floor(state, desired)
-        attempt = max(ledger.verdicts_on(state.history, desired) + 1, floor)
-        where = twin.candidate_placement(state, desired)
+        floor = reruns.attempt_floor(state, candidate)
+        attempt = max(ledger.verdicts_on(state.history, candidate) + 1, floor)
+        where = twin.candidate_placement(state, candidate)
         twin_where = twin.twin_placement(state, stable) if with_twin and stable else None
         manifest = render_job(
             vd,
-            desired,
+            candidate,
             attempt,
             image=state.settings.bench_image,
             baseline=None if with_twin else baseline,
@@ -188,11 +193,11 @@ def _benchmark(
         state.event(
             "Normal",
             EventReason.BenchmarkStarted,
-            f"revision {desired}: Job {manifest['metadata']['name']}",
+            f"revision {candidate}: Job {manifest['metadata']['name']}",
         )
         state.after(state.scaled(state.settings.job_start_seconds))
         return Outcome(
-            "Benchmarking", f"benchmarking revision {desired}", ConditionReason.Benchmarking
+            "Benchmarking", f"benchmarking revision {candidate}", ConditionReason.Benchmarking
         )
     pods = observed.job_pods(job)
     paired = stable is not None and (job.baseline_mode or vd.spec.gate.baseline.mode) == "twin"
@@ -224,7 +229,7 @@ def _benchmark(
                 reasons.append("the benchmark said: " + "; ".join(summary.reasons[:3]))
         entry = state.record(
             GateRecord(
-                revision=desired,
+                revision=candidate,
                 outcome=outcome,
                 reasons=reasons,
                 summary=summary,
@@ -232,7 +237,7 @@ def _benchmark(
                 attempt=job.attempt,
                 baseline_mode="twin" if paired else "stored",
                 candidate_placement=twin.recorded(
-                    twin.candidate_placement(state, desired),
+                    twin.candidate_placement(state, candidate),
                     summary.placement if summary is not None else None,
                 ),
                 # Stored: where the stable revision's own gate measured it.
@@ -248,10 +253,12 @@ def _benchmark(
         )
         kind: EventType = "Normal" if outcome == "Passed" else "Warning"
         state.event(
-            kind, EventReason(f"Gate{outcome}"), f"revision {desired}: " + "; ".join(entry.reasons)
+            kind,
+            EventReason(f"Gate{outcome}"),
+            f"revision {candidate}: " + "; ".join(entry.reasons),
         )
         if outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "rerun":
-            reruns.announce(state, vd, desired, job.attempt)
+            reruns.announce(state, vd, candidate, job.attempt)
         return Outcome("Benchmarking", f"gate {outcome}", ConditionReason(f"Gate{outcome}"))
     failure = causes.start_failure(pods)
     limit = state.scaled(state.settings.job_start_seconds)
@@ -262,14 +269,14 @@ def _benchmark(
             reasons = [f"benchmark Job {job.name} never started: {cause}"]
             state.record(
                 GateRecord(
-                    revision=desired,
+                    revision=candidate,
                     outcome="Error",
                     reasons=reasons,
                     baseline_revision=stable,
                     attempt=job.attempt,
                 )
             )
-            state.event("Warning", EventReason.GateError, f"revision {desired}: {reasons[0]}")
+            state.event("Warning", EventReason.GateError, f"revision {candidate}: {reasons[0]}")
             return Outcome("Benchmarking", "gate Error", ConditionReason.GateError)
         state.after(limit - age)
         return Outcome(
@@ -277,27 +284,27 @@ def _benchmark(
         )
     return Outcome(
         "Benchmarking",
-        f"benchmarking revision {desired} (Job {job.name})",
+        f"benchmarking revision {candidate} (Job {job.name})",
         ConditionReason.Benchmarking,
     )
 
 
 def _promote(
-    state: Pass, vd: VLLMDeployment, desired: str, stable: str | None, decided: GateRecord
+    state: Pass, vd: VLLMDeployment, candidate: str, stable: str | None, decided: GateRecord
 ) -> Outcome:
     target = vd.spec.replicas
-    dep = state.observed.deployment_of(desired)
+    dep = state.observed.deployment_of(candidate)
     if dep is None or dep.deleting:
         if dep is None:
-            create_deployment(state, vd, desired, target, labels.ROLE_CANDIDATE)
+            create_deployment(state, vd, candidate, target, labels.ROLE_CANDIDATE)
             state.event(
-                "Normal", EventReason.CandidateCreated, f"revision {desired}: {target} replica(s)"
+                "Normal", EventReason.CandidateCreated, f"revision {candidate}: {target} replica(s)"
             )
         state.after(1.0)
-        return Outcome("Promoting", f"starting revision {desired}", ConditionReason.Promoting)
+        return Outcome("Promoting", f"starting revision {candidate}", ConditionReason.Promoting)
     if dep.replicas != target:
         state.event(
-            "Normal", EventReason.Promoting, f"scaling revision {desired} to {target} replica(s)"
+            "Normal", EventReason.Promoting, f"scaling revision {candidate} to {target} replica(s)"
         )
     patch_deployment(state, dep, target, labels.ROLE_CANDIDATE)
     since = parse_time(decided.finished_at)
@@ -309,7 +316,7 @@ def _promote(
     # one needs. After the deadline, switch at the size the gate proved, then retire.
     escape = elapsed >= deadline and dep.ready_replicas >= max(proven, 1)
     if enough or escape:
-        ensure_service(state, render_serving_service(vd, desired), desired)
+        ensure_service(state, render_serving_service(vd, candidate), candidate)
         state.actions.append(
             Patch(
                 "Deployment",
@@ -321,40 +328,40 @@ def _promote(
         state.event(
             "Normal",
             EventReason.Promoted,
-            f"serving Service now selects revision {desired} ({dep.ready_replicas} Ready{why})"
+            f"serving Service now selects revision {candidate} ({dep.ready_replicas} Ready{why})"
             + (f"; retiring revision {stable}" if stable else ""),
         )
         state.after(0.0)
         return Outcome(
-            "Promoting", f"switching traffic to revision {desired}", ConditionReason.Promoting
+            "Promoting", f"switching traffic to revision {candidate}", ConditionReason.Promoting
         )
     state.after(max(deadline - elapsed, 1.0))
     return Outcome(
         "Promoting",
-        f"scaling revision {desired} to {target}: {dep.ready_replicas} Ready",
+        f"scaling revision {candidate} to {target}: {dep.ready_replicas} Ready",
         ConditionReason.Promoting,
     )
 
 
-def _reject(state: Pass, desired: str, stable: str | None, decided: GateRecord) -> Outcome:
-    dep = state.observed.deployment_of(desired)
+def _reject(state: Pass, candidate: str, stable: str | None, decided: GateRecord) -> Outcome:
+    dep = state.observed.deployment_of(candidate)
     if dep is not None and not dep.deleting:
         state.delete("Deployment", dep.name)
         state.event(
             "Normal",
             EventReason.CandidateRemoved,
-            f"revision {desired} rejected: Deployment deleted",
+            f"revision {candidate} rejected: Deployment deleted",
         )
     text = "; ".join(decided.reasons[:3]) or decided.outcome
     if serving_ok(state, stable):
         return Outcome(
             "Degraded",
-            f"revision {desired} rejected ({decided.outcome}: {text}); revision {stable} serves",
+            f"revision {candidate} rejected ({decided.outcome}: {text}); revision {stable} serves",
             ConditionReason.CandidateRejected,
         )
     return Outcome(
         "Failed",
-        f"revision {desired} rejected ({decided.outcome}: {text}); nothing serves",
+        f"revision {candidate} rejected ({decided.outcome}: {text}); nothing serves",
         ConditionReason.CandidateRejected,
     )
 

@@ -30,16 +30,16 @@ from vllm_operator.rollout.observed import STARTED_ANNOTATION, PodView
 from vllm_operator.rollout.status import Outcome
 
 
-def wanted(state: Pass, vd: VLLMDeployment, desired: str, stable: str | None) -> bool:
-    """Whether a gate on ``desired`` measures a twin of ``stable``."""
+def wanted(state: Pass, vd: VLLMDeployment, candidate: str, stable: str | None) -> bool:
+    """Whether a gate on ``candidate`` measures a twin of ``stable``."""
     gate = vd.spec.gate
-    if not gate.enabled or gate.baseline.mode != "twin" or stable is None or stable == desired:
+    if not gate.enabled or gate.baseline.mode != "twin" or stable is None or stable == candidate:
         return False
     source = state.observed.deployment_of(stable)
     return source is not None and bool(source.template)
 
 
-def ensure(state: Pass, vd: VLLMDeployment, desired: str, stable: str) -> None:
+def ensure(state: Pass, vd: VLLMDeployment, candidate: str, stable: str) -> None:
     """Keep the twin of ``stable`` (and its Service) for this pass; create what is missing."""
     state.twin = stable
     observed = state.observed
@@ -61,7 +61,7 @@ def ensure(state: Pass, vd: VLLMDeployment, desired: str, stable: str) -> None:
         "Normal",
         EventReason.TwinCreated,
         f"twin of stable revision {stable} ({replicas} replica(s), no traffic) for the gate "
-        f"on revision {desired}",
+        f"on revision {candidate}",
     )
 
 
@@ -72,7 +72,7 @@ def url(state: Pass, stable: str) -> str:
     return twin_url(state.observed.name, state.observed.namespace, port)
 
 
-def wait(state: Pass, vd: VLLMDeployment, desired: str, stable: str) -> Outcome | None:
+def wait(state: Pass, vd: VLLMDeployment, candidate: str, stable: str) -> Outcome | None:
     """None once the twin is Ready; else where it stands (an Error past the deadline)."""
     twin = state.observed.twin_of(stable)
     want = vd.spec.rollout.candidate_replicas
@@ -88,7 +88,7 @@ def wait(state: Pass, vd: VLLMDeployment, desired: str, stable: str) -> Outcome 
     return waiting.until_ready(
         state,
         side="twin",
-        desired=desired,
+        candidate=candidate,
         stable=stable,
         ready=twin.ready_replicas,
         wanted=want,

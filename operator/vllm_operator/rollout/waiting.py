@@ -21,7 +21,7 @@ def until_ready(
     state: Pass,
     *,
     side: Literal["candidate", "twin"],
-    desired: str,
+    candidate: str,
     stable: str | None,
     ready: int,
     wanted: int,
@@ -33,7 +33,7 @@ def until_ready(
     deadline = state.scaled(deadline_seconds)
     elapsed = state.elapsed(started_at)
     if side == "candidate":
-        who = f"candidate revision {desired}"
+        who = f"candidate revision {candidate}"
     else:
         who = f"twin of stable revision {stable}"
     if elapsed < deadline:
@@ -53,7 +53,7 @@ def until_ready(
         reasons.append("gate.baseline.mode: stored gates without a twin (no extra GPUs)")
     state.record(
         GateRecord(
-            revision=desired,
+            revision=candidate,
             outcome="Error",
             reasons=reasons,
             baseline_revision=stable,
@@ -62,5 +62,5 @@ def until_ready(
         )
     )
     event = EventReason.CandidateStuck if side == "candidate" else EventReason.TwinStuck
-    state.event("Warning", event, f"revision {desired}: " + "; ".join(reasons))
+    state.event("Warning", event, f"revision {candidate}: " + "; ".join(reasons))
     return Outcome("Progressing", f"{side} stuck", ConditionReason.ProgressDeadlineExceeded)
