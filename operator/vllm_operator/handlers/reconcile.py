@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from vllm_operator.api.kinds import CHILD_KINDS as CHILD_KIND_NAMES
 from vllm_operator.api.reasons import EventReason
 from vllm_operator.config import OperatorConfig
 from vllm_operator.kube.client import Kube, KubeError, KubeTransientError
@@ -68,7 +69,7 @@ def _owned_by(uid: str | None, obj: Mapping[str, Any]) -> bool:
     return owned_by(uid, obj)
 
 
-CHILD_KINDS = frozenset({"Deployment", "Service", "Job"})
+CHILD_KINDS = frozenset(CHILD_KIND_NAMES)
 
 
 class Reconciler:

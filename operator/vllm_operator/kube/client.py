@@ -25,6 +25,8 @@ from urllib.parse import quote
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from vllm_operator.api.kinds import KINDS
+from vllm_operator.api.resource import KIND
 from vllm_operator.errors import TransientError
 from vllm_operator.kube.permissions import require
 
@@ -42,16 +44,9 @@ class Resource:
         return f"{self.group}/{self.version}" if self.group else self.version
 
 
-VLLMD = Resource("vllm-operator.dev", "v1alpha1", "vllmdeployments")
-RESOURCES: dict[str, Resource] = {
-    "Deployment": Resource("apps", "v1", "deployments"),
-    "Service": Resource("", "v1", "services"),
-    "Job": Resource("batch", "v1", "jobs"),
-    "Pod": Resource("", "v1", "pods"),
-    "Event": Resource("", "v1", "events"),
-    "Node": Resource("", "v1", "nodes"),
-    "VLLMDeployment": VLLMD,
-}
+# Where each kind lives, from the one table of kinds (api/kinds.py).
+RESOURCES: dict[str, Resource] = {k.kind: Resource(k.group, k.version, k.plural) for k in KINDS}
+VLLMD = RESOURCES[KIND]
 
 
 class KubeError(Exception):

@@ -1,4 +1,4 @@
-"""Every Kubernetes API call the operator makes, declared in one place.
+"""Every Kubernetes API call the operator makes, declared in one place (``api/kinds.py``).
 
 The Helm chart's RBAC rules are tested against this list in both directions, and the
 ``kube`` client refuses any call that is not declared here, so the chart can never grant
@@ -21,9 +21,10 @@ ConfigMaps (a custom suite is mounted into the Job, never read by the operator),
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-Verb = Literal["get", "list", "watch", "create", "patch", "update", "delete"]
+from vllm_operator.api.kinds import KINDS, By, Verb
+
+__all__ = ["CLUSTER_SCOPED", "PERMISSIONS", "Permission", "PermissionNotDeclared", "Verb"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Permission:
     api_group: str
     resource: str
     verb: Verb
-    by: Literal["operator", "kopf", "apiserver"] = "operator"
+    by: By = "operator"
     why: str = ""
 
     @property
@@ -46,55 +47,19 @@ class PermissionNotDeclared(RuntimeError):
     """A call to the API that ``PERMISSIONS`` does not declare (a bug, never a retry)."""
 
 
-_GROUP = "vllm-operator.dev"
-CLUSTER_SCOPED = frozenset({"nodes"})
+CLUSTER_SCOPED = frozenset(k.plural for k in KINDS if not k.namespaced)
 
-PERMISSIONS: tuple[Permission, ...] = (
-    # The custom resource.
-    Permission(_GROUP, "vllmdeployments", "get", why="read the resource before each reconcile"),
-    Permission(_GROUP, "vllmdeployments", "list", "kopf", "watch for spec changes"),
-    Permission(_GROUP, "vllmdeployments", "watch", "kopf", "watch for spec changes"),
+# Derived from the one table of kinds (api/kinds.py), where each right says why it is needed.
+PERMISSIONS: tuple[Permission, ...] = tuple(
     Permission(
-        _GROUP, "vllmdeployments", "patch", why="record handled promote/abort/rerun requests"
-    ),
-    Permission(_GROUP, "vllmdeployments/status", "patch", why="write phase, conditions, verdicts"),
-    # Children carry blockOwnerDeletion: true; with OwnerReferencesPermissionEnforcement
-    # (OpenShift's default) creating them needs update on the owner's finalizers. Not a call
-    # the operator makes itself: the API server checks it on every create of a child.
-    Permission(
-        _GROUP,
-        "vllmdeployments/finalizers",
-        "update",
-        "apiserver",
-        "create children with blockOwnerDeletion (owner-reference permission enforcement)",
-    ),
-    # One Deployment per revision.
-    Permission("apps", "deployments", "list", why="observe the revisions of a resource"),
-    Permission("apps", "deployments", "get", why="who holds a name about to be created"),
-    Permission("apps", "deployments", "watch", "kopf", "react to readiness changes"),
-    Permission("apps", "deployments", "create", why="start a candidate revision"),
-    Permission("apps", "deployments", "patch", why="scale a candidate, set its role"),
-    Permission("apps", "deployments", "delete", why="remove rejected and retired revisions"),
-    # The serving and candidate Services.
-    Permission("", "services", "list", why="find the revision the serving Service selects"),
-    Permission("", "services", "get", why="who holds a name about to be created"),
-    Permission("", "services", "create", why="create the serving and candidate Services"),
-    Permission("", "services", "patch", why="switch the serving Service to a promoted revision"),
-    Permission("", "services", "delete", why="remove the twin's Service after a gate"),
-    # Benchmark Jobs.
-    Permission("batch", "jobs", "list", why="observe benchmark Jobs"),
-    Permission("batch", "jobs", "get", why="who holds a name about to be created"),
-    Permission("batch", "jobs", "watch", "kopf", "react to finished benchmarks"),
-    Permission("batch", "jobs", "create", why="benchmark a Ready candidate"),
-    Permission("batch", "jobs", "delete", why="remove abandoned or judged benchmark Jobs"),
-    # Pods: causes of stuck candidates, benchmark results.
-    Permission("", "pods", "list", why="read why a candidate or Job pod does not run"),
-    Permission("", "pods", "watch", "kopf", "react to pods failing to start"),
-    Permission("", "pods/log", "get", why="a summary if the termination message is empty"),
-    # Nodes (cluster-scoped): where a gate's candidate and twin ran.
-    Permission("", "nodes", "get", why="GPU product (nvidia.com/gpu.product) of a gate's nodes"),
-    # Events on the resource.
-    Permission("", "events", "create", why="an Event for every transition and warning"),
+        k.group,
+        f"{k.plural}/{r.subresource}" if r.subresource else k.plural,
+        r.verb,
+        r.by,
+        r.why,
+    )
+    for k in KINDS
+    for r in k.rights
 )
 
 

@@ -12,10 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from vllm_operator.api.kinds import ChildKind
 from vllm_operator.api.reasons import EventReason
 from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
 
-Kind = Literal["Deployment", "Service", "Job"]
+Kind = ChildKind  # the children a VLLMDeployment owns (api/kinds.py)
 EventType = Literal["Normal", "Warning"]
 
 

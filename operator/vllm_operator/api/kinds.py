@@ -1,0 +1,153 @@
+"""Every kind the operator touches, once: where it lives in the API and what may be done to it.
+
+The client's resource paths (``kube.client.RESOURCES``), the permissions it enforces and the
+chart's RBAC is tested against (``kube.permissions.PERMISSIONS``), the kinds the planner may
+create, patch and delete (``ChildKind``, the children a VLLMDeployment owns) and the kinds
+the shell treats as children all come from ``KINDS``. A new child kind is one row here (with
+its rights and why each is needed), a render function and the planner step that creates it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from vllm_operator.api.resource import GROUP, KIND, PLURAL, VERSION
+
+Verb = Literal["get", "list", "watch", "create", "patch", "update", "delete"]
+# Who makes the call: the operator (through kube.client), kopf (its watches), or the API
+# server on the operator's behalf (owner-reference permission enforcement).
+By = Literal["operator", "kopf", "apiserver"]
+# The children a VLLMDeployment owns: what the planner's actions name.
+ChildKind = Literal["Deployment", "Service", "Job"]
+
+
+@dataclass(frozen=True)
+class Right:
+    """One verb on a kind (or one of its subresources), and why the operator needs it."""
+
+    verb: Verb
+    why: str
+    by: By = "operator"
+    subresource: str = ""
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    """One kind: its API coordinates, whether it is a child, and the rights on it."""
+
+    kind: str
+    group: str
+    version: str
+    plural: str
+    rights: tuple[Right, ...]
+    child: bool = False  # created by the planner and owned by the VLLMDeployment
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+KINDS: tuple[KindInfo, ...] = (
+    KindInfo(
+        KIND,
+        GROUP,
+        VERSION,
+        PLURAL,
+        (
+            Right("get", "read the resource before each reconcile"),
+            Right("list", "watch for spec changes", "kopf"),
+            Right("watch", "watch for spec changes", "kopf"),
+            Right("patch", "record handled promote/abort/rerun requests"),
+            Right("patch", "write phase, conditions, verdicts", subresource="status"),
+            # Children carry blockOwnerDeletion: true; with OwnerReferencesPermission-
+            # Enforcement (OpenShift's default) creating them needs update on the owner's
+            # finalizers. Not a call the operator makes: the API server checks it.
+            Right(
+                "update",
+                "create children with blockOwnerDeletion (owner-reference permission enforcement)",
+                "apiserver",
+                subresource="finalizers",
+            ),
+        ),
+    ),
+    # One Deployment per revision.
+    KindInfo(
+        "Deployment",
+        "apps",
+        "v1",
+        "deployments",
+        (
+            Right("list", "observe the revisions of a resource"),
+            Right("get", "who holds a name about to be created"),
+            Right("watch", "react to readiness changes", "kopf"),
+            Right("create", "start a candidate revision"),
+            Right("patch", "scale a candidate, set its role"),
+            Right("delete", "remove rejected and retired revisions"),
+        ),
+        child=True,
+    ),
+    # The serving and candidate Services.
+    KindInfo(
+        "Service",
+        "",
+        "v1",
+        "services",
+        (
+            Right("list", "find the revision the serving Service selects"),
+            Right("get", "who holds a name about to be created"),
+            Right("create", "create the serving and candidate Services"),
+            Right("patch", "switch the serving Service to a promoted revision"),
+            Right("delete", "remove the twin's Service after a gate"),
+        ),
+        child=True,
+    ),
+    # Benchmark Jobs.
+    KindInfo(
+        "Job",
+        "batch",
+        "v1",
+        "jobs",
+        (
+            Right("list", "observe benchmark Jobs"),
+            Right("get", "who holds a name about to be created"),
+            Right("watch", "react to finished benchmarks", "kopf"),
+            Right("create", "benchmark a Ready candidate"),
+            Right("delete", "remove abandoned or judged benchmark Jobs"),
+        ),
+        child=True,
+    ),
+    # Pods: causes of stuck candidates, benchmark results.
+    KindInfo(
+        "Pod",
+        "",
+        "v1",
+        "pods",
+        (
+            Right("list", "read why a candidate or Job pod does not run"),
+            Right("watch", "react to pods failing to start", "kopf"),
+            Right("get", "a summary if the termination message is empty", subresource="log"),
+        ),
+    ),
+    # Nodes (cluster-scoped): where a gate's candidate and twin ran.
+    KindInfo(
+        "Node",
+        "",
+        "v1",
+        "nodes",
+        (Right("get", "GPU product (nvidia.com/gpu.product) of a gate's nodes"),),
+        namespaced=False,
+    ),
+    # Events on the resource.
+    KindInfo(
+        "Event",
+        "",
+        "v1",
+        "events",
+        (Right("create", "an Event for every transition and warning"),),
+    ),
+)
+
+BY_KIND: dict[str, KindInfo] = {k.kind: k for k in KINDS}
+CHILD_KINDS: tuple[ChildKind, ...] = get_args(ChildKind)
