@@ -40,7 +40,7 @@ from vllm_operator.rollout.trust import BENCH_CONTAINER
 
 logger = logging.getLogger(__name__)
 
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_PRODUCT_LABEL = labels.GPU_PRODUCT_LABEL
 # Node name -> GPU product entries kept; a label that rarely changes, read once per node.
 NODE_CACHE_LIMIT = 1024
 

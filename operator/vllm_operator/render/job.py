@@ -20,8 +20,8 @@ from vllm_operator.render import labels
 from vllm_operator.render.deployment import API_KEY_ENV
 from vllm_operator.render.names import candidate_service_name, job_name
 
-ATTEMPT_ANNOTATION = f"{labels.DOMAIN}/attempt"
-JOB_LABEL = f"{labels.DOMAIN}/job"
+ATTEMPT_ANNOTATION = labels.ATTEMPT_ANNOTATION
+JOB_LABEL = labels.JOB_LABEL
 SUITE_MOUNT = "/etc/vllm-operator/suite"
 TERMINATION_LOG = "/dev/termination-log"
 TTL_SECONDS_AFTER_FINISHED = 3600

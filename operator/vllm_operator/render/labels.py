@@ -4,11 +4,16 @@
 labels are what the operator itself selects on. The role of a revision (stable or
 candidate) is deliberately not a pod-template label: promotion must not restart pods, so
 the role lives on the Deployment only, where the operator patches it.
+
+Every label and annotation key the operator writes or reads is spelled here, once, under
+the API group (``api.resource.GROUP``); other modules import the keys from this one.
 """
 
 from __future__ import annotations
 
-DOMAIN = "vllm-operator.dev"
+from vllm_operator.api.resource import GROUP
+
+DOMAIN = GROUP
 NAME_LABEL = "app.kubernetes.io/name"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -17,8 +22,20 @@ DEPLOYMENT_LABEL = f"{DOMAIN}/deployment"
 REVISION_LABEL = f"{DOMAIN}/revision"
 ROLE_LABEL = f"{DOMAIN}/role"
 
+JOB_LABEL = f"{DOMAIN}/job"  # on a benchmark Job's pods: the Job they belong to
+
 REVISION_ANNOTATION = f"{DOMAIN}/revision"
 LAUNCH_PLAN_ANNOTATION = f"{DOMAIN}/launch-plan"
+ATTEMPT_ANNOTATION = f"{DOMAIN}/attempt"  # a benchmark Job's gate attempt
+STARTED_ANNOTATION = f"{DOMAIN}/started-at"  # when a candidate or twin was created
+BASELINE_MODE_ANNOTATION = f"{DOMAIN}/baseline-mode"  # a Job's baseline: twin or stored
+# Requests of people on the VLLMDeployment, and the operator's record of those it handled.
+PROMOTE_ANNOTATION = f"{DOMAIN}/promote"
+ABORT_ANNOTATION = f"{DOMAIN}/abort"
+RERUN_ANNOTATION = f"{DOMAIN}/rerun-gate"
+HANDLED_ANNOTATION = f"{DOMAIN}/handled"
+# Not ours: the GPU product NVIDIA's GPU feature discovery puts on nodes.
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 MANAGED_BY = "vllm-operator"
 COMPONENT_SERVER = "server"

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from vllm_operator.api.status import HISTORY_LIMIT, GateRecord
-from vllm_operator.render.labels import DOMAIN
-
-PROMOTE_ANNOTATION = f"{DOMAIN}/promote"
-ABORT_ANNOTATION = f"{DOMAIN}/abort"
-RERUN_ANNOTATION = f"{DOMAIN}/rerun-gate"
-HANDLED_ANNOTATION = f"{DOMAIN}/handled"
+from vllm_operator.render.labels import (
+    ABORT_ANNOTATION,
+    HANDLED_ANNOTATION,
+    PROMOTE_ANNOTATION,
+    RERUN_ANNOTATION,
+)
 
 REJECTIONS = ("Failed", "Error")
 

@@ -18,11 +18,11 @@ from typing import Any
 from vllm_operator.render import labels
 
 # Annotations and labels the operator adds to what ``render`` produces.
-STARTED_ANNOTATION = f"{labels.DOMAIN}/started-at"
-ATTEMPT_ANNOTATION = f"{labels.DOMAIN}/attempt"
-JOB_LABEL = f"{labels.DOMAIN}/job"
+STARTED_ANNOTATION = labels.STARTED_ANNOTATION
+ATTEMPT_ANNOTATION = labels.ATTEMPT_ANNOTATION
+JOB_LABEL = labels.JOB_LABEL
 # twin or stored: what the Job measured its candidate against (set when it is created).
-BASELINE_MODE_ANNOTATION = f"{labels.DOMAIN}/baseline-mode"
+BASELINE_MODE_ANNOTATION = labels.BASELINE_MODE_ANNOTATION
 
 
 def parse_time(text: object) -> datetime | None:

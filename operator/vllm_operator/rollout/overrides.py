@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from vllm_operator.api.reasons import EventReason
 from vllm_operator.api.status import GateRecord
+from vllm_operator.render.labels import ABORT_ANNOTATION, PROMOTE_ANNOTATION, RERUN_ANNOTATION
 from vllm_operator.rollout import ledger
 from vllm_operator.rollout.context import Pass
 
-PERSON_PROMOTE = "promoted by a person (annotation vllm-operator.dev/promote)"
-PERSON_ABORT = "aborted by a person (annotation vllm-operator.dev/abort)"
+PERSON_PROMOTE = f"promoted by a person (annotation {PROMOTE_ANNOTATION})"
+PERSON_ABORT = f"aborted by a person (annotation {ABORT_ANNOTATION})"
 
 
 def handle_requests(state: Pass, desired: str, stable: str | None) -> None:
@@ -37,7 +38,7 @@ def handle_requests(state: Pass, desired: str, stable: str | None) -> None:
                 "Normal",
                 EventReason.GateRerun,
                 f"re-running the gate on revision {desired} (attempt {min_attempt}), "
-                "requested by annotation vllm-operator.dev/rerun-gate",
+                f"requested by annotation {RERUN_ANNOTATION}",
             )
         rerun = ledger.Rerun(requests.rerun, desired, ledger.timestamp(state.now), min_attempt)
         handled = ledger.Handled(handled.promote, handled.abort, rerun)

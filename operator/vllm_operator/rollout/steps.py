@@ -90,7 +90,7 @@ def rollout(
         return Outcome(
             "Holding",
             f"gate inconclusive on revision {candidate} ({text}); annotate "
-            f"vllm-operator.dev/promote={candidate} or vllm-operator.dev/abort={candidate}",
+            f"{labels.PROMOTE_ANNOTATION}={candidate} or {labels.ABORT_ANNOTATION}={candidate}",
             ConditionReason.GateInconclusive,
         ), candidate
     return _reject(state, candidate, stable, decided), None
