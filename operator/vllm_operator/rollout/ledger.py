@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from vllm_operator.api.status import HISTORY_LIMIT, GateRecord
-from vllm_operator.render.labels import (
-    ABORT_ANNOTATION,
-    HANDLED_ANNOTATION,
-    PROMOTE_ANNOTATION,
-    RERUN_ANNOTATION,
-)
+from vllm_operator.render import labels
+
+# The request annotations people write and the operator's record (keys: render/labels.py).
+PROMOTE_ANNOTATION = labels.PROMOTE_ANNOTATION
+ABORT_ANNOTATION = labels.ABORT_ANNOTATION
+RERUN_ANNOTATION = labels.RERUN_ANNOTATION
+HANDLED_ANNOTATION = labels.HANDLED_ANNOTATION
 
 REJECTIONS = ("Failed", "Error")
 
