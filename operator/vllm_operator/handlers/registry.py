@@ -26,7 +26,8 @@ from prometheus_client import CollectorRegistry
 
 from vllm_operator.api.resource import GROUP, PLURAL, VERSION
 from vllm_operator.config import OperatorConfig
-from vllm_operator.handlers.queue import WorkQueue
+from vllm_operator.handlers.leader import Leader, leader_for
+from vllm_operator.handlers.queue import Worker, WorkQueue
 from vllm_operator.handlers.reconcile import Clock, Hook, Reconciler, utc_now
 from vllm_operator.kube.client import Kube, api_client_for
 from vllm_operator.metrics import OperatorMetrics
@@ -46,6 +47,7 @@ class Runtime:
     kube: Kube | None = None
     queue: WorkQueue | None = None
     reconciler: Reconciler | None = None
+    leader: Leader | None = None  # with config.leader_election
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
@@ -100,18 +102,36 @@ def build_registry(
         runtime.reconciler = Reconciler(
             runtime.kube, config, runtime.metrics, clock=clock, on_plan=on_plan
         )
-        runtime.queue = WorkQueue(runtime.reconciler, workers=config.workers)
+        worker: Worker = runtime.reconciler
+        if config.leader_election:  # handlers/leader.py: only the Lease holder reconciles
+            runtime.leader = leader_for(config, kube, on_lead=lambda: _resync_now(runtime))
+            runtime.kube.fence = runtime.leader.fence
+            worker = runtime.leader.guard(worker)
+        runtime.queue = WorkQueue(worker, workers=config.workers)
         runtime.queue.start()
         runtime.tasks.append(asyncio.create_task(_resync(runtime.queue, config.resync_seconds)))
+        if runtime.leader is not None:
+            runtime.tasks.append(asyncio.create_task(runtime.leader.run(), name="leader"))
 
     @kopf.on.cleanup(registry=registry)
     async def stop(**_: Any) -> None:
+        # Graceful: the reconciles in flight finish (the Lease is still renewed meanwhile),
+        # then leadership is released at once so a standby takes over without waiting.
+        if runtime.queue is not None and not await runtime.queue.drain(
+            config.shutdown_grace_seconds
+        ):
+            logger.warning(
+                "reconciles still running after %.0f s were cancelled",
+                config.shutdown_grace_seconds,
+            )
         for task in runtime.tasks:
             task.cancel()
         await asyncio.gather(*runtime.tasks, return_exceptions=True)
         runtime.tasks.clear()
-        if runtime.queue is not None:
-            await runtime.queue.stop()
+        if runtime.leader is not None:
+            await runtime.leader.release()
+            if runtime.leader.kube is not kube:
+                runtime.leader.kube.close()
         if runtime.kube is not None and kube is None:
             runtime.kube.close()
             runtime.kube = None
@@ -153,6 +173,12 @@ def build_registry(
                 queue.add((namespace or "default", owner))
 
     return registry
+
+
+def _resync_now(runtime: Runtime) -> None:
+    """Leadership won: reconcile every resource the standby's watches saw."""
+    if runtime.queue is not None:
+        runtime.queue.resync()
 
 
 async def _resync(queue: WorkQueue, period: float) -> None:

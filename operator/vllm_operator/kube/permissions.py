@@ -14,6 +14,10 @@ Nodes are cluster-scoped: ``get nodes`` (the GPU product a gate's pods ran on, f
 only some namespaces. Read-only, one verb, no list: the operator reads only the nodes its
 candidates and twins were scheduled to, during a gate.
 
+Leases (leader election) are granted only in the operator's own namespace: a Role there,
+whatever namespaces it watches (``own_namespace``), rendered when the chart enables leader
+election. get, create and update: no list or watch (the Lease's name is fixed), no delete.
+
 Deliberately absent: Secrets (API keys and HF tokens are only referenced from pod specs),
 ConfigMaps (a custom suite is mounted into the Job, never read by the operator), ``*``.
 """
@@ -41,6 +45,11 @@ class Permission:
         """Granted by a ClusterRole in every scope (the resource has no namespace)."""
         return self.resource in CLUSTER_SCOPED
 
+    @property
+    def own_namespace(self) -> bool:
+        """Granted by a Role in the operator's own namespace only (leader election)."""
+        return self.resource in OWN_NAMESPACE
+
 
 class PermissionNotDeclared(RuntimeError):
     """A call to the API that ``PERMISSIONS`` does not declare (a bug, never a retry)."""
@@ -48,6 +57,7 @@ class PermissionNotDeclared(RuntimeError):
 
 _GROUP = "vllm-operator.dev"
 CLUSTER_SCOPED = frozenset({"nodes"})
+OWN_NAMESPACE = frozenset({"leases"})
 
 PERMISSIONS: tuple[Permission, ...] = (
     # The custom resource.
@@ -93,6 +103,10 @@ PERMISSIONS: tuple[Permission, ...] = (
     Permission("", "pods/log", "get", why="a summary if the termination message is empty"),
     # Nodes (cluster-scoped): where a gate's candidate and twin ran.
     Permission("", "nodes", "get", why="GPU product (nvidia.com/gpu.product) of a gate's nodes"),
+    # Leader election (operator's namespace only): one Lease, read and renewed.
+    Permission("coordination.k8s.io", "leases", "get", why="read who leads"),
+    Permission("coordination.k8s.io", "leases", "create", why="the first replica creates it"),
+    Permission("coordination.k8s.io", "leases", "update", why="acquire, renew, release"),
     # Events on the resource.
     Permission("", "events", "create", why="an Event for every transition and warning"),
 )

@@ -83,7 +83,9 @@ def test_standby_waits_while_the_lease_is_renewed_and_never_leads() -> None:
         if now % 2 == 0:
             assert step(a, store, float(now))
         assert not step(b, store, float(now) + 0.5)
-        assert store.read() is not None and store.read().holder == "a"  # type: ignore[union-attr]
+        record = store.read()
+        assert record is not None
+        assert record.holder == "a"
 
 
 def test_takeover_after_expiry_counted_from_the_standbys_own_observation() -> None:
@@ -118,7 +120,8 @@ def test_frozen_leader_is_fenced_when_it_wakes_after_a_takeover() -> None:
     assert not a.leading(15.5)  # before any read: its deadline passed long ago
     assert not step(a, store, 16.0)  # and it sees b: no write, no steal back
     record = store.read()
-    assert record is not None and record.holder == "b"
+    assert record is not None
+    assert record.holder == "b"
 
 
 def test_stale_write_loses_the_race_exactly_one_leader() -> None:
@@ -127,12 +130,14 @@ def test_stale_write_loses_the_race_exactly_one_leader() -> None:
     b.observe(store.read(), 0.0)
     wa = a.attempt(0.0, EPOCH)
     wb = b.attempt(0.0, EPOCH)
-    assert wa is not None and wb is not None
+    assert wa is not None
+    assert wb is not None
     written = store.write(wa)
     assert written is not None
     a.written(written, 0.0)
     assert store.write(wb) is None  # created meanwhile: 409
-    assert a.leading(0.1) and not b.leading(0.1)
+    assert a.leading(0.1)
+    assert not b.leading(0.1)
     assert not step(b, store, 1.0)
 
 
@@ -145,10 +150,12 @@ def test_release_hands_over_at_once_and_closes_the_fence_first() -> None:
     assert released is not None
     assert (released.holder, released.lease_duration) == ("", 1)
     assert store.write(released) is not None
-    assert store.body is not None and store.body["spec"]["holderIdentity"] is None
+    assert store.body is not None
+    assert store.body["spec"]["holderIdentity"] is None
     assert step(b, store, 3.5)  # no waiting for expiry
     record = store.read()
-    assert record is not None and (record.holder, record.transitions) == ("b", 1)
+    assert record is not None
+    assert (record.holder, record.transitions) == ("b", 1)
 
 
 def test_release_by_a_non_holder_writes_nothing() -> None:
