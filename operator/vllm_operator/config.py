@@ -315,7 +315,10 @@ def config_from_args(argv: Sequence[str], environ: Mapping[str, str], prog: str)
         text = environ.get(ENV[key])
         if text is None or text == "":
             return None
-        return convert(text) if convert is not None else text
+        try:
+            return convert(text) if convert is not None else text
+        except ValueError:
+            build_parser(prog).error(f"{ENV[key]}={text[:64]!r} is not a number")
 
     namespaces: tuple[str, ...] = ()
     all_ns = args.all_namespaces or environ.get(ENV["all_namespaces"], "") in ("1", "true")
