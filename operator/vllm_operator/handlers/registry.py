@@ -9,6 +9,10 @@ own requeue time handles deadlines. Handlers are ``on.event`` only: no kopf prog
 diff-base storage is written to the resource, and no finalizer is needed (children go by
 ownerReferences).
 
+With ``config.leader_election`` every replica watches, but only the Lease holder's queue
+reconciles and only it may write (``handlers/leader.py``: a guard around the queue's worker
+and a fence on the ``Kube`` client).
+
 ``build_registry`` makes a fresh ``kopf.OperatorRegistry`` per operator (no global state
 shared between tests or between two operators in one process).
 """
