@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from devcluster import DevCluster
 
@@ -41,6 +44,7 @@ class Replicas:
         self.kubeconfig = cluster.write_kubeconfig(workdir / "kubeconfig")
         self.args = [*timings, *args]
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.metrics_ports: dict[str, int] = {}
 
     def start(self, name: str, *extra: str, env: dict[str, str] | None = None) -> None:
         command = [
@@ -50,7 +54,7 @@ class Replicas:
             "run",
             f"--kubeconfig={self.kubeconfig}",
             "--leader-election",
-            "--metrics-port=0",
+            f"--metrics-port={self._free_port(name)}",
             "--liveness-port=0",
             *self.args,
             *extra,
@@ -66,6 +70,21 @@ class Replicas:
             command, env=environ, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir
         )
         log.close()
+
+    def _free_port(self, name: str) -> int:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        self.metrics_ports[name] = port
+        return port
+
+    def reconciliations(self, name: str) -> float:
+        """``vllm_operator_reconciliations_total`` of one replica, from its /metrics."""
+        url = f"http://127.0.0.1:{self.metrics_ports[name]}/metrics"
+        for line in httpx.get(url, timeout=5).text.splitlines():
+            if line.startswith("vllm_operator_reconciliations_total "):
+                return float(line.split()[1])
+        return 0.0
 
     def holder(self) -> str:
         """The replica name holding the Lease ("" when none or no Lease yet)."""

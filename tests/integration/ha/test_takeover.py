@@ -112,7 +112,7 @@ def test_leader_killed_in_each_rollout_step_the_standby_completes_it(
         assert reasons[reason] <= 1, reasons
 
 
-def test_sigterm_releases_the_lease_and_the_standby_takes_over_at_once(
+def test_only_the_leader_reconciles_and_sigterm_hands_over_at_once(
     cluster: DevCluster, replicas: Replicas
 ) -> None:
     # Default-length lease: without the release the standby would wait 15 s.
@@ -123,6 +123,10 @@ def test_sigterm_releases_the_lease_and_the_standby_takes_over_at_once(
         slow.start("op-b")
         _wait("standby", lambda: "standing by" in slow.log("op-b"), slow, 30)
         other = "op-b" if first == "op-a" else "op-a"
+        cluster.create(resource())  # no kubelet: the candidate just never gets Ready
+        _wait("a candidate", lambda: _owned(cluster, "apps/v1", "deployments"), slow, 30)
+        _wait("reconciled", lambda: slow.reconciliations(first) >= 1, slow, 10)
+        assert slow.reconciliations(other) == 0  # the standby watched, but did not reconcile
         slow.kill(first, signal.SIGTERM)
         stopped = time.monotonic()
         assert slow.wait_exit(first, timeout=25) == 0
@@ -132,5 +136,7 @@ def test_sigterm_releases_the_lease_and_the_standby_takes_over_at_once(
         assert "released Lease" in slow.log(first)
         lease = slow.lease()["spec"]
         assert lease["leaseTransitions"] == 1
+        # The new leader reconciles what its watches saw, without any new event.
+        _wait("standby reconciles", lambda: slow.reconciliations(other) >= 1, slow, 10)
     finally:
         slow.stop_all()
