@@ -116,10 +116,12 @@ class Leader:
                 record = parse(stored)
                 if record is not None:
                     self.election.written(record, started)
-        except (KubeError, TimeoutError) as exc:
-            # 409: another replica wrote first; anything else: try again next period. The
-            # fence needs nothing from here: leadership lapses by itself at the deadline.
-            logger.debug("lease attempt failed: %s", exc)
+        except Exception as exc:
+            # 409: another replica wrote first; anything else (refused, unreachable, timed
+            # out): try again next period. The fence needs nothing from here: leadership
+            # lapses by itself at the renew deadline.
+            log = logger.debug if isinstance(exc, KubeError) and exc.code == 409 else logger.info
+            log("lease %s/%s attempt failed: %s", self.namespace, self.name, exc)
         self._report()
 
     def _report(self) -> None:
@@ -153,7 +155,7 @@ class Leader:
             await asyncio.wait_for(
                 self.kube.write_lease(manifest(record, self.name, self.namespace)), timeout
             )
-        except (KubeError, TimeoutError) as exc:
+        except Exception as exc:
             logger.warning("could not release %s (it expires on its own): %s", self.name, exc)
             return False
         self.released = True

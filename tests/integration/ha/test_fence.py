@@ -5,6 +5,7 @@ themselves never fenced)."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -106,3 +107,21 @@ async def test_fenced_writes_stop_at_the_renew_deadline_and_resume_for_the_new_l
     assert lease["spec"].get("holderIdentity") is None
     await a.attempt()  # released: taken at once, no expiry wait
     assert a.leading
+
+
+async def test_an_unreachable_api_never_ends_the_election_loop() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"  # nothing listens once closed
+    kube = Kube(api_client_for(url), request_timeout=1)
+    try:
+        clock = Clock()
+        leader = Leader(
+            kube, name="ops", namespace="default", me="a", timings=TIMINGS, monotonic=clock
+        )
+        await leader.attempt()  # connection refused: logged, not raised
+        await leader.attempt()
+        assert not leader.leading
+        assert await leader.release() is False
+    finally:
+        kube.close()
