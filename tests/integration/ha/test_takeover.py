@@ -140,3 +140,26 @@ def test_only_the_leader_reconciles_and_sigterm_hands_over_at_once(
         _wait("standby reconciles", lambda: slow.reconciliations(other) >= 1, slow, 10)
     finally:
         slow.stop_all()
+
+
+def test_a_frozen_leader_wakes_up_fenced_and_does_not_fight_back(
+    cluster: DevCluster, replicas: Replicas
+) -> None:
+    replicas.start("op-a", env=RUN_ENV)
+    assert replicas.wait_leader() == "op-a"
+    replicas.start("op-b", env=RUN_ENV)
+    _wait("standby", lambda: "standing by" in replicas.log("op-b"), replicas, 30)
+    cluster.create(resource())  # no kubelet: the candidate just never gets Ready
+    _wait("reconciled", lambda: replicas.reconciliations("op-a") >= 1, replicas, 10)
+    replicas.kill("op-a", signal.SIGSTOP)  # a GC pause, a stalled node: not dead
+    try:
+        assert replicas.wait_leader(other_than="op-a", timeout=10) == "op-b"
+        _wait("b reconciles", lambda: replicas.reconciliations("op-b") >= 1, replicas, 10)
+    finally:
+        replicas.kill("op-a", signal.SIGCONT)
+    _wait("a sees it lost", lambda: "stopped leading" in replicas.log("op-a"), replicas, 10)
+    before = replicas.reconciliations("op-a")
+    time.sleep(2.5)  # a window longer than one resync period (2 s) of both replicas
+    assert replicas.reconciliations("op-a") == before  # its resync ran, its guard dropped it
+    assert replicas.holder() == "op-b"
+    assert replicas.lease()["spec"]["leaseTransitions"] == 1
