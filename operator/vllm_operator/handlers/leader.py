@@ -59,7 +59,7 @@ class Leader:
         namespace: str,
         me: str,
         timings: Timings,
-        on_lead: Callable[[], None] = lambda: None,
+        on_change: Callable[[bool], None] = lambda leading: None,
         monotonic: Monotonic = time.monotonic,
         wall: Wall = lambda: datetime.now(UTC),
     ) -> None:
@@ -67,7 +67,7 @@ class Leader:
         self.name = name
         self.namespace = namespace
         self.election = Election(me, timings)
-        self.on_lead = on_lead
+        self.on_change = on_change  # called with True when leadership is won, False when lost
         self.monotonic = monotonic
         self.wall = wall
         self._was_leading = False
@@ -130,10 +130,11 @@ class Leader:
         if leading and not self._was_leading:
             logger.info("leading: acquired %s", self.describe())
             self._was_leading = True
-            self.on_lead()
+            self.on_change(True)
         elif not leading and self._was_leading:
             logger.warning("stopped leading: %s", self.describe())
             self._was_leading = False
+            self.on_change(False)
         elif not leading and holder != self._last_holder:
             logger.info("standing by: %s", self.describe())
         self._last_holder = holder
@@ -147,7 +148,9 @@ class Leader:
     async def release(self) -> bool:
         """Give the Lease up if held (fence closed first); True when it was released."""
         record = self.election.release(self.wall())
-        self._was_leading = False
+        if self._was_leading:
+            self._was_leading = False
+            self.on_change(False)
         if record is None:
             return False
         try:
@@ -163,7 +166,9 @@ class Leader:
         return True
 
 
-def leader_for(config: OperatorConfig, kube: Kube | None, on_lead: Callable[[], None]) -> Leader:
+def leader_for(
+    config: OperatorConfig, kube: Kube | None, on_change: Callable[[bool], None]
+) -> Leader:
     """The ``Leader`` of ``config``; on a ``Kube`` of its own unless a test passes one."""
     timings = config.timings
     if kube is None:
@@ -178,5 +183,5 @@ def leader_for(config: OperatorConfig, kube: Kube | None, on_lead: Callable[[], 
         namespace=config.lease_namespace,
         me=identity(config.pod_name),
         timings=timings,
-        on_lead=on_lead,
+        on_change=on_change,
     )

@@ -107,8 +107,9 @@ def build_registry(
             runtime.kube, config, runtime.metrics, clock=clock, on_plan=on_plan
         )
         worker: Worker = runtime.reconciler
+        runtime.metrics.leader.set(0 if config.leader_election else 1)
         if config.leader_election:  # handlers/leader.py: only the Lease holder reconciles
-            runtime.leader = leader_for(config, kube, on_lead=lambda: _resync_now(runtime))
+            runtime.leader = leader_for(config, kube, lambda now: _leadership(runtime, now))
             runtime.kube.fence = runtime.leader.fence
             worker = runtime.leader.guard(worker)
         runtime.queue = WorkQueue(worker, workers=config.workers)
@@ -179,9 +180,10 @@ def build_registry(
     return registry
 
 
-def _resync_now(runtime: Runtime) -> None:
+def _leadership(runtime: Runtime, leading: bool) -> None:
     """Leadership won: reconcile every resource the standby's watches saw."""
-    if runtime.queue is not None:
+    runtime.metrics.leader.set(1 if leading else 0)
+    if leading and runtime.queue is not None:
         runtime.queue.resync()
 
 

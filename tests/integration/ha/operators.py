@@ -78,13 +78,16 @@ class Replicas:
         self.metrics_ports[name] = port
         return port
 
-    def reconciliations(self, name: str) -> float:
-        """``vllm_operator_reconciliations_total`` of one replica, from its /metrics."""
+    def metric(self, name: str, series: str) -> float:
+        """One unlabelled series of one replica, from its /metrics."""
         url = f"http://127.0.0.1:{self.metrics_ports[name]}/metrics"
         for line in httpx.get(url, timeout=5).text.splitlines():
-            if line.startswith("vllm_operator_reconciliations_total "):
+            if line.startswith(f"{series} "):
                 return float(line.split()[1])
-        return 0.0
+        raise AssertionError(f"{series} not exported by {name}")
+
+    def reconciliations(self, name: str) -> float:
+        return self.metric(name, "vllm_operator_reconciliations_total")
 
     def holder(self) -> str:
         """The replica name holding the Lease ("" when none or no Lease yet)."""

@@ -54,7 +54,7 @@ async def test_fenced_writes_stop_at_the_renew_deadline_and_resume_for_the_new_l
         namespace="default",
         me="a",
         timings=TIMINGS,
-        on_lead=lambda: won.append("a"),
+        on_change=lambda leading: won.append("a" if leading else "-a"),
         monotonic=clock,
     )
     b = Leader(
@@ -63,7 +63,7 @@ async def test_fenced_writes_stop_at_the_renew_deadline_and_resume_for_the_new_l
         namespace="default",
         me="b",
         timings=TIMINGS,
-        on_lead=lambda: won.append("b"),
+        on_change=lambda leading: won.append("b" if leading else "-b"),
         monotonic=clock,
     )
     kubes[0].fence, kubes[1].fence = a.fence, b.fence
@@ -96,6 +96,7 @@ async def test_fenced_writes_stop_at_the_renew_deadline_and_resume_for_the_new_l
     assert await kubes[1].create(_service("by-b")) is True
     await a.attempt()  # a wakes up: it sees b and stays fenced, no steal-back
     assert not a.leading
+    assert won == ["a", "b", "-a"]
     lease = devcluster.get("coordination.k8s.io/v1", "leases", "ops")
     assert (lease["spec"]["holderIdentity"], lease["spec"]["leaseTransitions"]) == ("b", 1)
 
@@ -107,6 +108,7 @@ async def test_fenced_writes_stop_at_the_renew_deadline_and_resume_for_the_new_l
     assert lease["spec"].get("holderIdentity") is None
     await a.attempt()  # released: taken at once, no expiry wait
     assert a.leading
+    assert won == ["a", "b", "-a", "-b", "a"]
 
 
 async def test_an_unreachable_api_never_ends_the_election_loop() -> None:

@@ -127,6 +127,10 @@ def test_only_the_leader_reconciles_and_sigterm_hands_over_at_once(
         _wait("a candidate", lambda: _owned(cluster, "apps/v1", "deployments"), slow, 30)
         _wait("reconciled", lambda: slow.reconciliations(first) >= 1, slow, 10)
         assert slow.reconciliations(other) == 0  # the standby watched, but did not reconcile
+        assert (
+            slow.metric(first, "vllm_operator_leader"),
+            slow.metric(other, "vllm_operator_leader"),
+        ) == (1, 0)
         slow.kill(first, signal.SIGTERM)
         stopped = time.monotonic()
         assert slow.wait_exit(first, timeout=25) == 0
@@ -138,6 +142,7 @@ def test_only_the_leader_reconciles_and_sigterm_hands_over_at_once(
         assert lease["leaseTransitions"] == 1
         # The new leader reconciles what its watches saw, without any new event.
         _wait("standby reconciles", lambda: slow.reconciliations(other) >= 1, slow, 10)
+        assert slow.metric(other, "vllm_operator_leader") == 1
     finally:
         slow.stop_all()
 
