@@ -57,7 +57,7 @@ class Runtime:
 
 def configure(settings: kopf.OperatorSettings, config: OperatorConfig) -> None:
     """kopf settings the operator relies on (applied by ``run`` and by tests)."""
-    settings.peering.standalone = True  # one replica; leader election is not kopf peering
+    settings.peering.standalone = True  # no kopf peering: leader election is a Lease (leader.py)
     settings.posting.level = logging.WARNING  # our own Events say what happened
     settings.scanning.disabled = True  # exact namespaces: no namespace list permission
     settings.watching.server_timeout = 300
