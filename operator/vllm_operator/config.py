@@ -12,6 +12,8 @@ import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from vllm_operator.election import ElectionSettingsError, Timings
+
 DEFAULT_BENCH_IMAGE = "ghcr.io/vllm-operator/vllm-operator:0.1.0"
 
 ENV = {
@@ -28,6 +30,15 @@ ENV = {
     "allowed_secrets": "VLLM_OPERATOR_ALLOWED_SECRETS",
     "kubeconfig": "KUBECONFIG",
     "log_level": "VLLM_OPERATOR_LOG_LEVEL",
+    "leader_election": "VLLM_OPERATOR_LEADER_ELECTION",
+    "lease_name": "VLLM_OPERATOR_LEASE_NAME",
+    "lease_namespace": "VLLM_OPERATOR_LEASE_NAMESPACE",
+    "lease_duration_seconds": "VLLM_OPERATOR_LEASE_DURATION_SECONDS",
+    "renew_deadline_seconds": "VLLM_OPERATOR_RENEW_DEADLINE_SECONDS",
+    "retry_period_seconds": "VLLM_OPERATOR_RETRY_PERIOD_SECONDS",
+    "shutdown_grace_seconds": "VLLM_OPERATOR_SHUTDOWN_GRACE_SECONDS",
+    "pod_name": "POD_NAME",
+    "pod_namespace": "POD_NAMESPACE",
 }
 
 
@@ -53,10 +64,29 @@ class OperatorConfig:
     context: str | None = None
     log_level: str = "INFO"
     kube_workers: int = 16  # threads for the synchronous kubernetes client
+    # High availability (docs/rollout.md "High availability"): with leader_election, only
+    # the replica holding the Lease reconciles; the others watch and wait.
+    leader_election: bool = False
+    lease_name: str = "vllm-operator"
+    lease_namespace: str = "default"  # run: --lease-namespace, else POD_NAMESPACE, else this
+    lease_duration_seconds: int = 15
+    renew_deadline_seconds: float = 10.0
+    retry_period_seconds: float = 2.0
+    pod_name: str | None = None  # the replica's identity in the Lease (plus a random suffix)
+    # SIGTERM: reconciles in flight may finish for this long, then the Lease is released.
+    shutdown_grace_seconds: float = 20.0
 
     @property
     def clusterwide(self) -> bool:
         return not self.namespaces
+
+    @property
+    def timings(self) -> Timings:
+        return Timings(
+            lease_duration=self.lease_duration_seconds,
+            renew_deadline=self.renew_deadline_seconds,
+            retry_period=self.retry_period_seconds,
+        )
 
     @property
     def liveness_endpoint(self) -> str | None:
@@ -212,6 +242,59 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         default=None,
         help="talk to this Kubernetes API URL without credentials (embedded dev clusters only)",
     )
+    election = parser.add_argument_group(
+        "high availability",
+        "Run several replicas: only the one holding a coordination.k8s.io/v1 Lease "
+        "reconciles; another takes over within about the lease duration when it dies, at "
+        "once when it stops on SIGTERM.",
+    )
+    election.add_argument(
+        "--leader-election",
+        action="store_true",
+        default=None,
+        help=f"reconcile only while holding the Lease (env {env['leader_election']}=1; "
+        "default off: a single replica)",
+    )
+    election.add_argument(
+        "--lease-name",
+        default=None,
+        help=f"name of the Lease (env {env['lease_name']}; default vllm-operator)",
+    )
+    election.add_argument(
+        "--lease-namespace",
+        default=None,
+        help=f"namespace of the Lease (env {env['lease_namespace']}; default the pod's "
+        f"namespace from {env['pod_namespace']}, else default)",
+    )
+    election.add_argument(
+        "--lease-duration-seconds",
+        type=int,
+        default=None,
+        help="a standby takes over when the Lease has not been renewed for this long "
+        f"(env {env['lease_duration_seconds']}; default 15)",
+    )
+    election.add_argument(
+        "--renew-deadline-seconds",
+        type=_positive,
+        default=None,
+        help="the leader stops writing when it could not renew for this long; less than "
+        f"the lease duration (env {env['renew_deadline_seconds']}; default 10)",
+    )
+    election.add_argument(
+        "--retry-period-seconds",
+        type=_positive,
+        default=None,
+        help="how often the leader renews and a standby tries to acquire "
+        f"(env {env['retry_period_seconds']}; default 2)",
+    )
+    parser.add_argument(
+        "--shutdown-grace-seconds",
+        type=_positive,
+        default=None,
+        help="on SIGTERM, let reconciles in flight finish for at most this long, then "
+        "release the Lease and exit 0; keep it below the pod's "
+        f"terminationGracePeriodSeconds (env {env['shutdown_grace_seconds']}; default 20)",
+    )
     parser.add_argument(
         "--log-level",
         default=None,
@@ -231,7 +314,10 @@ def config_from_args(argv: Sequence[str], environ: Mapping[str, str], prog: str)
         text = environ.get(ENV[key])
         if text is None or text == "":
             return None
-        return convert(text) if convert is not None else text
+        try:
+            return convert(text) if convert is not None else text
+        except ValueError:
+            build_parser(prog).error(f"{ENV[key]}={text[:64]!r} is not a number")
 
     namespaces: tuple[str, ...] = ()
     all_ns = args.all_namespaces or environ.get(ENV["all_namespaces"], "") in ("1", "true")
@@ -261,6 +347,29 @@ def config_from_args(argv: Sequence[str], environ: Mapping[str, str], prog: str)
             )
         except argparse.ArgumentTypeError as exc:
             build_parser(prog).error(f"{ENV['allowed_secrets']}: {exc}")
+    leader_election = bool(args.leader_election) or environ.get(
+        ENV["leader_election"], ""
+    ).strip().lower() in ("1", "true", "yes")
+    lease_duration = number(
+        args.lease_duration_seconds, "lease_duration_seconds", base.lease_duration_seconds
+    )
+    timings = Timings(
+        lease_duration=int(lease_duration),
+        renew_deadline=number(
+            args.renew_deadline_seconds, "renew_deadline_seconds", base.renew_deadline_seconds
+        ),
+        retry_period=number(
+            args.retry_period_seconds, "retry_period_seconds", base.retry_period_seconds
+        ),
+    )
+    try:
+        if lease_duration != int(lease_duration):
+            raise ElectionSettingsError("lease duration must be whole seconds")
+        timings.check()
+    except ElectionSettingsError as exc:
+        build_parser(prog).error(
+            f"--lease-duration-seconds/--renew-deadline-seconds/--retry-period-seconds: {exc}"
+        )
     return OperatorConfig(
         namespaces=namespaces,
         metrics_port=metrics_port,
@@ -279,4 +388,18 @@ def config_from_args(argv: Sequence[str], environ: Mapping[str, str], prog: str)
         kubeconfig=str(pick(args.kubeconfig, "kubeconfig") or "") or None,
         context=args.context,
         log_level=str(pick(args.log_level, "log_level") or base.log_level),
+        leader_election=leader_election,
+        lease_name=str(pick(args.lease_name, "lease_name") or base.lease_name),
+        lease_namespace=str(
+            pick(args.lease_namespace, "lease_namespace")
+            or environ.get(ENV["pod_namespace"])
+            or "default"
+        ),
+        lease_duration_seconds=timings.lease_duration,
+        renew_deadline_seconds=timings.renew_deadline,
+        retry_period_seconds=timings.retry_period,
+        pod_name=environ.get(ENV["pod_name"]) or None,
+        shutdown_grace_seconds=number(
+            args.shutdown_grace_seconds, "shutdown_grace_seconds", base.shutdown_grace_seconds
+        ),
     )

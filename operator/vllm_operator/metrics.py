@@ -78,6 +78,12 @@ class OperatorMetrics:
             ["namespace", "name", "phase"],
             registry=registry,
         )
+        self.leader = Gauge(
+            "vllm_operator_leader",
+            "1 while this replica may reconcile (holds the leader-election Lease, or runs "
+            "without leader election), 0 while it stands by.",
+            registry=registry,
+        )
         self._revisions: dict[tuple[str, str], set[str]] = {}
 
     def reconciled(self, seconds: float) -> None:

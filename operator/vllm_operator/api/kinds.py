@@ -43,6 +43,7 @@ class KindInfo:
     rights: tuple[Right, ...]
     child: bool = False  # created by the planner and owned by the VLLMDeployment
     namespaced: bool = True
+    own_namespace: bool = False  # only in the operator's own namespace (a Role, not cluster)
 
     @property
     def api_version(self) -> str:
@@ -138,6 +139,19 @@ KINDS: tuple[KindInfo, ...] = (
         "nodes",
         (Right("get", "GPU product (nvidia.com/gpu.product) of a gate's nodes"),),
         namespaced=False,
+    ),
+    # Leader election (operator's namespace only): one Lease, read and renewed.
+    KindInfo(
+        "Lease",
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        (
+            Right("get", "read who leads"),
+            Right("create", "the first replica creates it"),
+            Right("update", "acquire, renew, release"),
+        ),
+        own_namespace=True,
     ),
     # Events on the resource.
     KindInfo(

@@ -2,7 +2,10 @@
 
 Reads its configuration once (flags, then ``VLLM_OPERATOR_*`` environment variables), serves
 Prometheus metrics on their own registry and kopf's liveness endpoint, and runs kopf with
-the registry ``handlers.registry.build_registry`` makes. Stops cleanly on SIGINT/SIGTERM.
+the registry ``handlers.registry.build_registry`` makes. On SIGINT/SIGTERM (kopf's signal
+handlers set its stop flag, then run the cleanup handler): no new reconcile starts, those in
+flight finish within ``--shutdown-grace-seconds``, the Lease is released when leader
+election is on (``handlers/leader.py``), and the process exits 0.
 """
 
 from __future__ import annotations

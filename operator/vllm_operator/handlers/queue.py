@@ -12,6 +12,7 @@ resync period, never a wrong decision.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -37,6 +38,9 @@ class WorkQueue:
         self._timers: dict[Key, tuple[float, asyncio.TimerHandle]] = {}
         self._failures: dict[Key, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
+        self._idle = asyncio.Event()  # set whenever no reconcile is running
+        self._idle.set()
         self.known: set[Key] = set()
 
     def start(self) -> None:
@@ -53,6 +57,19 @@ class WorkQueue:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+
+    async def drain(self, grace: float) -> bool:
+        """Graceful stop: take no new key, let the reconciles in flight finish for at most
+        ``grace`` seconds, then stop. True when none had to be cancelled."""
+        self._closing = True
+        for _, handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), grace)
+        finished = not self._active
+        await self.stop()
+        return finished
 
     def add(self, key: Key) -> None:
         """Reconcile ``key`` as soon as a worker is free (once, however often it is added)."""
@@ -98,8 +115,11 @@ class WorkQueue:
     async def _run(self) -> None:
         while True:
             key = await self._queue.get()
+            if self._closing:
+                return
             self._queued.discard(key)
             self._active.add(key)
+            self._idle.clear()
             delay: float | None
             try:
                 delay = await self._worker(key)
@@ -113,6 +133,8 @@ class WorkQueue:
                 logger.exception("reconcile of %s/%s failed; retrying in %.1f s", *key, delay)
             finally:
                 self._active.discard(key)
+                if not self._active:
+                    self._idle.set()
             if key in self._dirty:
                 self._dirty.discard(key)
                 self.add(key)

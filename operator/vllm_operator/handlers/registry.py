@@ -9,6 +9,10 @@ own requeue time handles deadlines. Handlers are ``on.event`` only: no kopf prog
 diff-base storage is written to the resource, and no finalizer is needed (children go by
 ownerReferences).
 
+With ``config.leader_election`` every replica watches, but only the Lease holder's queue
+reconciles and only it may write (``handlers/leader.py``: a guard around the queue's worker
+and a fence on the ``Kube`` client).
+
 ``build_registry`` makes a fresh ``kopf.OperatorRegistry`` per operator (no global state
 shared between tests or between two operators in one process).
 """
@@ -26,7 +30,8 @@ from prometheus_client import CollectorRegistry
 
 from vllm_operator.api.resource import GROUP, PLURAL, VERSION
 from vllm_operator.config import OperatorConfig
-from vllm_operator.handlers.queue import WorkQueue
+from vllm_operator.handlers.leader import Leader, leader_for
+from vllm_operator.handlers.queue import Worker, WorkQueue
 from vllm_operator.handlers.reconcile import Clock, Hook, Reconciler, utc_now
 from vllm_operator.kube.client import Kube, api_client_for
 from vllm_operator.metrics import OperatorMetrics
@@ -46,12 +51,13 @@ class Runtime:
     kube: Kube | None = None
     queue: WorkQueue | None = None
     reconciler: Reconciler | None = None
+    leader: Leader | None = None  # with config.leader_election
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
 def configure(settings: kopf.OperatorSettings, config: OperatorConfig) -> None:
     """kopf settings the operator relies on (applied by ``run`` and by tests)."""
-    settings.peering.standalone = True  # one replica; leader election is not kopf peering
+    settings.peering.standalone = True  # no kopf peering: leader election is a Lease (leader.py)
     settings.posting.level = logging.WARNING  # our own Events say what happened
     settings.scanning.disabled = True  # exact namespaces: no namespace list permission
     settings.watching.server_timeout = 300
@@ -100,18 +106,37 @@ def build_registry(
         runtime.reconciler = Reconciler(
             runtime.kube, config, runtime.metrics, clock=clock, on_plan=on_plan
         )
-        runtime.queue = WorkQueue(runtime.reconciler, workers=config.workers)
+        worker: Worker = runtime.reconciler
+        runtime.metrics.leader.set(0 if config.leader_election else 1)
+        if config.leader_election:  # handlers/leader.py: only the Lease holder reconciles
+            runtime.leader = leader_for(config, kube, lambda now: _leadership(runtime, now))
+            runtime.kube.fence = runtime.leader.fence
+            worker = runtime.leader.guard(worker)
+        runtime.queue = WorkQueue(worker, workers=config.workers)
         runtime.queue.start()
         runtime.tasks.append(asyncio.create_task(_resync(runtime.queue, config.resync_seconds)))
+        if runtime.leader is not None:
+            runtime.tasks.append(asyncio.create_task(runtime.leader.run(), name="leader"))
 
     @kopf.on.cleanup(registry=registry)
     async def stop(**_: Any) -> None:
+        # Graceful: the reconciles in flight finish (the Lease is still renewed meanwhile),
+        # then leadership is released at once so a standby takes over without waiting.
+        if runtime.queue is not None and not await runtime.queue.drain(
+            config.shutdown_grace_seconds
+        ):
+            logger.warning(
+                "reconciles still running after %.0f s were cancelled",
+                config.shutdown_grace_seconds,
+            )
         for task in runtime.tasks:
             task.cancel()
         await asyncio.gather(*runtime.tasks, return_exceptions=True)
         runtime.tasks.clear()
-        if runtime.queue is not None:
-            await runtime.queue.stop()
+        if runtime.leader is not None:
+            await runtime.leader.release()
+            if runtime.leader.kube is not kube:
+                runtime.leader.kube.close()
         if runtime.kube is not None and kube is None:
             runtime.kube.close()
             runtime.kube = None
@@ -153,6 +178,13 @@ def build_registry(
                 queue.add((namespace or "default", owner))
 
     return registry
+
+
+def _leadership(runtime: Runtime, leading: bool) -> None:
+    """Leadership won: reconcile every resource the standby's watches saw."""
+    runtime.metrics.leader.set(1 if leading else 0)
+    if leading and runtime.queue is not None:
+        runtime.queue.resync()
 
 
 async def _resync(queue: WorkQueue, period: float) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -95,10 +95,17 @@ def api_client_for(
 class Kube:
     """Async, declared, idempotent access to the objects the operator manages."""
 
-    def __init__(self, api: k8s.ApiClient, *, workers: int = 16) -> None:
+    def __init__(
+        self, api: k8s.ApiClient, *, workers: int = 16, request_timeout: float | None = None
+    ) -> None:
         self._api = api
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube")
+        self._request_timeout = request_timeout
         self.calls = 0
+        # Called before every create, patch and delete; raises to refuse the write. Leader
+        # election sets it (handlers/leader.py) so a replica that lost the Lease stops
+        # writing mid-reconcile. The Lease calls below never pass through it.
+        self.fence: Callable[[], None] | None = None
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -122,7 +129,9 @@ class Kube:
             body=body,
             auth_settings=["BearerToken"],
         )
-        response = self._api.call_api(method, url, header_params=headers, body=body)
+        response = self._api.call_api(
+            method, url, header_params=headers, body=body, _request_timeout=self._request_timeout
+        )
         data = response.read()  # type: ignore[no-untyped-call]
         self.calls += 1
         if response.status >= 400:
@@ -213,9 +222,34 @@ class Kube:
         )
         return text
 
+    # -- the Lease (leader election; never fenced: it is how leadership is kept) ----------
+    async def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self.get("Lease", namespace, name)
+
+    async def write_lease(self, lease: Mapping[str, Any]) -> dict[str, Any]:
+        """Create the Lease (no resourceVersion) or replace it (optimistic concurrency: a
+        stale resourceVersion is a 409 ``KubeTransientError``); returns what was stored."""
+        res = RESOURCES["Lease"]
+        meta = lease["metadata"]
+        namespace, name = str(meta["namespace"]), str(meta["name"])
+        if meta.get("resourceVersion"):
+            require(res.group, res.plural, "update")
+            stored: dict[str, Any] = await self._run(
+                "PUT", _path(res, namespace, name), body=dict(lease)
+            )
+        else:
+            require(res.group, res.plural, "create")
+            stored = await self._run("POST", _path(res, namespace), body=dict(lease))
+        return stored
+
     # -- writes --------------------------------------------------------------------------
+    def _fenced(self) -> None:
+        if self.fence is not None:
+            self.fence()
+
     async def create(self, manifest: Mapping[str, Any]) -> bool:
         """Create ``manifest``; False when it already exists (409 AlreadyExists)."""
+        self._fenced()
         res = RESOURCES[str(manifest["kind"])]
         require(res.group, res.plural, "create")
         namespace = str(manifest["metadata"]["namespace"])
@@ -237,6 +271,7 @@ class Kube:
         subresource: str = "",
     ) -> dict[str, Any]:
         """JSON merge patch of one object (or its ``status`` subresource)."""
+        self._fenced()
         res = RESOURCES[kind]
         require(res.group, f"{res.plural}/{subresource}" if subresource else res.plural, "patch")
         result: dict[str, Any] = await self._run(
@@ -249,6 +284,7 @@ class Kube:
 
     async def delete(self, kind: str, namespace: str, name: str) -> bool:
         """Delete one object with background propagation; False when already gone."""
+        self._fenced()
         res = RESOURCES[kind]
         require(res.group, res.plural, "delete")
         try:

@@ -14,6 +14,10 @@ Nodes are cluster-scoped: ``get nodes`` (the GPU product a gate's pods ran on, f
 only some namespaces. Read-only, one verb, no list: the operator reads only the nodes its
 candidates and twins were scheduled to, during a gate.
 
+Leases (leader election) are granted only in the operator's own namespace: a Role there,
+whatever namespaces it watches (``own_namespace``), rendered when the chart enables leader
+election. get, create and update: no list or watch (the Lease's name is fixed), no delete.
+
 Deliberately absent: Secrets (API keys and HF tokens are only referenced from pod specs),
 ConfigMaps (a custom suite is mounted into the Job, never read by the operator), ``*``.
 """
@@ -42,12 +46,18 @@ class Permission:
         """Granted by a ClusterRole in every scope (the resource has no namespace)."""
         return self.resource in CLUSTER_SCOPED
 
+    @property
+    def own_namespace(self) -> bool:
+        """Granted by a Role in the operator's own namespace only (leader election)."""
+        return self.resource in OWN_NAMESPACE
+
 
 class PermissionNotDeclared(RuntimeError):
     """A call to the API that ``PERMISSIONS`` does not declare (a bug, never a retry)."""
 
 
 CLUSTER_SCOPED = frozenset(k.plural for k in KINDS if not k.namespaced)
+OWN_NAMESPACE = frozenset(k.plural for k in KINDS if k.own_namespace)
 
 # Derived from the one table of kinds (api/kinds.py), where each right says why it is needed.
 PERMISSIONS: tuple[Permission, ...] = tuple(

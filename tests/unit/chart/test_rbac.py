@@ -68,6 +68,13 @@ def _cluster_scoped() -> set[Triple]:
     return {(p.api_group, p.resource, p.verb) for p in PERMISSIONS if p.cluster_scoped}
 
 
+def _own_namespace() -> set[Triple]:
+    return {(p.api_group, p.resource, p.verb) for p in PERMISSIONS if p.own_namespace}
+
+
+LEADER_ROLE = "Role/vllm-system/vo-vllm-operator-leader-election"
+
+
 SCOPES = {
     "cluster": {},
     "namespaces": {"operator": {"scope": "namespaces", "namespaces": ["a", "b"]}},
@@ -79,12 +86,14 @@ def test_chart_rules_equal_declared_calls(scope: str) -> None:
     roles = _rules(SCOPES[scope])
     assert roles, "no Role or ClusterRole rendered"
     assert _cluster_scoped(), "nodes get is declared cluster-scoped"
+    assert _own_namespace(), "leases are declared for the operator's own namespace"
+    assert roles.pop(LEADER_ROLE) == _own_namespace()  # leader election: the release namespace
     for role, granted in roles.items():
         kind = role.split("/")[0]
         if scope == "cluster":
-            declared = _declared()  # one ClusterRole holds everything
+            declared = _declared() - _own_namespace()  # one ClusterRole holds the rest
         elif kind == "Role":
-            declared = _declared() - _cluster_scoped()  # a Role cannot grant nodes
+            declared = _declared() - _cluster_scoped() - _own_namespace()  # no nodes, no leases
         else:
             declared = _cluster_scoped()  # the only ClusterRole: nothing namespaced
         missing = sorted(declared - granted)
@@ -94,8 +103,10 @@ def test_chart_rules_equal_declared_calls(scope: str) -> None:
 
 
 def test_kinds_follow_scope() -> None:
-    assert {k.split("/")[0] for k in _rules(SCOPES["cluster"])} == {"ClusterRole"}
+    cluster = _rules(SCOPES["cluster"])
+    assert {k.split("/")[0] for k in cluster if k != LEADER_ROLE} == {"ClusterRole"}
     namespaced = _rules(SCOPES["namespaces"])
+    namespaced.pop(LEADER_ROLE)
     roles = sorted(k for k in namespaced if k.startswith("Role/"))
     assert sorted(k.split("/")[1] for k in roles) == ["a", "b"]
     (cluster,) = [k for k in namespaced if k.startswith("ClusterRole/")]
@@ -123,6 +134,14 @@ def test_nodes_false_grants_everything_but_nodes(scope: str) -> None:
     values = {**SCOPES[scope], "rbac": {"nodes": False}}
     granted = set().union(*_rules(values).values())
     assert granted == _declared() - _cluster_scoped()
+
+
+@pytest.mark.parametrize("scope", sorted(SCOPES))
+def test_leader_election_off_grants_no_leases(scope: str) -> None:
+    values = {**SCOPES[scope], "leaderElection": {"enabled": False}, "replicaCount": 1}
+    roles = _rules(values)
+    assert LEADER_ROLE not in roles
+    assert set().union(*roles.values()) == _declared() - _own_namespace()
 
 
 def test_rbac_create_false_renders_no_rules() -> None:
