@@ -14,7 +14,14 @@ from typing import Any, Literal
 
 from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
 
-Kind = Literal["Deployment", "Service", "Job"]
+Kind = Literal[
+    "Deployment",
+    "Service",
+    "Job",
+    "HorizontalPodAutoscaler",
+    "ScaledObject",
+    "PodDisruptionBudget",
+]
 EventType = Literal["Normal", "Warning"]
 
 

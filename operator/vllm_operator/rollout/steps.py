@@ -14,7 +14,7 @@ from vllm_operator.engine.policy import LaunchPlan
 from vllm_operator.render import labels, names
 from vllm_operator.render.job import render_job
 from vllm_operator.render.services import render_candidate_service, render_serving_service
-from vllm_operator.rollout import causes, ledger, reruns, trust, twin, waiting
+from vllm_operator.rollout import causes, ledger, reruns, scaling, trust, twin, waiting
 from vllm_operator.rollout.actions import Delete, EventType, Patch
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.held import serving_ok
@@ -38,16 +38,20 @@ def baseline_of(state: Pass, stable: str | None) -> BenchSummary | None:
 
 
 def steady(state: Pass, vd: VLLMDeployment, launch: LaunchPlan, revision: str) -> Outcome:
-    """The spec's revision serves: keep it at ``replicas`` and its Service as specified."""
-    replicas = vd.spec.replicas
+    """The spec's revision serves: keep it at ``replicas`` and its Service as specified.
+
+    Under autoscaling the count is the autoscaler's: the operator never writes it back.
+    """
     dep = state.observed.deployment_of(revision)
     ensure_service(state, render_serving_service(vd, revision), revision)
     if dep is None or dep.deleting:
         if dep is None:
+            replicas = scaling.serving_replicas(vd, None)
             create_deployment(state, vd, revision, replicas, labels.ROLE_STABLE)
             state.event("Warning", "StableRecreated", f"revision {revision} had no Deployment")
         state.after(1.0)
         return Outcome("Progressing", f"recreating revision {revision}", "StableMissing")
+    replicas = scaling.serving_replicas(vd, dep.replicas)
     patch_deployment(state, dep, replicas, labels.ROLE_STABLE)
     if dep.ready_replicas >= replicas and dep.replicas == replicas:
         return Outcome(
@@ -260,7 +264,7 @@ def _benchmark(
 def _promote(
     state: Pass, vd: VLLMDeployment, desired: str, stable: str | None, decided: GateRecord
 ) -> Outcome:
-    target = vd.spec.replicas
+    target = scaling.promotion_target(state, vd, stable)
     dep = state.observed.deployment_of(desired)
     if dep is None or dep.deleting:
         if dep is None:
@@ -281,6 +285,7 @@ def _promote(
     escape = elapsed >= deadline and dep.ready_replicas >= max(proven, 1)
     if enough or escape:
         ensure_service(state, render_serving_service(vd, desired), desired)
+        state.serving = desired  # the autoscaler and the budget follow in this plan
         state.actions.append(
             Patch(
                 "Deployment",
