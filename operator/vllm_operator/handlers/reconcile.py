@@ -59,6 +59,7 @@ def settings_from(config: OperatorConfig) -> Settings:
         job_env=config.job_env,
         job_ttl_seconds=config.job_ttl_seconds,
         allowed_secrets=config.allowed_secrets,
+        autoscaling_engines=config.autoscaling_engines,
     )
 
 
@@ -67,7 +68,17 @@ def _owned_by(uid: str | None, obj: Mapping[str, Any]) -> bool:
     return owned_by(uid, obj)
 
 
-CHILD_KINDS = frozenset({"Deployment", "Service", "Job"})
+CHILD_KINDS = frozenset(
+    {
+        "Deployment",
+        "Service",
+        "Job",
+        "PodDisruptionBudget",
+        "HorizontalPodAutoscaler",
+        "ScaledObject",
+    }
+)
+AUTOSCALER_KINDS = {"hpa": "HorizontalPodAutoscaler", "keda": "ScaledObject"}
 
 
 class Reconciler:
@@ -90,6 +101,7 @@ class Reconciler:
         self.clock = clock
         self.on_plan = on_plan
         self.node_gpu: dict[str, str] = {}  # "" when unknown (no label, gone, forbidden)
+        self.engines = tuple(e for e in config.autoscaling_engines if e in AUTOSCALER_KINDS)
 
     async def _read_gpu_products(self, nodes: list[str]) -> None:
         """Fill ``node_gpu`` for ``nodes``; a Node the operator may not read is unknown."""
@@ -124,12 +136,16 @@ class Reconciler:
             return None
         uid = body.get("metadata", {}).get("uid")
         selector = {labels.DEPLOYMENT_LABEL: name}
-        deployments, services, jobs, pods = await asyncio.gather(
+        deployments, services, jobs, pods, budgets, *scalers = await asyncio.gather(
             kube.list("Deployment", namespace, selector),
             kube.list("Service", namespace, selector),
             kube.list("Job", namespace, selector),
             kube.list("Pod", namespace, selector),
+            kube.list("PodDisruptionBudget", namespace, selector),
+            # Only the autoscaler kinds this operator is granted (--autoscaling-engines).
+            *(kube.list(AUTOSCALER_KINDS[e], namespace, selector) for e in self.engines),
         )
+        autoscalers = [a for found in scalers for a in found]
         logs: dict[str, str] = {}
 
         def view() -> Observed:
@@ -141,6 +157,8 @@ class Reconciler:
                 pods=pods,
                 logs=logs,
                 node_gpu=self.node_gpu,
+                autoscalers=[a for a in autoscalers if _owned_by(uid, a)],
+                budgets=[b for b in budgets if _owned_by(uid, b)],
             )
 
         observed = view()
@@ -179,6 +197,8 @@ class Reconciler:
         known = {("Deployment", d.name) for d in observed.deployments}
         known |= {("Service", s.name) for s in observed.services}
         known |= {("Job", j.name) for j in observed.jobs}
+        known |= {(a.kind, a.name) for a in observed.autoscalers}
+        known |= {("PodDisruptionBudget", b.name) for b in observed.budgets}
         foreign: dict[tuple[str, str], str] = {}
         for action in result.actions:
             key = (action.kind, action.name)

@@ -50,6 +50,9 @@ RESOURCES: dict[str, Resource] = {
     "Pod": Resource("", "v1", "pods"),
     "Event": Resource("", "v1", "events"),
     "Node": Resource("", "v1", "nodes"),
+    "HorizontalPodAutoscaler": Resource("autoscaling", "v2", "horizontalpodautoscalers"),
+    "ScaledObject": Resource("keda.sh", "v1alpha1", "scaledobjects"),
+    "PodDisruptionBudget": Resource("policy", "v1", "poddisruptionbudgets"),
     "VLLMDeployment": VLLMD,
 }
 

@@ -14,6 +14,12 @@ Nodes are cluster-scoped: ``get nodes`` (the GPU product a gate's pods ran on, f
 only some namespaces. Read-only, one verb, no list: the operator reads only the nodes its
 candidates and twins were scheduled to, during a gate.
 
+Autoscalers are optional (``feature``): HorizontalPodAutoscalers are declared with
+``feature="hpa"`` and KEDA ScaledObjects with ``feature="keda"``; the chart grants them only
+when its ``autoscaling.enabled`` / ``autoscaling.keda`` values say so, and the operator
+touches them only when told the same (``--autoscaling-engines``), so a cluster without KEDA
+or a namespace where autoscalers are not wanted needs no such rights.
+
 Deliberately absent: Secrets (API keys and HF tokens are only referenced from pod specs),
 ConfigMaps (a custom suite is mounted into the Job, never read by the operator), ``*``.
 """
@@ -35,6 +41,8 @@ class Permission:
     verb: Verb
     by: Literal["operator", "kopf", "apiserver"] = "operator"
     why: str = ""
+    # An optional feature the chart grants only when enabled (None: always granted).
+    feature: Literal["hpa", "keda"] | None = None
 
     @property
     def cluster_scoped(self) -> bool:
@@ -48,6 +56,8 @@ class PermissionNotDeclared(RuntimeError):
 
 _GROUP = "vllm-operator.dev"
 CLUSTER_SCOPED = frozenset({"nodes"})
+_HPA = ("autoscaling", "horizontalpodautoscalers")
+_KEDA = ("keda.sh", "scaledobjects")
 
 PERMISSIONS: tuple[Permission, ...] = (
     # The custom resource.
@@ -95,6 +105,23 @@ PERMISSIONS: tuple[Permission, ...] = (
     Permission("", "nodes", "get", why="GPU product (nvidia.com/gpu.product) of a gate's nodes"),
     # Events on the resource.
     Permission("", "events", "create", why="an Event for every transition and warning"),
+    # One PodDisruptionBudget per serving revision.
+    Permission("policy", "poddisruptionbudgets", "list", why="observe the serving budgets"),
+    Permission("policy", "poddisruptionbudgets", "get", why="who holds a name to be created"),
+    Permission("policy", "poddisruptionbudgets", "create", why="budget a serving revision"),
+    Permission("policy", "poddisruptionbudgets", "patch", why="apply spec.disruption changes"),
+    Permission("policy", "poddisruptionbudgets", "delete", why="remove a retired budget"),
+    # The autoscaler of the serving revision (optional features).
+    Permission(*_HPA, "list", why="observe the autoscaler of a resource", feature="hpa"),
+    Permission(*_HPA, "get", why="who holds a name about to be created", feature="hpa"),
+    Permission(*_HPA, "create", why="scale the serving revision with load", feature="hpa"),
+    Permission(*_HPA, "patch", why="move it to a promoted revision", feature="hpa"),
+    Permission(*_HPA, "delete", why="remove it when spec.autoscaling goes", feature="hpa"),
+    Permission(*_KEDA, "list", why="observe the autoscaler of a resource", feature="keda"),
+    Permission(*_KEDA, "get", why="who holds a name about to be created", feature="keda"),
+    Permission(*_KEDA, "create", why="scale the serving revision with load", feature="keda"),
+    Permission(*_KEDA, "patch", why="move it to a promoted revision", feature="keda"),
+    Permission(*_KEDA, "delete", why="remove it when spec.autoscaling goes", feature="keda"),
 )
 
 

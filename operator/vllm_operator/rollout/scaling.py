@@ -86,12 +86,12 @@ def _autoscaler(state: Pass, vd: VLLMDeployment, serving: str | None) -> None:
     spec = vd.spec.autoscaling
     wanted_kind = AUTOSCALER_KINDS[spec.engine] if spec is not None else None
     name = autoscaler_name(state.name)
-    for current in state.observed.autoscalers:
-        if current.deleting:
+    for other in state.observed.autoscalers:
+        if other.deleting:
             continue
-        if current.kind != wanted_kind or current.name != name or serving is None:
-            state.delete(_kind(current.kind), current.name)
-            state.event("Normal", "AutoscalerRemoved", f"{current.kind} {current.name} deleted")
+        if other.kind != wanted_kind or other.name != name or serving is None:
+            state.delete(_kind(other.kind), other.name)
+            state.event("Normal", "AutoscalerRemoved", f"{other.kind} {other.name} deleted")
     if spec is None or serving is None or wanted_kind is None:
         return
     if state.observed.deployment_of(serving) is None:
