@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from rollout_world import World, merge, spec, summary
 
 from vllm_operator.config import config_from_args
@@ -268,3 +270,101 @@ def test_autoscaling_engines_flag_then_environment_then_default(
     with pytest.raises(SystemExit):
         config_from_args([], {"VLLM_OPERATOR_AUTOSCALING_ENGINES": "kedah"}, "run")
     assert "VLLM_OPERATOR_AUTOSCALING_ENGINES" in capsys.readouterr().err
+
+
+def test_someone_elses_hpa_at_the_name_stalls_and_is_left_alone() -> None:
+    w = World(V17)
+    w.squat("HorizontalPodAutoscaler", "qwen")
+    w.step()
+    rev = w.revisions()[0]
+    w.ready_all()
+    w.step()
+    w.finish_job(summary())
+    w.step()
+    w.ready_all()
+    w.settle()
+    assert w.condition("Stalled")["status"] == "True"
+    assert "HorizontalPodAutoscaler qwen" in w.status["message"]
+    squatter = w.objects[("HorizontalPodAutoscaler", "qwen")]
+    assert squatter["metadata"]["uid"] == "uid-foreign-qwen"  # untouched
+    assert "ownerReferences" not in squatter["metadata"]
+    assert rev in w.revisions()
+
+
+def test_autoscaler_is_removed_with_autoscaling_and_its_events_say_so() -> None:
+    w = deployed(V17)
+    rev = w.serving()
+    w.set_spec(spec(mode="throughput"))
+    w.settle()
+    assert w.kinds("HorizontalPodAutoscaler") == []
+    assert w.kinds("PodDisruptionBudget") == [f"qwen--{rev}"]  # the budget stays
+    assert {"AutoscalerCreated", "AutoscalerRemoved"} <= set(w.events())
+
+
+AUTO_SPECS = [
+    V17,
+    V17_BALANCED,
+    spec(mode="interactivity"),  # autoscaling off
+    spec(mode="throughput", autoscaling={"minReplicas": 2, "maxReplicas": 3}),
+]
+AUTO_MOVES = st.one_of(
+    st.just(("ready",)),
+    st.tuples(st.just("finish"), st.booleans()),
+    st.tuples(st.just("spec"), st.integers(0, len(AUTO_SPECS) - 1)),
+    st.tuples(st.just("hpa"), st.integers(1, 8)),
+    st.tuples(st.just("time"), st.sampled_from([1.0, 4000.0])),
+)
+
+
+@settings(
+    max_examples=50,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
+@given(st.integers(0, len(AUTO_SPECS) - 1), st.lists(AUTO_MOVES, min_size=1, max_size=20))
+def test_autoscaler_and_budget_always_follow_the_serving_revision(
+    first: int, moves: list[Any]
+) -> None:
+    """Whatever happens, after every plan: the autoscaler exists only with spec.autoscaling
+    and a serving revision, and targets exactly that revision; the only budget is the
+    serving revision's; the operator never writes replicas of a Deployment the autoscaler
+    targets."""
+    w = deployed(AUTO_SPECS[first])
+    for move in moves:
+        kind = move[0]
+        if kind == "ready":
+            w.ready_all()
+        elif kind == "finish" and len(w.kinds("Job")) == 1 and not w.job().get("status"):
+            w.finish_job(summary(passed=13 if move[1] else 2), exit_code=0 if move[1] else 1)
+        elif kind == "spec":
+            w.set_spec(
+                merge(AUTO_SPECS[move[1]], {"gate": {"thresholds": {"quality": {"minPassed": 12}}}})
+            )
+        elif kind == "hpa" and ("HorizontalPodAutoscaler", "qwen") in w.objects:
+            target = hpa(w)["spec"]["scaleTargetRef"]["name"]
+            if ("Deployment", target) in w.objects:
+                w.objects[("Deployment", target)]["spec"]["replicas"] = move[1]
+        elif kind == "time":
+            w.advance(move[1])
+        p = w.plan()
+        targeted = (
+            hpa(w)["spec"]["scaleTargetRef"]["name"] if w.kinds("HorizontalPodAutoscaler") else None
+        )
+        for action in p.actions:
+            if (
+                isinstance(action, Patch)
+                and action.kind == "Deployment"
+                and action.name == targeted
+            ):
+                assert "spec" not in action.patch or w.body["spec"].get("autoscaling") is None, (
+                    "wrote replicas under the autoscaler"
+                )
+        w.apply(p)
+        serving = w.serving()
+        scalers = w.kinds("HorizontalPodAutoscaler")
+        if w.body["spec"].get("autoscaling") is None or serving is None:
+            assert scalers == [], scalers
+        elif scalers:
+            assert hpa(w)["spec"]["scaleTargetRef"]["name"] == f"qwen--{serving}"
+        assert w.kinds("PodDisruptionBudget") in ([], [f"qwen--{serving}"])
