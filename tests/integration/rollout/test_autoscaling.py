@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -223,3 +224,56 @@ def _settled(pods: Watcher, stable: str) -> bool:
     }
     gone = {e["object"]["metadata"]["name"] for e in pods.events if e["type"] == "DELETED"}
     return bool(seen) and seen <= gone
+
+
+KEDA_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "scaledobjects.keda.sh"},
+    "spec": {
+        "group": "keda.sh",
+        "scope": "Namespaced",
+        "names": {"plural": "scaledobjects", "singular": "scaledobject", "kind": "ScaledObject"},
+        "versions": [
+            {
+                "name": "v1alpha1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def test_keda_scaled_object_and_switching_engines(tmp_path: Path) -> None:
+    """With KEDA granted (--autoscaling-engines hpa,keda) engine keda makes a ScaledObject on
+    the stable revision; switching to hpa replaces it with an HPA, rolling no revision."""
+    r = Rollout(tmp_path, autoscaling_engines=("hpa", "keda"))
+    r.cluster.create(KEDA_CRD)
+    r.start_operator()
+    try:
+        prometheus = {"serverAddress": "http://prometheus.monitoring:9090"}
+        keda = {**AUTOSCALING, "engine": "keda", "prometheus": prometheus}
+        r.apply(resource(autoscaling=keda, gate=_gate()))
+        stable = r.wait_phase("Serving", timeout=60)["stable"]["revision"]
+        scaled = r.wait(lambda: r.cluster.get("keda.sh/v1alpha1", "scaledobjects", "qwen"))
+        assert scaled["spec"]["scaleTargetRef"]["name"] == f"qwen--{stable}"
+        (trigger,) = scaled["spec"]["triggers"]
+        assert f'vllm_operator_dev_revision="{stable}"' in trigger["metadata"]["query"]
+        assert not r.cluster.exists(*HPA, "qwen")
+        # A merge patch: engine back to hpa, prometheus removed.
+        hpa = {**AUTOSCALING, "engine": "hpa", "prometheus": None}
+        r.apply(resource(autoscaling=hpa, gate=_gate()))
+        r.wait(lambda: r.cluster.exists(*HPA, "qwen"), what="the HPA replaces the ScaledObject")
+        r.wait(lambda: not r.cluster.exists("keda.sh/v1alpha1", "scaledobjects", "qwen"))
+        assert r.cluster.get(*HPA, "qwen")["spec"]["scaleTargetRef"]["name"] == f"qwen--{stable}"
+        assert r.status()["stable"]["revision"] == stable  # no new revision
+    finally:
+        r.close()
