@@ -33,6 +33,7 @@ from vllm_operator.rollout.observed import (
     nodes_needing_gpu_product,
     owned_by,
 )
+from vllm_operator.rollout.scaling import AUTOSCALER_KINDS
 from vllm_operator.rollout.status import merge_patch
 from vllm_operator.rollout.trust import BENCH_CONTAINER
 
@@ -78,7 +79,6 @@ CHILD_KINDS = frozenset(
         "ScaledObject",
     }
 )
-AUTOSCALER_KINDS = {"hpa": "HorizontalPodAutoscaler", "keda": "ScaledObject"}
 
 
 class Reconciler:
@@ -102,6 +102,7 @@ class Reconciler:
         self.on_plan = on_plan
         self.node_gpu: dict[str, str] = {}  # "" when unknown (no label, gone, forbidden)
         self.engines = tuple(e for e in config.autoscaling_engines if e in AUTOSCALER_KINDS)
+        self.unserved: set[str] = set()  # engines whose kind the API does not serve (404)
 
     async def _read_gpu_products(self, nodes: list[str]) -> None:
         """Fill ``node_gpu`` for ``nodes``; a Node the operator may not read is unknown."""
@@ -116,6 +117,27 @@ class Reconciler:
                 logger.info("GPU product of node %s unknown: %s", node, exc)
                 found = None
             self.node_gpu[node] = (found or {}).get(GPU_PRODUCT_LABEL, "")
+
+    async def _autoscalers(
+        self, namespace: str, selector: Mapping[str, str]
+    ) -> list[dict[str, Any]]:
+        """The autoscalers of the kinds this operator is granted (--autoscaling-engines).
+
+        A kind the API does not serve (404: KEDA not installed) has none; a spec asking for
+        it then fails to create one, which the ApplyFailed Event says."""
+        found: list[dict[str, Any]] = []
+        for engine in self.engines:
+            try:
+                found += await self.kube.list(AUTOSCALER_KINDS[engine], namespace, selector)
+            except KubeTransientError:
+                raise
+            except KubeError as exc:
+                if exc.code != 404:
+                    raise
+                if engine not in self.unserved:  # said once, not on every pass
+                    self.unserved.add(engine)
+                    logger.warning("%s not served by the API: %s", AUTOSCALER_KINDS[engine], exc)
+        return found
 
     async def __call__(self, key: tuple[str, str]) -> float | None:
         started = time.perf_counter()
@@ -136,16 +158,14 @@ class Reconciler:
             return None
         uid = body.get("metadata", {}).get("uid")
         selector = {labels.DEPLOYMENT_LABEL: name}
-        deployments, services, jobs, pods, budgets, *scalers = await asyncio.gather(
+        deployments, services, jobs, pods, budgets, autoscalers = await asyncio.gather(
             kube.list("Deployment", namespace, selector),
             kube.list("Service", namespace, selector),
             kube.list("Job", namespace, selector),
             kube.list("Pod", namespace, selector),
             kube.list("PodDisruptionBudget", namespace, selector),
-            # Only the autoscaler kinds this operator is granted (--autoscaling-engines).
-            *(kube.list(AUTOSCALER_KINDS[e], namespace, selector) for e in self.engines),
+            self._autoscalers(namespace, selector),
         )
-        autoscalers = [a for found in scalers for a in found]
         logs: dict[str, str] = {}
 
         def view() -> Observed:

@@ -253,27 +253,28 @@ KEDA_CRD = {
 
 
 def test_keda_scaled_object_and_switching_engines(tmp_path: Path) -> None:
-    """With KEDA granted (--autoscaling-engines hpa,keda) engine keda makes a ScaledObject on
-    the stable revision; switching to hpa replaces it with an HPA, rolling no revision."""
+    """With KEDA granted (--autoscaling-engines hpa,keda) but not installed yet, the operator
+    serves with an HPA (the unserved kind lists as none); once KEDA's CRD exists, engine keda
+    replaces the HPA with a ScaledObject on the same stable revision, rolling nothing."""
     r = Rollout(tmp_path, autoscaling_engines=("hpa", "keda"))
-    r.cluster.create(KEDA_CRD)
     r.start_operator()
     try:
+        r.apply(resource(autoscaling=AUTOSCALING, gate=_gate()))
+        stable = r.wait_phase("Serving", timeout=60)["stable"]["revision"]
+        r.wait(lambda: r.cluster.exists(*HPA, "qwen"), what="the HPA")
+        r.cluster.create(KEDA_CRD)
         prometheus = {"serverAddress": "http://prometheus.monitoring:9090"}
         keda = {**AUTOSCALING, "engine": "keda", "prometheus": prometheus}
         r.apply(resource(autoscaling=keda, gate=_gate()))
-        stable = r.wait_phase("Serving", timeout=60)["stable"]["revision"]
-        scaled = r.wait(lambda: r.cluster.get("keda.sh/v1alpha1", "scaledobjects", "qwen"))
+        scaled = r.wait(
+            lambda: r.cluster.get("keda.sh/v1alpha1", "scaledobjects", "qwen"),
+            what="the ScaledObject",
+        )
         assert scaled["spec"]["scaleTargetRef"]["name"] == f"qwen--{stable}"
         (trigger,) = scaled["spec"]["triggers"]
         assert f'vllm_operator_dev_revision="{stable}"' in trigger["metadata"]["query"]
-        assert not r.cluster.exists(*HPA, "qwen")
-        # A merge patch: engine back to hpa, prometheus removed.
-        hpa = {**AUTOSCALING, "engine": "hpa", "prometheus": None}
-        r.apply(resource(autoscaling=hpa, gate=_gate()))
-        r.wait(lambda: r.cluster.exists(*HPA, "qwen"), what="the HPA replaces the ScaledObject")
-        r.wait(lambda: not r.cluster.exists("keda.sh/v1alpha1", "scaledobjects", "qwen"))
-        assert r.cluster.get(*HPA, "qwen")["spec"]["scaleTargetRef"]["name"] == f"qwen--{stable}"
+        r.wait(lambda: not r.cluster.exists(*HPA, "qwen"), what="the HPA removed")
         assert r.status()["stable"]["revision"] == stable  # no new revision
+        assert r.names("apps/v1", "deployments") == [f"qwen--{stable}"]
     finally:
         r.close()
