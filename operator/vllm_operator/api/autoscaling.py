@@ -3,8 +3,9 @@
 Kept apart from ``spec.py`` because neither changes what the pods run (no new revision):
 they decide how many pods of the serving revision there are and how many may be taken away
 at once. The metric targets are vLLM's own gauges and histogram, by the names vLLM exports
-(``vllm/v1/metrics/loggers.py``, ``PrometheusStatLogger``, read at a 0.10-era commit; the
-same names are listed for 0.17-0.33 in shared/docs/vllm-facts.md): ``vllm:num_requests_waiting``,
+(``vllm/v1/metrics/loggers.py``, ``PrometheusStatLogger``, read in a 0.10-era and a
+0.12.x-era copy of vLLM's source; listed for 0.17-0.33 in shared/docs/vllm-facts.md):
+``vllm:num_requests_waiting``,
 ``vllm:kv_cache_usage_perc`` (a fraction, 1 = 100 %) and
 ``vllm:time_to_first_token_seconds``.
 """
