@@ -24,7 +24,7 @@ import kmock
 import yaml
 from kmock._internal import parsing, references, rendering
 
-from . import apierrors, discovery, openapi
+from . import apierrors, discovery, disruption, openapi
 from .apierrors import ApiError
 from .resources import ResourceType
 from .routing import Route, parse_route
@@ -217,6 +217,8 @@ class ApiServer(kmock.KubernetesEmulator):
             return _json(self._list_body(rtype, deleted, sem.store.rv, {}))
         if name is None:
             raise apierrors.method_not_allowed()
+        if method == "POST" and sub == "eviction" and rtype.store_key == ("", "pods"):
+            return _json(disruption.evict(sem, ns, name), 201)
         if method == "GET":
             if sub == "log" and rtype.store_key == ("", "pods"):
                 tail = params.get("tailLines", "")

@@ -135,7 +135,7 @@ BUILTINS: tuple[ResourceType, ...] = (
         short_names=("po",),
         categories=("all",),
         status_subresource=True,
-        extra_subresources=("log",),
+        extra_subresources=("log", "eviction"),
         columns=(
             _computed("Ready", "pod-ready"),
             _computed("Status", "pod-status"),
@@ -237,6 +237,22 @@ BUILTINS: tuple[ResourceType, ...] = (
             _col("Reason", ".reason"),
             _col("Object", ".regarding.name"),
             _col("Note", ".note"),
+        ),
+    ),
+    ResourceType(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+        short_names=("hpa",),
+        categories=("all",),
+        status_subresource=True,
+        columns=(
+            _col("Reference", ".spec.scaleTargetRef.name"),
+            _col("MinPods", ".spec.minReplicas", "integer"),
+            _col("MaxPods", ".spec.maxReplicas", "integer"),
+            _col("Replicas", ".status.currentReplicas", "integer"),
+            _AGE,
         ),
     ),
     ResourceType(

@@ -28,6 +28,7 @@ ENV = {
     "job_ttl_seconds": "VLLM_OPERATOR_JOB_TTL_SECONDS",
     "deadline_scale": "VLLM_OPERATOR_DEADLINE_SCALE",
     "allowed_secrets": "VLLM_OPERATOR_ALLOWED_SECRETS",
+    "autoscaling_engines": "VLLM_OPERATOR_AUTOSCALING_ENGINES",
     "kubeconfig": "KUBECONFIG",
     "log_level": "VLLM_OPERATOR_LOG_LEVEL",
     "leader_election": "VLLM_OPERATOR_LEADER_ELECTION",
@@ -59,6 +60,8 @@ class OperatorConfig:
     # "<namespace>/<secret>" patterns a VLLMDeployment may reference; None: any Secret of its
     # namespace (creating a VLLMDeployment is creating pods; docs/security.md).
     allowed_secrets: tuple[str, ...] | None = None
+    # Autoscalers the operator may manage (what its RBAC grants): "hpa", "keda".
+    autoscaling_engines: tuple[str, ...] = ("hpa",)
     api_url: str | None = None  # talk to this API URL without auth (embedded dev clusters)
     kubeconfig: str | None = None
     context: str | None = None
@@ -122,6 +125,22 @@ def _secret_pattern(text: str) -> str:
     if not sep or not namespace or not name or "/" in name:
         raise argparse.ArgumentTypeError(f"{text!r} is not NAMESPACE/NAME (wildcards * and ?)")
     return f"{namespace}/{name}"
+
+
+AUTOSCALING_ENGINES = ("hpa", "keda")
+
+
+def _engines(text: str) -> tuple[str, ...]:
+    """``hpa``, ``hpa,keda``, ``keda`` or ``none``: the autoscalers the operator may manage."""
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if items == ["none"]:
+        return ()
+    unknown = [t for t in items if t not in AUTOSCALING_ENGINES]
+    if unknown or not items:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: list of {', '.join(AUTOSCALING_ENGINES)} (comma-separated), or none"
+        )
+    return tuple(sorted(set(items)))
 
 
 def _env_pair(text: str) -> tuple[str, str]:
@@ -230,6 +249,16 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "namespace/name with shell-style * and ? (repeatable; env "
         f"{env['allowed_secrets']}, comma-separated); when any is given, a reference to "
         "another Secret is an invalid spec; by default any Secret of the resource's namespace",
+    )
+    parser.add_argument(
+        "--autoscaling-engines",
+        type=_engines,
+        default=None,
+        metavar="LIST",
+        help="autoscalers the operator may create for spec.autoscaling, as its RBAC allows: "
+        "hpa, keda, hpa,keda or none (env "
+        f"{env['autoscaling_engines']}; default hpa); a spec asking for another engine is "
+        "an invalid spec",
     )
     parser.add_argument(
         "--kubeconfig",
@@ -370,6 +399,12 @@ def config_from_args(argv: Sequence[str], environ: Mapping[str, str], prog: str)
         build_parser(prog).error(
             f"--lease-duration-seconds/--renew-deadline-seconds/--retry-period-seconds: {exc}"
         )
+    engines = args.autoscaling_engines
+    if engines is None and environ.get(ENV["autoscaling_engines"], "").strip():
+        try:
+            engines = _engines(environ[ENV["autoscaling_engines"]])
+        except argparse.ArgumentTypeError as exc:
+            build_parser(prog).error(f"{ENV['autoscaling_engines']}: {exc}")
     return OperatorConfig(
         namespaces=namespaces,
         metrics_port=metrics_port,
@@ -384,6 +419,7 @@ def config_from_args(argv: Sequence[str], environ: Mapping[str, str], prog: str)
         deadline_scale=number(args.deadline_scale, "deadline_scale", base.deadline_scale),
         job_env=tuple(args.job_env or ()),
         allowed_secrets=allowed_secrets,
+        autoscaling_engines=base.autoscaling_engines if engines is None else engines,
         api_url=args.api_url,
         kubeconfig=str(pick(args.kubeconfig, "kubeconfig") or "") or None,
         context=args.context,

@@ -60,6 +60,14 @@ app.kubernetes.io/part-of: vllm-operator
 {{- end }}
 {{- end }}
 
+{{/* The autoscalers the operator may manage (its --autoscaling-engines), as the RBAC grants. */}}
+{{- define "vllm-operator.autoscalingEngines" -}}
+{{- $engines := list }}
+{{- if .Values.autoscaling.enabled }}{{ $engines = append $engines "hpa" }}{{ end }}
+{{- if .Values.autoscaling.keda }}{{ $engines = append $engines "keda" }}{{ end }}
+{{- default "none" (join "," $engines) }}
+{{- end }}
+
 {{/* Namespaces that get a benchmark NetworkPolicy, as a JSON list. */}}
 {{- define "vllm-operator.benchmarkNamespaces" -}}
 {{- if .Values.networkPolicy.benchmark.namespaces }}
@@ -106,6 +114,22 @@ direction. No wildcard, no Secrets, no ConfigMaps; events: create only.
 - apiGroups: ["batch"]
   resources: ["jobs"]
   verbs: ["get", "list", "watch", "create", "delete"]
+# One PodDisruptionBudget per serving revision (spec.disruption); removed with its revision.
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["get", "list", "create", "patch", "delete"]
+{{- if .Values.autoscaling.enabled }}
+# The HorizontalPodAutoscaler of the serving revision (spec.autoscaling, engine hpa).
+- apiGroups: ["autoscaling"]
+  resources: ["horizontalpodautoscalers"]
+  verbs: ["get", "list", "create", "patch", "delete"]
+{{- end }}
+{{- if .Values.autoscaling.keda }}
+# The KEDA ScaledObject of the serving revision (spec.autoscaling, engine keda).
+- apiGroups: ["keda.sh"]
+  resources: ["scaledobjects"]
+  verbs: ["get", "list", "create", "patch", "delete"]
+{{- end }}
 # Pods: why a candidate or a benchmark pod does not run; the benchmark log as a fallback.
 - apiGroups: [""]
   resources: ["pods"]

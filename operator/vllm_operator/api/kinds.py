@@ -19,7 +19,16 @@ Verb = Literal["get", "list", "watch", "create", "patch", "update", "delete"]
 # server on the operator's behalf (owner-reference permission enforcement).
 By = Literal["operator", "kopf", "apiserver"]
 # The children a VLLMDeployment owns: what the planner's actions name.
-ChildKind = Literal["Deployment", "Service", "Job"]
+ChildKind = Literal[
+    "Deployment",
+    "Service",
+    "Job",
+    "HorizontalPodAutoscaler",
+    "ScaledObject",
+    "PodDisruptionBudget",
+]
+# An optional feature the chart grants only when enabled (None: always granted).
+Feature = Literal["hpa", "keda"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +39,7 @@ class Right:
     why: str
     by: By = "operator"
     subresource: str = ""
+    feature: Feature | None = None
 
 
 @dataclass(frozen=True)
@@ -48,6 +58,16 @@ class KindInfo:
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
+
+
+def _autoscaler_rights(feature: Feature) -> tuple[Right, ...]:
+    return (
+        Right("list", "observe the autoscaler of a resource", feature=feature),
+        Right("get", "who holds a name about to be created", feature=feature),
+        Right("create", "scale the serving revision with load", feature=feature),
+        Right("patch", "move it to a promoted revision", feature=feature),
+        Right("delete", "remove it when spec.autoscaling goes", feature=feature),
+    )
 
 
 KINDS: tuple[KindInfo, ...] = (
@@ -139,6 +159,38 @@ KINDS: tuple[KindInfo, ...] = (
         "nodes",
         (Right("get", "GPU product (nvidia.com/gpu.product) of a gate's nodes"),),
         namespaced=False,
+    ),
+    # One PodDisruptionBudget per serving revision.
+    KindInfo(
+        "PodDisruptionBudget",
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        (
+            Right("list", "observe the serving budgets"),
+            Right("get", "who holds a name to be created"),
+            Right("create", "budget a serving revision"),
+            Right("patch", "apply spec.disruption changes"),
+            Right("delete", "remove a retired budget"),
+        ),
+        child=True,
+    ),
+    # The autoscaler of the serving revision (optional features, see kube/permissions.py).
+    KindInfo(
+        "HorizontalPodAutoscaler",
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        _autoscaler_rights("hpa"),
+        child=True,
+    ),
+    KindInfo(
+        "ScaledObject",
+        "keda.sh",
+        "v1alpha1",
+        "scaledobjects",
+        _autoscaler_rights("keda"),
+        child=True,
     ),
     # Leader election (operator's namespace only): one Lease, read and renewed.
     KindInfo(

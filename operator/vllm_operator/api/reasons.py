@@ -44,6 +44,9 @@ class EventReason(StrEnum):
     FlagsCheckedAgainstOlderRelease = "FlagsCheckedAgainstOlderRelease"
     NameConflict = "NameConflict"
     ApplyFailed = "ApplyFailed"
+    AutoscalerCreated = "AutoscalerCreated"
+    AutoscalerMoved = "AutoscalerMoved"
+    AutoscalerRemoved = "AutoscalerRemoved"
 
 
 class ConditionReason(StrEnum):
@@ -113,6 +116,9 @@ EVENT_MEANINGS: dict[EventReason, str] = {
     ),
     EventReason.NameConflict: "a child's name is held by an object this resource does not own",
     EventReason.ApplyFailed: "the API refused an action of the plan (it is retried)",
+    EventReason.AutoscalerCreated: "the serving revision's autoscaler was created",
+    EventReason.AutoscalerMoved: "the autoscaler now targets the promoted revision",
+    EventReason.AutoscalerRemoved: "an autoscaler the spec no longer asks for was deleted",
 }
 
 CONDITION_MEANINGS: dict[ConditionReason, str] = {

@@ -12,6 +12,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator
 
+from vllm_operator.api.autoscaling import (
+    AUTOSCALING_RULES,
+    DISRUPTION_RULES,
+    AutoscalingSpec,
+    DisruptionSpec,
+)
 from vllm_operator.api.base import APIModel
 from vllm_operator.api.kube_rules import (
     GPU_RESOURCE_PATTERN,
@@ -480,7 +486,15 @@ class VLLMDeploymentSpec(APIModel):
     resources: ResourcesSpec = Field(
         default_factory=ResourcesSpec, description="GPU, CPU and memory per replica."
     )
-    replicas: int = Field(default=1, ge=0, le=1024, description="Serving replicas.")
+    replicas: int = Field(
+        default=1,
+        ge=0,
+        le=1024,
+        description=(
+            "Serving replicas; with autoscaling, only the initial count (clamped to "
+            "minReplicas..maxReplicas) and the autoscaler decides from then on."
+        ),
+    )
     scheduling: SchedulingSpec = Field(
         default_factory=SchedulingSpec, description="Node selection for the pods."
     )
@@ -490,3 +504,19 @@ class VLLMDeploymentSpec(APIModel):
         default_factory=RolloutSpec, description="How candidates are rolled out."
     )
     gate: GateSpec = Field(default_factory=GateSpec, description="The benchmark gate.")
+    autoscaling: AutoscalingSpec | None = Field(
+        default=None,
+        description=(
+            "Scale the serving revision with load (HorizontalPodAutoscaler or KEDA on vLLM's "
+            "metrics). Unset: a fixed `replicas`."
+        ),
+        json_schema_extra={"x-kubernetes-validations": AUTOSCALING_RULES},
+    )
+    disruption: DisruptionSpec = Field(
+        default_factory=DisruptionSpec,
+        description=(
+            "The PodDisruptionBudget of the serving revision (default: at most one serving "
+            "pod unavailable in a voluntary disruption such as a node drain)."
+        ),
+        json_schema_extra={"x-kubernetes-validations": DISRUPTION_RULES},
+    )

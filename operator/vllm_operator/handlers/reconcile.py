@@ -35,6 +35,7 @@ from vllm_operator.rollout.observed import (
     nodes_needing_gpu_product,
     owned_by,
 )
+from vllm_operator.rollout.scaling import AUTOSCALER_KINDS
 from vllm_operator.rollout.status import merge_patch
 from vllm_operator.rollout.trust import BENCH_CONTAINER
 
@@ -61,6 +62,7 @@ def settings_from(config: OperatorConfig) -> Settings:
         job_env=config.job_env,
         job_ttl_seconds=config.job_ttl_seconds,
         allowed_secrets=config.allowed_secrets,
+        autoscaling_engines=config.autoscaling_engines,
     )
 
 
@@ -92,6 +94,8 @@ class Reconciler:
         self.clock = clock
         self.on_plan = on_plan
         self.node_gpu: dict[str, str] = {}  # "" when unknown (no label, gone, forbidden)
+        self.engines = tuple(e for e in config.autoscaling_engines if e in AUTOSCALER_KINDS)
+        self.unserved: set[str] = set()  # engines whose kind the API does not serve (404)
 
     async def _read_gpu_products(self, nodes: list[str]) -> None:
         """Fill ``node_gpu`` for ``nodes``; a Node the operator may not read is unknown."""
@@ -106,6 +110,27 @@ class Reconciler:
                 logger.info("GPU product of node %s unknown: %s", node, exc)
                 found = None
             self.node_gpu[node] = (found or {}).get(GPU_PRODUCT_LABEL, "")
+
+    async def _autoscalers(
+        self, namespace: str, selector: Mapping[str, str]
+    ) -> list[dict[str, Any]]:
+        """The autoscalers of the kinds this operator is granted (--autoscaling-engines).
+
+        A kind the API does not serve (404: KEDA not installed) has none; a spec asking for
+        it then fails to create one, which the ApplyFailed Event says."""
+        found: list[dict[str, Any]] = []
+        for engine in self.engines:
+            try:
+                found += await self.kube.list(AUTOSCALER_KINDS[engine], namespace, selector)
+            except KubeTransientError:
+                raise
+            except KubeError as exc:
+                if exc.code != 404:
+                    raise
+                if engine not in self.unserved:  # said once, not on every pass
+                    self.unserved.add(engine)
+                    logger.warning("%s not served by the API: %s", AUTOSCALER_KINDS[engine], exc)
+        return found
 
     async def __call__(self, key: tuple[str, str]) -> float | None:
         started = time.perf_counter()
@@ -126,11 +151,13 @@ class Reconciler:
             return None
         uid = body.get("metadata", {}).get("uid")
         selector = {labels.DEPLOYMENT_LABEL: name}
-        deployments, services, jobs, pods = await asyncio.gather(
+        deployments, services, jobs, pods, budgets, autoscalers = await asyncio.gather(
             kube.list("Deployment", namespace, selector),
             kube.list("Service", namespace, selector),
             kube.list("Job", namespace, selector),
             kube.list("Pod", namespace, selector),
+            kube.list("PodDisruptionBudget", namespace, selector),
+            self._autoscalers(namespace, selector),
         )
         logs: dict[str, str] = {}
 
@@ -143,6 +170,8 @@ class Reconciler:
                 pods=pods,
                 logs=logs,
                 node_gpu=self.node_gpu,
+                autoscalers=[a for a in autoscalers if _owned_by(uid, a)],
+                budgets=[b for b in budgets if _owned_by(uid, b)],
             )
 
         observed = view()
@@ -181,6 +210,8 @@ class Reconciler:
         known = {("Deployment", d.name) for d in observed.deployments}
         known |= {("Service", s.name) for s in observed.services}
         known |= {("Job", j.name) for j in observed.jobs}
+        known |= {(a.kind, a.name) for a in observed.autoscalers}
+        known |= {("PodDisruptionBudget", b.name) for b in observed.budgets}
         foreign: dict[tuple[str, str], str] = {}
         for action in result.actions:
             key = (action.kind, action.name)

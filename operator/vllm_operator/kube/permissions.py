@@ -18,6 +18,12 @@ Leases (leader election) are granted only in the operator's own namespace: a Rol
 whatever namespaces it watches (``own_namespace``), rendered when the chart enables leader
 election. get, create and update: no list or watch (the Lease's name is fixed), no delete.
 
+Autoscalers are optional (``feature``): HorizontalPodAutoscalers are declared with
+``feature="hpa"`` and KEDA ScaledObjects with ``feature="keda"``; the chart grants them only
+when its ``autoscaling.enabled`` / ``autoscaling.keda`` values say so, and the operator
+touches them only when told the same (``--autoscaling-engines``), so a cluster without KEDA
+or a namespace where autoscalers are not wanted needs no such rights.
+
 Deliberately absent: Secrets (API keys and HF tokens are only referenced from pod specs),
 ConfigMaps (a custom suite is mounted into the Job, never read by the operator), ``*``.
 """
@@ -26,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vllm_operator.api.kinds import KINDS, By, Verb
+from vllm_operator.api.kinds import KINDS, By, Feature, Verb
 
 __all__ = ["CLUSTER_SCOPED", "PERMISSIONS", "Permission", "PermissionNotDeclared", "Verb"]
 
@@ -40,6 +46,8 @@ class Permission:
     verb: Verb
     by: By = "operator"
     why: str = ""
+    # An optional feature the chart grants only when enabled (None: always granted).
+    feature: Feature | None = None
 
     @property
     def cluster_scoped(self) -> bool:
@@ -67,6 +75,7 @@ PERMISSIONS: tuple[Permission, ...] = tuple(
         r.verb,
         r.by,
         r.why,
+        r.feature,
     )
     for k in KINDS
     for r in k.rights

@@ -76,6 +76,17 @@ def twin_service_name(name: str) -> str:
     return _child(name, "twin")
 
 
+def autoscaler_name(name: str) -> str:
+    """The HorizontalPodAutoscaler (or KEDA ScaledObject) of the serving revision: the
+    resource's own name, like the serving Service it follows (another kind, so no clash)."""
+    return name
+
+
+def disruption_budget_name(name: str, revision: str) -> str:
+    """The PodDisruptionBudget of a serving revision: named like its Deployment."""
+    return deployment_name(name, revision)
+
+
 def job_name(name: str, revision: str, attempt: int) -> str:
     """The benchmark Job of one gate attempt (attempts count from 1)."""
     if attempt < 1:

@@ -33,6 +33,8 @@ class Settings:
     job_ttl_seconds: int = 3600
     # Patterns "<namespace>/<secret>" a VLLMDeployment may reference; None: any (references.py).
     allowed_secrets: tuple[str, ...] | None = None
+    # Autoscaler kinds this operator may manage ("hpa", "keda"): what its RBAC grants.
+    autoscaling_engines: tuple[str, ...] = ("hpa",)
 
 
 @dataclass
@@ -52,6 +54,9 @@ class Pass:
     handled_changed: bool = False
     # The stable revision whose twin this pass keeps (twin-mode gate under way), else None.
     twin: str | None = None
+    # The revision the serving Service selects once this pass's actions are applied (the
+    # autoscaler and the disruption budget follow it); set by the planner and promotion.
+    serving: str | None = None
 
     @classmethod
     def begin(cls, observed: Observed, now: datetime, settings: Settings | None) -> Pass:

@@ -16,6 +16,12 @@ from datetime import datetime
 from typing import Any
 
 from vllm_operator.render import labels
+from vllm_operator.rollout.scaling_view import (
+    AutoscalerView,
+    BudgetView,
+    autoscaler_view,
+    budget_view,
+)
 
 # Annotations and labels the operator adds to what ``render`` produces.
 STARTED_ANNOTATION = labels.STARTED_ANNOTATION
@@ -162,6 +168,9 @@ class Observed:
     twins: tuple[DeploymentView, ...] = ()
     # Node name -> its nvidia.com/gpu.product label, for the nodes the shell could read.
     node_gpu: Mapping[str, str] = field(default_factory=dict)
+    # The autoscaler(s) (HPA, KEDA ScaledObject) and PodDisruptionBudgets it owns.
+    autoscalers: tuple[AutoscalerView, ...] = ()
+    budgets: tuple[BudgetView, ...] = ()
 
     @property
     def name(self) -> str:
@@ -380,6 +389,8 @@ def observe(
     logs: Mapping[str, str] | None = None,
     foreign: Mapping[tuple[str, str], str] | None = None,
     node_gpu: Mapping[str, str] | None = None,
+    autoscalers: Sequence[Mapping[str, Any]] = (),
+    budgets: Sequence[Mapping[str, Any]] = (),
 ) -> Observed:
     """Build the planner's view from raw API objects (already filtered to this resource)."""
     all_views = tuple(v for v in (deployment_view(d) for d in deployments) if v is not None)
@@ -396,7 +407,13 @@ def observe(
         foreign=dict(foreign or {}),
         twins=tuple(sorted(twin_views, key=lambda d: d.name)),
         node_gpu=dict(node_gpu or {}),
+        autoscalers=tuple(sorted((autoscaler_view(a) for a in autoscalers), key=_kind_name)),
+        budgets=tuple(sorted((budget_view(b) for b in budgets), key=lambda b: b.name)),
     )
+
+
+def _kind_name(view: AutoscalerView) -> tuple[str, str]:
+    return (view.kind, view.name)
 
 
 def nodes_needing_gpu_product(observed: Observed) -> list[str]:

@@ -9,9 +9,12 @@ present), so an operator stopped at any point continues without creating anythin
 
 One pass, for a valid spec whose revision D differs from the stable revision S:
   D undecided -> candidate Deployment + Service -> Ready -> benchmark Job -> verdict
-  D Passed    -> scale D to ``replicas`` -> enough Ready -> serving Service selects D
+  D Passed    -> scale D to ``replicas`` (under autoscaling: S's current count) -> enough
+                 Ready -> serving Service selects D, the autoscaler targets D (same plan)
   D rejected  -> delete D's Deployment and Job; S keeps serving, untouched
-and when D == S, keep S at ``replicas`` and retire everything else. A child name held by an
+and when D == S, keep S at ``replicas`` (under autoscaling: leave the count to the
+autoscaler) and retire everything else. The serving revision, and only it, has a
+PodDisruptionBudget (``scaling.follow``). A child name held by an
 object this resource does not own (``Observed.foreign``) stops the pass: Stalled, no action.
 """
 
@@ -27,7 +30,7 @@ from vllm_operator.engine.policy import LaunchPlan, plan_launch
 from vllm_operator.errors import SpecErrors
 from vllm_operator.render import names
 from vllm_operator.render.revision import revision_hash
-from vllm_operator.rollout import conflicts, held, ledger, references, steps, twin
+from vllm_operator.rollout import conflicts, held, ledger, references, scaling, steps, twin
 from vllm_operator.rollout.actions import Plan
 from vllm_operator.rollout.context import Pass, Settings
 from vllm_operator.rollout.observed import Observed
@@ -49,6 +52,7 @@ def _spec_problems(
     except SpecErrors as exc:
         return exc
     name_errors += references.secret_problems(vd, settings.allowed_secrets)
+    name_errors += scaling.engine_problems(vd, settings)
     if name_errors:
         return SpecErrors(name_errors)
     return vd, launch
@@ -83,12 +87,14 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
                 warning,
             )
     steps.handle_requests(state, desired, stable)
+    state.serving = stable  # promotion moves it to the candidate when the Service switches
     if desired == stable:
         outcome, candidate = steps.steady(state, vd, launch, desired), None
     else:
         outcome, candidate = steps.rollout(state, vd, launch, desired, stable)
     steps.retire(state, keep={r for r in (stable, candidate) if r is not None})
     twin.remove(state)
+    scaling.follow(state, vd)
     status = _status(
         state,
         vd,

@@ -15,7 +15,7 @@ from vllm_operator.engine.policy import LaunchPlan
 from vllm_operator.render import labels, names
 from vllm_operator.render.job import render_job
 from vllm_operator.render.services import render_candidate_service, render_serving_service
-from vllm_operator.rollout import causes, ledger, reruns, trust, twin, waiting
+from vllm_operator.rollout import causes, ledger, reruns, scaling, trust, twin, waiting
 from vllm_operator.rollout.actions import Delete, EventType, Patch
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.held import serving_ok
@@ -39,12 +39,15 @@ def baseline_of(state: Pass, stable: str | None) -> BenchSummary | None:
 
 
 def steady(state: Pass, vd: VLLMDeployment, launch: LaunchPlan, revision: str) -> Outcome:
-    """The spec's revision serves: keep it at ``replicas`` and its Service as specified."""
-    replicas = vd.spec.replicas
+    """The spec's revision serves: keep it at ``replicas`` and its Service as specified.
+
+    Under autoscaling the count is the autoscaler's: the operator never writes it back.
+    """
     dep = state.observed.deployment_of(revision)
     ensure_service(state, render_serving_service(vd, revision), revision)
     if dep is None or dep.deleting:
         if dep is None:
+            replicas = scaling.serving_replicas(vd, None)
             create_deployment(state, vd, revision, replicas, labels.ROLE_STABLE)
             state.event(
                 "Warning", EventReason.StableRecreated, f"revision {revision} had no Deployment"
@@ -53,6 +56,7 @@ def steady(state: Pass, vd: VLLMDeployment, launch: LaunchPlan, revision: str) -
         return Outcome(
             "Progressing", f"recreating revision {revision}", ConditionReason.StableMissing
         )
+    replicas = scaling.serving_replicas(vd, dep.replicas)
     patch_deployment(state, dep, replicas, labels.ROLE_STABLE)
     if dep.ready_replicas >= replicas and dep.replicas == replicas:
         return Outcome(
@@ -292,7 +296,7 @@ def _benchmark(
 def _promote(
     state: Pass, vd: VLLMDeployment, candidate: str, stable: str | None, decided: GateRecord
 ) -> Outcome:
-    target = vd.spec.replicas
+    target = scaling.promotion_target(state, vd, stable)
     dep = state.observed.deployment_of(candidate)
     if dep is None or dep.deleting:
         if dep is None:
@@ -317,6 +321,7 @@ def _promote(
     escape = elapsed >= deadline and dep.ready_replicas >= max(proven, 1)
     if enough or escape:
         ensure_service(state, render_serving_service(vd, candidate), candidate)
+        state.serving = candidate  # the autoscaler and the budget follow in this plan
         state.actions.append(
             Patch(
                 "Deployment",

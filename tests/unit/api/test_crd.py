@@ -56,6 +56,7 @@ _ALLOWED_KEYS = frozenset(
         "x-kubernetes-list-type",
         "x-kubernetes-list-map-keys",
         "x-kubernetes-validations",
+        "x-kubernetes-int-or-string",  # IntOrString (disruption budgets): no type by design
     }
 )
 
@@ -85,7 +86,8 @@ def _structural_problems(schema: dict[str, Any]) -> list[str]:
         unknown = set(node) - _ALLOWED_KEYS
         if unknown:
             problems.append(f"{path}: keys {sorted(unknown)} (e.g. $ref, anyOf, title)")
-        if "type" not in node and not node.get("x-kubernetes-preserve-unknown-fields"):
+        untyped = ("x-kubernetes-preserve-unknown-fields", "x-kubernetes-int-or-string")
+        if "type" not in node and not any(node.get(k) for k in untyped):
             problems.append(f"{path}: no type")
         if "properties" in node and "additionalProperties" in node:
             problems.append(f"{path}: properties and additionalProperties together")

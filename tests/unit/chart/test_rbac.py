@@ -60,8 +60,13 @@ def _rules(values: dict[str, Any]) -> dict[str, set[Triple]]:
     return by_role
 
 
-def _declared() -> set[Triple]:
-    return {(p.api_group, p.resource, p.verb) for p in PERMISSIONS} | KOPF_FRAMEWORK
+def _declared(features: frozenset[str] = frozenset({"hpa"})) -> set[Triple]:
+    """Declared calls with the chart's default features (HPA on, KEDA off) or ``features``."""
+    return {
+        (p.api_group, p.resource, p.verb)
+        for p in PERMISSIONS
+        if p.feature is None or p.feature in features
+    } | KOPF_FRAMEWORK
 
 
 def _cluster_scoped() -> set[Triple]:
@@ -124,7 +129,7 @@ def test_no_wildcards_no_secrets_events_only_create_or_patch() -> None:
 
 
 def test_declared_list_has_no_forbidden_calls() -> None:
-    for group, resource, verb in _declared():
+    for group, resource, verb in _declared(frozenset({"hpa", "keda"})):
         assert "*" not in (group, resource, verb)
         assert resource != "secrets"
 
@@ -225,3 +230,36 @@ def test_user_roles_give_vllmdeployment_writes_only_to_roles_that_create_pods() 
 def test_user_roles_can_be_left_out_and_are_cluster_scope_only() -> None:
     assert _user_roles({"rbac": {"aggregateToDefaultRoles": False}}) == {}
     assert _user_roles(SCOPES["namespaces"]) == {}
+
+
+FEATURES = {
+    "none": ({"autoscaling": {"enabled": False}}, frozenset[str]()),
+    "hpa": ({}, frozenset({"hpa"})),
+    "keda": ({"autoscaling": {"enabled": False, "keda": True}}, frozenset({"keda"})),
+    "both": ({"autoscaling": {"keda": True}}, frozenset({"hpa", "keda"})),
+}
+
+
+@pytest.mark.parametrize("scope", sorted(SCOPES))
+@pytest.mark.parametrize("feature", sorted(FEATURES))
+def test_autoscaler_rules_only_when_enabled(scope: str, feature: str) -> None:
+    """HPA and KEDA rights are granted exactly when the chart enables them, and the operator
+    is told the same (--autoscaling-engines), so it never calls what it may not."""
+    values, features = FEATURES[feature]
+    rendered = {**SCOPES[scope], **values}
+    granted = set().union(*_rules(rendered).values())
+    assert granted == _declared(features), feature
+    scalers = {r for _, r, _ in granted} & {"horizontalpodautoscalers", "scaledobjects"}
+    wanted = {"hpa": "horizontalpodautoscalers", "keda": "scaledobjects"}
+    assert scalers == {wanted[f] for f in features}
+    docs = helm_python.Chart.load(CHART).render(rendered, name="vo", namespace="vllm-system")
+    (deployment,) = [
+        d
+        for path, text in docs.items()
+        if path.endswith(".yaml")
+        for d in yaml.safe_load_all(text)
+        if d and d.get("kind") == "Deployment"
+    ]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    expected = ",".join(sorted(features)) or "none"
+    assert f"--autoscaling-engines={expected}" in args

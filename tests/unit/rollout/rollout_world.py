@@ -144,6 +144,8 @@ class World:
             pods=[o for (k, _), o in objs.items() if k == "Pod"],
             logs=self.logs,
             node_gpu=self.node_gpu,
+            autoscalers=children("HorizontalPodAutoscaler") + children("ScaledObject"),
+            budgets=children("PodDisruptionBudget"),
         )
         p = plan(observed, self.now, self.settings)
         foreign = {

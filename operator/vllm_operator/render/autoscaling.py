@@ -1,0 +1,204 @@
+"""The autoscaler of the serving revision and its PodDisruptionBudget, as manifests.
+
+The autoscaler (an ``autoscaling/v2`` HorizontalPodAutoscaler, or a KEDA ``ScaledObject``
+with ``engine: keda``) always targets the Deployment of one revision, the stable one: the
+gate's candidate is never scaled by it, and promotion moves ``scaleTargetRef`` in the same
+plan that moves the serving Service. The HPA reads per-pod Pods metrics from the custom
+metrics API under the names the Prometheus Adapter rules of docs/autoscaling.md give vLLM's
+gauges (``vllm:`` becomes ``vllm_``: ``vllm_num_requests_waiting``,
+``vllm_kv_cache_usage_perc``, ``vllm_time_to_first_token_seconds_p95``); KEDA queries
+Prometheus directly, selecting the revision's pods by the labels the chart's PodMonitor
+copies onto every series (``vllm_operator_dev_deployment``, ``vllm_operator_dev_revision``).
+
+One PodDisruptionBudget per serving revision selects exactly that revision's vLLM pods
+(never a candidate's, a twin's or a benchmark's). ``unhealthyPodEvictionPolicy:
+AlwaysAllow``: a pod that is not Ready (crash loop, still loading) serves nothing, so a node
+drain may always take it; the budget guards only pods that serve.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vllm_operator.api.autoscaling import AutoscalingSpec, AutoscalingTargets
+from vllm_operator.api.resource import VLLMDeployment
+from vllm_operator.render import labels
+from vllm_operator.render.names import autoscaler_name, deployment_name, disruption_budget_name
+
+HPA_API_VERSION = "autoscaling/v2"
+KEDA_API_VERSION = "keda.sh/v1alpha1"
+PDB_API_VERSION = "policy/v1"
+
+# Custom-metrics names under the adapter rules of docs/autoscaling.md.
+WAITING_METRIC = "vllm_num_requests_waiting"
+KV_CACHE_METRIC = "vllm_kv_cache_usage_perc"
+# Prometheus label names the chart's PodMonitor gives the pod labels (podTargetLabels).
+PROM_DEPLOYMENT_LABEL = "vllm_operator_dev_deployment"
+PROM_REVISION_LABEL = "vllm_operator_dev_revision"
+# Window of rate() for the TTFT histogram in KEDA's query.
+TTFT_WINDOW = "2m"
+
+
+def ttft_metric(percentile: int) -> str:
+    """The custom-metrics name of one TTFT percentile per pod."""
+    return f"vllm_time_to_first_token_seconds_p{percentile}"
+
+
+def quantity(value: float) -> str:
+    """``value`` as a Kubernetes quantity in milli-units where needed (0.8 -> ``800m``)."""
+    milli = max(1, round(value * 1000))
+    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
+
+
+def _number(value: float) -> str:
+    """A plain decimal for KEDA's string thresholds (no exponent, no trailing zeros)."""
+    text = f"{value:.6f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def _target_ref(name: str, revision: str) -> dict[str, str]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment_name(name, revision)}
+
+
+def _metadata(vd: VLLMDeployment, name: str, revision: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": vd.metadata.namespace,
+        "labels": labels.common_labels(vd.metadata.name),
+        "annotations": {labels.REVISION_ANNOTATION: revision},
+    }
+
+
+def _pods_metric(metric: str, average: float) -> dict[str, Any]:
+    return {
+        "type": "Pods",
+        "pods": {
+            "metric": {"name": metric},
+            "target": {"type": "AverageValue", "averageValue": quantity(average)},
+        },
+    }
+
+
+def hpa_metrics(targets: AutoscalingTargets) -> list[dict[str, Any]]:
+    """The HPA's Pods metrics for ``targets`` (the HPA scales on the largest proposal)."""
+    metrics: list[dict[str, Any]] = []
+    if targets.waiting_requests_per_pod is not None:
+        metrics.append(_pods_metric(WAITING_METRIC, targets.waiting_requests_per_pod))
+    if targets.kv_cache_usage_percent is not None:
+        metrics.append(_pods_metric(KV_CACHE_METRIC, targets.kv_cache_usage_percent / 100))
+    if targets.ttft is not None:
+        metrics.append(_pods_metric(ttft_metric(targets.ttft.percentile), targets.ttft.seconds))
+    return metrics
+
+
+def render_hpa(vd: VLLMDeployment, revision: str) -> dict[str, Any]:
+    """The HorizontalPodAutoscaler scaling the Deployment of the serving ``revision``."""
+    spec = _autoscaling(vd)
+    return {
+        "apiVersion": HPA_API_VERSION,
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": _metadata(vd, autoscaler_name(vd.metadata.name), revision),
+        "spec": {
+            "scaleTargetRef": _target_ref(vd.metadata.name, revision),
+            "minReplicas": spec.min_replicas,
+            "maxReplicas": spec.max_replicas,
+            "metrics": hpa_metrics(spec.effective_targets),
+        },
+    }
+
+
+def _selector(vd: VLLMDeployment, revision: str) -> str:
+    namespace, name = vd.metadata.namespace, vd.metadata.name
+    return (
+        f'namespace="{namespace}",{PROM_DEPLOYMENT_LABEL}="{name}",'
+        f'{PROM_REVISION_LABEL}="{revision}"'
+    )
+
+
+def keda_triggers(vd: VLLMDeployment, revision: str) -> list[dict[str, Any]]:
+    """KEDA prometheus triggers: sums divided per pod (AverageValue), TTFT as one value."""
+    spec = _autoscaling(vd)
+    assert spec.prometheus is not None  # the model requires it for engine keda
+    server = spec.prometheus.server_address
+    where = _selector(vd, revision)
+    targets = spec.effective_targets
+    triggers: list[dict[str, Any]] = []
+
+    def add(metric_type: str, query: str, threshold: float, name: str) -> None:
+        triggers.append(
+            {
+                "type": "prometheus",
+                "name": name,
+                "metricType": metric_type,
+                "metadata": {
+                    "serverAddress": server,
+                    "query": query,
+                    "threshold": _number(threshold),
+                },
+            }
+        )
+
+    if targets.waiting_requests_per_pod is not None:
+        query = f"sum(vllm:num_requests_waiting{{{where}}})"
+        add("AverageValue", query, targets.waiting_requests_per_pod, "waiting-requests")
+    if targets.kv_cache_usage_percent is not None:
+        query = f"sum(vllm:kv_cache_usage_perc{{{where}}})"
+        add("AverageValue", query, targets.kv_cache_usage_percent / 100, "kv-cache-usage")
+    if targets.ttft is not None:
+        q = targets.ttft.percentile / 100
+        query = (
+            f"histogram_quantile({q}, sum(rate("
+            f"vllm:time_to_first_token_seconds_bucket{{{where}}}[{TTFT_WINDOW}])) by (le))"
+        )
+        add("Value", query, targets.ttft.seconds, f"ttft-p{targets.ttft.percentile}")
+    return triggers
+
+
+def render_scaled_object(vd: VLLMDeployment, revision: str) -> dict[str, Any]:
+    """The KEDA ScaledObject scaling the Deployment of the serving ``revision``."""
+    spec = _autoscaling(vd)
+    return {
+        "apiVersion": KEDA_API_VERSION,
+        "kind": "ScaledObject",
+        "metadata": _metadata(vd, autoscaler_name(vd.metadata.name), revision),
+        "spec": {
+            "scaleTargetRef": _target_ref(vd.metadata.name, revision),
+            "minReplicaCount": spec.min_replicas,
+            "maxReplicaCount": spec.max_replicas,
+            "triggers": keda_triggers(vd, revision),
+        },
+    }
+
+
+def render_autoscaler(vd: VLLMDeployment, revision: str) -> dict[str, Any]:
+    """The autoscaler ``spec.autoscaling.engine`` asks for."""
+    if _autoscaling(vd).engine == "keda":
+        return render_scaled_object(vd, revision)
+    return render_hpa(vd, revision)
+
+
+def render_pdb(vd: VLLMDeployment, revision: str) -> dict[str, Any]:
+    """The PodDisruptionBudget of the serving ``revision``'s vLLM pods."""
+    name = vd.metadata.name
+    return {
+        "apiVersion": PDB_API_VERSION,
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "name": disruption_budget_name(name, revision),
+            "namespace": vd.metadata.namespace,
+            "labels": labels.revision_labels(name, revision),
+            "annotations": {labels.REVISION_ANNOTATION: revision},
+        },
+        "spec": {
+            "selector": {"matchLabels": labels.server_selector(name, revision)},
+            **vd.spec.disruption.budget(),
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+
+
+def _autoscaling(vd: VLLMDeployment) -> AutoscalingSpec:
+    spec = vd.spec.autoscaling
+    if spec is None:
+        raise ValueError("spec.autoscaling is not set: no autoscaler to render")
+    return spec
