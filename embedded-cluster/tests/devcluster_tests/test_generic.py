@@ -17,6 +17,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import httpx
+import kmock
+import pytest
+
 import devcluster
 from devcluster import DevCluster
 from devcluster.images import ImageHooks, NoImageHooks
@@ -169,3 +173,59 @@ def test_without_hooks_pods_get_no_image_programs_or_env(
         assert terminated["exitCode"] == 128
         assert terminated["message"].startswith('exec: "greet": ')
         assert kubelet.pids() == []
+
+
+# --- kmock's public API only -------------------------------------------------------------
+ACTION_CASES = [
+    ("GET", "/api/v1/namespaces/default/pods", {}, "LIST"),
+    ("GET", "/api/v1/pods", {"watch": "true"}, "WATCH"),
+    ("GET", "/api/v1/watch/namespaces/default/pods", {}, "WATCH"),  # legacy watch prefix
+    ("GET", "/api/v1/namespaces/default/pods/p", {"watch": "true"}, "WATCH"),
+    ("POST", "/apis/apps/v1/namespaces/default/deployments", {}, "CREATE"),
+    ("GET", "/apis/apps/v1/namespaces/default/deployments/d", {}, "FETCH"),
+    ("PATCH", "/apis/apps/v1/namespaces/default/deployments/d/status", {}, "UPDATE"),
+    ("DELETE", "/api/v1/namespaces/default/pods/p", {}, "DELETE"),
+    ("PUT", "/api/v1/namespaces/default/pods/p", {}, None),
+    ("DELETE", "/api/v1/namespaces/default/pods", {}, None),
+    ("GET", "/api/v1/namespaces", {}, "LIST"),  # the path kmock's own parser gets wrong
+    ("GET", "/version", {}, None),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "query", "expected"), ACTION_CASES)
+def test_request_actions_follow_kmocks_rules(
+    method: str, path: str, query: dict[str, str], expected: str | None
+) -> None:
+    from kmock._internal import parsing  # the oracle only: devcluster no longer imports it
+
+    from devcluster.resources import Registry
+    from devcluster.routing import action, parse_route
+
+    route = parse_route(path, Registry())
+    assert action(route, method, query) == expected
+    if route is not None:
+        watch = {"watch": "true"} if route.legacy_watch else {}
+        parsed = parsing.ParsedPath(
+            route.group, route.version, route.plural, route.namespace, route.name
+        )
+        guessed = parsing.guess_k8s(parsed, kmock.method(method), {**query, **watch})
+        assert (guessed.value if guessed else None) == expected
+
+
+def test_reactions_select_by_action_and_name(devcluster: DevCluster) -> None:
+    assert devcluster.server is not None
+    (
+        devcluster.server[
+            kmock.action.FETCH, kmock.resource("", "v1", "configmaps"), kmock.name("b")
+        ]
+        << 418
+    )
+    devcluster.create(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {}}
+    )
+    base = devcluster.url + "/api/v1/namespaces/default/configmaps"
+    assert httpx.get(f"{base}/b").status_code == 418
+    assert httpx.get(f"{base}/a").status_code == 200  # another name
+    assert httpx.get(base).status_code == 200  # a LIST, not a FETCH
+    fetches = list(devcluster.server[kmock.action.FETCH, kmock.resource("", "v1", "configmaps")])
+    assert [r.name for r in fetches] == ["b", "a"]
