@@ -120,13 +120,14 @@ def figures(values: list[float]) -> dict[str, float]:
     }
 
 
-def start_operator(url: str, log: Path) -> subprocess.Popen[bytes]:
+def start_operator(kubeconfig: Path, log: Path) -> subprocess.Popen[bytes]:
+    """``vllm-operator run`` as a user starts it: the cluster named by a kubeconfig."""
     exe = Path(sys.executable).with_name("vllm-operator")
     argv = [
         str(exe),
         "run",
-        "--api-url",
-        url,
+        "--kubeconfig",
+        str(kubeconfig),
         "--metrics-port",
         "0",
         "--liveness-port",
@@ -138,7 +139,8 @@ def start_operator(url: str, log: Path) -> subprocess.Popen[bytes]:
         "--log-level",
         "WARNING",
     ]
-    return subprocess.Popen(argv, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    env = dict(os.environ, KUBECONFIG=str(kubeconfig))  # kopf's login reads KUBECONFIG
+    return subprocess.Popen(argv, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -293,7 +295,7 @@ def main() -> int:
     args = parser.parse_args()
     log = Path(os.environ.get("TMPDIR", "/tmp")) / "rollout_bench_operator.log"
     with DevCluster(crds=[CRD]) as cluster:
-        proc = start_operator(cluster.url, log)
+        proc = start_operator(cluster.write_kubeconfig(log.with_suffix(".kubeconfig")), log)
         try:
             idle_rss = None
             change = spec_change_latency(cluster, args.rounds)

@@ -8,7 +8,8 @@
 #   3. build the Dockerfile on that base (buildah bud --isolation chroot); the host's CA
 #      bundle reaches pip as a build secret (a TLS-intercepting proxy), never a layer;
 #   4. print the image size and fail above the budget;
-#   5. shellcheck the image's `vllm` shim;
+#   5. shellcheck the image's `vllm` shim; fail if the image carries the embedded cluster
+#      (devcluster, vllm_operator_demo) or kmock;
 #   6. run each role from the rendered manifests in the image as its user, with only the
 #      declared volumes writable, and fail when a role writes anywhere else
 #      (hack/image_roles.py).
@@ -151,7 +152,7 @@ bh bud --quiet --isolation chroot --layers --pull=never "${build_args[@]}" "${se
   -f "${ROOT}/operator/Dockerfile" -t "$IMAGE" "$ROOT" >/dev/null
 elapsed "built" "$start"
 
-step "size and shellcheck of the image's vllm shim"
+step "size, shellcheck of the image's vllm shim, no embedded cluster"
 ctr=$(bh from --pull=never "$IMAGE")
 trap 'bh rm "$ctr" >/dev/null 2>&1 || true' EXIT
 mnt=$(bh mount "$ctr")
@@ -161,6 +162,17 @@ echo "image size: ${size_mb} MB (budget ${SIZE_BUDGET_MB} MB); largest parts:"
 for part in "$mnt/usr" "$mnt/opt/vllm-operator" "$site"/*; do du -sxm "$part"; done \
   | sort -rn | head -6 | sed "s#${mnt}##; s#^#  MB #"
 shellcheck "$mnt/opt/vllm-operator/bin/vllm"
+# The embedded cluster is a distribution of its own: neither it nor kmock may be in the image.
+carried=()
+for pattern in devcluster kmock vllm_operator_demo vllm_operator_devcluster; do
+  for found in "$site/$pattern" "$site/$pattern"[-.]*; do
+    if [[ -e "$found" ]]; then carried+=("${found#"$site"/}"); fi
+  done
+done
+if ((${#carried[@]})); then
+  die "the image carries the embedded cluster: ${carried[*]}"
+fi
+echo "no devcluster, kmock or demo in the image's site-packages"
 bh umount "$ctr" >/dev/null
 bh rm "$ctr" >/dev/null
 trap - EXIT

@@ -45,6 +45,11 @@ peering, sub-second cancellation polling; stop takes well under a second)::
                         namespaces=["default"]) as operator:   # no namespaces: clusterwide
         ...                                                    # operator.stop() on exit
 
+Run its pods (``devcluster.kubelet``): ``Kubelet(cluster, workdir, images=hooks)`` plays the
+controllers, scheduler, kube-proxy and kubelet, each pod a host process. devcluster knows no
+image: ``hooks`` (``devcluster.images.ImageHooks``) says which programs and environment an
+image provides; the product supplies them (vllm-operator: ``vllm_operator_demo.pods``).
+
 In pytest (``devcluster/testing.py``, a pytest11 plugin): fixtures ``devcluster``,
 ``kubeconfig`` and
 ``run_operator(registry, **OperatorThread kwargs)`` (stopped at teardown).

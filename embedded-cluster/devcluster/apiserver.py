@@ -22,12 +22,12 @@ import aiohttp.web
 import attrs
 import kmock
 import yaml
-from kmock._internal import parsing, references, rendering
+from kmock._internal.rendering import StreamingError  # not exported; kmock pinned (README)
 
 from . import apierrors, discovery, disruption, openapi
 from .apierrors import ApiError
 from .resources import ResourceType
-from .routing import Route, parse_route
+from .routing import Route, action, parse_route
 from .selectors import selector_matcher
 from .semantics import APPLY, Semantics
 from .store import Change
@@ -65,7 +65,7 @@ class ApiServer(kmock.KubernetesEmulator):
             if len(self._requests) > self.max_recorded_requests:
                 del self._requests[: len(self._requests) - self.max_recorded_requests]
             return await self._handle(request)
-        except rendering.StreamingError as exc:
+        except StreamingError as exc:
             response: aiohttp.web.StreamResponse = exc.args[0]
             return response
         except ApiError as exc:
@@ -75,7 +75,7 @@ class ApiServer(kmock.KubernetesEmulator):
             err = ApiError(500, "InternalError", f"{type(exc).__name__}: {exc}")
             return _json(err.status(), 500)
 
-    async def _parse(self, raw: aiohttp.web.BaseRequest) -> rendering.Request:
+    async def _parse(self, raw: aiohttp.web.BaseRequest) -> kmock.Request:
         body = await raw.read()
         text = body.decode("utf-8", "replace")
         try:
@@ -83,24 +83,11 @@ class ApiServer(kmock.KubernetesEmulator):
         except ValueError:
             data = None
         route = parse_route(raw.path, self.semantics.registry)
-        k8s = parsing.ParsedPath(
-            *(
-                (
-                    route.group,
-                    route.version,
-                    route.plural,
-                    route.namespace,
-                    route.name,
-                    route.subresource or None,
-                )
-                if route
-                else (None,) * 6
-            )
-        )
         query = dict(raw.query)
         if route is not None and route.legacy_watch:
             query["watch"] = "true"
-        return rendering.Request(
+        verb = action(route, raw.method, query)
+        return kmock.Request(
             id=len(self._requests),
             raw_request=raw,
             url=raw.url,
@@ -111,16 +98,16 @@ class ApiServer(kmock.KubernetesEmulator):
             data=data,
             body=body,
             text=text,
-            action=parsing.guess_k8s(k8s, kmock.method(raw.method), query),
+            action=None if verb is None else kmock.action(verb),
             resource=None
             if route is None
-            else references.resource(route.group, route.version, route.plural),
-            namespace=k8s.namespace,
-            name=k8s.name,
-            subresource=k8s.subresource,
+            else kmock.resource(route.group, route.version, route.plural),
+            namespace=None if route is None else route.namespace,
+            name=None if route is None else route.name,
+            subresource=None if route is None else route.subresource or None,
         )
 
-    async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+    async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
         user = [p for p in self._payloads if id(p) not in self._builtin_payloads]
         if user:
             ordered = sorted(user, key=lambda p: tuple(-x for x in p.priorities))
@@ -129,14 +116,14 @@ class ApiServer(kmock.KubernetesEmulator):
                     try:
                         response: aiohttp.web.StreamResponse = await payload(request)
                         return response
-                    except rendering.ReactionMismatchError:
+                    except kmock.ReactionMismatchError:  # type: ignore[attr-defined]  # not in __all__
                         payload._disabled.set()
                     except NotImplementedError:
                         pass
         return await self._serve(request)
 
     # --- non-resource paths --------------------------------------------------------------
-    async def _serve(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
+    async def _serve(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
         raw = request._raw_request
         assert raw is not None
         registry = self.semantics.registry
@@ -185,7 +172,7 @@ class ApiServer(kmock.KubernetesEmulator):
     # --- resource paths ----------------------------------------------------------------
     async def _serve_resource(
         self,
-        request: rendering.Request,
+        request: kmock.Request,
         raw: aiohttp.web.BaseRequest,
         route: Route,
         rtype: ResourceType,
@@ -259,7 +246,7 @@ class ApiServer(kmock.KubernetesEmulator):
         raise apierrors.method_not_allowed()
 
     @staticmethod
-    def _body(request: rendering.Request) -> Any:
+    def _body(request: kmock.Request) -> Any:
         content_type = request.headers.get("Content-Type", "")
         if "protobuf" in content_type:
             # kubectl sends built-in kinds as protobuf; a 415 makes client-go retry as JSON.
@@ -269,7 +256,7 @@ class ApiServer(kmock.KubernetesEmulator):
         return request.data
 
     @staticmethod
-    def _options(request: rendering.Request) -> dict[str, Any]:
+    def _options(request: kmock.Request) -> dict[str, Any]:
         options = dict(request.data) if isinstance(request.data, dict) else {}
         if "propagationPolicy" in request.params:
             options["propagationPolicy"] = request.params["propagationPolicy"]

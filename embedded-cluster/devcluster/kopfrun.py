@@ -3,9 +3,14 @@
 The same pattern serves the integration tests and the demo: the operator gets its own
 thread and event loop (kopf, on stop, waits for and then cancels every task created in
 its loop after it started, so sharing the test's loop costs 5 s per test), an explicit
-login (a pre-filled credentials vault plus an ``@kopf.on.login`` fallback in the
-registry, so kopf never falls back to a kubeconfig or in-cluster login that could point at
-a real cluster), standalone peering and sub-second cancellation polling so stop is fast.
+login, standalone peering and sub-second cancellation polling so stop is fast.
+
+The login is an ``@kopf.on.login`` handler added to the registry (kopf's public API): a
+plain ``kopf.OperatorRegistry`` has no other login handler, so kopf never falls back to a
+kubeconfig or in-cluster login that could point at a real cluster; and should a registry
+carry a login of its own, devcluster's credentials have a priority above any kopf or a
+product gives, so kopf's vault always picks them. (An earlier version pre-filled kopf's
+credentials vault, which kopf does not export: ``kopf._cogs``.)
 """
 
 from __future__ import annotations
@@ -17,11 +22,13 @@ from collections.abc import Callable, Collection
 from typing import Any, Self
 
 import kopf
-from kopf._cogs.structs.credentials import Vault  # not re-exported; kopf is pinned <2
 
 from .cluster import DevCluster
 
 SettingsHook = Callable[[kopf.OperatorSettings], None]
+
+# kopf's vault hands out the credentials of the highest priority (its own logins use < 100).
+LOGIN_PRIORITY = 1_000_000
 
 # One login handler per registry, reading the URL of the cluster it currently runs against.
 _LOGIN_TARGETS: weakref.WeakKeyDictionary[kopf.OperatorRegistry, list[str]] = (
@@ -39,7 +46,9 @@ def _login_for(registry: kopf.OperatorRegistry, url: str) -> None:
 
     @kopf.on.login(registry=registry, id="devcluster-login")
     def devcluster_login(**_: Any) -> kopf.ConnectionInfo:
-        return kopf.ConnectionInfo(server=target[0], default_namespace="default")
+        return kopf.ConnectionInfo(
+            server=target[0], default_namespace="default", priority=LOGIN_PRIORITY
+        )
 
 
 def fast_settings(settings: kopf.OperatorSettings) -> None:
@@ -122,10 +131,6 @@ class OperatorThread:
         settings.posting.enabled = self._posting
         if self._settings_hook is not None:
             self._settings_hook(settings)
-        vault = Vault()
-        await vault.populate(
-            {"devcluster": kopf.ConnectionInfo(server=self.url, default_namespace="default")}
-        )
         await kopf.operator(
             registry=self.registry,
             settings=settings,
@@ -133,6 +138,5 @@ class OperatorThread:
             namespaces=self.namespaces,
             stop_flag=self._stop,
             ready_flag=self._ready,
-            vault=vault,
             memo=self._memo,
         )

@@ -13,7 +13,9 @@ only, so the operator's code paths are the production ones:
   product label; pods get its ``spec.nodeName``); fault rules and a GPU capacity can leave
   pods Unschedulable.
 - Kubelet: each pod's first container runs as a local process (see ``kubelet_launch`` for
-  the path, port and Service-URL mapping), probes, restarts, CrashLoopBackOff, logs.
+  the path, port and Service-URL mapping), probes, restarts, CrashLoopBackOff, logs. What
+  an image provides beyond the pod spec (stand-in programs, baked-in environment) comes
+  from ``images``, the product's ``ImageHooks`` (``devcluster.images``); by default none.
 - kube-proxy: a loopback TCP proxy per Service port (``kubelet_proxy``).
 
 Pod logs stay in ``<workdir>/<namespace>/<pod>/logs/<container>.log`` (``.previous.log`` for
@@ -41,16 +43,16 @@ import httpx
 
 from devcluster import hostpaths
 from devcluster import kubelet_api as kapi
+from devcluster.images import ImageHooks, NoImageHooks
 from devcluster.kubelet_controllers import (
     Plan,
     deployment_plan,
     job_plan,
 )
-from devcluster.kubelet_faults import Faults, default_image_env, gpu_request
+from devcluster.kubelet_faults import Faults, gpu_request
 from devcluster.kubelet_launch import LaunchContext
 from devcluster.kubelet_proxy import ServiceProxy, sync_proxies
 from devcluster.kubelet_runtime import PodRuntime, RuntimeConfig
-from vllm_operator.sim.vllm_shim import write_vllm_shim
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +82,7 @@ class Kubelet:
         clock: Callable[[], float] = time.time,
         faults: Faults | None = None,
         extra_env: Mapping[str, str] | None = None,
-        image_env: Callable[[str], dict[str, str]] = default_image_env,
+        images: ImageHooks | None = None,
         resync_seconds: float = 0.5,
         transport: httpx.AsyncBaseTransport | None = None,
         log_sink: Callable[[str, str, str], None] | None = None,
@@ -102,7 +104,7 @@ class Kubelet:
         self.clock = clock
         self.faults = faults or Faults()
         self.extra_env = dict(extra_env or {})
-        self.image_env = image_env
+        self.images: ImageHooks = images if images is not None else NoImageHooks()
         self.resync_seconds = resync_seconds
         self._transport = transport
         self.runtimes: dict[Key, PodRuntime] = {}
@@ -217,7 +219,7 @@ class Kubelet:
         self._halting = False
         self._api = kapi.KubeAPI(self.url, transport=self._transport)
         self._probe_http = httpx.AsyncClient()
-        self._shim_dir = write_vllm_shim(self.workdir / "bin").parent
+        self._shim_dir = self.images.install(self.workdir / "bin")
         ns = self.namespace
         self.informers = {
             kind.plural: kapi.Informer(self._api, kind, ns, self._poke)
@@ -386,7 +388,7 @@ class Kubelet:
             secret=self.informers["secrets"].get,
             config_map=self.informers["configmaps"].get,
             resolve_service=self._resolve_service,
-            image_env=self.image_env,
+            image_env=self.images.env,
             extra_env=self.extra_env,
         )
         poddir = self.workdir / (ns or "default") / name

@@ -7,9 +7,9 @@ interrupted as it ends. Rules match pods by
 image (shell-style pattern) and/or labels; they are read on every reconcile, so a test may
 swap ``kubelet.faults`` between steps. They apply to pods the kubelet has not started yet.
 
-Image env: a real image bakes environment into the container (the 0.16/0.17
-``vllm/vllm-openai`` images put the CUDA toolkit on LD_LIBRARY_PATH); ``default_image_env``
-reproduces that so the entrypoint's library-path fix has something real to fix.
+Faults an image shows by itself (a start-up failure caused by the environment the image bakes
+in) are not rules here: the product's ``ImageHooks.env`` gives the image that environment
+(``devcluster.images``) and the program the pod runs fails on it, as the real one would.
 """
 
 from __future__ import annotations
@@ -18,9 +18,6 @@ import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-from vllm_operator.engine.tables import CUBLAS_PATH_BUG
-from vllm_operator.engine.version import version_from_image
 
 Obj = dict[str, Any]
 
@@ -90,13 +87,3 @@ def gpu_request(pod: Obj) -> tuple[int, str]:
                         continue
                     total, name = max(total, count), key
     return total, name
-
-
-def default_image_env(image: str) -> dict[str, str]:
-    """Env the real image sets: vLLM 0.16/0.17 images put CUDA 12.9 on LD_LIBRARY_PATH."""
-    if "vllm-openai" not in image:
-        return {}
-    version = version_from_image(image)
-    if version is not None and CUBLAS_PATH_BUG.covers(version):
-        return {"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64:/usr/local/cuda/lib64"}
-    return {}

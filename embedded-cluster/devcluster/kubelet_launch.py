@@ -16,12 +16,13 @@ container                          local
 ``--port N`` / ``--port=N``        a free local port; the pod's address is 127.0.0.1:port
 ``http://svc[.ns[.svc[.cluster     ``http://127.0.0.1:<proxy>``, the kubelet's proxy of that
 .local]]]:port``                   Service port
-``PATH``                           the ``vllm`` shim directory, then this Python's bin dir
+``PATH``                           the image hooks' stand-in programs (``ImageHooks.install``),
+                                   then this Python's bin dir
 =================================  ==========================================================
 
 Kubernetes' ``$(VAR)`` references in command, args and env values are expanded the way the
-real kubelet does (``$$`` escapes). Image defaults (the env a real image bakes in, such as
-LD_LIBRARY_PATH of the 0.16/0.17 vLLM images) come from the kubelet configuration.
+real kubelet does (``$$`` escapes). Image defaults (the env a real image bakes in) come from
+the product's ``ImageHooks.env`` (``devcluster.images``), under the pod's own env.
 
 Every path taken from the pod spec (mountPath, subPath, claimName, key and item paths,
 terminationMessagePath, workingDir, the container name of the log file) is joined through
@@ -40,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 from devcluster import hostpaths
-from vllm_operator.engine.version import version_from_image
 
 Obj = dict[str, Any]
 ServiceResolver = Callable[[str, str, int], "str | None"]  # (namespace, host, port) -> host:port
@@ -141,12 +141,12 @@ class LaunchContext:
     """What the kubelet knows besides the pod: cluster objects and local conventions."""
 
     workdir: Path
-    shim_dir: Path | None
+    shim_dir: Path | None  # ImageHooks.install: first on PATH
     python_bin: Path
     secret: Callable[[str, str], Obj | None]  # (namespace, name) -> Secret
     config_map: Callable[[str, str], Obj | None]
     resolve_service: ServiceResolver
-    image_env: Callable[[str], dict[str, str]]
+    image_env: Callable[[str], Mapping[str, str]]  # ImageHooks.env
     extra_env: Mapping[str, str]
 
 
@@ -275,9 +275,6 @@ def prepare_launch(
         "KUBERNETES_SERVICE_HOST": "127.0.0.1",
     }
     base.update(ctx.image_env(image))
-    version = version_from_image(image)
-    if version is not None:
-        base["VLLMOP_SIM_VERSION"] = str(version)
     base.update(ctx.extra_env)
     env = _pod_env(pod, container, ctx, base)
     env = {k: rewrite_service_urls(paths.apply(v), ns, ctx.resolve_service) for k, v in env.items()}
@@ -306,7 +303,7 @@ def prepare_launch(
         port = free_port()
         argv, asked = rewrite_port(argv, port)
         if asked is None and declared:
-            argv.extend(["--port", str(port)])  # vLLM's default 8000 would collide locally
+            argv.extend(["--port", str(port)])  # a default port would collide: one host network
         for p in declared:
             container_ports[str(p["containerPort"])] = port
             if p.get("name"):

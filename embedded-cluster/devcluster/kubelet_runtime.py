@@ -106,6 +106,7 @@ class PodRuntime:
         self._proc: asyncio.subprocess.Process | None = None
         self._task: asyncio.Task[None] | None = None
         self._kill_reason: str | None = None
+        self._start_error: str | None = None  # the program could not be executed
         self._started_at = 0.0
 
     # ---- what the kubelet reads -------------------------------------------------------
@@ -260,17 +261,26 @@ class PodRuntime:
             launch.log_path.replace(previous)
         hostpaths.write_text(launch.termination_path, "")  # never through a symlink
         self._kill_reason = None
+        self._start_error = None
         await self._start_sidecars()
         with hostpaths.open_append(launch.log_path) as log:
-            self._proc = await asyncio.create_subprocess_exec(
-                *launch.argv,
-                env=launch.env,
-                cwd=launch.cwd,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=log,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-            )
+            try:
+                self._proc = await asyncio.create_subprocess_exec(
+                    *launch.argv,
+                    env=launch.env,
+                    cwd=launch.cwd,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=asyncio.subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError as exc:  # no such program on this host (or in the image hooks)
+                self._started_at = self._clock()
+                self._proc = None
+                program = launch.argv[0] if launch.argv else ""
+                self._start_error = f'exec: "{program}": {exc.strerror or exc}'
+                await self._stop_sidecars()
+                return 128  # what containerd reports for a container that could not start
         self._started_at = self._clock()
         has_startup = bool(self.container.get("startupProbe"))
         self._set(
@@ -310,9 +320,11 @@ class PodRuntime:
             message = _tail(self.launch.log_path, FALLBACK_LINES)
         if self._kill_reason and not message:
             message = self._kill_reason
+        if self._start_error:
+            message = self._start_error
         out: Obj = {
             "exitCode": code if code >= 0 else 128 - code,
-            "reason": "Completed" if code == 0 else "Error",
+            "reason": "StartError" if self._start_error else "Completed" if code == 0 else "Error",
             "startedAt": rfc3339(self._started_at),
             "finishedAt": rfc3339(self._clock()),
         }

@@ -5,10 +5,14 @@ like a ``namespaces/<ns>/...`` prefix with nothing after it), which breaks kopf 
 namespaced mode. Here ``namespaces/<x>/<y>`` is a namespaced request only if ``<y>`` is a
 namespaced plural of that group/version; otherwise it is the namespace object's
 subresource (``/api/v1/namespaces/foo/status``). Legacy ``/watch/`` prefixes are accepted.
+
+``action`` names the Kubernetes verb of a request for kmock's request records and reaction
+criteria (``kmock.action``), by kmock's own rules, without kmock's private parser.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .resources import Registry
@@ -48,3 +52,20 @@ def parse_route(path: str, registry: Registry) -> Route | None:
     name = rest[1] if len(rest) >= 2 else None
     subresource = "/".join(rest[2:])
     return Route(group, version, plural, namespace, name, subresource, legacy_watch)
+
+
+def action(route: Route | None, method: str, query: Mapping[str, str]) -> str | None:
+    """kmock's action name (``LIST``, ``WATCH``, ...) of a request, or None if it has none.
+
+    GET with ``watch=true`` watches (named or not); otherwise a collection is LISTed or
+    CREATEd, and a named object FETCHed, UPDATEd (PATCH) or DELETEd. PUT, and POST to a
+    name, have no action in kmock's model.
+    """
+    if route is None:
+        return None
+    method = method.upper()
+    if method == "GET" and (route.legacy_watch or query.get("watch") == "true"):
+        return "WATCH"
+    if route.name is None:
+        return {"GET": "LIST", "POST": "CREATE"}.get(method)
+    return {"GET": "FETCH", "PATCH": "UPDATE", "DELETE": "DELETE"}.get(method)

@@ -22,6 +22,7 @@ from vllm_operator.api.crd import crd_document
 from vllm_operator.api.resource import API_VERSION, KIND, PLURAL
 from vllm_operator.config import OperatorConfig
 from vllm_operator.handlers.registry import build_registry
+from vllm_operator_demo.pods import vllm_images
 
 Obj = dict[str, Any]
 
@@ -75,6 +76,7 @@ class Session:
             time_scale=self.time_scale,
             deadline_time_scale=self.deadline_scale,
             extra_env={"VLLMOP_SIM_TIME_SCALE": f"{self.time_scale:g}"},
+            images=vllm_images(),
             # The one simulated node, labelled as GPU feature discovery labels a GPU node.
             node_labels={"nvidia.com/gpu.product": "NVIDIA-H200-SIM"},
         )

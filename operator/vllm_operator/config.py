@@ -4,6 +4,12 @@ Flags first, then environment variables (``VLLM_OPERATOR_*``, what a Helm chart 
 defaults. Nothing reads the environment anywhere else, and nothing at import time, so a
 test builds an ``OperatorConfig`` directly and two operators in one process never share
 hidden settings.
+
+``vllm-operator run`` offers only what a cluster needs. Two fields exist for the embedded
+development cluster and are set in code by whoever runs the operator there (the demo, the
+test harnesses), never from the command line or the environment: ``api_url`` (a plain URL
+without credentials) and ``deadline_scale`` (shrinks every deadline). A real cluster is
+reached through ``--kubeconfig``/``KUBECONFIG`` or the in-cluster service account.
 """
 
 from __future__ import annotations
@@ -26,7 +32,6 @@ ENV = {
     "workers": "VLLM_OPERATOR_WORKERS",
     "job_start_seconds": "VLLM_OPERATOR_JOB_START_SECONDS",
     "job_ttl_seconds": "VLLM_OPERATOR_JOB_TTL_SECONDS",
-    "deadline_scale": "VLLM_OPERATOR_DEADLINE_SCALE",
     "allowed_secrets": "VLLM_OPERATOR_ALLOWED_SECRETS",
     "autoscaling_engines": "VLLM_OPERATOR_AUTOSCALING_ENGINES",
     "kubeconfig": "KUBECONFIG",
@@ -55,14 +60,16 @@ class OperatorConfig:
     workers: int = 8  # resources reconciled at the same time
     job_start_seconds: float = 300.0  # benchmark pod may stay unschedulable/pulling this long
     job_ttl_seconds: int = 3600
-    deadline_scale: float = 1.0  # < 1 only for demos and tests: shrinks every deadline
+    # < 1 shrinks every deadline; set in code by the demo and test harnesses, not a flag
+    deadline_scale: float = 1.0
     job_env: tuple[tuple[str, str], ...] = ()  # extra env for benchmark Jobs (demos, proxies)
     # "<namespace>/<secret>" patterns a VLLMDeployment may reference; None: any Secret of its
     # namespace (creating a VLLMDeployment is creating pods; docs/security.md).
     allowed_secrets: tuple[str, ...] | None = None
     # Autoscalers the operator may manage (what its RBAC grants): "hpa", "keda".
     autoscaling_engines: tuple[str, ...] = ("hpa",)
-    api_url: str | None = None  # talk to this API URL without auth (embedded dev clusters)
+    # talk to this API URL without auth; set in code for an embedded dev cluster, not a flag
+    api_url: str | None = None
     kubeconfig: str | None = None
     context: str | None = None
     log_level: str = "INFO"
@@ -225,13 +232,6 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "default 3600)",
     )
     parser.add_argument(
-        "--deadline-scale",
-        type=_positive,
-        default=None,
-        help="multiply every deadline by this factor; only for demos and tests "
-        f"(env {env['deadline_scale']}; default 1)",
-    )
-    parser.add_argument(
         "--job-env",
         action="append",
         type=_env_pair,
@@ -266,11 +266,6 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         help=f"kubeconfig file when not running in a cluster (env {env['kubeconfig']})",
     )
     parser.add_argument("--context", default=None, help="kubeconfig context to use")
-    parser.add_argument(
-        "--api-url",
-        default=None,
-        help="talk to this Kubernetes API URL without credentials (embedded dev clusters only)",
-    )
     election = parser.add_argument_group(
         "high availability",
         "Run several replicas: only the one holding a coordination.k8s.io/v1 Lease "
@@ -416,11 +411,9 @@ def config_from_args(argv: Sequence[str], environ: Mapping[str, str], prog: str)
             args.job_start_seconds, "job_start_seconds", base.job_start_seconds
         ),
         job_ttl_seconds=int(number(args.job_ttl_seconds, "job_ttl_seconds", base.job_ttl_seconds)),
-        deadline_scale=number(args.deadline_scale, "deadline_scale", base.deadline_scale),
         job_env=tuple(args.job_env or ()),
         allowed_secrets=allowed_secrets,
         autoscaling_engines=base.autoscaling_engines if engines is None else engines,
-        api_url=args.api_url,
         kubeconfig=str(pick(args.kubeconfig, "kubeconfig") or "") or None,
         context=args.context,
         log_level=str(pick(args.log_level, "log_level") or base.log_level),

@@ -172,3 +172,27 @@ def test_kopf_with_server_side_initial_streaming(
     devcluster.wait_for(lambda: seen == ["before"], message="existing widget handled")
     devcluster.create(widget("after"))
     devcluster.wait_for(lambda: seen == ["before", "after"], message="new widget handled")
+
+
+def test_the_runner_login_wins_over_a_login_of_the_registry(devcluster: DevCluster) -> None:
+    # The runner's login is a registry handler with a top priority (no private kopf vault):
+    # a registry that brings its own login, here to a port nothing listens on, still talks
+    # to the devcluster, and kopf's fallback logins (kubeconfig, in-cluster) never run.
+    devcluster.create(widget_crd())
+    registry = kopf.OperatorRegistry()
+    created: list[str] = []
+    logins: list[str] = []
+
+    @kopf.on.login(registry=registry)
+    def elsewhere(**_: Any) -> kopf.ConnectionInfo:
+        logins.append("elsewhere")
+        return kopf.ConnectionInfo(server="http://127.0.0.1:9", priority=100)
+
+    @kopf.on.create(GROUP, VERSION, PLURAL, registry=registry)
+    def on_create(name: str, **_: Any) -> None:
+        created.append(name)
+
+    with OperatorThread(registry, devcluster):
+        devcluster.create(widget("w"))
+        devcluster.wait_for(lambda: created == ["w"], message="created through the devcluster")
+    assert logins == ["elsewhere"]  # it ran, and lost

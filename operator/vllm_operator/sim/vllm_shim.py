@@ -1,10 +1,17 @@
-"""A ``vllm`` executable that runs the simulator, for pods rendered for the real image.
+"""What a vLLM image is to a local kubelet: a ``vllm`` executable and the image's environment.
 
 Why: the operator's pod command is a shell entrypoint ending in ``exec vllm serve "$@"``.
 A local "kubelet" (tests, the demo) puts the directory written here first on ``PATH`` and
 runs the rendered command unchanged; the shim drops the leading ``serve`` and execs
 ``python -m vllm_operator.sim`` with the remaining arguments as separate argv items (no
 string is ever re-parsed by a shell).
+
+``image_env`` is the environment a ``vllm/vllm-openai`` image bakes in, as far as the
+simulator cares: the vLLM version its tag names (``VLLMOP_SIM_VERSION``, so the simulator
+emulates that release) and, for the releases whose image hits the CUBLAS start-up failure
+(:mod:`.startup`), the CUDA toolkit on ``LD_LIBRARY_PATH``, so the entrypoint's library-path
+fix has something real to fix. Pure: no devcluster import; ``vllm_operator_demo.pods``
+adapts both functions to devcluster's ``ImageHooks``.
 """
 
 from __future__ import annotations
@@ -12,6 +19,12 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+
+from vllm_operator.engine.tables import CUBLAS_PATH_BUG
+from vllm_operator.engine.version import version_from_image
+
+# LD_LIBRARY_PATH of the vllm/vllm-openai images built on the CUDA 12.9 base (0.16, 0.17).
+CUDA_BASE_LIBRARY_PATH = "/usr/local/nvidia/lib64:/usr/local/cuda/lib64"
 
 _TEMPLATE = """#!/bin/sh
 # vllm shim written by vllm_operator.sim.vllm_shim: runs the vLLM simulator.
@@ -27,3 +40,14 @@ def write_vllm_shim(directory: Path, python: str | None = None) -> Path:
     path.write_text(_TEMPLATE.format(python=shlex.quote(python or sys.executable)))
     path.chmod(0o755)
     return path
+
+
+def image_env(image: str) -> dict[str, str]:
+    """The environment ``image`` gives the simulator: its vLLM version and library path."""
+    version = version_from_image(image)
+    env: dict[str, str] = {}
+    if "vllm-openai" in image and version is not None and CUBLAS_PATH_BUG.covers(version):
+        env["LD_LIBRARY_PATH"] = CUDA_BASE_LIBRARY_PATH
+    if version is not None:
+        env["VLLMOP_SIM_VERSION"] = str(version)
+    return env

@@ -1,4 +1,8 @@
-"""Fixtures for the local kubelet tests: a kubelet started on the ``devcluster`` fixture."""
+"""Fixtures for the local kubelet tests: a kubelet started on the ``devcluster`` fixture.
+
+Kubelets here run vllm-operator's pods, so they get the vLLM image hooks (the ``vllm`` shim,
+the images' environment) unless a test passes ``images=`` itself.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import pytest
 
 from devcluster import DevCluster
 from devcluster.kubelet import Kubelet
+from vllm_operator_demo.pods import vllm_images
 
 
 @pytest.fixture
@@ -18,6 +23,7 @@ def make_kubelet(devcluster: DevCluster, tmp_path: Path) -> Iterator[Callable[..
 
     def make(**kw: Any) -> Kubelet:
         kw.setdefault("time_scale", 0.01)
+        kw.setdefault("images", vllm_images())
         kubelet = Kubelet(devcluster, tmp_path / f"kubelet{len(started)}", **kw)
         kubelet.start()
         started.append(kubelet)

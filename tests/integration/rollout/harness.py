@@ -27,6 +27,7 @@ from vllm_operator.handlers.registry import Runtime, build_registry, configure
 from vllm_operator.kube.client import Kube, api_client_for
 from vllm_operator.metrics import OperatorMetrics
 from vllm_operator.render import labels, names
+from vllm_operator_demo.pods import vllm_images
 
 ROOT = Path(__file__).resolve().parents[3]
 CRD = ROOT / "crds" / "vllm-operator.dev_vllmdeployments.yaml"
@@ -100,6 +101,7 @@ def _kubelet_process(url: str, workdir: str, faults: Faults | None, ready: Any, 
         time_scale=0.01,
         faults=faults,
         node_labels={"nvidia.com/gpu.product": GPU_PRODUCT},
+        images=vllm_images(),
     )
     kubelet.start()
     ready.set()

@@ -3,15 +3,21 @@
 What must hold: two stages, nothing but the virtualenv copied into the final one, a numeric
 non-root USER, `vllm-operator` as the entrypoint, the build context limited by
 .dockerignore, and a `vllm` shim that turns `vllm serve ARGS` into `vllm-operator sim ARGS`
-with every argument intact.
+with every argument intact. The image (and any `pip install .` of the operator) carries no
+embedded cluster: neither the devcluster distribution nor kmock is among its dependencies or
+in its build context, and no operator module imports them (`hack/image-test.sh` also looks
+for them in the built image).
 """
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
 import os
 import re
 import shlex
 import subprocess
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -96,3 +102,65 @@ def test_vllm_shim_runs_the_simulator_with_every_argument(tmp_path: Path) -> Non
     argv = ["vllm", "serve", "Qwen/Qwen3 x", "--port", "8000", "--served-model-name", "a;b $c"]
     out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout
     assert out == "<sim><Qwen/Qwen3 x><--port><8000><--served-model-name><a;b $c>"
+
+
+# The embedded cluster's distribution, its packages and what only it needs.
+TEST_CLUSTER_DISTS = {"kmock", "vllm-operator-devcluster"}
+TEST_CLUSTER_MODULES = {"devcluster", "kmock", "vllm_operator_demo"}
+
+
+def _dist_name(requirement: str) -> str:
+    name = re.split(r"[\s<>=!~;\[(]", requirement.strip(), maxsplit=1)[0]
+    return name.lower().replace("_", "-")
+
+
+def test_the_operator_distribution_depends_on_no_test_cluster() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    declared = list(project["dependencies"])
+    declared += [r for extra in project["optional-dependencies"].values() for r in extra]
+    assert {_dist_name(r) for r in declared} & TEST_CLUSTER_DISTS == set()
+    # What pip resolves for `pip install .` (this checkout's installed metadata).
+    installed = importlib.metadata.requires("vllm-operator") or []
+    runtime = {_dist_name(r) for r in installed if "extra ==" not in r}
+    assert "kopf" in runtime  # the metadata was read, not an empty list
+    assert runtime & TEST_CLUSTER_DISTS == set()
+    assert _dist_name("kmock==0.8") == "kmock"
+    assert _dist_name("vllm_operator_devcluster[x]>=1") == "vllm-operator-devcluster"
+
+
+def test_the_build_context_and_package_leave_the_test_cluster_out() -> None:
+    allowed = {
+        line.strip()[1:].rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
+        if line.strip().startswith("!")
+    }
+    assert "embedded-cluster" not in allowed
+    assert all(not a.startswith("embedded-cluster") for a in allowed)
+    joined = re.sub(r"\\\n", " ", DOCKERFILE)
+    installs = re.findall(r"/opt/vllm-operator/bin/pip install ([^&\n]*)", joined)
+    assert [i.strip() for i in installs] == ["."]  # the operator alone, no extras
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"][
+        "setuptools"
+    ]
+    assert setuptools["packages"]["find"] == {"where": ["operator"], "include": ["vllm_operator*"]}
+    packages = {p.name for p in (ROOT / "operator").iterdir() if (p / "__init__.py").exists()}
+    assert packages == {"vllm_operator"}
+
+
+def test_no_operator_module_imports_the_test_cluster() -> None:
+    sources = sorted((ROOT / "operator" / "vllm_operator").rglob("*.py"))
+    assert len(sources) > 50
+    offenders = []
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            offenders += [
+                f"{path.relative_to(ROOT)}: {n}"
+                for n in names
+                if n.split(".")[0] in TEST_CLUSTER_MODULES
+            ]
+    assert offenders == []

@@ -46,13 +46,12 @@ def test_config_flags_then_environment_then_defaults() -> None:
         "VLLM_OPERATOR_METRICS_PORT": "9100",
         "VLLM_OPERATOR_BENCH_IMAGE": "reg/op:2",
     }
-    cfg = config_from_args(["--liveness-port", "0", "--deadline-scale", "0.5"], env, "run")
+    cfg = config_from_args(["--liveness-port", "0"], env, "run")
     assert cfg.namespaces == ("a", "b")
     assert cfg.metrics_port == 9100
     assert cfg.liveness_port is None
     assert cfg.liveness_endpoint is None
     assert cfg.bench_image == "reg/op:2"
-    assert cfg.deadline_scale == 0.5
     flags = config_from_args(["-n", "x", "--metrics-port", "8000", "--job-env", "A=1"], env, "run")
     assert flags.namespaces == ("x",)
     assert flags.metrics_port == 8000
@@ -62,6 +61,24 @@ def test_config_flags_then_environment_then_defaults() -> None:
     default = config_from_args([], {}, "run")
     assert default == OperatorConfig()
     assert default.liveness_endpoint == "http://0.0.0.0:8081/healthz"
+
+
+@pytest.mark.parametrize("argv", [["--api-url", "http://127.0.0.1:1"], ["--deadline-scale", "0.1"]])
+def test_run_refuses_the_dev_cluster_knobs(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The embedded cluster's seams (OperatorConfig.api_url, deadline_scale) are set in code
+    # by the demo and test harnesses; `run` carries only what a real cluster needs.
+    with pytest.raises(SystemExit) as exc:
+        config_from_args(argv, {}, "vllm-operator run")
+    assert exc.value.code == 2
+    assert f"unrecognized arguments: {' '.join(argv)}" in capsys.readouterr().err
+    scaled = config_from_args([], {"VLLM_OPERATOR_DEADLINE_SCALE": "0.1"}, "run")
+    assert scaled.deadline_scale == 1.0  # nor through the environment
+    assert scaled.api_url is None
+    with pytest.raises(SystemExit):
+        config_from_args(["--help"], {}, "vllm-operator run")
+    assert argv[0] not in capsys.readouterr().out
 
 
 def test_run_help_is_complete(capsys: pytest.CaptureFixture[str]) -> None:
