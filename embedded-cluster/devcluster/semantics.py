@@ -19,7 +19,8 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import apierrors
+from . import apierrors, validation
+from . import fielderrors as fe
 from .kinds import apply_kind_defaults, validate_kind
 from .lifecycle import Lifecycle
 from .objects import (
@@ -27,7 +28,6 @@ from .objects import (
     apply_defaults,
     generated_name,
     meta,
-    name_problem,
     next_generation,
     owner_uids,
     prune,
@@ -135,17 +135,15 @@ class Semantics(Lifecycle):
         if not name:
             prefix = metadata.get("generateName") or ""
             if not prefix:
-                raise apierrors.invalid(
-                    rtype.plural,
+                raise fe.invalid_error(
+                    rtype.kind,
                     rtype.group,
                     "",
-                    "metadata.name: Required value: name or generateName is required",
+                    [fe.required("metadata.name", "name or generateName is required")],
                 )
             name = generated_name(prefix, self.rng)
             while self.store.get(rtype.store_key, namespace, name) is not None:
                 name = generated_name(prefix, self.rng)
-        if rtype.kind != "Event" and (problem := name_problem(name)):
-            raise apierrors.invalid(rtype.plural, rtype.group, name, problem)
         if self.store.get(rtype.store_key, namespace, name) is not None:
             raise apierrors.already_exists(rtype.plural, rtype.group, name)
 
@@ -165,7 +163,7 @@ class Semantics(Lifecycle):
         apply_defaults(rtype.schema, prune(rtype.schema, obj))
         apply_kind_defaults(rtype, obj)
         validate_kind(rtype, obj)
-        self._check_schema(rtype, obj)
+        self._validate(rtype, obj)
         if rtype.store_key == (CRD_GROUP, CRD_PLURAL):
             self._accept_crd(obj)
         stored = self.store.commit(rtype.store_key, "ADDED", obj)
@@ -342,7 +340,7 @@ class Semantics(Lifecycle):
         if not subresource:
             apply_kind_defaults(rtype, new)
             validate_kind(rtype, new, old)
-        self._check_schema(rtype, new)
+        self._validate(rtype, new, old, subresource)
         new["metadata"]["generation"] = next_generation(old, new)
         if same_except_version(old, new):
             return self._present(rtype, old)
@@ -355,11 +353,28 @@ class Semantics(Lifecycle):
             self.schedule(lambda: self.collect_if_orphaned(rtype.store_key, stored))
         return self._present(rtype, stored)
 
-    def _check_schema(self, rtype: ResourceType, obj: dict[str, Any]) -> None:
-        errors = validate_schema(rtype.schema, obj)
+    def _validate(
+        self,
+        rtype: ResourceType,
+        obj: dict[str, Any],
+        old: dict[str, Any] | None = None,
+        subresource: str = "",
+    ) -> None:
+        """422 with one cause per field error (built-in rules, then the CRD schema); 400
+        when a built-in object could not even be decoded (as a real server)."""
+        errors: list[fe.FieldError] = []
+        if not subresource:
+            try:
+                errors += validation.validate(rtype, obj, old)
+            except validation.DecodeError as exc:
+                raise apierrors.bad_request(
+                    f'{rtype.kind} in version "{rtype.version}" cannot be handled as a'
+                    f" {rtype.kind}: {exc}"
+                ) from exc
+        errors += validate_schema(rtype.schema, obj)
         if errors:
-            detail = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
-            raise apierrors.invalid(rtype.plural, rtype.group, str(meta(obj).get("name")), detail)
+            name = str(meta(obj).get("name") or "")
+            raise fe.invalid_error(rtype.kind, rtype.group, name, errors)
 
     # --- subresources ----------------------------------------------------------------------
     def pod_log(
@@ -400,6 +415,9 @@ class Semantics(Lifecycle):
         self, rtype: ResourceType, namespace: str, name: str, replicas: Any
     ) -> dict[str, Any]:
         if not isinstance(replicas, int) or replicas < 0:
-            raise apierrors.invalid(rtype.plural, rtype.group, name, "spec.replicas: Invalid value")
+            detail = "must be greater than or equal to 0"
+            raise fe.invalid_error(
+                "Scale", "autoscaling", name, [fe.invalid("spec.replicas", replicas, detail)]
+            )
         self.patch(rtype, namespace, name, {"spec": {"replicas": replicas}})
         return self.scale(rtype, namespace, name)
