@@ -212,6 +212,7 @@ class ApiServer(kmock.KubernetesEmulator):
         if method == "POST" and name is None:
             return _json(sem.create(rtype, ns, self._body(request)), 201)
         if method == "DELETE" and name is None:
+            sem.check_field_selector(rtype, params.get("fieldSelector"))
             matches = selector_matcher(params.get("labelSelector"), params.get("fieldSelector"))
             deleted = sem.delete_collection(rtype, route.namespace, matches, self._options(request))
             return _json(self._list_body(rtype, deleted, sem.store.rv, {}))
@@ -302,6 +303,7 @@ class ApiServer(kmock.KubernetesEmulator):
         params: Mapping[str, str],
     ) -> aiohttp.web.StreamResponse:
         fields = params.get("fieldSelector") or ""
+        self.semantics.check_field_selector(rtype, fields)
         if route.name:
             fields = ",".join(f for f in (fields, f"metadata.name={route.name}") if f)
         matches = selector_matcher(params.get("labelSelector"), fields)

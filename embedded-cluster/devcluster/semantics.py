@@ -35,10 +35,19 @@ from .objects import (
     timestamp,
 )
 from .patches import PatchFailed, PatchMalformed, json_patch, merge_patch
-from .resources import CRD_GROUP, CRD_PLURAL, Registry, ResourceType, types_from_crd
+from .resources import (
+    BUILTINS,
+    CRD_GROUP,
+    CRD_PLURAL,
+    Registry,
+    ResourceType,
+    types_from_crd,
+)
 from .schema import validate as validate_schema
-from .selectors import selector_matcher
+from .selectors import check_field_labels, selector_matcher
 from .store import Store
+from .strategic import keys_for as strategic_keys
+from .strategic import strategic_merge_patch
 
 Clock = Callable[[], datetime.datetime]
 Schedule = Callable[[Callable[[], None]], None]
@@ -47,6 +56,14 @@ MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 APPLY = "application/apply-patch+yaml"
+
+
+_BUILTIN_KEYS = {(t.group, t.version, t.plural) for t in BUILTINS}
+
+
+def is_builtin(rtype: ResourceType) -> bool:
+    """A kind the server knows (Go types, strategic merge), not one a CRD defines."""
+    return (rtype.group, rtype.version, rtype.plural) in _BUILTIN_KEYS
 
 
 def utcnow() -> datetime.datetime:
@@ -100,6 +117,7 @@ class Semantics(Lifecycle):
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> tuple[list[dict[str, Any]], int]:
+        self.check_field_selector(rtype, field_selector)
         matches = selector_matcher(label_selector, field_selector)
         items = [
             self._present(rtype, obj)
@@ -107,6 +125,20 @@ class Semantics(Lifecycle):
             if matches(obj)
         ]
         return items, self.store.rv
+
+    def check_field_selector(self, rtype: ResourceType, field_selector: str | None) -> None:
+        """400 for a field selector on a field the kind does not index (a CRD indexes its
+        version's ``selectableFields``)."""
+        extra: set[str] = set()
+        if not is_builtin(rtype):
+            crd_name = f"{rtype.plural}.{rtype.group}"
+            crd = self.store.get((CRD_GROUP, CRD_PLURAL), "", crd_name) or {}
+            for version in (crd.get("spec") or {}).get("versions") or []:
+                if isinstance(version, dict) and version.get("name") == rtype.version:
+                    for selectable in version.get("selectableFields") or []:
+                        path = str((selectable or {}).get("jsonPath") or "")
+                        extra.add(path.removeprefix("."))
+        check_field_labels(rtype.store_key, field_selector, frozenset(extra))
 
     def _present(self, rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
         """The stored object as served under ``rtype``'s version (no conversion)."""
@@ -272,18 +304,26 @@ class Semantics(Lifecycle):
         subresource: str = "",
     ) -> dict[str, Any]:
         content_type = content_type.split(";", maxsplit=1)[0].strip().lower()
-        if content_type == APPLY and self.store.get(rtype.store_key, namespace, name) is None:
-            if not isinstance(body, dict):
-                raise apierrors.bad_request("an apply patch must be an object")
-            created = copy.deepcopy(body)
-            created.setdefault("metadata", {})["name"] = name
-            return self.create(rtype, namespace, created)
+        builtin = is_builtin(rtype)
+        if content_type == APPLY or (content_type == STRATEGIC and not builtin):
+            # Server-side apply (field managers, conflicts) is not implemented, and custom
+            # resources have no strategic-merge schema: refuse both, as a server without
+            # them does, rather than merge silently.
+            accepted = [JSON_PATCH, MERGE, *([STRATEGIC] if builtin else [])]
+            raise apierrors.ApiError(
+                415,
+                "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - accepted media types"
+                f" include: {', '.join(accepted)}",
+            )
         old = self._existing(rtype, namespace, name)
         try:
-            if content_type in (MERGE, STRATEGIC, APPLY):
+            if content_type == MERGE:
                 if not isinstance(body, dict):
                     raise apierrors.bad_request("a merge patch must be a JSON object")
                 candidate = merge_patch(old, body)
+            elif content_type == STRATEGIC:
+                candidate = strategic_merge_patch(old, body, strategic_keys(rtype.store_key))
             elif content_type == JSON_PATCH:
                 candidate = json_patch(old, body)
             else:

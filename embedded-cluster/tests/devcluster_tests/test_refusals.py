@@ -1,0 +1,242 @@
+"""The embedded API refuses what a real API server refuses, with the same Status.
+
+Every case of ``invalid_objects.CASES`` (each names the Kubernetes rule it follows) is
+refused through the HTTP API with the real code and, for 422, a ``details.causes`` entry
+for the field; the unbroken objects are accepted, so each case fails on its one change.
+Custom resources: a schema violation lists its field as apiextensions-apiserver words it,
+and a list declared ``x-kubernetes-list-type: map`` refuses two items with one key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from devcluster import ApiError, DevCluster
+
+from .crd import API_VERSION, PLURAL, widget, widget_crd
+from .invalid_objects import CASES, Case, deployment, job, service
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_the_valid_objects_are_accepted(devcluster: DevCluster) -> None:
+    for obj in (deployment(), job(), service()):
+        created = devcluster.create(obj)
+        assert created["metadata"]["uid"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_invalid_builtin_is_refused(devcluster: DevCluster, case: Case) -> None:
+    obj = case.build()
+    with pytest.raises(ApiError) as refused:
+        devcluster.create(obj)
+    error = refused.value
+    assert error.code == case.code, error.message
+    assert case.message in error.message
+    if case.code == 400:
+        assert error.reason == "BadRequest"
+        assert (
+            f'{obj["kind"]} in version "v1" cannot be handled as a {obj["kind"]}' in error.message
+        )
+        return
+    assert error.reason == "Invalid"
+    group = obj["apiVersion"].rpartition("/")[0]
+    assert error.details["kind"] == obj["kind"]
+    assert error.details.get("group", "") == group
+    qualified = f"{obj['kind']}.{group}" if group else obj["kind"]
+    assert error.message.startswith(f'{qualified} "{obj["metadata"]["name"]}" is invalid: ')
+    causes = [c for c in error.details["causes"] if c["field"] == case.field]
+    assert causes, error.details
+    assert any(c["reason"] == case.reason and case.message in c["message"] for c in causes)
+    assert not devcluster.exists(
+        obj["apiVersion"], obj["kind"].lower() + "s", obj["metadata"]["name"]
+    )
+
+
+def test_every_violation_is_listed_at_once(devcluster: DevCluster) -> None:
+    """NewInvalid aggregates the whole ErrorList: the message is ``[a, b, ...]``."""
+    obj = deployment()
+    obj["spec"]["replicas"] = -2
+    obj["spec"]["template"]["spec"]["containers"][0].pop("image")
+    with pytest.raises(ApiError) as refused:
+        devcluster.create(obj)
+    fields = [c["field"] for c in refused.value.details["causes"]]
+    assert fields == ["spec.replicas", "spec.template.spec.containers[0].image"]
+    assert refused.value.message == (
+        'Deployment.apps "d" is invalid: [spec.replicas: Invalid value: -2: must be greater'
+        " than or equal to 0, spec.template.spec.containers[0].image: Required value]"
+    )
+
+
+def test_updates_are_validated_too(devcluster: DevCluster) -> None:
+    devcluster.create(deployment())
+    with pytest.raises(ApiError) as refused:
+        devcluster.patch("apps/v1", "deployments", "d", {"spec": {"replicas": -1}})
+    assert refused.value.code == 422
+    assert devcluster.get("apps/v1", "deployments", "d")["spec"]["replicas"] == 1
+
+
+def test_deployment_template_restart_policy_must_be_always(devcluster: DevCluster) -> None:
+    """ValidatePodTemplateSpecForReplicaSet: only ``Always``."""
+    obj = deployment()
+    obj["spec"]["template"]["spec"]["restartPolicy"] = "Never"
+    with pytest.raises(ApiError) as refused:
+        devcluster.create(obj)
+    assert refused.value.details["causes"] == [
+        {
+            "reason": "FieldValueNotSupported",
+            "message": 'Unsupported value: "Never": supported values: "Always"',
+            "field": "spec.template.spec.restartPolicy",
+        }
+    ]
+
+
+def test_a_job_without_restart_policy_defaults_to_always_and_is_refused(
+    devcluster: DevCluster,
+) -> None:
+    obj = job()
+    del obj["spec"]["template"]["spec"]["restartPolicy"]
+    with pytest.raises(ApiError) as refused:
+        devcluster.create(obj)
+    assert 'Unsupported value: "Always"' in refused.value.message
+
+
+def test_gpu_requests_must_equal_limits(devcluster: DevCluster) -> None:
+    """ValidateResourceRequirements: extended resources cannot be overcommitted."""
+    obj = deployment()
+    resources = obj["spec"]["template"]["spec"]["containers"][0]["resources"]
+    resources["requests"]["nvidia.com/gpu"] = 1
+    with pytest.raises(ApiError) as missing:
+        devcluster.create(obj)
+    assert "Limit must be set for non overcommitable resources" in missing.value.message
+    resources["limits"]["nvidia.com/gpu"] = 2
+    with pytest.raises(ApiError) as unequal:
+        devcluster.create(obj)
+    assert "must be equal to nvidia.com/gpu limit of 2" in unequal.value.message
+    resources["limits"]["nvidia.com/gpu"] = 1
+    assert devcluster.create(obj)["metadata"]["name"] == "d"
+
+
+def test_core_event_names_are_free_but_namespaces_must_agree(devcluster: DevCluster) -> None:
+    """events.go legacyValidateEvent: no name rule, involvedObject.namespace must match."""
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "Widget.W1.abc", "namespace": "default"},
+        "involvedObject": {"kind": "Widget", "name": "W1", "namespace": "default"},
+        "reason": "Tested",
+    }
+    assert devcluster.create(event)["metadata"]["name"] == "Widget.W1.abc"
+    event["metadata"]["name"] = "other"
+    event["involvedObject"]["namespace"] = "elsewhere"
+    with pytest.raises(ApiError) as refused:
+        devcluster.create(event)
+    assert refused.value.details["causes"][0]["field"] == "involvedObject.namespace"
+
+
+def test_config_map_keys(devcluster: DevCluster) -> None:
+    """ValidateConfigMap: keys are IsConfigMapKey."""
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": "default"},
+        "data": {"../etc": "x"},
+    }
+    with pytest.raises(ApiError) as refused:
+        devcluster.create(cm)
+    assert refused.value.details["causes"][0]["field"] == "data[../etc]"
+    assert "must not start with '..'" in refused.value.message
+
+
+def test_custom_resource_schema_violation_lists_the_field(devcluster: DevCluster) -> None:
+    """apiextensions-apiserver ConvertToFieldErrors over kube-openapi's messages."""
+    devcluster.create(widget_crd())
+    bad = widget("w")
+    bad["spec"]["size"] = "big"
+    with pytest.raises(ApiError) as refused:
+        devcluster.create(bad)
+    error = refused.value
+    assert error.code == 422
+    assert error.details["causes"] == [
+        {
+            "reason": "FieldValueTypeInvalid",
+            "message": 'Invalid value: "string": spec.size in body must be of type integer: '
+            '"string"',
+            "field": "spec.size",
+        }
+    ]
+    assert error.message == (
+        'Widget.test.devcluster.io "w" is invalid: spec.size: Invalid value: "string": '
+        'spec.size in body must be of type integer: "string"'
+    )
+
+
+def _project_crd() -> dict[str, Any]:
+    files = sorted((ROOT / "crds").glob("*.yaml"))
+    return dict(next(d for d in yaml.safe_load_all(files[0].read_text()) if d))
+
+
+def test_status_conditions_are_a_map_keyed_by_type(devcluster: DevCluster) -> None:
+    """structural/listtype: x-kubernetes-list-type map refuses a duplicate key (the
+    project CRD declares status.conditions so, keyed by type)."""
+    crd = _project_crd()
+    devcluster.create(crd)
+    group, version = crd["spec"]["group"], crd["spec"]["versions"][0]["name"]
+    plural = crd["spec"]["names"]["plural"]
+    devcluster.create(
+        {
+            "apiVersion": f"{group}/{version}",
+            "kind": crd["spec"]["names"]["kind"],
+            "metadata": {"name": "m", "namespace": "default"},
+            "spec": {
+                "model": {"name": "Qwen/Qwen3-8B"},
+                "engine": {"image": "vllm/vllm-openai:v0.17.0"},
+            },
+        }
+    )
+    ready = {"type": "Ready", "status": "True", "reason": "Serving"}
+    with pytest.raises(ApiError) as refused:
+        devcluster.patch(
+            f"{group}/{version}",
+            plural,
+            "m",
+            {"status": {"conditions": [ready, {**ready, "status": "False"}]}},
+            subresource="status",
+        )
+    assert refused.value.code == 422
+    assert refused.value.details["causes"] == [
+        {
+            "reason": "FieldValueDuplicate",
+            "message": 'Duplicate value: map[string]interface {}{"type":"Ready"}',
+            "field": "status.conditions[1]",
+        }
+    ]
+    stored = devcluster.patch(
+        f"{group}/{version}",
+        plural,
+        "m",
+        {"status": {"conditions": [ready, {"type": "Stalled", "status": "False"}]}},
+        subresource="status",
+    )
+    assert [c["type"] for c in stored["status"]["conditions"]] == ["Ready", "Stalled"]
+
+
+def test_list_type_set_refuses_duplicates(devcluster: DevCluster) -> None:
+    crd = widget_crd()
+    spec_schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec_schema["properties"]["tags"] = {
+        "type": "array",
+        "items": {"type": "string"},
+        "x-kubernetes-list-type": "set",
+    }
+    devcluster.create(crd)
+    bad = widget("w")
+    bad["spec"]["tags"] = ["a", "b", "a"]
+    with pytest.raises(ApiError) as refused:
+        devcluster.create(bad)
+    assert refused.value.details["causes"][0]["field"] == "spec.tags[2]"
+    assert not devcluster.exists(API_VERSION, PLURAL, "w")
