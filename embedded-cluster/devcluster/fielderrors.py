@@ -114,6 +114,19 @@ def too_many(field: str, actual: int, maximum: int) -> FieldError:
     return FieldError("FieldValueTooMany", field, actual, f"must have at most {maximum} items")
 
 
+def from_text(message: str) -> FieldError:
+    """A field error from its rendered form ``<field>: <Type text>[: <detail>]``.
+
+    For rules that word their message directly (``kinds.py``); the cause then carries the
+    field and the reason the text names (``Invalid value`` is ``FieldValueInvalid``)."""
+    field, _, body = message.partition(": ")
+    text, _, detail = body.partition(": ")
+    for error_type, known in _TEXT.items():
+        if known == text and error_type != "FieldValueTypeInvalid":
+            return FieldError(error_type, field, _OMIT, detail)
+    return FieldError("FieldValueInvalid", field, _OMIT, body)
+
+
 def aggregate(errors: list[FieldError]) -> str:
     """utilerrors.NewAggregate(...).Error(): one message, or ``[a, b, ...]``; no repeats."""
     seen: list[str] = []

@@ -240,3 +240,19 @@ def test_list_type_set_refuses_duplicates(devcluster: DevCluster) -> None:
         devcluster.create(bad)
     assert refused.value.details["causes"][0]["field"] == "spec.tags[2]"
     assert not devcluster.exists(API_VERSION, PLURAL, "w")
+
+
+def test_immutable_fields_name_their_field(devcluster: DevCluster) -> None:
+    """ValidateDeploymentUpdate: spec.selector is immutable (apps/v1)."""
+    devcluster.create(deployment())
+    changed = {"spec": {"selector": {"matchLabels": {"app": "x"}}}}
+    changed["spec"]["template"] = {"metadata": {"labels": {"app": "x"}}}
+    with pytest.raises(ApiError) as refused:
+        devcluster.patch("apps/v1", "deployments", "d", changed)
+    assert refused.value.details["causes"] == [
+        {
+            "reason": "FieldValueInvalid",
+            "message": "Invalid value: field is immutable",
+            "field": "spec.selector",
+        }
+    ]
