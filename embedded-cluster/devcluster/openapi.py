@@ -18,6 +18,8 @@ kinds publish no schemas (``kubectl explain deployment`` says the kind is not fo
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from typing import Any
 
 from .resources import Registry, ResourceType
@@ -28,13 +30,16 @@ def _gv_path(group: str, version: str) -> str:
 
 
 def index(registry: Registry) -> dict[str, Any]:
+    """The discovery document; each ``hash`` is the content's, so kubectl's HTTP cache
+    (keyed by URL) never serves an old schema after a CRD changes."""
     gvs = {(t.group, t.version) for t in registry}
-    return {
-        "paths": {
-            _gv_path(g, v): {"serverRelativeURL": f"/openapi/v3/{_gv_path(g, v)}?hash={g}{v}"}
-            for g, v in sorted(gvs)
-        }
-    }
+    paths = {}
+    for group, version in sorted(gvs):
+        path = _gv_path(group, version)
+        document = group_version(registry, path)
+        digest = hashlib.sha512(json.dumps(document, sort_keys=True).encode()).hexdigest()
+        paths[path] = {"serverRelativeURL": f"/openapi/v3/{path}?hash={digest.upper()}"}
+    return {"paths": paths}
 
 
 def _object_path(rtype: ResourceType) -> str:

@@ -19,6 +19,7 @@ import yaml
 
 from devcluster import DevCluster
 
+from .crd import GROUP, PLURAL, widget_crd
 from .invalid_objects import CASES, Case, deployment
 from .test_clients import kubectl_binary
 from .test_refusals import _project_crd
@@ -138,3 +139,21 @@ def test_kubectl_unsupported_field_selector_is_a_bad_request(run: Kubectl) -> No
     assert "field label not supported: data.a" in done.stderr
     supported = run("get", "pods", "--field-selector=status.phase=Running")
     assert supported.returncode == 0, supported.stderr
+
+
+def test_kubectl_explain_sees_a_changed_crd(devcluster: DevCluster, run: Kubectl) -> None:
+    """The documents follow the registry: an updated CRD's schema is what explain shows."""
+    devcluster.create(widget_crd())
+    before = run("explain", "widgets.spec")
+    assert before.returncode == 0, before.stderr
+    assert "color" not in before.stdout
+    path = "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/color"
+    devcluster.patch(
+        "apiextensions.k8s.io/v1",
+        "customresourcedefinitions",
+        f"{PLURAL}.{GROUP}",
+        [{"op": "add", "path": path, "value": {"type": "string", "description": "Paint."}}],
+    )
+    after = run("explain", "widgets.spec")
+    assert after.returncode == 0, after.stderr
+    assert "color\t<string>" in after.stdout
