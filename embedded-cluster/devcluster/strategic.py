@@ -18,6 +18,7 @@ Custom resources have no Go types and a real server answers 415 for them (see
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from .patches import PatchMalformed
@@ -147,38 +148,46 @@ def _merge_list(base: list[Any], patch: list[Any], path: Path, keys: dict[Path, 
         ]
     if key == PRIMITIVE:
         result = list(base)
-        result += [copy.deepcopy(item) for item in patch if item not in result]
+        seen = {json.dumps(item, sort_keys=True) for item in result}
+        for item in patch:
+            token = json.dumps(item, sort_keys=True)
+            if token not in seen:
+                seen.add(token)
+                result.append(copy.deepcopy(item))
         return result
-    result = copy.deepcopy(base)
+    merged: list[Any] = copy.deepcopy(base)
+    where: dict[str, int] = {}  # merge-key value -> index: linear in the list sizes
+    for index, old in enumerate(merged):
+        if isinstance(old, dict) and key in old:
+            where.setdefault(json.dumps(old[key], sort_keys=True), index)
+    deleted: set[int] = set()
     for item in patch:
         if not isinstance(item, dict) or key not in item:
             raise PatchMalformed(f"map: {item!r} does not contain declared merge key: {key}")
-        index = next(
-            (
-                i
-                for i, old in enumerate(result)
-                if isinstance(old, dict) and old.get(key) == item[key]
-            ),
-            None,
-        )
+        token = json.dumps(item[key], sort_keys=True)
+        index = where.get(token)
         if item.get("$patch") == "delete":
             if index is not None:
-                del result[index]
+                deleted.add(index)
+                del where[token]
             continue
         if index is None:
-            merged = _merge_map({}, item, _item_path(path), keys)
-            result.append(merged)
+            where[token] = len(merged)
+            merged.append(_merge_map({}, item, _item_path(path), keys))
         else:
-            result[index] = _merge_map(result[index], item, _item_path(path), keys)
-    return result
+            merged[index] = _merge_map(merged[index], item, _item_path(path), keys)
+    return [item for index, item in enumerate(merged) if index not in deleted]
 
 
 def _reorder(items: list[Any], order: list[Any], key: str) -> list[Any]:
     """``$setElementOrder``: the listed items first, in that order; the rest after."""
-    wanted = [entry.get(key) if isinstance(entry, dict) else entry for entry in order]
+    rank_of: dict[str, int] = {}
+    for position, entry in enumerate(order):
+        value = entry.get(key) if isinstance(entry, dict) and key else entry
+        rank_of.setdefault(json.dumps(value, sort_keys=True), position)
 
     def rank(item: Any) -> int:
         value = item.get(key) if isinstance(item, dict) and key else item
-        return wanted.index(value) if value in wanted else len(wanted)
+        return rank_of.get(json.dumps(value, sort_keys=True), len(order))
 
     return sorted(items, key=rank)
