@@ -17,7 +17,7 @@ from typing import Any
 
 from ..fielderrors import FieldError
 from ..resources import ResourceType
-from . import core, names, pods, policy, workloads
+from . import core, gateway, names, pods, policy, workloads
 from .common import DecodeError, NameRule, validate_object_meta
 
 __all__ = ["NAME_RULES", "RULES", "DecodeError", "validate"]
@@ -34,6 +34,7 @@ RULES: dict[tuple[str, str], Rule] = {
     ("batch", "jobs"): workloads.job_rules,
     ("policy", "poddisruptionbudgets"): policy.pdb_rules,
     ("autoscaling", "horizontalpodautoscalers"): policy.hpa_rules,
+    ("gateway.networking.k8s.io", "httproutes"): gateway.httproute_rules,
 }
 
 # Name format per kind (ValidateObjectMeta's nameFn); the default is a DNS-1123 subdomain.

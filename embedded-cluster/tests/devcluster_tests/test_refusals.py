@@ -256,3 +256,44 @@ def test_immutable_fields_name_their_field(devcluster: DevCluster) -> None:
             "field": "spec.selector",
         }
     ]
+
+
+def test_pod_disruption_budget_rules(devcluster: DevCluster) -> None:
+    """pkg/apis/policy/validation ValidatePodDisruptionBudgetSpec."""
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": {
+            "minAvailable": 1,
+            "maxUnavailable": "150%",
+            "selector": {"matchLabels": {"a": "b"}},
+        },
+    }
+    with pytest.raises(ApiError) as refused:
+        devcluster.create(pdb)
+    fields = [c["field"] for c in refused.value.details["causes"]]
+    assert fields == ["spec", "spec.maxUnavailable"]
+    assert "minAvailable and maxUnavailable cannot be both set" in refused.value.message
+    del pdb["spec"]["maxUnavailable"]
+    assert devcluster.create(pdb)["spec"]["minAvailable"] == 1
+
+
+def test_hpa_and_httproute_rules_apply_to_their_kinds() -> None:
+    """pkg/apis/autoscaling/validation (HPA) and the Gateway API CRD bounds (HTTPRoute):
+    keyed by kind, they apply as soon as the devcluster serves the kind."""
+    from devcluster.validation import RULES
+
+    hpa = RULES[("autoscaling", "horizontalpodautoscalers")]
+    spec = {"scaleTargetRef": {"kind": "Deployment", "name": "d"}, "minReplicas": 3}
+    errors = hpa({"spec": {**spec, "maxReplicas": 2}}, None)
+    assert [str(e) for e in errors] == [
+        "spec.maxReplicas: Invalid value: 2: must be greater than or equal to `minReplicas`"
+    ]
+    assert hpa({"spec": {**spec, "maxReplicas": 3}}, None) == []
+    route = RULES[("gateway.networking.k8s.io", "httproutes")]
+    backends = [{"name": "a", "port": 8000, "weight": 90}, {"name": "b", "port": 70000}]
+    body = {"spec": {"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": backends}]}}
+    assert [e.field for e in route(body, None)] == ["spec.rules[0].backendRefs[1].port"]
+    backends[1]["port"] = 8000
+    assert route(body, None) == []
