@@ -51,7 +51,7 @@ def _under(prefix: Path, table: dict[Path, str]) -> dict[Path, str]:
     return {prefix + path: key for path, key in table.items()}
 
 
-_CONDITIONS = {("status", "conditions"): "type"}
+_CONDITIONS: dict[Path, str] = {("status", "conditions"): "type"}
 _TEMPLATE = ("spec", "template", "spec")
 
 # (group, plural) -> list path (``*`` for any item) -> merge key.
@@ -60,7 +60,7 @@ MERGE_KEYS: dict[tuple[str, str], dict[Path, str]] = {
     ("apps", "deployments"): {**_under(_TEMPLATE, _POD_SPEC), **_CONDITIONS},
     ("apps", "replicasets"): {**_under(_TEMPLATE, _POD_SPEC), **_CONDITIONS},
     ("batch", "jobs"): {**_under(_TEMPLATE, _POD_SPEC), **_CONDITIONS},
-    ("", "services"): {("spec", "ports"): "port", **_CONDITIONS},
+    ("", "services"): {**_CONDITIONS, ("spec", "ports"): "port"},
     ("", "namespaces"): dict(_CONDITIONS),
     ("", "nodes"): {**_CONDITIONS, ("status", "addresses"): "type"},
 }
@@ -157,9 +157,9 @@ def _merge_list(base: list[Any], patch: list[Any], path: Path, keys: dict[Path, 
         return result
     merged: list[Any] = copy.deepcopy(base)
     where: dict[str, int] = {}  # merge-key value -> index: linear in the list sizes
-    for index, old in enumerate(merged):
+    for position, old in enumerate(merged):
         if isinstance(old, dict) and key in old:
-            where.setdefault(json.dumps(old[key], sort_keys=True), index)
+            where.setdefault(json.dumps(old[key], sort_keys=True), position)
     deleted: set[int] = set()
     for item in patch:
         if not isinstance(item, dict) or key not in item:
@@ -176,7 +176,7 @@ def _merge_list(base: list[Any], patch: list[Any], path: Path, keys: dict[Path, 
             merged.append(_merge_map({}, item, _item_path(path), keys))
         else:
             merged[index] = _merge_map(merged[index], item, _item_path(path), keys)
-    return [item for index, item in enumerate(merged) if index not in deleted]
+    return [item for position, item in enumerate(merged) if position not in deleted]
 
 
 def _reorder(items: list[Any], order: list[Any], key: str) -> list[Any]:

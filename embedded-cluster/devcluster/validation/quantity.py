@@ -27,6 +27,10 @@ _EXPONENT = re.compile(r"^[eE]([+-]?[0-9]+)$")
 MAX_LENGTH = 256  # bounded work on hostile input; real quantities are a few characters
 
 
+def _power_of_ten(exponent: int) -> Fraction:
+    return Fraction(10**exponent) if exponent >= 0 else Fraction(1, 10**-exponent)
+
+
 class QuantityError(ValueError):
     """The text is not a Kubernetes quantity (the message is the API server's)."""
 
@@ -48,10 +52,10 @@ def parse_quantity(value: object) -> Fraction:
         raise QuantityError(NUMERIC)
     base = Fraction(number)
     if suffix in _BINARY:
-        return base * (2 ** _BINARY[suffix])
+        return base * Fraction(2 ** _BINARY[suffix])
     if suffix in _DECIMAL:
-        return base * Fraction(10) ** _DECIMAL[suffix]
+        return base * _power_of_ten(_DECIMAL[suffix])
     exponent = _EXPONENT.match(suffix)
     if exponent and abs(int(exponent[1])) <= 1000:
-        return base * Fraction(10) ** int(exponent[1])
+        return base * _power_of_ten(int(exponent[1]))
     raise QuantityError(SUFFIX)
