@@ -32,6 +32,7 @@ from .common import (
     want_str,
 )
 from .quantity import QuantityError, parse_quantity
+from .scheduling import validate_scheduling
 
 RESTART_POLICIES = ["Always", "OnFailure", "Never"]
 _PROTOCOLS = ["SCTP", "TCP", "UDP"]
@@ -322,6 +323,7 @@ def validate_pod_spec(raw: Any, path: str) -> list[FieldError]:
     if policy and policy not in RESTART_POLICIES:
         errors.append(fe.not_supported(f"{path}.restartPolicy", policy, RESTART_POLICIES))
     errors += validate_labels(spec.get("nodeSelector"), f"{path}.nodeSelector")
+    errors += validate_scheduling(spec, path)
     account = want_str(spec.get("serviceAccountName"), f"{path}.serviceAccountName")
     if account:
         errors += invalid_each(

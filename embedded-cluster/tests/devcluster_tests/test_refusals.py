@@ -297,3 +297,149 @@ def test_hpa_and_httproute_rules_apply_to_their_kinds() -> None:
     assert [e.field for e in route(body, None)] == ["spec.rules[0].backendRefs[1].port"]
     backends[1]["port"] = 8000
     assert route(body, None) == []
+
+
+SCHEDULING_CASES = [
+    # (what, pod spec fields, field of the cause) -- validation.go validateTolerations,
+    # ValidateAffinity, validateTopologySpreadConstraints, ValidatePodSecurityContext.
+    (
+        "toleration-without-key-not-exists",
+        {"tolerations": [{"operator": "Equal"}]},
+        "spec.template.spec.tolerations[0].operator",
+    ),
+    (
+        "toleration-exists-with-value",
+        {"tolerations": [{"key": "gpu", "operator": "Exists", "value": "x"}]},
+        "spec.template.spec.tolerations[0].operator",
+    ),
+    (
+        "toleration-seconds-without-noexecute",
+        {
+            "tolerations": [
+                {"key": "gpu", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 5}
+            ]
+        },
+        "spec.template.spec.tolerations[0].effect",
+    ),
+    (
+        "toleration-bad-effect",
+        {"tolerations": [{"key": "gpu", "operator": "Exists", "effect": "Never"}]},
+        "spec.template.spec.tolerations[0].effect",
+    ),
+    (
+        "node-affinity-in-without-values",
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "gpu", "operator": "In"}]}
+                        ]
+                    }
+                }
+            }
+        },
+        "spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        ".nodeSelectorTerms[0].matchExpressions[0].values",
+    ),
+    (
+        "preferred-weight-0",
+        {
+            "affinity": {
+                "nodeAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "weight": 0,
+                            "preference": {
+                                "matchExpressions": [{"key": "gpu", "operator": "Exists"}]
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+        "spec.template.spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+        "[0].weight",
+    ),
+    (
+        "pod-anti-affinity-without-topology-key",
+        {
+            "affinity": {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchLabels": {"app": "d"}}}
+                    ]
+                }
+            }
+        },
+        "spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        "[0].topologyKey",
+    ),
+    (
+        "spread-max-skew-0",
+        {
+            "topologySpreadConstraints": [
+                {"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}
+            ]
+        },
+        "spec.template.spec.topologySpreadConstraints[0].maxSkew",
+    ),
+    (
+        "negative-run-as-user",
+        {"securityContext": {"runAsUser": -1}},
+        "spec.template.spec.securityContext.runAsUser",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"), [c[1:] for c in SCHEDULING_CASES], ids=[c[0] for c in SCHEDULING_CASES]
+)
+def test_scheduling_fields_are_validated(
+    devcluster: DevCluster, fields: dict[str, Any], field: str
+) -> None:
+    obj = deployment()
+    obj["spec"]["template"]["spec"].update(fields)
+    with pytest.raises(ApiError) as refused:
+        devcluster.create(obj)
+    assert [c["field"] for c in refused.value.details["causes"]] == [field]
+
+
+def test_valid_scheduling_fields_are_accepted(devcluster: DevCluster) -> None:
+    obj = deployment()
+    obj["spec"]["template"]["spec"].update(
+        {
+            "tolerations": [
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                {"operator": "Exists"},
+                {"key": "k", "value": "v", "effect": "NoExecute", "tolerationSeconds": 30},
+            ],
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "mem", "operator": "Gt", "values": ["8"]}
+                                ]
+                            }
+                        ]
+                    }
+                },
+                "podAntiAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "weight": 100,
+                            "podAffinityTerm": {
+                                "labelSelector": {"matchLabels": {"app": "d"}},
+                                "topologyKey": "kubernetes.io/hostname",
+                            },
+                        }
+                    ]
+                },
+            },
+            "securityContext": {"runAsUser": 2000, "runAsGroup": 0, "fsGroup": 0},
+            "priorityClassName": "inference-high",
+        }
+    )
+    assert devcluster.create(obj)["metadata"]["name"] == "d"
