@@ -64,7 +64,8 @@ cleanup, label selectors, field selectors on the fields each kind indexes (a CRD
 ``selectableFields`` included), watches resuming after ``resourceVersion`` (410 when
 compacted, ``timeoutSeconds``), ``?dryRun``, CRDs served on creation with printer columns,
 schema defaults, pruning and validation (types, bounds, enums, required, patterns,
-``x-kubernetes-list-type`` map/set keys), built-in defaults and immutable fields, built-in
+``x-kubernetes-list-type`` map/set keys; ``?fieldValidation=Strict``, kubectl's default,
+makes an unknown field a 400 instead of pruning it), built-in defaults and immutable fields, built-in
 validation of Pods, pod templates, Deployments, ReplicaSets, Jobs, Services, ConfigMaps,
 core Events, PodDisruptionBudgets and HorizontalPodAutoscalers (names per kind, labels,
 annotations, containers, ports, quantities, requests <= limits, replicas, restart
@@ -79,7 +80,8 @@ field selectors on unindexed fields (400 "field label not supported"), protobuf 
 and ``apply`` send JSON).
 
 Not implemented: admission webhooks, CEL rules (``x-kubernetes-validations``), ``format``
-checks, field managers, RBAC/auth, aggregated discovery, OpenAPI schemas of built-in
+checks, field managers, unknown fields of built-in kinds (kept; a real server drops them
+or, with ``Strict``, refuses them), RBAC/auth, aggregated discovery, OpenAPI schemas of built-in
 kinds (``kubectl explain deployment`` fails; ``/openapi/v2`` is not served: kubectl 1.27+
 reads only v3), validation of rarely written built-in fields (affinity, security
 contexts, probes beyond their ports and handler), real controllers (the kubelet modules

@@ -177,10 +177,13 @@ class ApiServer(kmock.KubernetesEmulator):
         rtype = registry.get(route.group, route.version, route.plural)
         if rtype is None or (route.namespace is not None and not rtype.namespaced):
             raise apierrors.resource_not_found()
-        if request.params.get("dryRun"):
-            with self.semantics.dry_run():
-                return await self._serve_resource(request, raw, route, rtype)
-        return await self._serve_resource(request, raw, route, rtype)
+        writing = raw.method in ("POST", "PUT", "PATCH")  # handled without awaiting
+        validation = request.params.get("fieldValidation") if writing else None
+        with self.semantics.strict_fields(validation):
+            if request.params.get("dryRun"):
+                with self.semantics.dry_run():
+                    return await self._serve_resource(request, raw, route, rtype)
+            return await self._serve_resource(request, raw, route, rtype)
 
     # --- resource paths ----------------------------------------------------------------
     async def _serve_resource(

@@ -154,3 +154,29 @@ def validate(schema: dict[str, Any] | None, value: Any, path: str = "") -> list[
         for index, item in enumerate(value):
             errors += validate(schema.get("items"), item, f"{where}[{index}]")
     return errors
+
+
+def unknown_fields(schema: dict[str, Any] | None, value: Any, path: str = "") -> list[str]:
+    """The fields a structural schema does not declare (what ``prune`` would drop), as
+    ``fieldValidation=Strict`` reports them: ``spec.noSuchField``, ``spec.list[0].x``."""
+    if not schema or not isinstance(schema, dict):
+        return []
+    found: list[str] = []
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        extra = schema.get("additionalProperties")
+        keep_unknown = bool(schema.get("x-kubernetes-preserve-unknown-fields")) or extra is True
+        for key, item in value.items():
+            if not path and key in ("apiVersion", "kind", "metadata"):
+                continue
+            where = f"{path}.{key}" if path else str(key)
+            if key in properties:
+                found += unknown_fields(properties[key], item, where)
+            elif isinstance(extra, dict):
+                found += unknown_fields(extra, item, where)
+            elif not keep_unknown:
+                found.append(where)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += unknown_fields(schema.get("items"), item, f"{path}[{index}]")
+    return found

@@ -43,6 +43,7 @@ from .resources import (
     ResourceType,
     types_from_crd,
 )
+from .schema import unknown_fields
 from .schema import validate as validate_schema
 from .selectors import check_field_labels, selector_matcher
 from .store import Store
@@ -92,6 +93,30 @@ class Semantics(Lifecycle):
         self.log_source: Callable[[str, str, str], str | None] | None = None
         self._next_ip = int(ipaddress.IPv4Address("10.96.0.10"))
         self._orphaning: set[str] = set()
+        self._strict = False  # set around a request with ?fieldValidation=Strict
+
+    @contextlib.contextmanager
+    def strict_fields(self, field_validation: str | None) -> Iterator[None]:
+        """``?fieldValidation=Strict`` (kubectl's default): an unknown field of a custom
+        resource is a 400 instead of being pruned silently. Built-in kinds carry no schema
+        here, so their unknown fields are kept (a real server would refuse or drop them)."""
+        before = self._strict
+        self._strict = (field_validation or "").lower() == "strict"
+        try:
+            yield
+        finally:
+            self._strict = before
+
+    def _refuse_unknown(self, rtype: ResourceType, obj: dict[str, Any]) -> None:
+        if not self._strict:
+            return
+        unknown = unknown_fields(rtype.schema, obj)
+        if unknown:
+            listed = ", ".join(f'unknown field "{field}"' for field in unknown[:20])
+            raise apierrors.bad_request(
+                f'{rtype.kind} in version "{rtype.version}" cannot be handled as a'
+                f" {rtype.kind}: strict decoding error: {listed}"
+            )
 
     @contextlib.contextmanager
     def dry_run(self) -> Iterator[None]:
@@ -192,6 +217,7 @@ class Semantics(Lifecycle):
         obj["apiVersion"] = rtype.api_version
         obj["kind"] = rtype.kind
         self._initial_status(rtype, obj)
+        self._refuse_unknown(rtype, obj)
         apply_defaults(rtype.schema, prune(rtype.schema, obj))
         apply_kind_defaults(rtype, obj)
         validate_kind(rtype, obj)
@@ -376,6 +402,7 @@ class Semantics(Lifecycle):
                     new["metadata"].pop(key, None)
             new["apiVersion"] = old.get("apiVersion", rtype.api_version)
             new["kind"] = rtype.kind
+        self._refuse_unknown(rtype, new)
         apply_defaults(rtype.schema, prune(rtype.schema, new))
         if not subresource:
             apply_kind_defaults(rtype, new)

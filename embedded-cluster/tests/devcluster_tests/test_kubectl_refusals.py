@@ -157,3 +157,23 @@ def test_kubectl_explain_sees_a_changed_crd(devcluster: DevCluster, run: Kubectl
     after = run("explain", "widgets.spec")
     assert after.returncode == 0, after.stderr
     assert "color\t<string>" in after.stdout
+
+
+def test_kubectl_strict_field_validation_refuses_unknown_fields(
+    devcluster: DevCluster, run: Kubectl
+) -> None:
+    """kubectl sends ?fieldValidation=Strict: a typo in a custom resource is a 400, not a
+    silently pruned field; other clients (no parameter) still get the pruning."""
+    crd = _project_crd()
+    devcluster.create(crd)
+    body = _vllmd(crd)
+    body["spec"]["replicaz"] = 2
+    done = run("apply", "-f", "-", stdin=yaml.safe_dump(body))
+    assert done.returncode == 1
+    assert (
+        'VLLMDeployment in version "v1alpha1" cannot be handled as a VLLMDeployment: strict'
+        ' decoding error: unknown field "spec.replicaz"'
+    ) in done.stderr
+    assert not devcluster.exists(body["apiVersion"], crd["spec"]["names"]["plural"], "m")
+    created = devcluster.create(body)  # the Python client sends no fieldValidation
+    assert "replicaz" not in created["spec"]
