@@ -65,13 +65,13 @@ cleanup, label selectors, field selectors on the fields each kind indexes (a CRD
 compacted, ``timeoutSeconds``), ``?dryRun``, CRDs served on creation with printer columns,
 schema defaults, pruning and validation (types, bounds, enums, required, patterns,
 ``x-kubernetes-list-type`` map/set keys; ``?fieldValidation=Strict``, kubectl's default,
-makes an unknown field a 400 instead of pruning it), built-in defaults and immutable fields, built-in
-validation of Pods, pod templates, Deployments, ReplicaSets, Jobs, Services, ConfigMaps,
-core Events, PodDisruptionBudgets and HorizontalPodAutoscalers (names per kind, labels,
-annotations, containers, ports, quantities, requests <= limits, replicas, restart
-policies; an unparsable quantity is a 400 decode error), discovery, OpenAPI v3 with the
-CRDs' schemas (``kubectl explain`` and ``kubectl apply``'s validation probe), ``Table``
-for ``kubectl get``.
+makes an unknown field a 400 instead of pruning it), built-in defaults and immutable
+fields, built-in validation of Pods, pod templates, Deployments, ReplicaSets, Jobs,
+Services, ConfigMaps, core Events, PodDisruptionBudgets, HorizontalPodAutoscalers and
+HTTPRoutes (names per kind, labels, annotations, containers, ports, quantities, requests
+<= limits, replicas, restart policies, tolerations, affinity; an unparsable quantity is a
+400 decode error), discovery, OpenAPI v3 with the CRDs' schemas (``kubectl explain`` and
+``kubectl apply``'s validation probe), ``Table`` for ``kubectl get``.
 
 Refused as a server without them refuses: server-side apply (415; kubectl says
 "Server-side apply not available"), strategic-merge patches on custom resources (415),
@@ -81,11 +81,11 @@ and ``apply`` send JSON).
 
 Not implemented: admission webhooks, CEL rules (``x-kubernetes-validations``), ``format``
 checks, field managers, unknown fields of built-in kinds (kept; a real server drops them
-or, with ``Strict``, refuses them), RBAC/auth, aggregated discovery, OpenAPI schemas of built-in
-kinds (``kubectl explain deployment`` fails; ``/openapi/v2`` is not served: kubectl 1.27+
-reads only v3), validation of rarely written built-in fields (affinity, security
-contexts, probes beyond their ports and handler), real controllers (the kubelet modules
-play those).
+or, with ``Strict``, refuses them), RBAC/auth, aggregated discovery, OpenAPI schemas of
+built-in kinds (``kubectl explain deployment`` fails; ``/openapi/v2`` is not served:
+kubectl 1.27+ reads only v3), validation of rarely written built-in fields (security
+contexts beyond user and group ids, probes beyond their ports and handler, volume
+sources' own fields), real controllers (the kubelet modules play those).
 """
 
 from .apierrors import ApiError

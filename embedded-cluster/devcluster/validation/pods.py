@@ -279,6 +279,29 @@ def _container(raw: Any, path: str, volumes: set[str]) -> list[FieldError]:
     return errors
 
 
+def _container_restart(raw: Any, path: str, *, init: bool) -> list[FieldError]:
+    """validateInitContainers / validateContainers: a container-level restartPolicy makes
+    an init container a native sidecar (``Always`` only); regular containers may not set
+    it, and plain init containers may not have probes."""
+    container = want_dict(raw, path)
+    policy = want_str(container.get("restartPolicy"), f"{path}.restartPolicy")
+    if not init:
+        if policy:
+            return [fe.forbidden(f"{path}.restartPolicy", "may not be set for non-init containers")]
+        return []
+    if policy and policy != "Always":
+        return [fe.not_supported(f"{path}.restartPolicy", policy, ["Always"])]
+    if policy:
+        return []
+    return [
+        fe.forbidden(
+            f"{path}.{probe}", "may not be set for init containers without restartPolicy=Always"
+        )
+        for probe in ("livenessProbe", "readinessProbe", "startupProbe")
+        if container.get(probe) is not None
+    ]
+
+
 def _volumes(raw: Any, path: str) -> tuple[list[FieldError], set[str]]:
     errors: list[FieldError] = []
     declared: set[str] = set()
@@ -314,6 +337,7 @@ def validate_pod_spec(raw: Any, path: str) -> list[FieldError]:
         for index, container in enumerate(want_list(spec.get(field), f"{path}.{field}")):
             where = f"{path}.{field}[{index}]"
             errors += _container(container, where, volumes)
+            errors += _container_restart(container, where, init=field == "initContainers")
             name = container.get("name") if isinstance(container, dict) else None
             if isinstance(name, str) and name:
                 if name in seen:

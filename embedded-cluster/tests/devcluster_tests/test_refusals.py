@@ -443,3 +443,33 @@ def test_valid_scheduling_fields_are_accepted(devcluster: DevCluster) -> None:
         }
     )
     assert devcluster.create(obj)["metadata"]["name"] == "d"
+
+
+def test_container_restart_policy_is_for_native_sidecars_only(devcluster: DevCluster) -> None:
+    """validation.go validateInitContainers / validateContainers (native sidecars, 1.29+)."""
+    sidecar = {
+        "name": "side",
+        "image": "i",
+        "restartPolicy": "Always",
+        "readinessProbe": {"tcpSocket": {"port": 9000}},
+    }
+    obj = job()
+    obj["spec"]["template"]["spec"]["initContainers"] = [sidecar]
+    assert devcluster.create(obj)["metadata"]["name"] == "j"
+    obj = job("j2")
+    obj["spec"]["template"]["spec"]["initContainers"] = [{**sidecar, "restartPolicy": "Never"}]
+    obj["spec"]["template"]["spec"]["containers"][0]["restartPolicy"] = "Always"
+    with pytest.raises(ApiError) as refused:
+        devcluster.create(obj)
+    assert [(c["field"], c["reason"]) for c in refused.value.details["causes"]] == [
+        ("spec.template.spec.initContainers[0].restartPolicy", "FieldValueNotSupported"),
+        ("spec.template.spec.containers[0].restartPolicy", "FieldValueForbidden"),
+    ]
+    plain = {k: v for k, v in sidecar.items() if k != "restartPolicy"}
+    obj["spec"]["template"]["spec"]["initContainers"] = [plain]
+    del obj["spec"]["template"]["spec"]["containers"][0]["restartPolicy"]
+    with pytest.raises(ApiError) as probed:
+        devcluster.create(obj)
+    assert probed.value.details["causes"][0]["field"] == (
+        "spec.template.spec.initContainers[0].readinessProbe"
+    )
