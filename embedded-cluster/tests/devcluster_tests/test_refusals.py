@@ -291,6 +291,17 @@ def test_hpa_and_httproute_rules_apply_to_their_kinds() -> None:
         "spec.maxReplicas: Invalid value: 2: must be greater than or equal to `minReplicas`"
     ]
     assert hpa({"spec": {**spec, "maxReplicas": 3}}, None) == []
+    pods = {"metric": {"name": "vllm:num_requests_waiting"}, "target": {"type": "Value"}}
+    metrics = [{"type": "Pods", "pods": pods}]
+    errors = hpa({"spec": {**spec, "maxReplicas": 3, "metrics": metrics}}, None)
+    assert [e.field for e in errors] == ["spec.metrics[0].pods.target.averageValue"]
+    pods["target"] = {"type": "AverageValue", "averageValue": "0"}
+    errors = hpa({"spec": {**spec, "maxReplicas": 3, "metrics": metrics}}, None)
+    assert [str(e) for e in errors] == [
+        'spec.metrics[0].pods.target.averageValue: Invalid value: "0": must be positive'
+    ]
+    pods["target"]["averageValue"] = "500m"
+    assert hpa({"spec": {**spec, "maxReplicas": 3, "metrics": metrics}}, None) == []
     route = RULES[("gateway.networking.k8s.io", "httproutes")]
     backends = [{"name": "a", "port": 8000, "weight": 90}, {"name": "b", "port": 70000}]
     body = {"spec": {"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": backends}]}}
