@@ -430,14 +430,16 @@ class Semantics(Lifecycle):
         """422 with one cause per field error (built-in rules, then the CRD schema); 400
         when a built-in object could not even be decoded (as a real server)."""
         errors: list[fe.FieldError] = []
-        if not subresource:
-            try:
+        try:
+            if subresource:
+                validation.reject_non_json_numbers(obj)
+            else:
                 errors += validation.validate(rtype, obj, old)
-            except validation.DecodeError as exc:
-                raise apierrors.bad_request(
-                    f'{rtype.kind} in version "{rtype.version}" cannot be handled as a'
-                    f" {rtype.kind}: {exc}"
-                ) from exc
+        except validation.DecodeError as exc:
+            raise apierrors.bad_request(
+                f'{rtype.kind} in version "{rtype.version}" cannot be handled as a'
+                f" {rtype.kind}: {exc}"
+            ) from exc
         errors += validate_schema(rtype.schema, obj)
         if errors:
             name = str(meta(obj).get("name") or "")

@@ -18,9 +18,9 @@ from typing import Any
 from ..fielderrors import FieldError
 from ..resources import ResourceType
 from . import core, gateway, names, pods, policy, workloads
-from .common import DecodeError, NameRule, validate_object_meta
+from .common import DecodeError, NameRule, reject_non_json_numbers, validate_object_meta
 
-__all__ = ["NAME_RULES", "RULES", "DecodeError", "validate"]
+__all__ = ["NAME_RULES", "RULES", "DecodeError", "reject_non_json_numbers", "validate"]
 
 Rule = Callable[[dict[str, Any], dict[str, Any] | None], list[FieldError]]
 
@@ -49,6 +49,7 @@ def validate(
     rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None = None
 ) -> list[FieldError]:
     """Every field error of ``obj`` (raises ``DecodeError`` when it cannot be decoded)."""
+    reject_non_json_numbers(obj)
     name_rule = NAME_RULES.get(rtype.store_key, names.dns1123_subdomain)
     errors = validate_object_meta(obj, name_rule)
     rule = RULES.get(rtype.store_key)

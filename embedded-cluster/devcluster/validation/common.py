@@ -11,6 +11,7 @@ the 256 KiB annotation budget, owner references).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,7 @@ from . import names
 
 NameRule = Callable[[str], list[str]]
 TOTAL_ANNOTATION_SIZE = 256 * 1024
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
 class DecodeError(Exception):
@@ -42,9 +44,14 @@ def want_int(value: Any, path: str) -> int | None:
     """An integer field: None when absent, DecodeError when of the wrong JSON type."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+    wrong = isinstance(value, bool) or not isinstance(value, int | float)
+    if wrong or not math.isfinite(value) or value != int(value):
         raise DecodeError(
             f"json: cannot unmarshal {_json_kind(value)} into Go struct field {path} of type int32"
+        )
+    if not INT32_MIN <= int(value) <= INT32_MAX:
+        raise DecodeError(
+            f"json: cannot unmarshal number {int(value)} into Go struct field {path} of type int32"
         )
     return int(value)
 
@@ -79,6 +86,20 @@ def want_dict(value: Any, path: str) -> dict[str, Any]:
             "map[string]interface {}"
         )
     return value
+
+
+def reject_non_json_numbers(value: Any) -> None:
+    """NaN and ±Infinity: Python's JSON parser accepts them, Go's does not (400)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            first = "N" if math.isnan(item) else ("-" if item < 0 else "I")
+            raise DecodeError(f"invalid character '{first}' looking for beginning of value")
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def key(path: str, name: str) -> str:

@@ -10,6 +10,7 @@ way ``resource.Quantity.Cmp`` does. Grammar and messages follow
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 
@@ -38,6 +39,8 @@ class QuantityError(ValueError):
 def parse_quantity(value: object) -> Fraction:
     """The exact value of a quantity given as a JSON string or number."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise QuantityError(FORMAT_WRONG)
+    if isinstance(value, float) and not math.isfinite(value):
         raise QuantityError(FORMAT_WRONG)
     if isinstance(value, int | float):
         return Fraction(value)

@@ -484,3 +484,36 @@ def test_container_restart_policy_is_for_native_sidecars_only(devcluster: DevClu
     assert probed.value.details["causes"][0]["field"] == (
         "spec.template.spec.initContainers[0].readinessProbe"
     )
+
+
+@pytest.mark.parametrize(
+    ("replicas", "cpu", "message"),
+    [
+        ("Infinity", '"1"', "invalid character 'I' looking for beginning of value"),
+        ("4294967296", '"1"', "cannot unmarshal number 4294967296 into Go struct field"),
+        ('"3"', '"1"', "cannot unmarshal string into Go struct field spec.replicas"),
+        ("1", "NaN", "invalid character 'N' looking for beginning of value"),
+        ("1", '"1e99999"', "unable to parse quantity's suffix"),
+    ],
+)
+def test_hostile_numbers_are_bad_requests_not_server_errors(
+    devcluster: DevCluster, replicas: str, cpu: str, message: str
+) -> None:
+    """Go's decoder refuses NaN/Infinity, int32 overflow and strings for integers (400);
+    Python's JSON parser accepts the first two, so the server must not store them."""
+    import httpx
+
+    body = (
+        '{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},"spec":{'
+        f'"replicas":{replicas},"selector":{{"matchLabels":{{"a":"b"}}}},"template":{{'
+        '"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"i",'
+        f'"resources":{{"limits":{{"cpu":{cpu}}}}}}}]}}}}}}}}'
+    )
+    response = httpx.post(
+        devcluster.url + "/apis/apps/v1/namespaces/default/deployments",
+        content=body,
+        headers={"Content-Type": "application/json"},
+    )
+    assert response.status_code == 400, response.text
+    assert message in response.json()["message"]
+    assert not devcluster.exists("apps/v1", "deployments", "d")
