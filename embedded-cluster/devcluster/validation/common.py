@@ -21,7 +21,6 @@ from . import names
 
 NameRule = Callable[[str], list[str]]
 TOTAL_ANNOTATION_SIZE = 256 * 1024
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
 class DecodeError(Exception):
@@ -40,18 +39,21 @@ def _json_kind(value: Any) -> str:
     return "null"
 
 
-def want_int(value: Any, path: str) -> int | None:
-    """An integer field: None when absent, DecodeError when of the wrong JSON type."""
+def want_int(value: Any, path: str, bits: int = 32) -> int | None:
+    """An integer field (int32 unless ``bits=64``): None when absent, DecodeError when of
+    the wrong JSON type or out of the Go type's range."""
     if value is None:
         return None
     wrong = isinstance(value, bool) or not isinstance(value, int | float)
     if wrong or not math.isfinite(value) or value != int(value):
         raise DecodeError(
-            f"json: cannot unmarshal {_json_kind(value)} into Go struct field {path} of type int32"
+            f"json: cannot unmarshal {_json_kind(value)} into Go struct field {path} of type"
+            f" int{bits}"
         )
-    if not INT32_MIN <= int(value) <= INT32_MAX:
+    if not -(2 ** (bits - 1)) <= int(value) < 2 ** (bits - 1):
         raise DecodeError(
-            f"json: cannot unmarshal number {int(value)} into Go struct field {path} of type int32"
+            f"json: cannot unmarshal number {int(value)} into Go struct field {path} of type"
+            f" int{bits}"
         )
     return int(value)
 

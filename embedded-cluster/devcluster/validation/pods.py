@@ -354,7 +354,7 @@ def validate_pod_spec(raw: Any, path: str) -> list[FieldError]:
             f"{path}.serviceAccountName", account, names.dns1123_subdomain(account)
         )
     grace = want_int(
-        spec.get("terminationGracePeriodSeconds"), f"{path}.terminationGracePeriodSeconds"
+        spec.get("terminationGracePeriodSeconds"), f"{path}.terminationGracePeriodSeconds", 64
     )
     if grace is not None and grace < 0:
         errors.append(
@@ -362,7 +362,7 @@ def validate_pod_spec(raw: Any, path: str) -> list[FieldError]:
                 f"{path}.terminationGracePeriodSeconds", grace, "must be greater than or equal to 0"
             )
         )
-    deadline = want_int(spec.get("activeDeadlineSeconds"), f"{path}.activeDeadlineSeconds")
+    deadline = want_int(spec.get("activeDeadlineSeconds"), f"{path}.activeDeadlineSeconds", 64)
     if deadline is not None and deadline < 1:
         errors.append(
             fe.invalid(

@@ -195,7 +195,7 @@ def _ids(raw: Any, path: str) -> list[FieldError]:
     context = want_dict(raw, path)
     errors: list[FieldError] = []
     for field in ("runAsUser", "runAsGroup", "fsGroup"):
-        value = want_int(context.get(field), f"{path}.{field}")
+        value = want_int(context.get(field), f"{path}.{field}", 64)
         if value is not None and not 0 <= value <= _MAX_ID:
             errors.append(
                 fe.invalid(f"{path}.{field}", value, f"must be between 0 and {_MAX_ID}, inclusive")

@@ -113,7 +113,7 @@ def job_rules(obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldErro
     errors: list[FieldError] = []
     for field in ("parallelism", "completions", "backoffLimit", "ttlSecondsAfterFinished"):
         errors += non_negative(spec.get(field), f"spec.{field}")
-    deadline = want_int(spec.get("activeDeadlineSeconds"), "spec.activeDeadlineSeconds")
+    deadline = want_int(spec.get("activeDeadlineSeconds"), "spec.activeDeadlineSeconds", 64)
     if deadline is not None and deadline <= 0:
         errors.append(fe.invalid("spec.activeDeadlineSeconds", deadline, "must be greater than 0"))
     errors += validate_selector(spec.get("selector"), "spec.selector")
