@@ -54,20 +54,43 @@ In pytest (``devcluster/testing.py``, a pytest11 plugin): fixtures ``devcluster`
 ``kubeconfig`` and
 ``run_operator(registry, **OperatorThread kwargs)`` (stopped at teardown).
 
-Semantics (``semantics.py``, ``lifecycle.py``, ``kinds.py``, ``schema.py``): uid, one
-global resourceVersion, generation (spec changes; content of spec-less kinds),
-creationTimestamp, generateName, 201/404/409/410/415/422 ``Status`` bodies, optimistic
-concurrency on PUT/PATCH, status subresource (CRDs that declare it, pods, deployments,
-replicasets, jobs, services, namespaces), PUT, merge / strategic (as merge) / JSON / apply
-(as merge, upsert) patches, no-op writes keep the resourceVersion, finalizers, garbage
+Semantics (``semantics.py``, ``lifecycle.py``, ``kinds.py``, ``schema.py``, ``validation/``,
+``strategic.py``, ``selectors.py``): uid, one global resourceVersion, generation (spec
+changes; content of spec-less kinds), creationTimestamp, generateName, 201/400/404/409/410/
+415/422 ``Status`` bodies (422 with ``details.causes``, one per field, worded as the API
+server words them: kubectl prints them), optimistic concurrency on PUT/PATCH, status
+subresource (CRDs that declare it, pods, deployments, replicasets, jobs, services,
+namespaces), PUT, merge / JSON patches, strategic-merge patches on built-in kinds (lists
+merged by their Go merge keys: containers, env and volumes by name, ports by
+containerPort, ...; ``$patch``, ``$retainKeys``, ``$setElementOrder``,
+``$deleteFromPrimitiveList``), no-op writes keep the resourceVersion, finalizers, garbage
 collection by owner uid (background, orphan; Jobs orphan by default), namespace and CRD
-cleanup, label/field selectors, watches resuming after ``resourceVersion`` (410 when
+cleanup, label selectors, field selectors on the fields each kind indexes (a CRD's
+``selectableFields`` included), watches resuming after ``resourceVersion`` (410 when
 compacted, ``timeoutSeconds``), ``?dryRun``, CRDs served on creation with printer columns,
-schema defaults, pruning and validation, built-in defaults and immutable fields, discovery,
-OpenAPI v3 probe for ``kubectl apply``, ``Table`` for ``kubectl get``. Not implemented:
-admission webhooks, CEL rules, RBAC/auth, protobuf (kubectl's imperative ``create
-deployment`` gets 415), aggregated discovery, ``kubectl explain``, real controllers (the
-kubelet modules play those).
+schema defaults, pruning and validation (types, bounds, enums, required, patterns,
+``x-kubernetes-list-type`` map/set keys; ``?fieldValidation=Strict``, kubectl's default,
+makes an unknown field a 400 instead of pruning it), built-in defaults and immutable
+fields, built-in validation of Pods, pod templates, Deployments, ReplicaSets, Jobs,
+Services, ConfigMaps, core Events, PodDisruptionBudgets, HorizontalPodAutoscalers and
+HTTPRoutes (names per kind, labels, annotations, containers, ports, quantities, requests
+<= limits, replicas, restart policies, tolerations, affinity; an unparsable quantity is a
+400 decode error), discovery, OpenAPI v3 with the CRDs' schemas (``kubectl explain`` and
+``kubectl apply``'s validation probe), ``Table`` for ``kubectl get``.
+
+Refused as a server without them refuses: server-side apply (415; kubectl says
+"Server-side apply not available"), strategic-merge patches on custom resources (415),
+field selectors on unindexed fields (400 "field label not supported"), protobuf bodies
+(415: kubectl's imperative ``create configmap``/``create deployment`` fail; ``create -f``
+and ``apply`` send JSON).
+
+Not implemented: admission webhooks, CEL rules (``x-kubernetes-validations``), ``format``
+checks, field managers, unknown fields of built-in kinds (kept; a real server drops them
+or, with ``Strict``, refuses them), RBAC/auth, aggregated discovery, OpenAPI schemas of
+built-in kinds (``kubectl explain deployment`` fails; ``/openapi/v2`` is not served:
+kubectl 1.27+ reads only v3), validation of rarely written built-in fields (security
+contexts beyond user and group ids, probes beyond their ports and handler, volume
+sources' own fields), real controllers (the kubelet modules play those).
 """
 
 from .apierrors import ApiError

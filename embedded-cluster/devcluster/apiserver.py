@@ -164,10 +164,13 @@ class ApiServer(kmock.KubernetesEmulator):
         rtype = registry.get(route.group, route.version, route.plural)
         if rtype is None or (route.namespace is not None and not rtype.namespaced):
             raise apierrors.resource_not_found()
-        if request.params.get("dryRun"):
-            with self.semantics.dry_run():
-                return await self._serve_resource(request, raw, route, rtype)
-        return await self._serve_resource(request, raw, route, rtype)
+        writing = raw.method in ("POST", "PUT", "PATCH")  # handled without awaiting
+        validation = request.params.get("fieldValidation") if writing else None
+        with self.semantics.strict_fields(validation):
+            if request.params.get("dryRun"):
+                with self.semantics.dry_run():
+                    return await self._serve_resource(request, raw, route, rtype)
+            return await self._serve_resource(request, raw, route, rtype)
 
     # --- resource paths ----------------------------------------------------------------
     async def _serve_resource(
@@ -199,6 +202,7 @@ class ApiServer(kmock.KubernetesEmulator):
         if method == "POST" and name is None:
             return _json(sem.create(rtype, ns, self._body(request)), 201)
         if method == "DELETE" and name is None:
+            sem.check_field_selector(rtype, params.get("fieldSelector"))
             matches = selector_matcher(params.get("labelSelector"), params.get("fieldSelector"))
             deleted = sem.delete_collection(rtype, route.namespace, matches, self._options(request))
             return _json(self._list_body(rtype, deleted, sem.store.rv, {}))
@@ -291,6 +295,7 @@ class ApiServer(kmock.KubernetesEmulator):
         params: Mapping[str, str],
     ) -> aiohttp.web.StreamResponse:
         fields = params.get("fieldSelector") or ""
+        self.semantics.check_field_selector(rtype, fields)
         if route.name:
             fields = ",".join(f for f in (fields, f"metadata.name={route.name}") if f)
         matches = selector_matcher(params.get("labelSelector"), fields)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import apierrors
+from . import apierrors, fielderrors
 from .objects import meta
 from .resources import ResourceType
 
@@ -57,7 +57,10 @@ def apply_kind_defaults(rtype: ResourceType, obj: dict[str, Any]) -> None:
 
 
 def _invalid(rtype: ResourceType, obj: dict[str, Any], message: str) -> apierrors.ApiError:
-    return apierrors.invalid(rtype.kind, rtype.group, str(meta(obj).get("name")), message)
+    name = str(meta(obj).get("name"))
+    return fielderrors.invalid_error(
+        rtype.kind, rtype.group, name, [fielderrors.from_text(message)]
+    )
 
 
 def _get(obj: dict[str, Any], path: str) -> Any:

@@ -1,4 +1,4 @@
-"""Pure helpers on object bodies: metadata stamping, generation, schema defaults, names.
+"""Pure helpers on object bodies: metadata stamping, generation, schema defaults.
 
 Kept apart from the request flow so each rule (what bumps ``generation``, which metadata a
 client may not change, what a CRD schema defaults) is one small function with one test.
@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import datetime
 import random
-import re
 from typing import Any
 
 # Metadata owned by the server: clients cannot set it on create nor change it on update.
@@ -24,7 +23,6 @@ SERVER_METADATA = (
     "managedFields",
 )
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # the API server's generateName alphabet
-_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
 def timestamp(now: datetime.datetime) -> str:
@@ -43,19 +41,6 @@ def meta(obj: dict[str, Any]) -> dict[str, Any]:
 
 def generated_name(prefix: str, rng: random.Random) -> str:
     return prefix + "".join(rng.choice(_NAME_CHARS) for _ in range(5))
-
-
-def name_problem(name: str) -> str | None:
-    """Why ``name`` is not a valid DNS-1123 subdomain (most resources need one), or None."""
-    if len(name) > 253:
-        return f"metadata.name: Invalid value: {name!r}: must be no more than 253 characters"
-    if not _NAME_RE.match(name):
-        return (
-            f"metadata.name: Invalid value: {name!r}: a lowercase RFC 1123 subdomain must "
-            "consist of lower case alphanumeric characters, '-' or '.', and must start and "
-            "end with an alphanumeric character"
-        )
-    return None
 
 
 def spec_part(obj: dict[str, Any]) -> Any:

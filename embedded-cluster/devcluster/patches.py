@@ -1,10 +1,8 @@
 """Patch documents: JSON merge patch (RFC 7386) and JSON patch (RFC 6902).
 
-Strategic-merge-patch is applied as a JSON merge patch: lists are replaced, not merged by
-key, and ``$patch``/``$retainKeys`` directives are dropped. That is the one deliberate
-simplification; the operator writes merge patches, and kubectl's client-side apply only
-needs the plain-merge subset for custom resources (which, on a real server, reject SMP).
-A failing ``test`` op is a ``PatchFailed`` (the server answers 422, which kopf relies on).
+Strategic-merge patches of built-in kinds live in ``strategic.py``; custom resources and
+server-side apply are refused (415) in ``semantics.py``. A failing ``test`` op is a
+``PatchFailed`` (the server answers 422, which kopf relies on).
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
     result = copy.deepcopy(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if isinstance(key, str) and key.startswith("$"):
-            continue  # strategic-merge directives: not supported, ignored (documented)
+            continue  # strategic-merge directives mean nothing in a merge patch: dropped
         if value is None:
             result.pop(key, None)
         else:

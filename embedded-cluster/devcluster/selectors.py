@@ -3,7 +3,11 @@
 Plain kmock ignores ``labelSelector``/``fieldSelector``: an operator listing "the Jobs of
 this revision" would see every Job and look correct in tests. Supported here: label
 ``=``, ``==``, ``!=``, ``in``, ``notin``, ``key`` (exists), ``!key``, ``>``/``<``; field
-``=``, ``==``, ``!=`` on any dotted path (``metadata.name``, ``involvedObject.uid``, ...).
+``=``, ``==``, ``!=`` on the field labels the API server indexes for the kind
+(``FIELD_LABELS``: ``metadata.name`` and ``metadata.namespace`` everywhere, pod
+``spec.nodeName`` and ``status.phase``, Event ``involvedObject.uid``, a CRD's
+``selectableFields``, ...). Any other field answers 400 ``BadRequest`` "field label not
+supported: <field>", as a real server does, instead of a silently empty list.
 """
 
 from __future__ import annotations
@@ -114,6 +118,68 @@ def label_matcher(text: str | None) -> Matcher:
     return match
 
 
+_EVENT_FIELDS = {
+    *(
+        f"involvedObject.{f}"
+        for f in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+    ),
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+}
+# Field labels beyond metadata.name/metadata.namespace, per (group, plural): the
+# AddFieldLabelConversionFunc registrations of each kind (pkg/apis/*/v1/conversion.go).
+FIELD_LABELS: dict[tuple[str, str], frozenset[str]] = {
+    ("", "pods"): frozenset(
+        {
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        }
+    ),
+    ("", "events"): frozenset(_EVENT_FIELDS),
+    ("events.k8s.io", "events"): frozenset(
+        _EVENT_FIELDS
+        | {f"regarding.{f}" for f in ("kind", "namespace", "name", "uid", "apiVersion")}
+        | {"reportingController"}
+    ),
+    ("", "namespaces"): frozenset({"status.phase"}),
+    ("", "secrets"): frozenset({"type"}),
+    ("", "nodes"): frozenset({"spec.unschedulable"}),
+    ("", "services"): frozenset({"spec.clusterIP", "spec.type"}),
+    ("apps", "replicasets"): frozenset({"status.replicas"}),
+    ("batch", "jobs"): frozenset({"status.successful"}),
+}
+_ALIASES = {"source": "source.component"}
+
+
+def field_labels(text: str | None) -> list[str]:
+    """The field names a field selector uses (400 on bad syntax)."""
+    labels = []
+    for part in _split_top_level(text or ""):
+        match = re.match(r"^\s*([A-Za-z0-9_.\-]+)\s*(==|!=|=)", part)
+        if not match:
+            raise bad_request(f"invalid field selector: {part!r}")
+        labels.append(match[1])
+    return labels
+
+
+def check_field_labels(
+    store_key: tuple[str, str], text: str | None, extra: frozenset[str] = frozenset()
+) -> None:
+    """400 ``field label not supported`` for a field the kind does not index."""
+    supported = FIELD_LABELS.get(store_key, frozenset()) | extra
+    for label in field_labels(text):
+        if label not in ("metadata.name", "metadata.namespace") and label not in supported:
+            raise bad_request(f"field label not supported: {label}")
+
+
 def _unescape(value: str) -> str:
     return re.sub(r"\\(.)", r"\1", value)
 
@@ -140,7 +206,7 @@ def field_matcher(text: str | None) -> Matcher:
         match = re.match(r"^\s*([A-Za-z0-9_.\-]+)\s*(==|!=|=)\s*(.*?)\s*$", part)
         if not match:
             raise bad_request(f"invalid field selector: {part!r}")
-        terms.append((match[1], match[2] != "!=", _unescape(match[3])))
+        terms.append((_ALIASES.get(match[1], match[1]), match[2] != "!=", _unescape(match[3])))
 
     def match_obj(obj: dict[str, Any]) -> bool:
         return all((_field_value(obj, path) == value) == equal for path, equal, value in terms)

@@ -19,7 +19,8 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import apierrors
+from . import apierrors, validation
+from . import fielderrors as fe
 from .kinds import apply_kind_defaults, validate_kind
 from .lifecycle import Lifecycle
 from .objects import (
@@ -27,7 +28,6 @@ from .objects import (
     apply_defaults,
     generated_name,
     meta,
-    name_problem,
     next_generation,
     owner_uids,
     prune,
@@ -35,10 +35,20 @@ from .objects import (
     timestamp,
 )
 from .patches import PatchFailed, PatchMalformed, json_patch, merge_patch
-from .resources import CRD_GROUP, CRD_PLURAL, Registry, ResourceType, types_from_crd
+from .resources import (
+    BUILTINS,
+    CRD_GROUP,
+    CRD_PLURAL,
+    Registry,
+    ResourceType,
+    types_from_crd,
+)
+from .schema import unknown_fields
 from .schema import validate as validate_schema
-from .selectors import selector_matcher
+from .selectors import check_field_labels, selector_matcher
 from .store import Store
+from .strategic import keys_for as strategic_keys
+from .strategic import strategic_merge_patch
 
 Clock = Callable[[], datetime.datetime]
 Schedule = Callable[[Callable[[], None]], None]
@@ -47,6 +57,14 @@ MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 APPLY = "application/apply-patch+yaml"
+
+
+_BUILTIN_KEYS = {(t.group, t.version, t.plural) for t in BUILTINS}
+
+
+def is_builtin(rtype: ResourceType) -> bool:
+    """A kind the server knows (Go types, strategic merge), not one a CRD defines."""
+    return (rtype.group, rtype.version, rtype.plural) in _BUILTIN_KEYS
 
 
 def utcnow() -> datetime.datetime:
@@ -75,6 +93,30 @@ class Semantics(Lifecycle):
         self.log_source: Callable[[str, str, str], str | None] | None = None
         self._next_ip = int(ipaddress.IPv4Address("10.96.0.10"))
         self._orphaning: set[str] = set()
+        self._strict = False  # set around a request with ?fieldValidation=Strict
+
+    @contextlib.contextmanager
+    def strict_fields(self, field_validation: str | None) -> Iterator[None]:
+        """``?fieldValidation=Strict`` (kubectl's default): an unknown field of a custom
+        resource is a 400 instead of being pruned silently. Built-in kinds carry no schema
+        here, so their unknown fields are kept (a real server would refuse or drop them)."""
+        before = self._strict
+        self._strict = (field_validation or "").lower() == "strict"
+        try:
+            yield
+        finally:
+            self._strict = before
+
+    def _refuse_unknown(self, rtype: ResourceType, obj: dict[str, Any]) -> None:
+        if not self._strict:
+            return
+        unknown = unknown_fields(rtype.schema, obj)
+        if unknown:
+            listed = ", ".join(f'unknown field "{field}"' for field in unknown[:20])
+            raise apierrors.bad_request(
+                f'{rtype.kind} in version "{rtype.version}" cannot be handled as a'
+                f" {rtype.kind}: strict decoding error: {listed}"
+            )
 
     @contextlib.contextmanager
     def dry_run(self) -> Iterator[None]:
@@ -100,6 +142,7 @@ class Semantics(Lifecycle):
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> tuple[list[dict[str, Any]], int]:
+        self.check_field_selector(rtype, field_selector)
         matches = selector_matcher(label_selector, field_selector)
         items = [
             self._present(rtype, obj)
@@ -107,6 +150,20 @@ class Semantics(Lifecycle):
             if matches(obj)
         ]
         return items, self.store.rv
+
+    def check_field_selector(self, rtype: ResourceType, field_selector: str | None) -> None:
+        """400 for a field selector on a field the kind does not index (a CRD indexes its
+        version's ``selectableFields``)."""
+        extra: set[str] = set()
+        if not is_builtin(rtype):
+            crd_name = f"{rtype.plural}.{rtype.group}"
+            crd = self.store.get((CRD_GROUP, CRD_PLURAL), "", crd_name) or {}
+            for version in (crd.get("spec") or {}).get("versions") or []:
+                if isinstance(version, dict) and version.get("name") == rtype.version:
+                    for selectable in version.get("selectableFields") or []:
+                        path = str((selectable or {}).get("jsonPath") or "")
+                        extra.add(path.removeprefix("."))
+        check_field_labels(rtype.store_key, field_selector, frozenset(extra))
 
     def _present(self, rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
         """The stored object as served under ``rtype``'s version (no conversion)."""
@@ -135,17 +192,15 @@ class Semantics(Lifecycle):
         if not name:
             prefix = metadata.get("generateName") or ""
             if not prefix:
-                raise apierrors.invalid(
-                    rtype.plural,
+                raise fe.invalid_error(
+                    rtype.kind,
                     rtype.group,
                     "",
-                    "metadata.name: Required value: name or generateName is required",
+                    [fe.required("metadata.name", "name or generateName is required")],
                 )
             name = generated_name(prefix, self.rng)
             while self.store.get(rtype.store_key, namespace, name) is not None:
                 name = generated_name(prefix, self.rng)
-        if rtype.kind != "Event" and (problem := name_problem(name)):
-            raise apierrors.invalid(rtype.plural, rtype.group, name, problem)
         if self.store.get(rtype.store_key, namespace, name) is not None:
             raise apierrors.already_exists(rtype.plural, rtype.group, name)
 
@@ -162,10 +217,11 @@ class Semantics(Lifecycle):
         obj["apiVersion"] = rtype.api_version
         obj["kind"] = rtype.kind
         self._initial_status(rtype, obj)
+        self._refuse_unknown(rtype, obj)
         apply_defaults(rtype.schema, prune(rtype.schema, obj))
         apply_kind_defaults(rtype, obj)
         validate_kind(rtype, obj)
-        self._check_schema(rtype, obj)
+        self._validate(rtype, obj)
         if rtype.store_key == (CRD_GROUP, CRD_PLURAL):
             self._accept_crd(obj)
         stored = self.store.commit(rtype.store_key, "ADDED", obj)
@@ -274,18 +330,26 @@ class Semantics(Lifecycle):
         subresource: str = "",
     ) -> dict[str, Any]:
         content_type = content_type.split(";", maxsplit=1)[0].strip().lower()
-        if content_type == APPLY and self.store.get(rtype.store_key, namespace, name) is None:
-            if not isinstance(body, dict):
-                raise apierrors.bad_request("an apply patch must be an object")
-            created = copy.deepcopy(body)
-            created.setdefault("metadata", {})["name"] = name
-            return self.create(rtype, namespace, created)
+        builtin = is_builtin(rtype)
+        if content_type == APPLY or (content_type == STRATEGIC and not builtin):
+            # Server-side apply (field managers, conflicts) is not implemented, and custom
+            # resources have no strategic-merge schema: refuse both, as a server without
+            # them does, rather than merge silently.
+            accepted = [JSON_PATCH, MERGE, *([STRATEGIC] if builtin else [])]
+            raise apierrors.ApiError(
+                415,
+                "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - accepted media types"
+                f" include: {', '.join(accepted)}",
+            )
         old = self._existing(rtype, namespace, name)
         try:
-            if content_type in (MERGE, STRATEGIC, APPLY):
+            if content_type == MERGE:
                 if not isinstance(body, dict):
                     raise apierrors.bad_request("a merge patch must be a JSON object")
                 candidate = merge_patch(old, body)
+            elif content_type == STRATEGIC:
+                candidate = strategic_merge_patch(old, body, strategic_keys(rtype.store_key))
             elif content_type == JSON_PATCH:
                 candidate = json_patch(old, body)
             else:
@@ -338,11 +402,12 @@ class Semantics(Lifecycle):
                     new["metadata"].pop(key, None)
             new["apiVersion"] = old.get("apiVersion", rtype.api_version)
             new["kind"] = rtype.kind
+        self._refuse_unknown(rtype, new)
         apply_defaults(rtype.schema, prune(rtype.schema, new))
         if not subresource:
             apply_kind_defaults(rtype, new)
             validate_kind(rtype, new, old)
-        self._check_schema(rtype, new)
+        self._validate(rtype, new, old, subresource)
         new["metadata"]["generation"] = next_generation(old, new)
         if same_except_version(old, new):
             return self._present(rtype, old)
@@ -355,11 +420,30 @@ class Semantics(Lifecycle):
             self.schedule(lambda: self.collect_if_orphaned(rtype.store_key, stored))
         return self._present(rtype, stored)
 
-    def _check_schema(self, rtype: ResourceType, obj: dict[str, Any]) -> None:
-        errors = validate_schema(rtype.schema, obj)
+    def _validate(
+        self,
+        rtype: ResourceType,
+        obj: dict[str, Any],
+        old: dict[str, Any] | None = None,
+        subresource: str = "",
+    ) -> None:
+        """422 with one cause per field error (built-in rules, then the CRD schema); 400
+        when a built-in object could not even be decoded (as a real server)."""
+        errors: list[fe.FieldError] = []
+        try:
+            if subresource:
+                validation.reject_non_json_numbers(obj)
+            else:
+                errors += validation.validate(rtype, obj, old)
+        except validation.DecodeError as exc:
+            raise apierrors.bad_request(
+                f'{rtype.kind} in version "{rtype.version}" cannot be handled as a'
+                f" {rtype.kind}: {exc}"
+            ) from exc
+        errors += validate_schema(rtype.schema, obj)
         if errors:
-            detail = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
-            raise apierrors.invalid(rtype.plural, rtype.group, str(meta(obj).get("name")), detail)
+            name = str(meta(obj).get("name") or "")
+            raise fe.invalid_error(rtype.kind, rtype.group, name, errors)
 
     # --- subresources ----------------------------------------------------------------------
     def pod_log(
@@ -400,6 +484,9 @@ class Semantics(Lifecycle):
         self, rtype: ResourceType, namespace: str, name: str, replicas: Any
     ) -> dict[str, Any]:
         if not isinstance(replicas, int) or replicas < 0:
-            raise apierrors.invalid(rtype.plural, rtype.group, name, "spec.replicas: Invalid value")
+            detail = "must be greater than or equal to 0"
+            raise fe.invalid_error(
+                "Scale", "autoscaling", name, [fe.invalid("spec.replicas", replicas, detail)]
+            )
         self.patch(rtype, namespace, name, {"spec": {"replicas": replicas}})
         return self.scale(rtype, namespace, name)

@@ -22,6 +22,10 @@ def cm(name: str, **meta: Any) -> dict[str, Any]:
     }
 
 
+POD_SPEC = {"containers": [{"name": "c", "image": "i"}]}
+JOB_POD_SPEC = {**POD_SPEC, "restartPolicy": "Never"}
+
+
 def deployment(name: str, replicas: int = 1, **meta: Any) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
@@ -30,7 +34,7 @@ def deployment(name: str, replicas: int = 1, **meta: Any) -> dict[str, Any]:
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": []}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": POD_SPEC},
         },
         "status": {"readyReplicas": 99},
     }
@@ -339,7 +343,7 @@ def test_orphan_propagation_and_job_default(devcluster: DevCluster) -> None:
             "apiVersion": "batch/v1",
             "kind": "Job",
             "metadata": {"name": "j"},
-            "spec": {"template": {"spec": {"containers": []}}},
+            "spec": {"template": {"spec": JOB_POD_SPEC}},
         }
     )
     devcluster.create(owned_by(job, cm("job-pod")))
@@ -418,7 +422,7 @@ def test_builtin_defaults(devcluster: DevCluster) -> None:
             "apiVersion": "batch/v1",
             "kind": "Job",
             "metadata": {"name": "j"},
-            "spec": {"template": {"spec": {"containers": []}}},
+            "spec": {"template": {"spec": JOB_POD_SPEC}},
         }
     )
     uid = job["metadata"]["uid"]
@@ -462,7 +466,7 @@ def test_builtin_validation_and_immutable_fields(devcluster: DevCluster) -> None
             "apiVersion": "batch/v1",
             "kind": "Job",
             "metadata": {"name": "j"},
-            "spec": {"template": {"spec": {"containers": []}}},
+            "spec": {"template": {"spec": JOB_POD_SPEC}},
         }
     )
     with pytest.raises(ApiError) as template:
@@ -470,9 +474,10 @@ def test_builtin_validation_and_immutable_fields(devcluster: DevCluster) -> None
             "batch/v1",
             "jobs",
             "j",
-            {"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}},
+            {"spec": {"template": {"spec": {"containers": [{"name": "c2", "image": "i"}]}}}},
         )
     assert template.value.code == 422
+    assert "field is immutable" in template.value.message
     devcluster.create(dict(cm("frozen"), immutable=True))
     with pytest.raises(ApiError):
         devcluster.patch("v1", "configmaps", "frozen", {"data": {"k": "changed"}})

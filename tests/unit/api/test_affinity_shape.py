@@ -99,3 +99,30 @@ def test_affinity_and_other_field_errors_are_reported_together() -> None:
     with pytest.raises(SpecErrors) as info:
         parse_spec(raw["spec"])
     assert {e.field for e in info.value.errors} == {f"{A}.nodeAfinity", "spec.replicas"}
+
+
+@pytest.mark.parametrize(
+    ("affinity", "field", "needle"), [c for c in CASES if "is not a field" not in c[2]]
+)
+def test_the_embedded_api_server_refuses_them_too(affinity: Any, field: str, needle: str) -> None:
+    """The check exists because the API server refuses these in a pod template; the
+    embedded API's ValidateAffinity agrees (400 when it cannot decode, else 422). Unknown
+    fields are the exception: a real server drops them from built-in objects."""
+    from devcluster import validation
+    from devcluster.resources import Registry
+
+    deployments = Registry().get("apps", "v1", "deployments")
+    assert deployments is not None
+    template = {
+        "metadata": {"labels": {"app": "q"}},
+        "spec": {"containers": [{"name": "c", "image": "i"}], "affinity": affinity},
+    }
+    body = {
+        "metadata": {"name": "q"},
+        "spec": {"selector": {"matchLabels": {"app": "q"}}, "template": template},
+    }
+    try:
+        errors = validation.validate(deployments, body)
+    except validation.DecodeError:
+        return
+    assert errors, affinity
