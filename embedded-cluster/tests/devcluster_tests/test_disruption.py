@@ -22,7 +22,10 @@ def _deployment(cluster: DevCluster, replicas: int) -> dict[str, Any]:
             "spec": {
                 "replicas": replicas,
                 "selector": {"matchLabels": APP},
-                "template": {"metadata": {"labels": APP}, "spec": {"containers": []}},
+                "template": {
+                    "metadata": {"labels": APP},
+                    "spec": {"containers": [{"name": "c", "image": "x"}]},
+                },
             },
         }
     )
