@@ -13,6 +13,10 @@ One pass, for a valid spec whose revision D differs from the stable revision S:
   D rejected  -> delete D's Deployment and Job; S keeps serving, untouched
 and when D == S, keep S at ``replicas`` and retire everything else. A child name held by an
 object this resource does not own (``Observed.foreign``) stops the pass: Stalled, no action.
+
+D is the revision this operator renders the spec into, except when S was rendered from the
+same spec by an earlier operator (same spec digest, another template): then D = S, nothing
+rolls, and OperatorUpdatePending says so until a person asks for it (``upgrade.py``).
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ from vllm_operator.engine.extra_args import unknown_version_note
 from vllm_operator.engine.policy import LaunchPlan, plan_launch
 from vllm_operator.errors import SpecErrors
 from vllm_operator.render import names
-from vllm_operator.render.revision import revision_hash
-from vllm_operator.rollout import conflicts, held, ledger, references, steps, twin
+from vllm_operator.render.revision import revision_hash, spec_digest
+from vllm_operator.rollout import conflicts, held, ledger, references, steps, twin, upgrade
 from vllm_operator.rollout.actions import Plan
 from vllm_operator.rollout.context import Pass, Settings
 from vllm_operator.rollout.observed import Observed
@@ -68,7 +72,12 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
         status = held.invalid_spec(state, parsed, stable)
         return _finish(state, status)
     vd, launch = parsed
-    desired = revision_hash(vd.spec)
+    rendered = revision_hash(vd.spec, launch)
+    digest = spec_digest(vd.spec)
+    # An unchanged spec rendered differently by this operator keeps its stable revision
+    # until a person asks to roll it (rollout/upgrade.py).
+    update = upgrade.detect(observed, stable, rendered, digest)
+    desired = upgrade.target(update, rendered)
     if observed.foreign:
         # A child name is held by an object this resource does not own: touch nothing.
         status = conflicts.name_conflict(state, stable, desired, vd.spec.gate.enabled)
@@ -79,6 +88,10 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
             state.event(
                 "Warning", "FlagsCheckedAgainstOlderRelease" if older else "EngineWarning", warning
             )
+    if update is not None:
+        upgrade.announce(state, update)
+    if desired == rendered:
+        upgrade.record_digest(state, desired, digest)
     steps.handle_requests(state, desired, stable)
     if desired == stable:
         outcome, candidate = steps.steady(state, vd, launch, desired), None
@@ -94,6 +107,7 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
         desired=desired,
         stable=stable,
         candidate=candidate,
+        operator_update=update,
     )
     return _finish(state, status)
 
@@ -107,6 +121,7 @@ def _status(
     desired: str,
     stable: str | None,
     candidate: str | None,
+    operator_update: upgrade.OperatorUpdate | None = None,
 ) -> VLLMDeploymentStatus:
     observed = state.observed
     fallback = {
@@ -154,6 +169,7 @@ def _status(
         warnings=launch.warnings,
         gate=(gate_status, gate_reason, gate_message),
         flags_note=_flags_note(launch) if launch.flags_from_older_release else "",
+        operator_update=operator_update.condition() if operator_update is not None else None,
     )
 
 
