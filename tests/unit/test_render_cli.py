@@ -20,9 +20,9 @@ import yaml
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.errors import SpecErrors
 from vllm_operator.render import render_all
-from vllm_operator.render.cli import run
 from vllm_operator.render.labels import REVISION_LABEL, ROLE_LABEL
 from vllm_operator.rollout import Create, Settings, observe, plan
+from vllm_operator.rollout.render_cli import run
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
