@@ -33,6 +33,8 @@ from vllm_operator.rollout.observed import SPEC_DIGEST_ANNOTATION, Observed
 ROLL_ANNOTATION = f"{DOMAIN}/roll-operator-update"
 ROLL_ALWAYS = "true"
 
+MAX_SHOWN = 64
+
 REASON_PENDING = "TemplateChanged"
 REASON_NO_DIGEST = "SpecDigestUnknown"
 REASON_ROLLING = "RollRequested"
@@ -67,7 +69,9 @@ class OperatorUpdate:
             "next change of the spec rolls it too"
         )
         if self.request is not None:
-            text += f" (the annotation names {self.request!r}, not revision {self.rendered})"
+            # Quoted short: an annotation value may be up to 256 KiB, a message is bounded.
+            shown = self.request[:MAX_SHOWN] + ("..." if len(self.request) > MAX_SHOWN else "")
+            text += f" (the annotation names {shown!r}, not revision {self.rendered})"
         if not self.recorded:
             return REASON_NO_DIGEST, (
                 f"revision {self.stable} records no spec digest (made by an operator before "

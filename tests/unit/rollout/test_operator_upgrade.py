@@ -166,6 +166,16 @@ def test_an_annotation_naming_another_revision_rolls_nothing() -> None:
     assert "'abcdef0123'" in w.condition("OperatorUpdatePending")["message"]
 
 
+def test_a_huge_annotation_value_is_quoted_short() -> None:
+    w, _new = upgraded()
+    w.annotate(ROLL_ANNOTATION, "x" * 200_000)
+    p = w.settle()
+    assert p.actions == ()
+    message = w.condition("OperatorUpdatePending")["message"]
+    assert "'" + "x" * 64 + "...'" in message
+    assert len(message) < 1000
+
+
 def test_a_deployment_without_a_digest_is_taken_as_the_current_spec() -> None:
     w, new = upgraded()
     del w.deployment(OLD)["metadata"]["annotations"][SPEC_DIGEST_ANNOTATION]
