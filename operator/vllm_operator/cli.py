@@ -26,7 +26,8 @@ class Command(NamedTuple):
 COMMANDS: dict[str, Command] = {
     "run": Command("vllm_operator.handlers.cli", "start the operator (kopf) against a cluster"),
     "render": Command(
-        "vllm_operator.render.cli", "print the manifests a VLLMDeployment becomes (no cluster)"
+        "vllm_operator.rollout.render_cli",
+        "print the manifests a VLLMDeployment becomes (no cluster)",
     ),
     "crds": Command(
         "vllm_operator.api.cli", "write the CustomResourceDefinition from the API models"

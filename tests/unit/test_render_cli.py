@@ -10,6 +10,7 @@ import copy
 import io
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,9 @@ import yaml
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.errors import SpecErrors
 from vllm_operator.render import render_all
-from vllm_operator.render.cli import run
+from vllm_operator.render.labels import REVISION_LABEL, ROLE_LABEL
+from vllm_operator.rollout import Create, Settings, observe, plan
+from vllm_operator.rollout.render_cli import run
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -38,9 +41,9 @@ def base() -> dict[str, Any]:
     }
 
 
-def cli(argv: list[str], stdin: str = "") -> tuple[int, str, str]:
+def cli(argv: list[str], stdin: str = "", now: datetime | None = None) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    code = run(argv, PROG, io.StringIO(stdin), out, err)
+    code = run(argv, PROG, io.StringIO(stdin), out, err, now=now)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -213,14 +216,17 @@ def test_invalid_spec_via_cli(
     assert any(needle in line for line in lines), err
 
 
+FIRST_REVISION = ["Service", "Deployment", "Job", "Service", "PodDisruptionBudget"]
+
+
 def test_examples_render_as_a_yaml_stream() -> None:
     argv = [arg for path in EXAMPLES for arg in ("-f", str(path))]
     code, out, err = cli(argv)
     assert code == 0, err
     docs = list(yaml.safe_load_all(out))
-    assert len(docs) == 3 * len(EXAMPLES)
+    assert len(docs) == len(FIRST_REVISION) * len(EXAMPLES)
     assert out.count("\n---\n") == len(docs) - 1
-    assert [d["kind"] for d in docs[:3]] == ["Deployment", "Service", "Service"]
+    assert [d["kind"] for d in docs] == FIRST_REVISION * len(EXAMPLES)
     # The 0.16 example's mode has no effect there: a warning on stderr, not an error.
     assert "warning:" in err
     assert "no effect before vLLM 0.17.0" in err
@@ -233,8 +239,8 @@ def test_stdin_and_several_documents_per_file() -> None:
     code, out, _ = cli(["-f", "-"], stdin=stream)
     assert code == 0
     names = [d["metadata"]["name"] for d in yaml.safe_load_all(out)]
-    assert names[1:3] == ["qwen", "qwen--candidate"]
-    assert names[4:6] == ["other", "other--candidate"]
+    assert [names[0], names[3]] == ["qwen--candidate", "qwen"]
+    assert [names[5], names[8]] == ["other--candidate", "other"]
 
 
 def test_one_invalid_document_prints_no_manifest(tmp_path: Path) -> None:
@@ -302,7 +308,43 @@ def test_console_script_end_to_end() -> None:
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
-    deployment = next(yaml.safe_load_all(proc.stdout))
+    deployment = next(d for d in yaml.safe_load_all(proc.stdout) if d["kind"] == "Deployment")
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--performance-mode") + 1] == "throughput"
     assert "--enforce-eager" not in args
+
+
+NOW = datetime(2026, 5, 1, 9, 30, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_render_starts_with_exactly_the_planners_first_pass(path: Path) -> None:
+    resource = yaml.safe_load(path.read_text())
+    code, out, err = cli(["-f", str(path), "--bench-image", "op:9"], now=NOW)
+    assert code == 0, err
+    docs = list(yaml.safe_load_all(out))
+    first = plan(observe(resource), NOW, Settings(bench_image="op:9"))
+    creates = [dict(a.manifest) for a in first.actions if isinstance(a, Create)]
+    assert [a for a in first.actions if not isinstance(a, Create)] == []
+    assert docs[: len(creates)] == creates
+    deployment = creates[1]
+    assert deployment["kind"] == "Deployment"
+    assert deployment["spec"]["replicas"] == 1  # the candidate, not spec.replicas
+    assert deployment["metadata"]["labels"][ROLE_LABEL] == "candidate"
+    # The rest: the benchmark Job, the serving Service and its budget, of the same revision.
+    revision = deployment["metadata"]["labels"][REVISION_LABEL]
+    job, serving, budget = docs[len(creates) :]
+    assert budget["metadata"]["name"] == f"{resource['metadata']['name']}--{revision}"
+    assert job["metadata"]["name"] == f"{resource['metadata']['name']}--gate-{revision}-1"
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "op:9"
+    assert serving["metadata"]["name"] == resource["metadata"]["name"]
+    assert serving["spec"]["selector"][REVISION_LABEL] == revision
+
+
+def test_render_without_gate_has_no_job() -> None:
+    resource = base()
+    resource["spec"]["gate"] = {"enabled": False}
+    code, out, err = cli(["-f", "-"], stdin=yaml.safe_dump(resource), now=NOW)
+    assert code == 0, err
+    kinds = [d["kind"] for d in yaml.safe_load_all(out)]
+    assert kinds == ["Service", "Deployment", "Service", "PodDisruptionBudget"]

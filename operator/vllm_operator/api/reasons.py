@@ -47,10 +47,12 @@ class EventReason(StrEnum):
     AutoscalerCreated = "AutoscalerCreated"
     AutoscalerMoved = "AutoscalerMoved"
     AutoscalerRemoved = "AutoscalerRemoved"
+    OperatorUpdatePending = "OperatorUpdatePending"
+    OperatorUpdateRolling = "OperatorUpdateRolling"
 
 
 class ConditionReason(StrEnum):
-    """Reason of a condition (Ready, Reconciling, Stalled, GatePassed, FlagsChecked)."""
+    """Reason of a condition (Ready, Reconciling, Stalled, GatePassed, FlagsChecked, ...)."""
 
     # Ready (and Reconciling/Stalled while True): where the rollout stands.
     Serving = "Serving"
@@ -82,6 +84,10 @@ class ConditionReason(StrEnum):
     AbortedByPerson = "AbortedByPerson"
     # FlagsChecked.
     NearestOlderRelease = "NearestOlderRelease"
+    # OperatorUpdatePending (rollout/upgrade.py).
+    TemplateChanged = "TemplateChanged"
+    SpecDigestUnknown = "SpecDigestUnknown"
+    RollRequested = "RollRequested"
 
 
 # Two tables, not one: a StrEnum member equals its string, so EventReason.GatePassed and
@@ -119,6 +125,8 @@ EVENT_MEANINGS: dict[EventReason, str] = {
     EventReason.AutoscalerCreated: "the serving revision's autoscaler was created",
     EventReason.AutoscalerMoved: "the autoscaler now targets the promoted revision",
     EventReason.AutoscalerRemoved: "an autoscaler the spec no longer asks for was deleted",
+    EventReason.OperatorUpdatePending: "this operator renders the unchanged spec differently",
+    EventReason.OperatorUpdateRolling: "a person asked to gate and roll the operator update",
 }
 
 CONDITION_MEANINGS: dict[ConditionReason, str] = {
@@ -148,4 +156,7 @@ CONDITION_MEANINGS: dict[ConditionReason, str] = {
     ConditionReason.PromotedByPerson: "GatePassed=True: a person promoted it",
     ConditionReason.AbortedByPerson: "GatePassed=False: a person aborted it",
     ConditionReason.NearestOlderRelease: "FlagsChecked=False: flags checked with an older parser",
+    ConditionReason.TemplateChanged: "OperatorUpdatePending=True: new template, same spec",
+    ConditionReason.SpecDigestUnknown: "OperatorUpdatePending=True: the stable records no digest",
+    ConditionReason.RollRequested: "OperatorUpdatePending=True: the update is being gated",
 }

@@ -26,7 +26,9 @@ Phase = Literal[
     "Failed",
 ]
 ConditionStatus = Literal["True", "False", "Unknown"]
-ConditionType = Literal["Ready", "Reconciling", "Stalled", "GatePassed", "FlagsChecked"]
+ConditionType = Literal[
+    "Ready", "Reconciling", "Stalled", "GatePassed", "FlagsChecked", "OperatorUpdatePending"
+]
 
 HISTORY_LIMIT = 10
 
@@ -35,8 +37,10 @@ class Condition(APIModel):
     """A kstatus-compatible condition."""
 
     type: ConditionType = Field(
-        description="Ready, Reconciling, Stalled, GatePassed or FlagsChecked (present only when "
-        "the vLLM version is newer than every recorded flag table)."
+        description="Ready, Reconciling, Stalled, GatePassed, FlagsChecked (present only when "
+        "the vLLM version is newer than every recorded flag table) or OperatorUpdatePending "
+        "(present only when this operator renders the unchanged spec into pods that differ "
+        "from the serving revision's; annotate vllm-operator.dev/roll-operator-update to roll)."
     )
     status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str = Field(default="", max_length=1024, description="CamelCase machine reason.")

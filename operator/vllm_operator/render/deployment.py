@@ -17,9 +17,11 @@ import json
 from typing import Any
 
 from vllm_operator.api.resource import VLLMDeployment
+from vllm_operator.api.spec import VLLMDeploymentSpec
 from vllm_operator.engine import entrypoint, probes
 from vllm_operator.engine.policy import LaunchPlan
 from vllm_operator.render import labels
+from vllm_operator.render.identity import IDENTITY_LABELS, with_identity
 from vllm_operator.render.names import deployment_name
 from vllm_operator.render.validate import check
 
@@ -69,7 +71,7 @@ def launch_plan_annotation(vd: VLLMDeployment, plan: LaunchPlan) -> str:
     )
 
 
-def _env(vd: VLLMDeployment, plan: LaunchPlan) -> list[dict[str, Any]]:
+def _env(spec: VLLMDeploymentSpec, plan: LaunchPlan) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [
         {"name": k, "value": v} for k, v in entrypoint.environment(plan.library_path_fix).items()
     ]
@@ -81,7 +83,7 @@ def _env(vd: VLLMDeployment, plan: LaunchPlan) -> list[dict[str, Any]]:
     # Triton, FlashInfer, DeepGEMM and vLLM's config root write under $HOME.
     env.append({"name": "HOME", "value": HOME_PATH})
     env.append({"name": "USER", "value": USER_NAME})
-    secret = vd.spec.model.hf_token_secret
+    secret = spec.model.hf_token_secret
     if secret is not None:
         env.append(
             {
@@ -89,7 +91,7 @@ def _env(vd: VLLMDeployment, plan: LaunchPlan) -> list[dict[str, Any]]:
                 "valueFrom": {"secretKeyRef": {"name": secret.name, "key": secret.key}},
             }
         )
-    api_key = vd.spec.engine.api_key_secret
+    api_key = spec.engine.api_key_secret
     if api_key is not None:
         # An env var, not `--api-key $(VLLM_API_KEY)` in args: vLLM reads VLLM_API_KEY itself
         # as the default of --api-key, so the key never enters argv (visible in ps and
@@ -104,16 +106,16 @@ def _env(vd: VLLMDeployment, plan: LaunchPlan) -> list[dict[str, Any]]:
                 "valueFrom": {"secretKeyRef": {"name": api_key.name, "key": api_key.key}},
             }
         )
-    env += [{"name": var.name, "value": kube_literal(var.value)} for var in vd.spec.engine.env]
+    env += [{"name": var.name, "value": kube_literal(var.value)} for var in spec.engine.env]
     return env
 
 
-def _volumes(vd: VLLMDeployment) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _volumes(spec: VLLMDeploymentSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     volumes: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
     for name, claim, path in (
-        ("hf-home", vd.spec.model.weights_cache, HF_HOME),
-        ("vllm-cache", vd.spec.engine.compile_cache, VLLM_CACHE_ROOT),
+        ("hf-home", spec.model.weights_cache, HF_HOME),
+        ("vllm-cache", spec.engine.compile_cache, VLLM_CACHE_ROOT),
     ):
         mount: dict[str, Any] = {"name": name, "mountPath": path}
         if claim is None:
@@ -138,15 +140,15 @@ def _volumes(vd: VLLMDeployment) -> tuple[list[dict[str, Any]], list[dict[str, A
     volumes.append(
         {
             "name": "dshm",
-            "emptyDir": {"medium": "Memory", "sizeLimit": vd.spec.resources.shared_memory},
+            "emptyDir": {"medium": "Memory", "sizeLimit": spec.resources.shared_memory},
         }
     )
     mounts.append({"name": "dshm", "mountPath": SHM_PATH})
     return volumes, mounts
 
 
-def _resources(vd: VLLMDeployment) -> dict[str, Any]:
-    res = vd.spec.resources
+def _resources(spec: VLLMDeploymentSpec) -> dict[str, Any]:
+    res = spec.resources
     amounts: dict[str, Any] = {res.gpu_resource_name: str(res.gpus)}
     if res.cpu is not None:
         amounts["cpu"] = res.cpu
@@ -155,18 +157,18 @@ def _resources(vd: VLLMDeployment) -> dict[str, Any]:
     return {"limits": dict(amounts), "requests": dict(amounts)}
 
 
-def _container(vd: VLLMDeployment, plan: LaunchPlan) -> dict[str, Any]:
-    port = vd.spec.service.port
-    volumes_mounts = _volumes(vd)[1]
+def _container(spec: VLLMDeploymentSpec, plan: LaunchPlan) -> dict[str, Any]:
+    port = spec.service.port
+    volumes_mounts = _volumes(spec)[1]
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
-        "image": vd.spec.engine.image,
+        "image": spec.engine.image,
         "imagePullPolicy": "IfNotPresent",
         "command": entrypoint.command(),
         "args": [kube_literal(arg) for arg in plan.args],
         "ports": [{"name": PORT_NAME, "containerPort": port, "protocol": "TCP"}],
-        "env": _env(vd, plan),
-        "resources": _resources(vd),
+        "env": _env(spec, plan),
+        "resources": _resources(spec),
         "volumeMounts": volumes_mounts,
         # Non-root (see RUN_AS_USER), no capabilities, no privilege escalation. The root
         # filesystem stays writable: JIT compilers (Triton, Inductor, FlashInfer) write
@@ -178,12 +180,12 @@ def _container(vd: VLLMDeployment, plan: LaunchPlan) -> dict[str, Any]:
         },
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
-    container.update(probes.probes(port, plan.compiled, vd.spec.probes.warmup_budget_seconds))
+    container.update(probes.probes(port, plan.compiled, spec.probes.warmup_budget_seconds))
     return container
 
 
-def _pod_spec(vd: VLLMDeployment, plan: LaunchPlan) -> dict[str, Any]:
-    sched = vd.spec.scheduling
+def _pod_spec(spec: VLLMDeploymentSpec, plan: LaunchPlan) -> dict[str, Any]:
+    sched = spec.scheduling
     pod: dict[str, Any] = {
         # A Service named like an env prefix (vllm -> VLLM_PORT) would break vLLM.
         "enableServiceLinks": False,
@@ -197,8 +199,8 @@ def _pod_spec(vd: VLLMDeployment, plan: LaunchPlan) -> dict[str, Any]:
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
-        "containers": [_container(vd, plan)],
-        "volumes": _volumes(vd)[0],
+        "containers": [_container(spec, plan)],
+        "volumes": _volumes(spec)[0],
     }
     if sched.node_selector:
         pod["nodeSelector"] = dict(sched.node_selector)
@@ -213,15 +215,31 @@ def _pod_spec(vd: VLLMDeployment, plan: LaunchPlan) -> dict[str, Any]:
     return pod
 
 
+def pod_template(spec: VLLMDeploymentSpec, plan: LaunchPlan) -> dict[str, Any]:
+    """The pod template of ``spec`` without its identity (``render/identity.py``).
+
+    Everything the pods of a revision run comes from here, and the revision is the hash of
+    exactly this (``render/revision.py``): change anything in it and the revision changes.
+    """
+    return {
+        "metadata": {
+            "labels": {
+                k: v for k, v in labels.common_labels("").items() if k not in IDENTITY_LABELS
+            },
+        },
+        "spec": _pod_spec(spec, plan),
+    }
+
+
 def render_deployment(vd: VLLMDeployment, revision: str, replicas: int) -> dict[str, Any]:
     """The apps/v1 Deployment running ``revision`` of ``vd`` with ``replicas`` pods.
 
+    The operator passes ``revision_hash(vd.spec)``, the hash of the template rendered here.
     Raises ``SpecErrors`` when ``vd`` cannot be run. No ownerReferences: the operator adds
     them (it knows the uid).
     """
     plan = check(vd)
     name = vd.metadata.name
-    pod_labels = labels.revision_labels(name, revision)
     annotations = {
         labels.REVISION_ANNOTATION: revision,
         labels.LAUNCH_PLAN_ANNOTATION: launch_plan_annotation(vd, plan),
@@ -232,7 +250,7 @@ def render_deployment(vd: VLLMDeployment, revision: str, replicas: int) -> dict[
         "metadata": {
             "name": deployment_name(name, revision),
             "namespace": vd.metadata.namespace,
-            "labels": dict(pod_labels),
+            "labels": labels.revision_labels(name, revision),
             "annotations": annotations,
         },
         "spec": {
@@ -244,12 +262,6 @@ def render_deployment(vd: VLLMDeployment, revision: str, replicas: int) -> dict[
                 "type": "RollingUpdate",
                 "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
             },
-            "template": {
-                "metadata": {
-                    "labels": pod_labels,
-                    "annotations": {labels.REVISION_ANNOTATION: revision},
-                },
-                "spec": _pod_spec(vd, plan),
-            },
+            "template": with_identity(pod_template(vd.spec, plan), name, revision),
         },
     }

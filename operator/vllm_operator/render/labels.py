@@ -29,11 +29,15 @@ LAUNCH_PLAN_ANNOTATION = f"{DOMAIN}/launch-plan"
 ATTEMPT_ANNOTATION = f"{DOMAIN}/attempt"  # a benchmark Job's gate attempt
 STARTED_ANNOTATION = f"{DOMAIN}/started-at"  # when a candidate or twin was created
 BASELINE_MODE_ANNOTATION = f"{DOMAIN}/baseline-mode"  # a Job's baseline: twin or stored
+# The spec digest a revision's Deployment was created from (render/revision.py spec_digest).
+SPEC_DIGEST_ANNOTATION = f"{DOMAIN}/spec-digest"
 # Requests of people on the VLLMDeployment, and the operator's record of those it handled.
 PROMOTE_ANNOTATION = f"{DOMAIN}/promote"
 ABORT_ANNOTATION = f"{DOMAIN}/abort"
 RERUN_ANNOTATION = f"{DOMAIN}/rerun-gate"
 HANDLED_ANNOTATION = f"{DOMAIN}/handled"
+# Roll a pending operator update (rollout/upgrade.py): the new revision, or "true".
+ROLL_OPERATOR_UPDATE_ANNOTATION = f"{DOMAIN}/roll-operator-update"
 # Not ours: the GPU product NVIDIA's GPU feature discovery puts on nodes.
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 

@@ -1,8 +1,9 @@
-"""What ``vllm-operator render`` prints: the first revision of a VLLMDeployment.
+"""The objects of a VLLMDeployment's current revision once it serves, rendered directly.
 
-Before any revision is stable the first one serves directly, so the preview is its
-Deployment at ``spec.replicas``, the serving Service selecting it and the candidate Service
-(which the operator keeps for later revisions).
+A library helper for tools and tests that want the Deployment at ``spec.replicas`` and the
+two Services without a rollout. ``vllm-operator render`` does not print this: it prints what
+the planner creates for a first revision, one-replica candidate first
+(``rollout/preview.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from vllm_operator.render.services import render_candidate_service, render_servi
 
 
 def render_all(vd: VLLMDeployment) -> list[dict[str, Any]]:
-    """Deployment, serving Service and candidate Service; raises ``SpecErrors``."""
+    """Deployment (at ``spec.replicas``), serving Service and candidate Service of the
+    spec's revision; raises ``SpecErrors``."""
     revision = revision_hash(vd.spec)
     return [
         render_deployment(vd, revision, vd.spec.replicas),

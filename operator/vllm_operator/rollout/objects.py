@@ -12,19 +12,24 @@ from collections.abc import Mapping
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.render import labels
 from vllm_operator.render.deployment import render_deployment
+from vllm_operator.render.revision import spec_digest
 from vllm_operator.rollout import ledger
 from vllm_operator.rollout.actions import Patch
 from vllm_operator.rollout.context import Pass
-from vllm_operator.rollout.observed import STARTED_ANNOTATION, DeploymentView
+from vllm_operator.rollout.observed import (
+    SPEC_DIGEST_ANNOTATION,
+    STARTED_ANNOTATION,
+    DeploymentView,
+)
 
 
 def create_deployment(
     state: Pass, vd: VLLMDeployment, revision: str, replicas: int, role: str
 ) -> None:
     manifest = render_deployment(vd, revision, replicas)
-    manifest["metadata"].setdefault("annotations", {})[STARTED_ANNOTATION] = ledger.timestamp(
-        state.now
-    )
+    annotations = manifest["metadata"].setdefault("annotations", {})
+    annotations[STARTED_ANNOTATION] = ledger.timestamp(state.now)
+    annotations[SPEC_DIGEST_ANNOTATION] = spec_digest(vd.spec)
     state.create(manifest, role)
 
 

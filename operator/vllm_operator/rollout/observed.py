@@ -29,6 +29,8 @@ ATTEMPT_ANNOTATION = labels.ATTEMPT_ANNOTATION
 JOB_LABEL = labels.JOB_LABEL
 # twin or stored: what the Job measured its candidate against (set when it is created).
 BASELINE_MODE_ANNOTATION = labels.BASELINE_MODE_ANNOTATION
+# The spec digest a revision's Deployment was created from (render/revision.py spec_digest).
+SPEC_DIGEST_ANNOTATION = labels.SPEC_DIGEST_ANNOTATION
 
 
 def parse_time(text: object) -> datetime | None:
@@ -113,6 +115,8 @@ class DeploymentView:
     component: str | None = None
     # The raw pod template: a twin of this revision is started from it.
     template: Mapping[str, Any] = field(default_factory=dict)
+    # The spec digest it was created from; None on Deployments older than the annotation.
+    spec_digest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -326,7 +330,12 @@ def deployment_view(obj: Mapping[str, Any]) -> DeploymentView | None:
         deleting=bool(meta.get("deletionTimestamp")),
         component=meta_labels.get(labels.COMPONENT_LABEL),
         template=template,
+        spec_digest=_str_or_none(annotations.get(SPEC_DIGEST_ANNOTATION)),
     )
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def service_view(obj: Mapping[str, Any]) -> ServiceView:

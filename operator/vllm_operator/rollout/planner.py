@@ -16,6 +16,10 @@ and when D == S, keep S at ``replicas`` (under autoscaling: leave the count to t
 autoscaler) and retire everything else. The serving revision, and only it, has a
 PodDisruptionBudget (``scaling.follow``). A child name held by an
 object this resource does not own (``Observed.foreign``) stops the pass: Stalled, no action.
+
+D is the revision this operator renders the spec into, except when S was rendered from the
+same spec by an earlier operator (same spec digest, another template): then D = S, nothing
+rolls, and OperatorUpdatePending says so until a person asks for it (``upgrade.py``).
 """
 
 from __future__ import annotations
@@ -29,8 +33,17 @@ from vllm_operator.engine.extra_args import unknown_version_note
 from vllm_operator.engine.policy import LaunchPlan, plan_launch
 from vllm_operator.errors import SpecErrors
 from vllm_operator.render import names
-from vllm_operator.render.revision import revision_hash
-from vllm_operator.rollout import conflicts, held, ledger, references, scaling, steps, twin
+from vllm_operator.render.revision import revision_hash, spec_digest
+from vllm_operator.rollout import (
+    conflicts,
+    held,
+    ledger,
+    references,
+    scaling,
+    steps,
+    twin,
+    upgrade,
+)
 from vllm_operator.rollout.actions import Plan
 from vllm_operator.rollout.context import Pass, Settings
 from vllm_operator.rollout.observed import Observed
@@ -73,7 +86,12 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
         status = held.invalid_spec(state, parsed, stable)
         return _finish(state, status)
     vd, launch = parsed
-    desired = revision_hash(vd.spec)
+    rendered = revision_hash(vd.spec, launch)
+    digest = spec_digest(vd.spec)
+    # An unchanged spec rendered differently by this operator keeps its stable revision
+    # until a person asks to roll it (rollout/upgrade.py).
+    update = upgrade.detect(observed, stable, rendered, digest)
+    desired = upgrade.target(update, rendered)
     if observed.foreign:
         # A child name is held by an object this resource does not own: touch nothing.
         status = conflicts.name_conflict(state, stable, desired, vd.spec.gate.enabled)
@@ -86,6 +104,10 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
                 EventReason.FlagsCheckedAgainstOlderRelease if older else EventReason.EngineWarning,
                 warning,
             )
+    if update is not None:
+        upgrade.announce(state, update)
+    if desired == rendered:
+        upgrade.record_digest(state, desired, digest)
     steps.handle_requests(state, desired, stable)
     state.serving = stable  # promotion moves it to the candidate when the Service switches
     if desired == stable:
@@ -103,6 +125,7 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
         desired=desired,
         stable=stable,
         candidate=candidate,
+        operator_update=update,
     )
     return _finish(state, status)
 
@@ -116,6 +139,7 @@ def _status(
     desired: str,
     stable: str | None,
     candidate: str | None,
+    operator_update: upgrade.OperatorUpdate | None = None,
 ) -> VLLMDeploymentStatus:
     observed = state.observed
     fallback = {
@@ -163,6 +187,7 @@ def _status(
         warnings=launch.warnings,
         gate=(gate_status, gate_reason, gate_message),
         flags_note=_flags_note(launch) if launch.flags_from_older_release else "",
+        operator_update=operator_update.condition() if operator_update is not None else None,
     )
 
 

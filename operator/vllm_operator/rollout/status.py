@@ -147,12 +147,14 @@ def build_status(
     warnings: Sequence[str],
     gate: tuple[ConditionStatus, ConditionReason, str],
     flags_note: str = "",
+    operator_update: tuple[ConditionReason, str] | None = None,
 ) -> VLLMDeploymentStatus:
     """The full status for ``outcome``; conditions keep their transition times.
 
     ``flags_note``: set when the extra args were checked against an older release's
     recorded parser (the version is newer than the data); it becomes a FlagsChecked
-    condition (status False, reason NearestOlderRelease).
+    condition (status False, reason NearestOlderRelease). ``operator_update``: (reason,
+    message) of an OperatorUpdatePending condition (status True, ``rollout/upgrade.py``).
     """
     phase = outcome.phase
     ready: ConditionStatus = "True" if phase == "Serving" else "False"
@@ -200,6 +202,17 @@ def build_status(
                 "False",
                 ConditionReason.NearestOlderRelease,
                 flags_note,
+                generation=generation,
+                now=now,
+            )
+        )
+    if operator_update is not None:
+        conditions.append(
+            _condition(
+                prev,
+                "OperatorUpdatePending",
+                "True",
+                *operator_update,
                 generation=generation,
                 now=now,
             )

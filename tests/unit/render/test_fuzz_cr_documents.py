@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.errors import SpecErrors
 from vllm_operator.render import render_all
-from vllm_operator.render.cli import run
 from vllm_operator.render.validate import check
+from vllm_operator.rollout.render_cli import run
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "examples").glob("*.yaml"))]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vllm_operator.render.cli import run
+from vllm_operator.rollout.render_cli import run
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "qwen3-30b-a3b-v0.17-throughput.yaml"

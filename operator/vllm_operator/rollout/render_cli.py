@@ -1,7 +1,9 @@
 """`vllm-operator render`: the manifests a VLLMDeployment becomes, without a cluster.
 
-It runs the operator's own pure rendering, so the preview is exactly what the operator
-would create for the first revision. An invalid CR prints every problem as
+It runs the operator's own planner over an empty in-memory cluster (``rollout/preview.py``),
+so the preview is exactly what the operator creates for the first revision, in order, and
+cannot drift from it; that is why the command lives in ``rollout`` (``render`` sits below
+the planner and may not import it). An invalid CR prints every problem as
 ``field: message (fix: ...)`` and exits 2 without printing any manifest, so a pipe into
 ``kubectl apply -f -`` never applies half a set.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import IO, Any
 
 import yaml
@@ -18,9 +21,11 @@ import yaml
 from vllm_operator.api.limits import describe
 from vllm_operator.api.resource import KIND, VLLMDeployment, parse_vllm_deployment
 from vllm_operator.api.yaml_input import MAX_INPUT_BYTES, YAMLInputError, load_documents
+from vllm_operator.config import DEFAULT_BENCH_IMAGE
 from vllm_operator.errors import SpecError, SpecErrors
-from vllm_operator.render.stream import render_all
 from vllm_operator.render.validate import check
+from vllm_operator.rollout.context import Settings
+from vllm_operator.rollout.preview import first_revision
 
 EXIT_OK = 0
 EXIT_INVALID = 2
@@ -32,9 +37,20 @@ examples:
   cat cr.yaml | %(prog)s -f -
 
 output:
-  per VLLMDeployment: the Deployment of its first revision (named <name>--<revision>),
-  the serving Service <name> and the candidate Service <name>--candidate, as one YAML
-  stream separated by '---'. Warnings (e.g. eager mode's cost) go to stderr.
+  per VLLMDeployment, what the operator creates for its first revision, in that order, as
+  one YAML stream separated by '---':
+    the candidate Service <name>--candidate,
+    the candidate Deployment <name>--<revision> at rollout.candidateReplicas (default 1),
+    the benchmark Job <name>--gate-<revision>-1, once the candidate is Ready (none with
+      gate.enabled: false),
+    the serving Service <name>, once the gate passed and the candidate, scaled to
+      spec.replicas, is Ready,
+    then, with it, the serving revision's autoscaler <name> (with spec.autoscaling:
+      a HorizontalPodAutoscaler, or a KEDA ScaledObject) and its PodDisruptionBudget
+      <name>--<revision>.
+  Each as created: the promotion later patches the Deployment's replicas and role label.
+  <revision> is the hash of the rendered pod template. The started-at annotation is the
+  time of the preview. Warnings (e.g. eager mode's cost) go to stderr.
 
 input limits (each refused with exit 2, naming the position and the fix):
   at most 1 MiB, 1000 documents and 100000 values per file, UTF-8, no YAML aliases (*name),
@@ -50,9 +66,11 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog,
         description=(
-            "Print the Kubernetes manifests one or more VLLMDeployment resources become:\n"
-            "vLLM flags checked against the vLLM version, probes sized for warm-up, the\n"
-            "library-path fix, volumes and Services. Needs no cluster."
+            "Print the Kubernetes manifests one or more VLLMDeployment resources become, as\n"
+            "the operator's own planner creates them for a first revision: vLLM flags checked\n"
+            "against the vLLM version, probes sized for warm-up, the library-path fix,\n"
+            "volumes, the Services, the benchmark Job, the autoscaler and the disruption\n"
+            "budget. Needs no cluster."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -64,6 +82,12 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         required=True,
         metavar="FILE",
         help="YAML file with one or more VLLMDeployment documents; '-' reads stdin. Repeatable.",
+    )
+    parser.add_argument(
+        "--bench-image",
+        default=DEFAULT_BENCH_IMAGE,
+        metavar="IMAGE",
+        help="image of the benchmark Job, as the operator's --bench-image (default: %(default)s)",
     )
     return parser
 
@@ -132,9 +156,19 @@ def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
 _LiteralDumper.add_representer(str, _str_representer)
 
 
-def run(argv: list[str], prog: str, stdin: IO[str], stdout: IO[str], stderr: IO[str]) -> int:
-    """The command with its streams injected (tests call this directly)."""
+def run(
+    argv: list[str],
+    prog: str,
+    stdin: IO[str],
+    stdout: IO[str],
+    stderr: IO[str],
+    *,
+    now: datetime | None = None,
+) -> int:
+    """The command with its streams and clock injected (tests call this directly)."""
     args = _parser(prog).parse_args(argv)
+    when = now or datetime.now(UTC)
+    settings = Settings(bench_image=args.bench_image)
     manifests: list[dict[str, Any]] = []
     failed = False
     for source in args.filename:
@@ -152,7 +186,7 @@ def run(argv: list[str], prog: str, stdin: IO[str], stdout: IO[str], stderr: IO[
             try:
                 vd: VLLMDeployment = parse_vllm_deployment(doc)
                 plan = check(vd)
-                rendered = render_all(vd)
+                rendered = first_revision(doc, when, settings)
             except SpecErrors as exc:
                 failed = True
                 _report(stderr, prog, label, exc.errors)
