@@ -77,11 +77,11 @@ the kube layer enforces; tests/unit/chart/test_rbac.py fails when they differ in
 direction. No wildcard, no Secrets, no ConfigMaps; events: create only.
 */}}
 {{- define "vllm-operator.rules" -}}
-# The custom resource: kopf lists and watches it; the operator reads it, patches it (handled
-# promote/abort/rerun requests, kopf's progress annotations and finalizer) and its status.
+# The custom resource: kopf lists and watches it (the operator reads it from that cache);
+# the operator patches it (handled promote/abort/rerun requests) and its status.
 - apiGroups: ["vllm-operator.dev"]
   resources: ["vllmdeployments"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["list", "watch", "patch"]
 - apiGroups: ["vllm-operator.dev"]
   resources: ["vllmdeployments/status"]
   verbs: ["patch"]
@@ -98,10 +98,10 @@ direction. No wildcard, no Secrets, no ConfigMaps; events: create only.
   resources: ["deployments"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # The serving, candidate and twin Services; promotion patches the serving selector; the
-# twin's Service is deleted when its gate ends.
+# twin's Service is deleted when its gate ends; kopf watches them for the cache.
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["get", "list", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # Benchmark Jobs.
 - apiGroups: ["batch"]
   resources: ["jobs"]

@@ -1,9 +1,14 @@
 """One reconcile pass: read the cluster, ask the pure planner, apply its plan.
 
-This is the whole shell around ``rollout.plan``: no decision is taken here. The order of
-writes is the planner's contract: status first (a verdict is on record before anything it
-condemns is deleted), then the handled-requests annotation, then the actions (each
-idempotent: 409 on create and 404 on delete mean "already so"), then Events (best effort).
+This is the whole shell around ``rollout.plan``: no decision is taken here. The cluster is
+read from the watch-fed caches (``handlers.caches``: no API request to observe a resource;
+only a finished Job's log, a Node's GPU label and the holder of a name about to be created
+are read directly, each only when needed). The order of writes is the planner's contract:
+status first (a verdict is on record before anything it condemns is deleted), then the
+handled-requests annotation, then the actions (each idempotent: 409 on create and 404 on
+delete mean "already so"), then Events (best effort). Every write is made only when it
+changes what the cache holds (``kube.changes``), and is recorded in the caches so the next
+pass sees it even before the watch brings it back (``kube.own_writes``).
 A planner that raises on what the API accepted does not fail the pass: ``rollout.fallback``
 turns the exception into an ``InvalidSpec`` status and Event, so no status stays empty and
 no retry loop runs.
@@ -11,7 +16,6 @@ no retry loop runs.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -21,9 +25,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vllm_operator.config import OperatorConfig
+from vllm_operator.handlers.caches import CACHED_CHILDREN, VLLMD_CACHE, Caches
+from vllm_operator.kube.changes import changes
 from vllm_operator.kube.client import Kube, KubeError, KubeTransientError
 from vllm_operator.metrics import OperatorMetrics
-from vllm_operator.render import labels
 from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, observe, plan
 from vllm_operator.rollout.fallback import unhandled
 from vllm_operator.rollout.observed import (
@@ -70,6 +75,20 @@ def _owned_by(uid: str | None, obj: Mapping[str, Any]) -> bool:
 CHILD_KINDS = frozenset({"Deployment", "Service", "Job"})
 
 
+def annotations_to_write(
+    body: Mapping[str, Any], wanted: Mapping[str, str | None]
+) -> dict[str, str | None]:
+    """The part of the plan's annotations that changes the resource (None: remove)."""
+    meta = body.get("metadata")
+    current = meta.get("annotations") if isinstance(meta, Mapping) else None
+    have: Mapping[str, Any] = current if isinstance(current, Mapping) else {}
+    return {
+        key: value
+        for key, value in wanted.items()
+        if (key in have if value is None else have.get(key) != value)
+    }
+
+
 class Reconciler:
     """Reconciles one VLLMDeployment per call; safe to call again at any time."""
 
@@ -82,8 +101,10 @@ class Reconciler:
         clock: Clock = utc_now,
         on_plan: Hook | None = None,
         planner: Planner = plan,
+        caches: Caches | None = None,
     ) -> None:
         self.kube = kube
+        self.caches = caches if caches is not None else Caches()
         self.planner = planner
         self.settings = settings_from(config)
         self.metrics = metrics
@@ -118,30 +139,23 @@ class Reconciler:
 
     async def reconcile(self, namespace: str, name: str) -> float | None:
         kube = self.kube
-        body = await kube.get_vllmd(namespace, name)
+        body = self.caches.body(namespace, name)
         if body is None:
             self.metrics.forget(namespace, name)
             return None
         uid = body.get("metadata", {}).get("uid")
-        selector = {labels.DEPLOYMENT_LABEL: name}
-        deployments, services, jobs, pods = await asyncio.gather(
-            kube.list("Deployment", namespace, selector),
-            kube.list("Service", namespace, selector),
-            kube.list("Job", namespace, selector),
-            kube.list("Pod", namespace, selector),
-        )
+        children = {
+            cached.observed_as: [
+                obj
+                for obj in self.caches.children(cached.kind, namespace, name)
+                if not cached.owned or _owned_by(uid, obj)
+            ]
+            for cached in CACHED_CHILDREN
+        }
         logs: dict[str, str] = {}
 
         def view() -> Observed:
-            return observe(
-                body,
-                deployments=[d for d in deployments if _owned_by(uid, d)],
-                services=[s for s in services if _owned_by(uid, s)],
-                jobs=[j for j in jobs if _owned_by(uid, j)],
-                pods=pods,
-                logs=logs,
-                node_gpu=self.node_gpu,
-            )
+            return observe(body, **children, logs=logs, node_gpu=self.node_gpu)
 
         observed = view()
         wanted = finished_jobs_needing_logs(observed)
@@ -202,26 +216,34 @@ class Reconciler:
         kube = self.kube
         meta = body.get("metadata", {})
         namespace, name = str(meta.get("namespace", "default")), str(meta.get("name"))
+        caches, own = self.caches, VLLMD_CACHE.kind
         status_patch = merge_patch(body.get("status") or {}, result.status.to_wire())
         if status_patch is not None:
-            await kube.patch(
-                "VLLMDeployment", namespace, name, {"status": status_patch}, subresource="status"
+            written = await kube.patch(
+                own, namespace, name, {"status": status_patch}, subresource="status"
             )
-        if result.annotations:
-            await kube.patch(
-                "VLLMDeployment",
-                namespace,
-                name,
-                {"metadata": {"annotations": dict(result.annotations)}},
+            caches.record(own, namespace, name, name, written)
+        annotations = annotations_to_write(body, result.annotations)
+        if annotations:
+            written = await kube.patch(
+                own, namespace, name, {"metadata": {"annotations": annotations}}
             )
+            caches.record(own, namespace, name, name, written)
         for action in result.actions:
             try:
                 if isinstance(action, Create):
-                    await kube.create(action.manifest)
+                    created = await kube.create(action.manifest)
+                    if created is not None:
+                        caches.record(action.kind, namespace, name, action.name, created)
                 elif isinstance(action, Patch):
-                    await kube.patch(action.kind, namespace, action.name, action.patch)
+                    target = caches.child(action.kind, namespace, name, action.name)
+                    if not changes(target, action.patch):
+                        continue  # the cache holds it already: no request
+                    written = await kube.patch(action.kind, namespace, action.name, action.patch)
+                    caches.record(action.kind, namespace, name, action.name, written)
                 elif isinstance(action, Delete):
                     await kube.delete(action.kind, namespace, action.name)
+                    caches.record(action.kind, namespace, name, action.name, None)
             except KubeTransientError:
                 raise  # retried with back-off; nothing a person needs to see yet
             except KubeError as exc:

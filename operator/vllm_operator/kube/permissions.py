@@ -4,7 +4,9 @@ The Helm chart's RBAC rules are tested against this list in both directions, and
 ``kube`` client refuses any call that is not declared here, so the chart can never grant
 less than the code needs (a 403 in production) nor more (a wider blast radius than needed).
 The calls kopf itself makes to watch resources are declared too (``by="kopf"``): the chart
-must grant them, though they do not go through ``kube.client``; so are rights the API server
+must grant them, though they do not go through ``kube.client``. Every list and watch is
+kopf's: its watches feed the caches a reconcile reads (``handlers.caches``), so the
+operator itself never lists; so are rights the API server
 checks on the operator's behalf (``by="apiserver"``: ``vllmdeployments/finalizers`` update,
 which owner-reference permission enforcement requires for children with
 ``blockOwnerDeletion``).
@@ -51,9 +53,8 @@ CLUSTER_SCOPED = frozenset({"nodes"})
 
 PERMISSIONS: tuple[Permission, ...] = (
     # The custom resource.
-    Permission(_GROUP, "vllmdeployments", "get", why="read the resource before each reconcile"),
-    Permission(_GROUP, "vllmdeployments", "list", "kopf", "watch for spec changes"),
-    Permission(_GROUP, "vllmdeployments", "watch", "kopf", "watch for spec changes"),
+    Permission(_GROUP, "vllmdeployments", "list", "kopf", "watch for spec changes; cache"),
+    Permission(_GROUP, "vllmdeployments", "watch", "kopf", "watch for spec changes; cache"),
     Permission(
         _GROUP, "vllmdeployments", "patch", why="record handled promote/abort/rerun requests"
     ),
@@ -69,27 +70,28 @@ PERMISSIONS: tuple[Permission, ...] = (
         "create children with blockOwnerDeletion (owner-reference permission enforcement)",
     ),
     # One Deployment per revision.
-    Permission("apps", "deployments", "list", why="observe the revisions of a resource"),
+    Permission("apps", "deployments", "list", "kopf", "cache the revisions of a resource"),
     Permission("apps", "deployments", "get", why="who holds a name about to be created"),
-    Permission("apps", "deployments", "watch", "kopf", "react to readiness changes"),
+    Permission("apps", "deployments", "watch", "kopf", "react to readiness changes; cache"),
     Permission("apps", "deployments", "create", why="start a candidate revision"),
     Permission("apps", "deployments", "patch", why="scale a candidate, set its role"),
     Permission("apps", "deployments", "delete", why="remove rejected and retired revisions"),
     # The serving and candidate Services.
-    Permission("", "services", "list", why="find the revision the serving Service selects"),
+    Permission("", "services", "list", "kopf", "cache: which revision the Service selects"),
+    Permission("", "services", "watch", "kopf", "cache: which revision the Service selects"),
     Permission("", "services", "get", why="who holds a name about to be created"),
     Permission("", "services", "create", why="create the serving and candidate Services"),
     Permission("", "services", "patch", why="switch the serving Service to a promoted revision"),
     Permission("", "services", "delete", why="remove the twin's Service after a gate"),
     # Benchmark Jobs.
-    Permission("batch", "jobs", "list", why="observe benchmark Jobs"),
+    Permission("batch", "jobs", "list", "kopf", "cache the benchmark Jobs"),
     Permission("batch", "jobs", "get", why="who holds a name about to be created"),
-    Permission("batch", "jobs", "watch", "kopf", "react to finished benchmarks"),
+    Permission("batch", "jobs", "watch", "kopf", "react to finished benchmarks; cache"),
     Permission("batch", "jobs", "create", why="benchmark a Ready candidate"),
     Permission("batch", "jobs", "delete", why="remove abandoned or judged benchmark Jobs"),
     # Pods: causes of stuck candidates, benchmark results.
-    Permission("", "pods", "list", why="read why a candidate or Job pod does not run"),
-    Permission("", "pods", "watch", "kopf", "react to pods failing to start"),
+    Permission("", "pods", "list", "kopf", "cache: why a candidate or Job pod does not run"),
+    Permission("", "pods", "watch", "kopf", "react to pods failing to start; cache"),
     Permission("", "pods/log", "get", why="a summary if the termination message is empty"),
     # Nodes (cluster-scoped): where a gate's candidate and twin ran.
     Permission("", "nodes", "get", why="GPU product (nvidia.com/gpu.product) of a gate's nodes"),
