@@ -29,6 +29,7 @@ import kopf
 from vllm_operator.kube.client import RESOURCES, VLLMD, Resource
 from vllm_operator.kube.own_writes import OwnWrites
 from vllm_operator.render import labels as lbl
+from vllm_operator.rollout.observed import owned_by
 
 Obj = Mapping[str, Any]
 IndexKey = tuple[str, str]  # (namespace, VLLMDeployment name)
@@ -175,6 +176,22 @@ class Caches:
             return  # a kind no watch caches: nothing can be stale
         cached = self._cached(kind, namespace, owner).get(name)
         self.writes.record((kind, namespace, name), owner, cached, written)
+
+
+def observed_children(caches: Caches, namespace: str, name: str) -> dict[str, list[Obj]]:
+    """The children of VLLMDeployment ``namespace/name`` as keywords of ``rollout.observe``:
+    every cached kind, only the objects it controls where ownership is checked."""
+    body = caches.body(namespace, name)
+    meta = body.get("metadata") if body is not None else None
+    uid = meta.get("uid") if isinstance(meta, Mapping) else None
+    return {
+        cached.observed_as: [
+            obj
+            for obj in caches.children(cached.kind, namespace, name)
+            if not cached.owned or owned_by(uid if isinstance(uid, str) else None, obj)
+        ]
+        for cached in CACHED_CHILDREN
+    }
 
 
 def owner_key(obj: Obj) -> IndexKey | None:

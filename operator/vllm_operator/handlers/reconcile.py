@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vllm_operator.config import OperatorConfig
-from vllm_operator.handlers.caches import CACHED_CHILDREN, VLLMD_CACHE, Caches
+from vllm_operator.handlers.caches import VLLMD_CACHE, Caches, observed_children
 from vllm_operator.kube.changes import changes
 from vllm_operator.kube.client import Kube, KubeError, KubeTransientError
 from vllm_operator.metrics import OperatorMetrics
@@ -144,14 +144,7 @@ class Reconciler:
             self.metrics.forget(namespace, name)
             return None
         uid = body.get("metadata", {}).get("uid")
-        children = {
-            cached.observed_as: [
-                obj
-                for obj in self.caches.children(cached.kind, namespace, name)
-                if not cached.owned or _owned_by(uid, obj)
-            ]
-            for cached in CACHED_CHILDREN
-        }
+        children = observed_children(self.caches, namespace, name)
         logs: dict[str, str] = {}
 
         def view() -> Observed:
