@@ -32,6 +32,9 @@ def passes(rollout: Rollout) -> float:
 def test_a_resource_at_rest_is_reconciled_without_a_list_or_a_write(rollout: Rollout) -> None:
     rollout.apply(resource())
     rollout.wait_phase("Serving", gate="Passed", timeout=90)
+    # Let the pass that wrote Serving finish its actions (the judged Job's delete).
+    settled = passes(rollout) + 2
+    rollout.wait(lambda: passes(rollout) >= settled, 30, "two passes after Serving")
     seen = list(rollout.cluster.server)  # kept alive: their ids stay unique
     before, start = {id(r) for r in seen}, passes(rollout)
     # The resync (every 2 s here) and the pods' readiness probes keep reconciles coming.
@@ -44,5 +47,7 @@ def test_a_resource_at_rest_is_reconciled_without_a_list_or_a_write(rollout: Rol
     assert reads == [], [str(r.url) for r in reads]
     assert writes == [], [(r.method, str(r.url)) for r in writes]
     # The check can see them: the operator's start listed every cached kind once.
-    started = {r.resource.plural for r in operator_requests(rollout) if r.action == kmock.action.LIST}
+    started = {
+        r.resource.plural for r in operator_requests(rollout) if r.action == kmock.action.LIST
+    }
     assert {"vllmdeployments", "deployments", "services", "jobs", "pods"} <= started
