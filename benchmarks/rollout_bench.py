@@ -306,6 +306,12 @@ def reconciles(metrics_url: str) -> float:
     return 0.0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -342,6 +348,7 @@ def burst(count: int, rest_seconds: float, log: Path) -> dict[str, Any]:
                 interval=0.05,
             )
             counts0, passes0 = operator_counts(cluster), reconciles(metrics_url)
+            cpu0, own0 = cpu_seconds(proc.pid), cpu_seconds(os.getpid())
             t0 = time.perf_counter()
             with concurrent.futures.ThreadPoolExecutor(16) as pool:
                 list(pool.map(lambda n: cluster.create(body(n)), names))
@@ -355,6 +362,7 @@ def burst(count: int, rest_seconds: float, log: Path) -> dict[str, Any]:
                     break
                 time.sleep(0.2)
             elapsed = time.perf_counter() - t0
+            cpu1, own1 = cpu_seconds(proc.pid), cpu_seconds(os.getpid())
             counts1, passes1 = operator_counts(cluster), reconciles(metrics_url)
             # At rest: every resource waits on a candidate nobody runs (no kubelet here), so
             # nothing changes; the resync reconciles each one every RESYNC_SECONDS.
@@ -375,6 +383,10 @@ def burst(count: int, rest_seconds: float, log: Path) -> dict[str, Any]:
         "all_candidates_in_s": round(elapsed, 2),
         "missing": missing,
         "operator_peak_rss_mb": round(rss_peak, 1),
+        # Until all candidates exist: the operator's CPU, and this process's (the embedded
+        # API server, the creates and the polling) on the same shared cores.
+        "operator_cpu_s": round(cpu1 - cpu0, 1),
+        "api_server_process_cpu_s": round(own1 - own0, 1),
         "burst": {
             "reconciles": int(burst_passes),
             "list_requests": of_action(during, "list"),
