@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import kopf
 
@@ -178,13 +178,22 @@ class Caches:
         self.writes.record((kind, namespace, name), owner, cached, written)
 
 
-def observed_children(caches: Caches, namespace: str, name: str) -> dict[str, list[Obj]]:
+class ObservedChildren(TypedDict, total=False):
+    """The keywords of ``rollout.observe`` a ``CachedKind.observed_as`` may name."""
+
+    deployments: list[Obj]
+    services: list[Obj]
+    jobs: list[Obj]
+    pods: list[Obj]
+
+
+def observed_children(caches: Caches, namespace: str, name: str) -> ObservedChildren:
     """The children of VLLMDeployment ``namespace/name`` as keywords of ``rollout.observe``:
     every cached kind, only the objects it controls where ownership is checked."""
     body = caches.body(namespace, name)
     meta = body.get("metadata") if body is not None else None
     uid = meta.get("uid") if isinstance(meta, Mapping) else None
-    return {
+    found = {
         cached.observed_as: [
             obj
             for obj in caches.children(cached.kind, namespace, name)
@@ -192,6 +201,7 @@ def observed_children(caches: Caches, namespace: str, name: str) -> dict[str, li
         ]
         for cached in CACHED_CHILDREN
     }
+    return cast(ObservedChildren, found)
 
 
 def owner_key(obj: Obj) -> IndexKey | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 from typing import Any
 
 import pytest
@@ -10,11 +11,19 @@ from prometheus_client import CollectorRegistry
 from rollout_world import merge, spec
 
 from vllm_operator.config import OperatorConfig
-from vllm_operator.handlers.caches import Caches, observed_children, slim_pod
+from vllm_operator.handlers.caches import (
+    CACHED_CHILDREN,
+    VLLMD_CACHE,
+    Caches,
+    ObservedChildren,
+    observed_children,
+    slim_pod,
+)
 from vllm_operator.handlers.reconcile import Reconciler, annotations_to_write
 from vllm_operator.kube.changes import changes
 from vllm_operator.kube.client import Kube, api_client_for
 from vllm_operator.kube.own_writes import OwnWrites
+from vllm_operator.kube.permissions import PERMISSIONS
 from vllm_operator.metrics import OperatorMetrics
 from vllm_operator.render import labels
 from vllm_operator.rollout import observe
@@ -94,6 +103,19 @@ def test_observed_holds_only_this_resources_children_and_its_pods() -> None:
         "jobs": [],
         "pods": [],
     }
+
+
+def test_every_cached_kind_feeds_observe_and_is_watched_by_kopf_with_permission() -> None:
+    parameters = inspect.signature(observe).parameters
+    for cached in CACHED_CHILDREN:
+        assert cached.observed_as in ObservedChildren.__annotations__
+        assert cached.observed_as in parameters
+    declared = {(p.api_group, p.resource, p.verb, p.by) for p in PERMISSIONS}
+    for cached in (VLLMD_CACHE, *CACHED_CHILDREN):
+        res = cached.resource
+        assert {(res.group, res.plural, v, "kopf") for v in ("list", "watch")} <= declared
+    # The operator itself never lists: only kopf's watches do.
+    assert not [p for p in PERMISSIONS if p.verb == "list" and p.by != "kopf"]
 
 
 def test_an_unbound_cache_refuses_to_answer_rather_than_look_empty() -> None:
