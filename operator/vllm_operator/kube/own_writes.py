@@ -95,8 +95,17 @@ class OwnWrites:
             absent_is_stale=absent_is_stale,
             expires=self._clock() + self._ttl,
         )
-        while len(self._writes) > self._limit:
-            del self._writes[next(iter(self._writes))]
+        self._sweep()
+
+    def _sweep(self) -> None:
+        """Drop expired records and the oldest beyond ``limit``. Every record has the same
+        ttl and is re-inserted when written, so the dict's order is the expiry order."""
+        now = self._clock()
+        while self._writes:
+            oldest = next(iter(self._writes))
+            if self._writes[oldest].expires > now and len(self._writes) <= self._limit:
+                break
+            del self._writes[oldest]
 
     def view(self, key: Key, cached: Obj | None) -> Obj | None:
         """What a reconcile should see for ``key`` given what the cache holds now."""

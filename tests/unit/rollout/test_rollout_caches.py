@@ -205,6 +205,9 @@ def test_records_expire_and_are_bounded() -> None:
     assert writes.view(("Job", NS, "j4"), None) is None
     assert writes.view(("Job", NS, "j3"), None) is None
     assert len(writes) == 1  # j2 is dropped when next read
+    now[0] = 20.0
+    writes.record(("Job", NS, "j9"), NAME, None, child("Job", "j9", rv="30"))
+    assert len(writes) == 1  # a write sweeps the expired ones: only j9 is left
 
 
 # -- write only on change ------------------------------------------------------------------
