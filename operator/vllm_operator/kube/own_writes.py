@@ -29,7 +29,9 @@ Obj = Mapping[str, Any]
 Key = tuple[str, str, str]  # (kind, namespace, name)
 
 DEFAULT_TTL = 60.0
-DEFAULT_LIMIT = 10_000
+# About 4 records per resource in a burst (status, Deployment, two Services), each
+# dropped as soon as the watch catches up: room for a burst of 10,000 resources.
+DEFAULT_LIMIT = 40_000
 
 
 def resource_version(obj: Obj | None) -> str | None:
@@ -68,6 +70,9 @@ class OwnWrites:
         self._limit = limit
         self._clock = clock
         self._writes: dict[Key, _Write] = {}
+        # (kind, namespace, owner) -> names with a record: a reconcile asks per owner, and
+        # scanning every record per ask would make a burst of N resources cost N^2.
+        self._by_owner: dict[tuple[str, str, str], set[str]] = {}
 
     def __len__(self) -> int:
         return len(self._writes)
@@ -77,7 +82,7 @@ class OwnWrites:
         what the cache held for ``key`` at the time of the write."""
         cached_rv = resource_version(cached)
         if written is not None and cached is not None and resource_version(written) == cached_rv:
-            self._writes.pop(key, None)  # a no-op write: the cache already shows it
+            self._drop(key)  # a no-op write: the cache already shows it
             return
         previous = self._live(key)
         before = {cached_rv}
@@ -87,7 +92,8 @@ class OwnWrites:
             absent_is_stale = absent_is_stale and previous.absent_is_stale
         if written is None:
             absent_is_stale = False  # after a delete, an absent object is the truth
-        self._writes.pop(key, None)  # re-insert: the dict's order is the age order
+        self._drop(key)  # re-insert: the dict's order is the age order
+        self._by_owner.setdefault((key[0], key[1], owner), set()).add(key[2])
         self._writes[key] = _Write(
             obj=written,
             owner=owner,
@@ -105,7 +111,7 @@ class OwnWrites:
             oldest = next(iter(self._writes))
             if self._writes[oldest].expires > now and len(self._writes) <= self._limit:
                 break
-            del self._writes[oldest]
+            self._drop(oldest)
 
     def view(self, key: Key, cached: Obj | None) -> Obj | None:
         """What a reconcile should see for ``key`` given what the cache holds now."""
@@ -114,21 +120,31 @@ class OwnWrites:
             return cached
         if self._stale(write, cached):
             return write.obj
-        del self._writes[key]  # the cache has caught up or moved past: it is the truth
+        self._drop(key)  # the cache has caught up or moved past: it is the truth
         return cached
 
     def keys_of(self, kind: str, namespace: str, owner: str) -> Iterator[Key]:
         """Keys of the live records of one VLLMDeployment's objects of ``kind``."""
-        for key, write in list(self._writes.items()):
-            if key[0] == kind and key[1] == namespace and write.owner == owner:
-                yield key
+        for name in list(self._by_owner.get((kind, namespace, owner), ())):
+            yield (kind, namespace, name)
 
     def _live(self, key: Key) -> _Write | None:
         write = self._writes.get(key)
         if write is not None and write.expires <= self._clock():
-            del self._writes[key]
+            self._drop(key)
             return None
         return write
+
+    def _drop(self, key: Key) -> None:
+        write = self._writes.pop(key, None)
+        if write is None:
+            return
+        group = (key[0], key[1], write.owner)
+        names = self._by_owner.get(group)
+        if names is not None:
+            names.discard(key[2])
+            if not names:
+                del self._by_owner[group]
 
     @staticmethod
     def _stale(write: _Write, cached: Obj | None) -> bool:
