@@ -25,18 +25,26 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vllm_operator.config import OperatorConfig
-from vllm_operator.handlers.caches import VLLMD_CACHE, Caches, observed_children
+from vllm_operator.handlers.caches import (
+    VLLMD_CACHE,
+    Caches,
+    ObservedChildren,
+    observed_children,
+    slim_pod,
+)
 from vllm_operator.kube.changes import changes
 from vllm_operator.kube.client import Kube, KubeError, KubeTransientError
 from vllm_operator.metrics import OperatorMetrics
 from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, observe, plan
 from vllm_operator.rollout.fallback import unhandled
 from vllm_operator.rollout.observed import (
+    JOB_LABEL,
     Observed,
     finished_jobs_needing_logs,
     holder,
     nodes_needing_gpu_product,
     owned_by,
+    pod_view,
 )
 from vllm_operator.rollout.status import merge_patch
 from vllm_operator.rollout.trust import BENCH_CONTAINER
@@ -111,6 +119,8 @@ class Reconciler:
         self.clock = clock
         self.on_plan = on_plan
         self.node_gpu: dict[str, str] = {}  # "" when unknown (no label, gone, forbidden)
+        # Job uid -> the Job's resourceVersion when its pods were last read fresh.
+        self.refreshed_jobs: dict[str, str] = {}
 
     async def _read_gpu_products(self, nodes: list[str]) -> None:
         """Fill ``node_gpu`` for ``nodes``; a Node the operator may not read is unknown."""
@@ -151,6 +161,8 @@ class Reconciler:
             return observe(body, **children, logs=logs, node_gpu=self.node_gpu)
 
         observed = view()
+        if await self._refresh_finished_job_pods(namespace, observed, children):
+            observed = view()
         wanted = finished_jobs_needing_logs(observed)
         nodes = nodes_needing_gpu_product(observed)
         if wanted or nodes:
@@ -174,6 +186,41 @@ class Reconciler:
         if self.on_plan is not None:
             self.on_plan(namespace, name, result)
         return result.requeue_after
+
+    async def _refresh_finished_job_pods(
+        self, namespace: str, observed: Observed, children: ObservedChildren
+    ) -> bool:
+        """Read the pods of each newly finished Job from the API, once per Job version.
+
+        Each kind has its own watch: the Job's "Complete" can reach the cache before its
+        pod's termination does, and the gate would then judge a pod that seems to be still
+        running (a wrong Error, recorded for good). Once per (Job, resourceVersion): the
+        verdict is taken in that pass, and later passes read the cache, caught up by then.
+        """
+        versions = {
+            str(meta.get("name")): str(meta.get("resourceVersion"))
+            for meta in (j.get("metadata") for j in children.get("jobs", []))
+            if isinstance(meta, Mapping)
+        }
+        refreshed: set[str] = set()
+        fresh: list[Mapping[str, Any]] = []
+        for job in observed.jobs:
+            if not job.finished or job.deleting or job.uid is None:
+                continue
+            version = versions.get(job.name, "")
+            if self.refreshed_jobs.get(job.uid) == version:
+                continue
+            if len(self.refreshed_jobs) >= NODE_CACHE_LIMIT:
+                self.refreshed_jobs.clear()
+            self.refreshed_jobs[job.uid] = version
+            pods = await self.kube.list_pods(namespace, {JOB_LABEL: job.name})
+            fresh += [slim_pod(p) for p in pods]
+            refreshed.add(job.name)
+        if not refreshed:
+            return False
+        kept = [p for p in children.get("pods", []) if pod_view(p).job not in refreshed]
+        children["pods"] = kept + fresh
+        return True
 
     async def foreign_names(
         self, namespace: str, uid: str | None, observed: Observed, result: Plan

@@ -6,9 +6,10 @@ already, and skipping the generated models avoids their first-use cost (0.7-1.1 
 model) and their stricter-than-the-server validation. The client is synchronous, so every
 call runs in a small thread pool: the event loop (kopf's watches) never blocks.
 
-It has no list: the operator observes through kopf's watches (``handlers.caches``) and
-comes here only to write, and for the few reads a watch cannot give (a pod's log, a Node's
-label, the holder of a name about to be created). kopf's watches use kopf's own client
+It lists nothing but a finished benchmark Job's pods: the operator observes through kopf's
+watches (``handlers.caches``) and comes here to write, and for the few reads a cache cannot
+answer (a pod's log, a Node's label, the holder of a name about to be created, the pods of
+a Job about to be judged, once). kopf's watches use kopf's own client
 with the same credentials: this second stack stays because moving the writes onto kopf's
 private API client (``kopf._cogs``) would tie the operator to kopf internals, and a
 hand-made aiohttp client would have to redo kubeconfig/in-cluster auth, token refresh and
@@ -170,6 +171,29 @@ class Kube:
                 return None
             raise
         return found
+
+    async def list_pods(self, namespace: str, selector: Mapping[str, str]) -> list[dict[str, Any]]:
+        """The pods matching ``selector`` as the API holds them now (not a cache's view).
+
+        Only for a finished benchmark Job about to be judged: the Job's watch may be ahead
+        of the pods' watch, and a verdict taken on a pod whose termination the cache has
+        not seen yet would be a wrong Error, recorded for good.
+        """
+        res = RESOURCES["Pod"]
+        require(res.group, res.plural, "list")
+        label_selector = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        found = await self._run(
+            "GET", _path(res, namespace), query=[("labelSelector", label_selector)]
+        )
+        items = found.get("items", []) if isinstance(found, dict) else []
+        return [
+            i
+            for i in items
+            if isinstance(i, dict)
+            and all(
+                (i.get("metadata", {}).get("labels") or {}).get(k) == v for k, v in selector.items()
+            )
+        ]
 
     async def node_labels(self, name: str) -> dict[str, str] | None:
         """The labels of Node ``name`` (cluster-scoped), or None when it does not exist."""

@@ -5,11 +5,11 @@ The Helm chart's RBAC rules are tested against this list in both directions, and
 less than the code needs (a 403 in production) nor more (a wider blast radius than needed).
 The calls kopf itself makes to watch resources are declared too (``by="kopf"``): the chart
 must grant them, though they do not go through ``kube.client``. Every list and watch is
-kopf's: its watches feed the caches a reconcile reads (``handlers.caches``), so the
-operator itself never lists; so are rights the API server
-checks on the operator's behalf (``by="apiserver"``: ``vllmdeployments/finalizers`` update,
-which owner-reference permission enforcement requires for children with
-``blockOwnerDeletion``).
+kopf's: its watches feed the caches a reconcile reads (``handlers.caches``); the operator
+itself lists only a finished benchmark Job's pods, once, before judging it. So are rights
+the API server checks on the operator's behalf (``by="apiserver"``:
+``vllmdeployments/finalizers`` update, which owner-reference permission enforcement
+requires for children with ``blockOwnerDeletion``).
 
 Nodes are cluster-scoped: ``get nodes`` (the GPU product a gate's pods ran on, from the
 ``nvidia.com/gpu.product`` label) is granted by a ClusterRole even when the operator watches
@@ -90,7 +90,13 @@ PERMISSIONS: tuple[Permission, ...] = (
     Permission("batch", "jobs", "create", why="benchmark a Ready candidate"),
     Permission("batch", "jobs", "delete", why="remove abandoned or judged benchmark Jobs"),
     # Pods: causes of stuck candidates, benchmark results.
-    Permission("", "pods", "list", "kopf", "cache: why a candidate or Job pod does not run"),
+    Permission(
+        "",
+        "pods",
+        "list",
+        why="kopf's cache (why a candidate or Job pod does not run); read a finished Job's "
+        "pods fresh, once, before its verdict",
+    ),
     Permission("", "pods", "watch", "kopf", "react to pods failing to start; cache"),
     Permission("", "pods/log", "get", why="a summary if the termination message is empty"),
     # Nodes (cluster-scoped): where a gate's candidate and twin ran.

@@ -26,7 +26,7 @@ from vllm_operator.kube.own_writes import OwnWrites
 from vllm_operator.kube.permissions import PERMISSIONS
 from vllm_operator.metrics import OperatorMetrics
 from vllm_operator.render import labels
-from vllm_operator.rollout import observe
+from vllm_operator.rollout import observe, plan
 
 Obj = dict[str, Any]
 NS, NAME, UID = "ml", "qwen", "uid-1"
@@ -113,9 +113,12 @@ def test_every_cached_kind_feeds_observe_and_is_watched_by_kopf_with_permission(
     declared = {(p.api_group, p.resource, p.verb, p.by) for p in PERMISSIONS}
     for cached in (VLLMD_CACHE, *CACHED_CHILDREN):
         res = cached.resource
-        assert {(res.group, res.plural, v, "kopf") for v in ("list", "watch")} <= declared
-    # The operator itself never lists: only kopf's watches do.
-    assert not [p for p in PERMISSIONS if p.verb == "list" and p.by != "kopf"]
+        assert (res.group, res.plural, "watch", "kopf") in declared
+        assert {d[:3] for d in declared} >= {(res.group, res.plural, "list")}
+    # The operator itself lists nothing but a finished Job's pods (before its verdict).
+    assert [(p.resource, p.by) for p in PERMISSIONS if p.verb == "list" and p.by != "kopf"] == [
+        ("pods", "operator")
+    ]
 
 
 def test_an_unbound_cache_refuses_to_answer_rather_than_look_empty() -> None:
@@ -298,5 +301,58 @@ async def test_a_second_pass_on_a_lagging_cache_writes_nothing() -> None:
         kube.writes.clear()
         await reconciler.reconcile(NS, NAME)
         assert kube.writes == []  # nothing changed: no request at all
+    finally:
+        kube.close()
+
+
+class _FreshPods(_Recording):
+    """The API holds the Job's pod terminated; the cache still shows it running."""
+
+    def __init__(self, pod: Obj) -> None:
+        super().__init__()
+        self.pod, self.lists = pod, 0
+
+    async def list_pods(self, namespace: str, selector: Any) -> list[dict[str, Any]]:
+        self.lists += 1
+        return [self.pod]
+
+
+async def test_a_finished_jobs_pods_are_read_fresh_once_before_the_verdict() -> None:
+    job = child("Job", "qwen-r1-bench-1")
+    job["metadata"]["uid"] = "uid-job"
+    job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    running = child("Pod", "qwen-r1-bench-1-x", uid="uid-job")
+    running["metadata"]["labels"]["vllm-operator.dev/job"] = "qwen-r1-bench-1"
+    running["status"] = {"phase": "Running", "containerStatuses": [{"name": "bench"}]}
+    done = copy.deepcopy(running)
+    done["status"] = {
+        "phase": "Succeeded",
+        "containerStatuses": [
+            {"name": "bench", "state": {"terminated": {"exitCode": 0, "message": "{}"}}}
+        ],
+    }
+    kube = _FreshPods(done)
+    kube.body = vllmd()
+    seen: list[Any] = []
+
+    def planner(observed: Any, now: Any, settings: Any) -> Any:
+        seen.append(observed)
+        return plan(observed, now, settings)
+
+    caches = cached(job, running, body=vllmd())  # the pods' watch lags the Job's
+    reconciler = Reconciler(
+        kube,
+        OperatorConfig(),
+        OperatorMetrics(CollectorRegistry()),
+        caches=caches,
+        planner=planner,
+    )
+    try:
+        await reconciler.reconcile(NS, NAME)
+        (pod,) = seen[0].pods
+        assert pod.phase == "Succeeded"  # not the cache's "Running"
+        assert pod.containers[0].exit_code == 0
+        await reconciler.reconcile(NS, NAME)
+        assert kube.lists == 1  # once per Job version, not every pass
     finally:
         kube.close()
