@@ -15,7 +15,8 @@ controllers by hand (no simulator: the figures are the operator's reaction times
    the API requests the operator made, counted by the embedded API server per client
    (kopf's watches, the ``kubernetes`` client): LIST requests per reconcile (target 0:
    the reconcile reads watch caches), all requests per reconcile during the burst, and
-   requests per minute at rest (every resource waiting on its candidate, resync 30 s).
+   requests per minute at rest (every resource waiting on its candidate, resync 30 s),
+   measured once the operator has made no request for 5 s (``all_writes_done_in_s``).
 
 Run under the shared lock (``flock /tmp/vllmop-heavy.lock``):
 ``.venv/bin/python benchmarks/rollout_bench.py [--rounds 20] [--burst 1000,5000]``.
@@ -364,9 +365,20 @@ def burst(count: int, rest_seconds: float, log: Path) -> dict[str, Any]:
             elapsed = time.perf_counter() - t0
             cpu1, own1 = cpu_seconds(proc.pid), cpu_seconds(os.getpid())
             counts1, passes1 = operator_counts(cluster), reconciles(metrics_url)
+            # Settled: the queue has drained the passes the burst's events asked for (each
+            # resource's second status write, "waiting for candidate: 0/1 Ready", comes
+            # after its Deployment's event): no request for 5 s.
+            last, quiet_since = not_watches(operator_counts(cluster)), time.perf_counter()
+            while time.perf_counter() - t0 < max(180.0, count * 0.1):
+                time.sleep(0.5)
+                now_count = not_watches(operator_counts(cluster))
+                if now_count != last:
+                    last, quiet_since = now_count, time.perf_counter()
+                elif time.perf_counter() - quiet_since >= 5.0:
+                    break
+            settled = quiet_since - t0
             # At rest: every resource waits on a candidate nobody runs (no kubelet here), so
             # nothing changes; the resync reconciles each one every RESYNC_SECONDS.
-            time.sleep(5.0)
             counts2, passes2 = operator_counts(cluster), reconciles(metrics_url)
             time.sleep(rest_seconds)
             counts3, passes3 = operator_counts(cluster), reconciles(metrics_url)
@@ -381,6 +393,7 @@ def burst(count: int, rest_seconds: float, log: Path) -> dict[str, Any]:
         "resources": count,
         "created_in_s": round(created, 2),
         "all_candidates_in_s": round(elapsed, 2),
+        "all_writes_done_in_s": round(settled, 2),
         "missing": missing,
         "operator_peak_rss_mb": round(rss_peak, 1),
         # Until all candidates exist: the operator's CPU, and this process's (the embedded
