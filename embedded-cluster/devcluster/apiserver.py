@@ -11,6 +11,7 @@ why). Watches stream from the store's change log, so ``?resourceVersion=`` resum
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -43,6 +44,16 @@ def _json(body: Any, status: int = 200) -> aiohttp.web.Response:
     )
 
 
+def _count_key(request: kmock.Request) -> str:
+    """ "kopf list deployments", "OpenAPI-Generator update vllmdeployments/status": the client
+    (User-Agent up to its first "/"), the action and the resource."""
+    agent = str(request.headers.get("User-Agent") or "-").split("/")[0][:40] or "-"
+    action = request.action.name.lower() if request.action else str(request.method).lower()
+    what = request.resource.plural if request.resource else "-"
+    what = f"{what}/{request.subresource}" if request.subresource else what
+    return f"{agent} {action} {what}"
+
+
 @attrs.define(kw_only=True)
 class ApiServer(kmock.KubernetesEmulator):
     """A KubernetesEmulator whose unanswered requests get real API-server semantics."""
@@ -50,6 +61,9 @@ class ApiServer(kmock.KubernetesEmulator):
     semantics: Semantics = attrs.field(factory=Semantics)
     server_address: str = "127.0.0.1"
     max_recorded_requests: int = 10_000
+    # "kopf list deployments" (client, action, resource; see _count_key) -> requests served
+    # since the start, never trimmed (benchmarks count more than the recorded 10 000).
+    request_counts: collections.Counter[str] = attrs.field(factory=collections.Counter, init=False)
     _builtin_payloads: set[int] = attrs.field(factory=set, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -62,6 +76,7 @@ class ApiServer(kmock.KubernetesEmulator):
         try:
             request = await self._parse(raw)
             self._requests.append(request)
+            self.request_counts[_count_key(request)] += 1
             if len(self._requests) > self.max_recorded_requests:
                 del self._requests[: len(self._requests) - self.max_recorded_requests]
             return await self._handle(request)

@@ -85,11 +85,11 @@ the kube layer enforces; tests/unit/chart/test_rbac.py fails when they differ in
 direction. No wildcard, no Secrets, no ConfigMaps; events: create only.
 */}}
 {{- define "vllm-operator.rules" -}}
-# The custom resource: kopf lists and watches it; the operator reads it, patches it (handled
-# promote/abort/rerun requests, kopf's progress annotations and finalizer) and its status.
+# The custom resource: kopf lists and watches it (the operator reads it from that cache);
+# the operator patches it (handled promote/abort/rerun requests) and its status.
 - apiGroups: ["vllm-operator.dev"]
   resources: ["vllmdeployments"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["list", "watch", "patch"]
 - apiGroups: ["vllm-operator.dev"]
   resources: ["vllmdeployments/status"]
   verbs: ["patch"]
@@ -106,10 +106,10 @@ direction. No wildcard, no Secrets, no ConfigMaps; events: create only.
   resources: ["deployments"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # The serving, candidate and twin Services; promotion patches the serving selector; the
-# twin's Service is deleted when its gate ends.
+# twin's Service is deleted when its gate ends; kopf watches them for the cache.
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["get", "list", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # Benchmark Jobs.
 - apiGroups: ["batch"]
   resources: ["jobs"]
@@ -117,18 +117,18 @@ direction. No wildcard, no Secrets, no ConfigMaps; events: create only.
 # One PodDisruptionBudget per serving revision (spec.disruption); removed with its revision.
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
-  verbs: ["get", "list", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 {{- if .Values.autoscaling.enabled }}
 # The HorizontalPodAutoscaler of the serving revision (spec.autoscaling, engine hpa).
 - apiGroups: ["autoscaling"]
   resources: ["horizontalpodautoscalers"]
-  verbs: ["get", "list", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 {{- end }}
 {{- if .Values.autoscaling.keda }}
 # The KEDA ScaledObject of the serving revision (spec.autoscaling, engine keda).
 - apiGroups: ["keda.sh"]
   resources: ["scaledobjects"]
-  verbs: ["get", "list", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 {{- end }}
 # Pods: why a candidate or a benchmark pod does not run; the benchmark log as a fallback.
 - apiGroups: [""]

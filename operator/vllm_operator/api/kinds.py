@@ -62,7 +62,8 @@ class KindInfo:
 
 def _autoscaler_rights(feature: Feature) -> tuple[Right, ...]:
     return (
-        Right("list", "observe the autoscaler of a resource", feature=feature),
+        Right("list", "cache the autoscaler of a resource", "kopf", feature=feature),
+        Right("watch", "cache the autoscaler of a resource", "kopf", feature=feature),
         Right("get", "who holds a name about to be created", feature=feature),
         Right("create", "scale the serving revision with load", feature=feature),
         Right("patch", "move it to a promoted revision", feature=feature),
@@ -77,9 +78,8 @@ KINDS: tuple[KindInfo, ...] = (
         VERSION,
         PLURAL,
         (
-            Right("get", "read the resource before each reconcile"),
-            Right("list", "watch for spec changes", "kopf"),
-            Right("watch", "watch for spec changes", "kopf"),
+            Right("list", "watch for spec changes; cache", "kopf"),
+            Right("watch", "watch for spec changes; cache", "kopf"),
             Right("patch", "record handled promote/abort/rerun requests"),
             Right("patch", "write phase, conditions, verdicts", subresource="status"),
             # Children carry blockOwnerDeletion: true; with OwnerReferencesPermission-
@@ -100,9 +100,9 @@ KINDS: tuple[KindInfo, ...] = (
         "v1",
         "deployments",
         (
-            Right("list", "observe the revisions of a resource"),
+            Right("list", "cache the revisions of a resource", "kopf"),
             Right("get", "who holds a name about to be created"),
-            Right("watch", "react to readiness changes", "kopf"),
+            Right("watch", "react to readiness changes; cache", "kopf"),
             Right("create", "start a candidate revision"),
             Right("patch", "scale a candidate, set its role"),
             Right("delete", "remove rejected and retired revisions"),
@@ -116,7 +116,8 @@ KINDS: tuple[KindInfo, ...] = (
         "v1",
         "services",
         (
-            Right("list", "find the revision the serving Service selects"),
+            Right("list", "cache: which revision the Service selects", "kopf"),
+            Right("watch", "cache: which revision the Service selects", "kopf"),
             Right("get", "who holds a name about to be created"),
             Right("create", "create the serving and candidate Services"),
             Right("patch", "switch the serving Service to a promoted revision"),
@@ -131,9 +132,9 @@ KINDS: tuple[KindInfo, ...] = (
         "v1",
         "jobs",
         (
-            Right("list", "observe benchmark Jobs"),
+            Right("list", "cache the benchmark Jobs", "kopf"),
             Right("get", "who holds a name about to be created"),
-            Right("watch", "react to finished benchmarks", "kopf"),
+            Right("watch", "react to finished benchmarks; cache", "kopf"),
             Right("create", "benchmark a Ready candidate"),
             Right("delete", "remove abandoned or judged benchmark Jobs"),
         ),
@@ -146,8 +147,12 @@ KINDS: tuple[KindInfo, ...] = (
         "v1",
         "pods",
         (
-            Right("list", "read why a candidate or Job pod does not run"),
-            Right("watch", "react to pods failing to start", "kopf"),
+            Right(
+                "list",
+                "kopf's cache (why a candidate or Job pod does not run); read a finished Job's "
+                "pods fresh, once, before its verdict",
+            ),
+            Right("watch", "react to pods failing to start; cache", "kopf"),
             Right("get", "a summary if the termination message is empty", subresource="log"),
         ),
     ),
@@ -167,7 +172,8 @@ KINDS: tuple[KindInfo, ...] = (
         "v1",
         "poddisruptionbudgets",
         (
-            Right("list", "observe the serving budgets"),
+            Right("list", "cache the serving budgets", "kopf"),
+            Right("watch", "cache the serving budgets", "kopf"),
             Right("get", "who holds a name to be created"),
             Right("create", "budget a serving revision"),
             Right("patch", "apply spec.disruption changes"),

@@ -1,9 +1,14 @@
 """One reconcile pass: read the cluster, ask the pure planner, apply its plan.
 
-This is the whole shell around ``rollout.plan``: no decision is taken here. The order of
-writes is the planner's contract: status first (a verdict is on record before anything it
-condemns is deleted), then the handled-requests annotation, then the actions (each
-idempotent: 409 on create and 404 on delete mean "already so"), then Events (best effort).
+This is the whole shell around ``rollout.plan``: no decision is taken here. The cluster is
+read from the watch-fed caches (``handlers.caches``: no API request to observe a resource;
+only a finished Job's log, a Node's GPU label and the holder of a name about to be created
+are read directly, each only when needed). The order of writes is the planner's contract:
+status first (a verdict is on record before anything it condemns is deleted), then the
+handled-requests annotation, then the actions (each idempotent: 409 on create and 404 on
+delete mean "already so"), then Events (best effort). Every write is made only when it
+changes what the cache holds (``kube.changes``), and is recorded in the caches so the next
+pass sees it even before the watch brings it back (``kube.own_writes``).
 A planner that raises on what the API accepted does not fail the pass: ``rollout.fallback``
 turns the exception into an ``InvalidSpec`` status and Event, so no status stays empty and
 no retry loop runs.
@@ -11,7 +16,6 @@ no retry loop runs.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -23,19 +27,28 @@ from typing import Any
 from vllm_operator.api.kinds import CHILD_KINDS as CHILD_KIND_NAMES
 from vllm_operator.api.reasons import EventReason
 from vllm_operator.config import OperatorConfig
+from vllm_operator.handlers.caches import (
+    VLLMD_CACHE,
+    Caches,
+    ObservedChildren,
+    observed_children,
+    slim_pod,
+)
+from vllm_operator.kube.changes import changes
 from vllm_operator.kube.client import Kube, KubeError, KubeTransientError
 from vllm_operator.metrics import OperatorMetrics
 from vllm_operator.render import labels
 from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, observe, plan
 from vllm_operator.rollout.fallback import unhandled
 from vllm_operator.rollout.observed import (
+    JOB_LABEL,
     Observed,
     finished_jobs_needing_logs,
     holder,
     nodes_needing_gpu_product,
     owned_by,
+    pod_view,
 )
-from vllm_operator.rollout.scaling import AUTOSCALER_KINDS
 from vllm_operator.rollout.status import merge_patch
 from vllm_operator.rollout.trust import BENCH_CONTAINER
 
@@ -74,6 +87,20 @@ def _owned_by(uid: str | None, obj: Mapping[str, Any]) -> bool:
 CHILD_KINDS = frozenset(CHILD_KIND_NAMES)
 
 
+def annotations_to_write(
+    body: Mapping[str, Any], wanted: Mapping[str, str | None]
+) -> dict[str, str | None]:
+    """The part of the plan's annotations that changes the resource (None: remove)."""
+    meta = body.get("metadata")
+    current = meta.get("annotations") if isinstance(meta, Mapping) else None
+    have: Mapping[str, Any] = current if isinstance(current, Mapping) else {}
+    return {
+        key: value
+        for key, value in wanted.items()
+        if (key in have if value is None else have.get(key) != value)
+    }
+
+
 class Reconciler:
     """Reconciles one VLLMDeployment per call; safe to call again at any time."""
 
@@ -86,16 +113,18 @@ class Reconciler:
         clock: Clock = utc_now,
         on_plan: Hook | None = None,
         planner: Planner = plan,
+        caches: Caches | None = None,
     ) -> None:
         self.kube = kube
+        self.caches = caches if caches is not None else Caches()
         self.planner = planner
         self.settings = settings_from(config)
         self.metrics = metrics
         self.clock = clock
         self.on_plan = on_plan
         self.node_gpu: dict[str, str] = {}  # "" when unknown (no label, gone, forbidden)
-        self.engines = tuple(e for e in config.autoscaling_engines if e in AUTOSCALER_KINDS)
-        self.unserved: set[str] = set()  # engines whose kind the API does not serve (404)
+        # Job uid -> the Job's resourceVersion when its pods were last read fresh.
+        self.refreshed_jobs: dict[str, str] = {}
 
     async def _read_gpu_products(self, nodes: list[str]) -> None:
         """Fill ``node_gpu`` for ``nodes``; a Node the operator may not read is unknown."""
@@ -111,27 +140,6 @@ class Reconciler:
                 found = None
             self.node_gpu[node] = (found or {}).get(GPU_PRODUCT_LABEL, "")
 
-    async def _autoscalers(
-        self, namespace: str, selector: Mapping[str, str]
-    ) -> list[dict[str, Any]]:
-        """The autoscalers of the kinds this operator is granted (--autoscaling-engines).
-
-        A kind the API does not serve (404: KEDA not installed) has none; a spec asking for
-        it then fails to create one, which the ApplyFailed Event says."""
-        found: list[dict[str, Any]] = []
-        for engine in self.engines:
-            try:
-                found += await self.kube.list(AUTOSCALER_KINDS[engine], namespace, selector)
-            except KubeTransientError:
-                raise
-            except KubeError as exc:
-                if exc.code != 404:
-                    raise
-                if engine not in self.unserved:  # said once, not on every pass
-                    self.unserved.add(engine)
-                    logger.warning("%s not served by the API: %s", AUTOSCALER_KINDS[engine], exc)
-        return found
-
     async def __call__(self, key: tuple[str, str]) -> float | None:
         started = time.perf_counter()
         try:
@@ -145,36 +153,20 @@ class Reconciler:
 
     async def reconcile(self, namespace: str, name: str) -> float | None:
         kube = self.kube
-        body = await kube.get_vllmd(namespace, name)
+        body = self.caches.body(namespace, name)
         if body is None:
             self.metrics.forget(namespace, name)
             return None
         uid = body.get("metadata", {}).get("uid")
-        selector = {labels.DEPLOYMENT_LABEL: name}
-        deployments, services, jobs, pods, budgets, autoscalers = await asyncio.gather(
-            kube.list("Deployment", namespace, selector),
-            kube.list("Service", namespace, selector),
-            kube.list("Job", namespace, selector),
-            kube.list("Pod", namespace, selector),
-            kube.list("PodDisruptionBudget", namespace, selector),
-            self._autoscalers(namespace, selector),
-        )
+        children = observed_children(self.caches, namespace, name)
         logs: dict[str, str] = {}
 
         def view() -> Observed:
-            return observe(
-                body,
-                deployments=[d for d in deployments if _owned_by(uid, d)],
-                services=[s for s in services if _owned_by(uid, s)],
-                jobs=[j for j in jobs if _owned_by(uid, j)],
-                pods=pods,
-                logs=logs,
-                node_gpu=self.node_gpu,
-                autoscalers=[a for a in autoscalers if _owned_by(uid, a)],
-                budgets=[b for b in budgets if _owned_by(uid, b)],
-            )
+            return observe(body, **children, logs=logs, node_gpu=self.node_gpu)
 
         observed = view()
+        if await self._refresh_finished_job_pods(namespace, observed, children):
+            observed = view()
         wanted = finished_jobs_needing_logs(observed)
         nodes = nodes_needing_gpu_product(observed)
         if wanted or nodes:
@@ -198,6 +190,41 @@ class Reconciler:
         if self.on_plan is not None:
             self.on_plan(namespace, name, result)
         return result.requeue_after
+
+    async def _refresh_finished_job_pods(
+        self, namespace: str, observed: Observed, children: ObservedChildren
+    ) -> bool:
+        """Read the pods of each newly finished Job from the API, once per Job version.
+
+        Each kind has its own watch: the Job's "Complete" can reach the cache before its
+        pod's termination does, and the gate would then judge a pod that seems to be still
+        running (a wrong Error, recorded for good). Once per (Job, resourceVersion): the
+        verdict is taken in that pass, and later passes read the cache, caught up by then.
+        """
+        versions = {
+            str(meta.get("name")): str(meta.get("resourceVersion"))
+            for meta in (j.get("metadata") for j in children.get("jobs", []))
+            if isinstance(meta, Mapping)
+        }
+        refreshed: set[str] = set()
+        fresh: list[Mapping[str, Any]] = []
+        for job in observed.jobs:
+            if not job.finished or job.deleting or job.uid is None:
+                continue
+            version = versions.get(job.name, "")
+            if self.refreshed_jobs.get(job.uid) == version:
+                continue
+            if len(self.refreshed_jobs) >= NODE_CACHE_LIMIT:
+                self.refreshed_jobs.clear()
+            self.refreshed_jobs[job.uid] = version
+            pods = await self.kube.list_pods(namespace, {JOB_LABEL: job.name})
+            fresh += [slim_pod(p) for p in pods]
+            refreshed.add(job.name)
+        if not refreshed:
+            return False
+        kept = [p for p in children.get("pods", []) if pod_view(p).job not in refreshed]
+        children["pods"] = kept + fresh
+        return True
 
     async def foreign_names(
         self, namespace: str, uid: str | None, observed: Observed, result: Plan
@@ -235,26 +262,34 @@ class Reconciler:
         kube = self.kube
         meta = body.get("metadata", {})
         namespace, name = str(meta.get("namespace", "default")), str(meta.get("name"))
+        caches, own = self.caches, VLLMD_CACHE.kind
         status_patch = merge_patch(body.get("status") or {}, result.status.to_wire())
         if status_patch is not None:
-            await kube.patch(
-                "VLLMDeployment", namespace, name, {"status": status_patch}, subresource="status"
+            written = await kube.patch(
+                own, namespace, name, {"status": status_patch}, subresource="status"
             )
-        if result.annotations:
-            await kube.patch(
-                "VLLMDeployment",
-                namespace,
-                name,
-                {"metadata": {"annotations": dict(result.annotations)}},
+            caches.record(own, namespace, name, name, written)
+        annotations = annotations_to_write(body, result.annotations)
+        if annotations:
+            written = await kube.patch(
+                own, namespace, name, {"metadata": {"annotations": annotations}}
             )
+            caches.record(own, namespace, name, name, written)
         for action in result.actions:
             try:
                 if isinstance(action, Create):
-                    await kube.create(action.manifest)
+                    created = await kube.create(action.manifest)
+                    if created is not None:
+                        caches.record(action.kind, namespace, name, action.name, created)
                 elif isinstance(action, Patch):
-                    await kube.patch(action.kind, namespace, action.name, action.patch)
+                    target = caches.child(action.kind, namespace, name, action.name)
+                    if not changes(target, action.patch):
+                        continue  # the cache holds it already: no request
+                    written = await kube.patch(action.kind, namespace, action.name, action.patch)
+                    caches.record(action.kind, namespace, name, action.name, written)
                 elif isinstance(action, Delete):
                     await kube.delete(action.kind, namespace, action.name)
+                    caches.record(action.kind, namespace, name, action.name, None)
             except KubeTransientError:
                 raise  # retried with back-off; nothing a person needs to see yet
             except KubeError as exc:

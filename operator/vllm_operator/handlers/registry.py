@@ -5,7 +5,9 @@ VLLMDeployment's own events (create, spec change, annotation, resume after a res
 the events of the Deployments, Jobs and Pods it owns (found by the
 ``vllm-operator.dev/deployment`` label the operator puts on all of them) make the operator
 react in milliseconds; a periodic resync is the safety net for a lost event, and the plan's
-own requeue time handles deadlines. Handlers are ``on.event`` only: no kopf progress or
+own requeue time handles deadlines. The same watches fill the caches a reconcile reads
+(``handlers.caches``: kopf indexes, one per kind of its table), so a reconcile makes no
+API request to observe. Handlers are ``on.event`` only: no kopf progress or
 diff-base storage is written to the resource, and no finalizer is needed (children go by
 ownerReferences).
 
@@ -30,6 +32,7 @@ from prometheus_client import CollectorRegistry
 
 from vllm_operator.api.resource import GROUP, PLURAL, VERSION
 from vllm_operator.config import OperatorConfig
+from vllm_operator.handlers.caches import CHILD_LABELS, Caches, cached_children, register_indexes
 from vllm_operator.handlers.leader import Leader, leader_for
 from vllm_operator.handlers.queue import Worker, WorkQueue
 from vllm_operator.handlers.reconcile import Clock, Hook, Reconciler, utc_now
@@ -38,8 +41,6 @@ from vllm_operator.metrics import OperatorMetrics
 from vllm_operator.render import labels as lbl
 
 logger = logging.getLogger(__name__)
-
-CHILDREN = (("apps", "v1", "deployments"), ("batch", "v1", "jobs"), ("", "v1", "pods"))
 
 
 @dataclass
@@ -52,6 +53,7 @@ class Runtime:
     queue: WorkQueue | None = None
     reconciler: Reconciler | None = None
     leader: Leader | None = None  # with config.leader_election
+    caches: Caches = field(default_factory=Caches)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
 
@@ -104,7 +106,12 @@ def build_registry(
                 workers=config.kube_workers,
             )
         runtime.reconciler = Reconciler(
-            runtime.kube, config, runtime.metrics, clock=clock, on_plan=on_plan
+            runtime.kube,
+            config,
+            runtime.metrics,
+            clock=clock,
+            on_plan=on_plan,
+            caches=runtime.caches,
         )
         worker: Worker = runtime.reconciler
         runtime.metrics.leader.set(0 if config.leader_election else 1)
@@ -141,10 +148,13 @@ def build_registry(
             runtime.kube.close()
             runtime.kube = None
 
+    register_indexes(registry, config.autoscaling_engines)
+
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def resource_event(
-        *, event: kopf.RawEvent, name: str, namespace: str | None, **_: Any
+        *, event: kopf.RawEvent, name: str, namespace: str | None, **kwargs: Any
     ) -> None:
+        runtime.caches.bind(kwargs)
         queue = runtime.queue
         if queue is None:
             return
@@ -156,7 +166,10 @@ def build_registry(
         queue.known.add(key)
         queue.add(key)
 
-    for group, version, plural in CHILDREN:
+    for group, version, plural in (
+        (c.resource.group, c.resource.version, c.resource.plural)
+        for c in cached_children(config.autoscaling_engines)
+    ):
 
         @kopf.on.event(
             group,
@@ -164,14 +177,12 @@ def build_registry(
             plural,
             id=f"child-{plural}",
             registry=registry,
-            labels={
-                lbl.DEPLOYMENT_LABEL: kopf.PRESENT,
-                lbl.MANAGED_BY_LABEL: lbl.MANAGED_BY,
-            },
+            labels=CHILD_LABELS,
         )
         async def child_event(
-            *, namespace: str | None, labels: Mapping[str, str], **_: Any
+            *, namespace: str | None, labels: Mapping[str, str], **kwargs: Any
         ) -> None:
+            runtime.caches.bind(kwargs)
             queue = runtime.queue
             owner = labels.get(lbl.DEPLOYMENT_LABEL)
             if queue is not None and owner:

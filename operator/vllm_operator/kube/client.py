@@ -6,6 +6,15 @@ already, and skipping the generated models avoids their first-use cost (0.7-1.1 
 model) and their stricter-than-the-server validation. The client is synchronous, so every
 call runs in a small thread pool: the event loop (kopf's watches) never blocks.
 
+It lists nothing but a finished benchmark Job's pods: the operator observes through kopf's
+watches (``handlers.caches``) and comes here to write, and for the few reads a cache cannot
+answer (a pod's log, a Node's label, the holder of a name about to be created, the pods of
+a Job about to be judged, once). kopf's watches use kopf's own client
+with the same credentials: this second stack stays because moving the writes onto kopf's
+private API client (``kopf._cogs``) would tie the operator to kopf internals, and a
+hand-made aiohttp client would have to redo kubeconfig/in-cluster auth, token refresh and
+TLS that the ``kubernetes`` client already does.
+
 Every call checks ``permissions.PERMISSIONS`` first; an undeclared call raises before it
 reaches the network, which keeps the Helm chart's RBAC and the code in step.
 """
@@ -155,16 +164,6 @@ class Kube:
         return await loop.run_in_executor(self._pool, lambda: self._call(method, path, **kwargs))
 
     # -- reads ---------------------------------------------------------------------------
-    async def get_vllmd(self, namespace: str, name: str) -> dict[str, Any] | None:
-        require(VLLMD.group, VLLMD.plural, "get")
-        try:
-            found: dict[str, Any] = await self._run("GET", _path(VLLMD, namespace, name))
-        except KubeError as exc:
-            if exc.code == 404:
-                return None
-            raise
-        return found
-
     async def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """One object by name, or None when there is none (404)."""
         res = RESOURCES[kind]
@@ -177,21 +176,25 @@ class Kube:
             raise
         return found
 
-    async def list(
-        self, kind: str, namespace: str, selector: Mapping[str, str]
-    ) -> list[dict[str, Any]]:
-        res = RESOURCES[kind]
+    async def list_pods(self, namespace: str, selector: Mapping[str, str]) -> list[dict[str, Any]]:
+        """The pods matching ``selector`` as the API holds them now (not a cache's view).
+
+        Only for a finished benchmark Job about to be judged: the Job's watch may be ahead
+        of the pods' watch, and a verdict taken on a pod whose termination the cache has
+        not seen yet would be a wrong Error, recorded for good.
+        """
+        res = RESOURCES["Pod"]
         require(res.group, res.plural, "list")
         label_selector = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
         found = await self._run(
             "GET", _path(res, namespace), query=[("labelSelector", label_selector)]
         )
         items = found.get("items", []) if isinstance(found, dict) else []
-        # Defensive: keep only matches even if a server ignored the selector.
         return [
             i
             for i in items
-            if all(
+            if isinstance(i, dict)
+            and all(
                 (i.get("metadata", {}).get("labels") or {}).get(k) == v for k, v in selector.items()
             )
         ]
@@ -247,19 +250,20 @@ class Kube:
         if self.fence is not None:
             self.fence()
 
-    async def create(self, manifest: Mapping[str, Any]) -> bool:
-        """Create ``manifest``; False when it already exists (409 AlreadyExists)."""
+    async def create(self, manifest: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Create ``manifest``: the object as stored, or None when the name is taken (409
+        AlreadyExists)."""
         self._fenced()
         res = RESOURCES[str(manifest["kind"])]
         require(res.group, res.plural, "create")
         namespace = str(manifest["metadata"]["namespace"])
         try:
-            await self._run("POST", _path(res, namespace), body=dict(manifest))
+            created = await self._run("POST", _path(res, namespace), body=dict(manifest))
         except KubeError as exc:
             if exc.code == 409 and exc.reason == "AlreadyExists":
-                return False
+                return None
             raise
-        return True
+        return created if isinstance(created, dict) else dict(manifest)
 
     async def patch(
         self,

@@ -4,10 +4,12 @@ The Helm chart's RBAC rules are tested against this list in both directions, and
 ``kube`` client refuses any call that is not declared here, so the chart can never grant
 less than the code needs (a 403 in production) nor more (a wider blast radius than needed).
 The calls kopf itself makes to watch resources are declared too (``by="kopf"``): the chart
-must grant them, though they do not go through ``kube.client``; so are rights the API server
-checks on the operator's behalf (``by="apiserver"``: ``vllmdeployments/finalizers`` update,
-which owner-reference permission enforcement requires for children with
-``blockOwnerDeletion``).
+must grant them, though they do not go through ``kube.client``. Every list and watch is
+kopf's: its watches feed the caches a reconcile reads (``handlers.caches``); the operator
+itself lists only a finished benchmark Job's pods, once, before judging it. So are rights
+the API server checks on the operator's behalf (``by="apiserver"``:
+``vllmdeployments/finalizers`` update, which owner-reference permission enforcement
+requires for children with ``blockOwnerDeletion``).
 
 Nodes are cluster-scoped: ``get nodes`` (the GPU product a gate's pods ran on, from the
 ``nvidia.com/gpu.product`` label) is granted by a ClusterRole even when the operator watches

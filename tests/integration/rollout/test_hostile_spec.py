@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from devcluster import DevCluster
 from vllm_operator.config import OperatorConfig
+from vllm_operator.handlers.caches import Caches
 from vllm_operator.handlers.reconcile import Reconciler
 from vllm_operator.kube.client import Kube, api_client_for
 from vllm_operator.metrics import OperatorMetrics
@@ -109,8 +110,17 @@ def test_a_planner_exception_is_reported_in_status_once(tmp_path: Path) -> None:
         kube = Kube(api_client_for(cluster.url))
         metrics = OperatorMetrics(CollectorRegistry())
         reconciler = Reconciler(kube, OperatorConfig(), metrics, planner=_raising_planner)
+
+        def reconcile() -> float | None:
+            # What the watches would hold: the resource as stored now, no children yet.
+            body = cluster.get(API, "vllmdeployments", "qwen")
+            reconciler.caches = Caches.of(
+                {"VLLMDeployment": [body], "Deployment": [], "Service": [], "Job": [], "Pod": []}
+            )
+            return asyncio.run(reconciler.reconcile("default", "qwen"))
+
         try:
-            delays = [asyncio.run(reconciler.reconcile("default", "qwen")) for _ in range(3)]
+            delays = [reconcile() for _ in range(3)]
         finally:
             kube.close()
         assert delays == [None, None, None]  # nothing asks to be retried
