@@ -157,7 +157,7 @@ def start_operator(
         "--log-level",
         "WARNING",
     ]
-    env = dict(os.environ, KUBECONFIG=str(kubeconfig))  # kopf's login reads KUBECONFIG
+    env = dict(os.environ)
     return subprocess.Popen(argv, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
 
 

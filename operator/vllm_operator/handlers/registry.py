@@ -36,7 +36,7 @@ from vllm_operator.handlers.caches import CHILD_LABELS, Caches, cached_children,
 from vllm_operator.handlers.leader import Leader, leader_for
 from vllm_operator.handlers.queue import Worker, WorkQueue
 from vllm_operator.handlers.reconcile import Clock, Hook, Reconciler, utc_now
-from vllm_operator.kube.client import Kube, api_client_for
+from vllm_operator.kube.client import Kube, api_client_for, login_for
 from vllm_operator.metrics import OperatorMetrics
 from vllm_operator.render import labels as lbl
 
@@ -94,6 +94,9 @@ def build_registry(
         def vllm_operator_login(**kwargs: Any) -> kopf.ConnectionInfo | None:
             if config.api_url is not None:
                 return kopf.ConnectionInfo(server=config.api_url, default_namespace="default")
+            if config.kubeconfig is not None or config.context is not None:
+                given: kopf.ConnectionInfo = login_for(config.kubeconfig, config.context)
+                return given
             info: kopf.ConnectionInfo | None = kopf.login_via_client(**kwargs)
             return info
 

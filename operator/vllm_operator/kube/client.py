@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
+import kopf
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
@@ -99,6 +100,33 @@ def api_client_for(
             )
     cfg.connection_pool_maxsize = 32
     return k8s.ApiClient(cfg)
+
+
+def login_for(kubeconfig: str | None, context: str | None) -> kopf.ConnectionInfo:
+    """kopf's credentials from the kubeconfig file and context ``run`` was given.
+
+    kopf's own ``login_via_client`` loads only the default kubeconfig (``KUBECONFIG`` or
+    ``~/.kube/config``): with ``--kubeconfig`` alone its watches would read one cluster while
+    the operator's client wrote to another. This reads the same file and context as
+    ``api_client_for`` and hands kopf the same server and credentials.
+    """
+    cfg = k8s.Configuration()
+    k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+        config_file=kubeconfig, context=context, client_configuration=cfg
+    )
+    header = str(cfg.api_key.get("authorization") or cfg.api_key.get("BearerToken") or "")
+    scheme, _, token = header.partition(" ") if " " in header else ("", "", header)
+    return kopf.ConnectionInfo(
+        server=str(cfg.host),
+        ca_path=cfg.ssl_ca_cert or None,
+        insecure=not cfg.verify_ssl,
+        username=cfg.username or None,
+        password=cfg.password or None,
+        scheme=scheme or None,
+        token=token or None,
+        certificate_path=cfg.cert_file or None,
+        private_key_path=cfg.key_file or None,
+    )
 
 
 class Kube:
