@@ -74,7 +74,7 @@ async def test_fenced_writes_stop_at_the_renew_deadline_and_resume_for_the_new_l
     lease = devcluster.get("coordination.k8s.io/v1", "leases", "ops")
     assert lease["spec"]["holderIdentity"] == "a"
     assert lease["spec"]["leaseDurationSeconds"] == 15
-    assert await kubes[0].create(_service("by-a")) is True
+    assert await kubes[0].create(_service("by-a")) is not None  # stored
     with pytest.raises(NotLeader):
         await kubes[1].create(_service("by-b"))
 
@@ -93,7 +93,7 @@ async def test_fenced_writes_stop_at_the_renew_deadline_and_resume_for_the_new_l
     clock.now += 5.0
     await b.attempt()
     assert won == ["a", "b"]
-    assert await kubes[1].create(_service("by-b")) is True
+    assert await kubes[1].create(_service("by-b")) is not None  # stored
     await a.attempt()  # a wakes up: it sees b and stays fenced, no steal-back
     assert not a.leading
     assert won == ["a", "b", "-a"]
