@@ -140,6 +140,25 @@ def validate_annotations(annotations: Any, path: str) -> list[FieldError]:
     return errors
 
 
+SET_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def set_operator_problem(operator: str, values: list[Any], where: str) -> FieldError | None:
+    """The values rule label and node selector requirements share: In and NotIn need
+    values, Exists and DoesNotExist take none (ValidateLabelSelectorRequirement,
+    validateNodeSelectorRequirement)."""
+    if operator in ("In", "NotIn") and not values:
+        return fe.required(
+            f"{where}.values", "must be specified when `operator` is 'In' or 'NotIn'"
+        )
+    if operator in ("Exists", "DoesNotExist") and values:
+        return fe.forbidden(
+            f"{where}.values",
+            "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+        )
+    return None
+
+
 def validate_selector(selector: Any, path: str) -> list[FieldError]:
     """ValidateLabelSelector: matchLabels as labels, matchExpressions operators and values."""
     errors: list[FieldError] = []
@@ -152,25 +171,11 @@ def validate_selector(selector: Any, path: str) -> list[FieldError]:
         expr = want_dict(raw_expr, where)
         operator = want_str(expr.get("operator"), f"{where}.operator")
         values = want_list(expr.get("values"), f"{where}.values")
-        if operator in ("In", "NotIn") and not values:
-            errors.append(
-                fe.required(
-                    f"{where}.values", "must be specified when `operator` is 'In' or 'NotIn'"
-                )
-            )
-        elif operator in ("Exists", "DoesNotExist") and values:
-            errors.append(
-                fe.forbidden(
-                    f"{where}.values",
-                    "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
-                )
-            )
-        elif operator not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            errors.append(
-                fe.not_supported(
-                    f"{where}.operator", operator, ["In", "NotIn", "Exists", "DoesNotExist"]
-                )
-            )
+        problem = set_operator_problem(operator, values, where)
+        if problem is not None:
+            errors.append(problem)
+        elif operator not in SET_OPERATORS:
+            errors.append(fe.not_supported(f"{where}.operator", operator, list(SET_OPERATORS)))
         errors += invalid_each(
             f"{where}.key", expr.get("key"), names.label_key(str(expr.get("key") or ""))
         )

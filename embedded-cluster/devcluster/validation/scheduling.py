@@ -17,7 +17,15 @@ from typing import Any
 from .. import fielderrors as fe
 from ..fielderrors import FieldError
 from . import names
-from .common import invalid_each, validate_selector, want_dict, want_int, want_list, want_str
+from .common import (
+    invalid_each,
+    set_operator_problem,
+    validate_selector,
+    want_dict,
+    want_int,
+    want_list,
+    want_str,
+)
 
 _EFFECTS = ["NoExecute", "NoSchedule", "PreferNoSchedule"]
 _NODE_OPERATORS = ["DoesNotExist", "Exists", "Gt", "In", "Lt", "NotIn"]
@@ -80,19 +88,9 @@ def _node_requirements(raw: Any, path: str) -> list[FieldError]:
         errors += invalid_each(f"{where}.key", key, names.label_key(key))
         operator = want_str(requirement.get("operator"), f"{where}.operator")
         values = want_list(requirement.get("values"), f"{where}.values")
-        if operator in ("In", "NotIn") and not values:
-            errors.append(
-                fe.required(
-                    f"{where}.values", "must be specified when `operator` is 'In' or 'NotIn'"
-                )
-            )
-        elif operator in ("Exists", "DoesNotExist") and values:
-            errors.append(
-                fe.forbidden(
-                    f"{where}.values",
-                    "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
-                )
-            )
+        problem = set_operator_problem(operator, values, where)
+        if problem is not None:
+            errors.append(problem)
         elif operator in ("Gt", "Lt"):
             if len(values) != 1 or not str(values[0]).lstrip("-").isdigit():
                 errors.append(
