@@ -36,7 +36,8 @@ ASSUMED = "preview: the gate is assumed to pass"
 AUTOSCALER_KINDS = ("HorizontalPodAutoscaler", "ScaledObject")
 
 
-def _merge(target: Any, patch: Any) -> Any:
+def apply_merge_patch(target: Any, patch: Any) -> Any:
+    """``target`` with JSON merge ``patch`` (RFC 7386) applied, as a new object."""
     if not isinstance(patch, Mapping):
         return copy.deepcopy(patch)
     out = copy.deepcopy(target) if isinstance(target, dict) else {}
@@ -44,7 +45,7 @@ def _merge(target: Any, patch: Any) -> Any:
         if value is None:
             out.pop(key, None)
         else:
-            out[key] = _merge(out.get(key), value)
+            out[key] = apply_merge_patch(out.get(key), value)
     return out
 
 
@@ -73,7 +74,9 @@ def first_revision(
         step = plan(observed, now, settings)
         body["status"] = step.status.to_wire()
         meta = body.setdefault("metadata", {})
-        meta["annotations"] = _merge(meta.get("annotations") or {}, dict(step.annotations))
+        meta["annotations"] = apply_merge_patch(
+            meta.get("annotations") or {}, dict(step.annotations)
+        )
         for action in step.actions:
             key = (action.kind, action.name)
             if isinstance(action, Create):
@@ -82,7 +85,7 @@ def first_revision(
                     created.append(copy.deepcopy(dict(action.manifest)))
             elif isinstance(action, Patch):
                 if key in objects:
-                    objects[key] = _merge(objects[key], action.patch)
+                    objects[key] = apply_merge_patch(objects[key], action.patch)
             elif isinstance(action, Delete):
                 objects.pop(key, None)
         if not step.actions:

@@ -17,20 +17,12 @@ from vllm_operator.api.summary import BenchSummary, PairedBaseline, Placement, R
 from vllm_operator.render import labels
 from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, observe, plan
 from vllm_operator.rollout.observed import holder, owned_by
+from vllm_operator.rollout.preview import apply_merge_patch
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
-def merge(target: Any, patch: Any) -> Any:
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = copy.deepcopy(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge(out.get(key), value)
-    return out
+merge = apply_merge_patch  # the planner's patches land as the API server merges them
 
 
 def spec(
