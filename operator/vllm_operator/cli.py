@@ -83,8 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         module = importlib.import_module(command.module)
     except ModuleNotFoundError as error:
-        if not command.missing or error.name != command.module.partition(".")[0]:
-            raise
+        package = command.module.partition(".")[0]
+        missing = error.name is not None and (error.name + ".").startswith(package + ".")
+        if not command.missing or not missing:
+            raise  # a dependency of an installed command: a real error, not an absence
         sys.stderr.write(f"vllm-operator {name}: not installed; {command.missing}\n")
         return 2
     entry: Callable[[list[str], str], int] = module.main
