@@ -387,6 +387,15 @@ class World:
         if node is not None:
             self.objects[("Pod", name)]["spec"] = {"nodeName": node}
 
+    def pass_first_gate(self) -> None:
+        """Walk the first revision through candidate, Ready, a Passed benchmark and promotion."""
+        self.step()
+        self.ready_all()
+        self.step()
+        self.finish_job(summary())
+        self.step()
+        self.ready_all()
+
     @property
     def status(self) -> dict[str, Any]:
         return self.body.get("status", {})
@@ -396,3 +405,12 @@ class World:
 
     def events(self) -> list[str]:
         return [e.reason for p in self.plans for e in p.events]
+
+
+def serving_world(spec_doc: dict[str, Any], settings: Settings | None = None) -> World:
+    """A world where ``spec_doc`` passed its gate and serves."""
+    w = World(spec_doc, settings)
+    w.pass_first_gate()
+    w.settle()
+    assert w.status["phase"] == "Serving", w.status
+    return w

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from rollout_world import World, spec, summary
+from rollout_world import World, serving_world, spec, summary
 
 from vllm_operator.render import labels
 from vllm_operator.rollout import Create, Delete, Patch
@@ -23,16 +23,7 @@ SPEC = spec()
 
 
 def deployed() -> World:
-    w = World(SPEC)
-    w.step()
-    w.ready_all()
-    w.step()
-    w.finish_job(summary())
-    w.step()
-    w.ready_all()
-    w.settle()
-    assert w.status["phase"] == "Serving"
-    return w
+    return serving_world(SPEC)
 
 
 def rendered_by_older_operator(w: World) -> str:

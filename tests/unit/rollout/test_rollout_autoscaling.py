@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rollout_world import World, merge, spec, summary
+from rollout_world import World, merge, serving_world, spec, summary
 
 from vllm_operator.config import config_from_args
 from vllm_operator.handlers.reconcile import settings_from
@@ -27,16 +27,7 @@ KEDA = {"engine": "keda", "prometheus": {"serverAddress": "http://prom.monitorin
 
 def deployed(spec_doc: dict[str, Any], settings: Settings | None = None) -> World:
     """A world where ``spec_doc`` passed its gate and serves."""
-    w = World(spec_doc, settings)
-    w.step()
-    w.ready_all()
-    w.step()
-    w.finish_job(summary())
-    w.step()
-    w.ready_all()
-    w.settle()
-    assert w.status["phase"] == "Serving", w.status
-    return w
+    return serving_world(spec_doc, settings)
 
 
 def hpa(w: World) -> dict[str, Any]:

@@ -8,26 +8,17 @@ Event, no action, no requeue, and nothing of the stable revision touched.
 
 from __future__ import annotations
 
-from rollout_world import World, spec, summary
+from rollout_world import World, spec
 
 V16 = spec(image="vllm/vllm-openai:v0.16.0", mode="eager")
 V17 = spec(image="vllm/vllm-openai:v0.17.0")
 OTHER = {"apiVersion": "vllm-operator.dev/v1alpha1", "kind": "VLLMDeployment"}
 
 
-def passed_gate(w: World) -> None:
-    w.step()
-    w.ready_all()
-    w.step()
-    w.finish_job(summary())
-    w.step()
-    w.ready_all()
-
-
 def test_foreign_service_at_the_serving_name_stalls_without_a_hot_loop() -> None:
     w = World(V17)
     w.squat("Service", "qwen")
-    passed_gate(w)
+    w.pass_first_gate()
     p = w.settle()
     assert p.actions == ()
     assert p.requeue_after is None
@@ -59,7 +50,7 @@ def test_foreign_service_at_the_serving_name_stalls_without_a_hot_loop() -> None
 
 def test_candidate_name_held_by_another_resource_keeps_the_stable_revision() -> None:
     w = World(V16)
-    passed_gate(w)
+    w.pass_first_gate()
     w.settle()
     stable = w.serving()
     assert stable is not None
@@ -78,7 +69,7 @@ def test_candidate_name_held_by_another_resource_keeps_the_stable_revision() -> 
 
 def test_look_alike_with_our_labels_but_another_owner_is_not_a_child() -> None:
     w = World(V17)
-    passed_gate(w)
+    w.pass_first_gate()
     w.settle()
     serving = w.objects[("Service", "qwen")]
     serving["metadata"]["ownerReferences"][0]["uid"] = "uid-other"  # no longer ours

@@ -13,7 +13,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rollout_world import World, spec, summary
+from rollout_world import World, serving_world, spec, summary
 
 from vllm_operator.render.labels import REVISION_LABEL
 from vllm_operator.rollout import Delete
@@ -140,16 +140,7 @@ def test_serving_service_and_stable_revision_are_safe(first: int, moves: list[An
 
 def _serving_world(first: int) -> World:
     """A world where ``SPECS[first]`` passed its gate and serves: the next spec gets a twin."""
-    w = World(SPECS[first])
-    w.step()
-    w.ready_all()
-    w.step()
-    w.finish_job(summary())
-    w.step()
-    w.ready_all()
-    w.settle()
-    assert w.status["phase"] == "Serving"
-    return w
+    return serving_world(SPECS[first])
 
 
 @settings(
