@@ -234,11 +234,7 @@ class Reconciler:
         Only creates are looked up (one GET each; creates are rare): every other action
         targets an observed object, and observed objects are the owned ones.
         """
-        known = {("Deployment", d.name) for d in observed.deployments}
-        known |= {("Service", s.name) for s in observed.services}
-        known |= {("Job", j.name) for j in observed.jobs}
-        known |= {(a.kind, a.name) for a in observed.autoscalers}
-        known |= {("PodDisruptionBudget", b.name) for b in observed.budgets}
+        known = observed.owned_children()
         foreign: dict[tuple[str, str], str] = {}
         for action in result.actions:
             key = (action.kind, action.name)

@@ -201,6 +201,15 @@ class Observed:
     def service(self, name: str) -> ServiceView | None:
         return next((s for s in self.services if s.name == name), None)
 
+    def owned_children(self) -> set[tuple[str, str]]:
+        """(kind, name) of every child observed as this resource's own."""
+        found = {("Deployment", d.name) for d in (*self.deployments, *self.twins)}
+        found |= {("Service", s.name) for s in self.services}
+        found |= {("Job", j.name) for j in self.jobs}
+        found |= {(a.kind, a.name) for a in self.autoscalers}
+        found |= {("PodDisruptionBudget", b.name) for b in self.budgets}
+        return found
+
     def deployment_of(self, revision: str) -> DeploymentView | None:
         return next((d for d in self.deployments if d.revision == revision), None)
 
