@@ -29,9 +29,20 @@ HPA_API_VERSION = "autoscaling/v2"
 KEDA_API_VERSION = "keda.sh/v1alpha1"
 PDB_API_VERSION = "policy/v1"
 
-# Custom-metrics names under the adapter rules of docs/autoscaling.md.
-WAITING_METRIC = "vllm_num_requests_waiting"
-KV_CACHE_METRIC = "vllm_kv_cache_usage_perc"
+# vLLM's own metrics (vllm/v1/metrics/loggers.py), as Prometheus scrapes them.
+VLLM_WAITING = "vllm:num_requests_waiting"
+VLLM_KV_CACHE = "vllm:kv_cache_usage_perc"
+VLLM_TTFT = "vllm:time_to_first_token_seconds"
+
+
+def adapter_name(metric: str) -> str:
+    """The custom-metrics name of a vLLM metric under the adapter rules of
+    docs/autoscaling.md (``vllm:`` becomes ``vllm_``)."""
+    return metric.replace(":", "_")
+
+
+WAITING_METRIC = adapter_name(VLLM_WAITING)
+KV_CACHE_METRIC = adapter_name(VLLM_KV_CACHE)
 # Prometheus label names the chart's PodMonitor gives the pod labels (podTargetLabels).
 PROM_DEPLOYMENT_LABEL = "vllm_operator_dev_deployment"
 PROM_REVISION_LABEL = "vllm_operator_dev_revision"
@@ -41,7 +52,7 @@ TTFT_WINDOW = "2m"
 
 def ttft_metric(percentile: int) -> str:
     """The custom-metrics name of one TTFT percentile per pod."""
-    return f"vllm_time_to_first_token_seconds_p{percentile}"
+    return f"{adapter_name(VLLM_TTFT)}_p{percentile}"
 
 
 def quantity(value: float) -> str:
@@ -139,16 +150,16 @@ def keda_triggers(vd: VLLMDeployment, revision: str) -> list[dict[str, Any]]:
         )
 
     if targets.waiting_requests_per_pod is not None:
-        query = f"sum(vllm:num_requests_waiting{{{where}}})"
+        query = f"sum({VLLM_WAITING}{{{where}}})"
         add("AverageValue", query, targets.waiting_requests_per_pod, "waiting-requests")
     if targets.kv_cache_usage_percent is not None:
-        query = f"sum(vllm:kv_cache_usage_perc{{{where}}})"
+        query = f"sum({VLLM_KV_CACHE}{{{where}}})"
         add("AverageValue", query, targets.kv_cache_usage_percent / 100, "kv-cache-usage")
     if targets.ttft is not None:
         q = targets.ttft.percentile / 100
         query = (
             f"histogram_quantile({q}, sum(rate("
-            f"vllm:time_to_first_token_seconds_bucket{{{where}}}[{TTFT_WINDOW}])) by (le))"
+            f"{VLLM_TTFT}_bucket{{{where}}}[{TTFT_WINDOW}])) by (le))"
         )
         add("Value", query, targets.ttft.seconds, f"ttft-p{targets.ttft.percentile}")
     return triggers
