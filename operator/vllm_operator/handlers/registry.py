@@ -92,13 +92,13 @@ def build_registry(
 
         @kopf.on.login(registry=registry)
         def vllm_operator_login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-            if config.api_url is not None:
-                return kopf.ConnectionInfo(server=config.api_url, default_namespace="default")
-            if config.kubeconfig is not None or config.context is not None:
-                given: kopf.ConnectionInfo = login_for(config.kubeconfig, config.context)
-                return given
-            info: kopf.ConnectionInfo | None = kopf.login_via_client(**kwargs)
-            return info
+            if config.api_url is None and config.kubeconfig is None and config.context is None:
+                info: kopf.ConnectionInfo | None = kopf.login_via_client(**kwargs)
+                return info  # in-cluster or the default kubeconfig, as kopf finds them
+            given: kopf.ConnectionInfo = login_for(
+                config.api_url, config.kubeconfig, config.context
+            )
+            return given
 
     @kopf.on.startup(registry=registry)
     async def start(settings: kopf.OperatorSettings, **_: Any) -> None:

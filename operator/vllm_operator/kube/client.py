@@ -88,32 +88,42 @@ def api_client_for(
     url: str | None = None, kubeconfig: str | None = None, context: str | None = None
 ) -> k8s.ApiClient:
     """An ApiClient for ``url`` (no auth: dev clusters), a kubeconfig, or in-cluster."""
-    cfg = k8s.Configuration()
-    if url is not None:
-        cfg.host = url
-    else:
-        try:
-            k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-        except k8s_config.ConfigException:
-            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, context=context, client_configuration=cfg
-            )
+    cfg = configuration_for(url, kubeconfig, context)
     cfg.connection_pool_maxsize = 32
     return k8s.ApiClient(cfg)
 
 
-def login_for(kubeconfig: str | None, context: str | None) -> kopf.ConnectionInfo:
-    """kopf's credentials from the kubeconfig file and context ``run`` was given.
+def configuration_for(
+    url: str | None = None, kubeconfig: str | None = None, context: str | None = None
+) -> k8s.Configuration:
+    """Where the API is and how to log in: ``url`` without credentials (dev clusters), the
+    kubeconfig file or context ``run`` was given, else in-cluster, else the default
+    kubeconfig. One answer for the operator's client and for kopf's login."""
+    cfg = k8s.Configuration()
+    if url is not None:
+        cfg.host = url
+    elif kubeconfig is not None or context is not None:
+        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, context=context, client_configuration=cfg
+        )
+    else:
+        try:
+            k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        except k8s_config.ConfigException:
+            k8s_config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+    return cfg
+
+
+def login_for(
+    url: str | None = None, kubeconfig: str | None = None, context: str | None = None
+) -> kopf.ConnectionInfo:
+    """kopf's credentials from the same ``configuration_for`` as the operator's client.
 
     kopf's own ``login_via_client`` loads only the default kubeconfig (``KUBECONFIG`` or
     ``~/.kube/config``): with ``--kubeconfig`` alone its watches would read one cluster while
-    the operator's client wrote to another. This reads the same file and context as
-    ``api_client_for`` and hands kopf the same server and credentials.
+    the operator's client wrote to another. This hands kopf the same server and credentials.
     """
-    cfg = k8s.Configuration()
-    k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-        config_file=kubeconfig, context=context, client_configuration=cfg
-    )
+    cfg = configuration_for(url, kubeconfig, context)
     header = str(cfg.api_key.get("authorization") or cfg.api_key.get("BearerToken") or "")
     scheme, _, token = header.partition(" ") if " " in header else ("", "", header)
     return kopf.ConnectionInfo(

@@ -40,14 +40,14 @@ def _kubeconfig(path: Path) -> Path:
 
 def test_the_given_file_and_its_current_context(tmp_path: Path) -> None:
     path = _kubeconfig(tmp_path / "kc")
-    info = login_for(str(path), None)
+    info = login_for(kubeconfig=str(path))
     assert info.server == "https://a.example:6443"
     assert (info.scheme, info.token) == ("Bearer", "token-a")
     assert info.insecure is False
 
 
 def test_the_given_context(tmp_path: Path) -> None:
-    info = login_for(str(_kubeconfig(tmp_path / "kc")), "ctx-b")
+    info = login_for(kubeconfig=str(_kubeconfig(tmp_path / "kc")), context="ctx-b")
     assert info.server == "https://b.example:6443"
     assert info.token == "token-b"
     assert info.insecure is True
