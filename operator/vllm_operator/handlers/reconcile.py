@@ -57,6 +57,8 @@ logger = logging.getLogger(__name__)
 GPU_PRODUCT_LABEL = labels.GPU_PRODUCT_LABEL
 # Node name -> GPU product entries kept; a label that rarely changes, read once per node.
 NODE_CACHE_LIMIT = 1024
+# Finished Jobs whose pods were read fresh (uid -> resourceVersion); cleared when full.
+REFRESHED_JOBS_LIMIT = 1024
 
 Clock = Callable[[], datetime]
 Hook = Callable[[str, str, Plan], None]
@@ -214,7 +216,7 @@ class Reconciler:
             version = versions.get(job.name, "")
             if self.refreshed_jobs.get(job.uid) == version:
                 continue
-            if len(self.refreshed_jobs) >= NODE_CACHE_LIMIT:
+            if len(self.refreshed_jobs) >= REFRESHED_JOBS_LIMIT:
                 self.refreshed_jobs.clear()
             self.refreshed_jobs[job.uid] = version
             pods = await self.kube.list_pods(namespace, {JOB_LABEL: job.name})
