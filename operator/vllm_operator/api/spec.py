@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field, JsonValue, field_validator, model_validator
 
 from vllm_operator.api.autoscaling import (
     AUTOSCALING_RULES,
@@ -409,8 +409,34 @@ class Thresholds(APIModel):
         le=99.9,
         description=(
             "Confidence of the interval on each relative difference against the baseline: "
-            "Failed only when the whole interval is beyond maxRegressionPercent, Passed only "
-            "when it is all within, otherwise Inconclusive."
+            "Failed only when the whole interval is beyond the limit, Passed only when it is "
+            "all within, otherwise more trials (up to gate.maxTrials), then Inconclusive. The "
+            "interval of each look is widened for the looks gate.trials..gate.maxTrials allow, "
+            "so this confidence holds over the whole sequence."
+        ),
+    )
+    regression_floor_ms: float = Field(
+        default=5.0,
+        ge=0,
+        le=60_000,
+        description=(
+            "Smallest latency regression that counts, in ms: the latency limit is the larger "
+            "of maxRegressionPercent of the baseline and this. Default 5 ms: on an H200 a "
+            "20 ms short-prompt median moved up to 5.1 ms between trials of one server and "
+            "6.0 ms between two identical servers in one trial (shared/calibration "
+            "h200-paired-2026-12-01), so 10% of it (2 ms) is below what one trial resolves."
+        ),
+    )
+    regression_floor_tokens_per_second: float = Field(
+        default=5.0,
+        ge=0,
+        le=1_000_000,
+        description=(
+            "Smallest aggregate tokens/s drop that counts: the throughput limit is the larger "
+            "of maxRegressionPercent of the baseline and this. Default 5 tok/s: the median "
+            "trial-to-trial spread of the smallest H200 figure (1 stream, about 300 tok/s) "
+            "was 9.6 tok/s; 5 tok/s only matters for figures under 50 tok/s (eager or CPU "
+            "bound), where 10% is within one trial's noise."
         ),
     )
 
@@ -431,6 +457,16 @@ class BaselineSpec(APIModel):
             "a stable revision both modes judge the candidate on absolute limits only."
         ),
     )
+
+
+TRIAL_PLAN_RULES: list[JsonValue] = [
+    {
+        "rule": (
+            "(has(self.maxTrials) ? self.maxTrials : 10) >= (has(self.trials) ? self.trials : 3)"
+        ),
+        "message": "gate.maxTrials must be >= gate.trials (equal: a fixed number of trials)",
+    }
+]
 
 
 class GateSpec(APIModel):
@@ -465,8 +501,21 @@ class GateSpec(APIModel):
         ge=1,
         le=10,
         description=(
-            "Repeated trials of each compared figure (candidate and baseline interleaved in "
-            "twin mode); the gate decides on the interval these give (`bench --trials`)."
+            "Paired trials of every compared figure before the gate's first look (candidate "
+            "and baseline interleaved in twin mode; `bench --trials`)."
+        ),
+    )
+    max_trials: int = Field(
+        default=10,
+        ge=1,
+        le=10,
+        description=(
+            "Most trials of any one figure: after `trials`, the benchmark adds one paired "
+            "trial at a time of each figure still undecided (its interval straddles the "
+            "limit), until it is decided, this many trials were run, or the Job's time budget "
+            "(timeoutSeconds) is spent; only then is it Inconclusive. Each look's interval is "
+            "widened for the number of looks (maxTrials - trials + 1), so extra looks do not "
+            "raise the false-fail rate (`bench --max-trials`)."
         ),
     )
 
@@ -476,6 +525,15 @@ class GateSpec(APIModel):
         if len(set(levels)) != len(levels):
             raise ValueError("concurrency levels must be distinct")
         return sorted(levels)
+
+    @model_validator(mode="after")
+    def _trial_plan(self) -> GateSpec:
+        if self.max_trials < self.trials:
+            raise ValueError(
+                f"gate.maxTrials ({self.max_trials}) is below gate.trials ({self.trials}): "
+                "set maxTrials >= trials (equal means a fixed number of trials)"
+            )
+        return self
 
 
 class VLLMDeploymentSpec(APIModel):
@@ -503,7 +561,11 @@ class VLLMDeploymentSpec(APIModel):
     rollout: RolloutSpec = Field(
         default_factory=RolloutSpec, description="How candidates are rolled out."
     )
-    gate: GateSpec = Field(default_factory=GateSpec, description="The benchmark gate.")
+    gate: GateSpec = Field(
+        default_factory=GateSpec,
+        description="The benchmark gate.",
+        json_schema_extra={"x-kubernetes-validations": TRIAL_PLAN_RULES},
+    )
     autoscaling: AutoscalingSpec | None = Field(
         default=None,
         description=(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from vllm_operator.api.base import APIModel
 
@@ -144,6 +144,48 @@ class PairedBaseline(APIModel):
     )
 
 
+class TrialPlan(APIModel):
+    """How many paired trials a run may take: the first look, then one more at a time.
+
+    The gate judges every figure after ``minTrials`` trials and again after each further
+    trial while the figure is undecided, up to ``maxTrials``. Each look's interval is widened
+    for the number of looks the plan allows (``gate.sequential``), so the false-fail rate is
+    what ``confidencePercent`` says however many looks were taken.
+    """
+
+    min_trials: int = Field(ge=1, le=MAX_TRIALS, description="Trials before the first look.")
+    max_trials: int = Field(ge=1, le=MAX_TRIALS, description="Most trials of any one figure.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TrialPlan:
+        if self.max_trials < self.min_trials:
+            raise ValueError(
+                f"maxTrials {self.max_trials} is below the minimum {self.min_trials}: set "
+                "gate.maxTrials >= gate.trials"
+            )
+        return self
+
+    @property
+    def looks(self) -> int:
+        """How many times the gate may judge one figure (the first look included)."""
+        return self.max_trials - self.min_trials + 1
+
+
+class Warmup(APIModel):
+    """How the settling warm-up ended on each server (details in the report)."""
+
+    candidate_passes: int = Field(ge=0, le=1000, description="Warm-up passes on the candidate.")
+    baseline_passes: int | None = Field(
+        default=None, ge=0, le=1000, description="Warm-up passes on the paired baseline."
+    )
+    settled: bool = Field(
+        description=(
+            "True when the last two passes agreed within the tolerance on every server; "
+            "false when the pass or time cap ended the warm-up first."
+        )
+    )
+
+
 class Verdict(APIModel):
     """A decision on one revision's benchmark, with its reasons."""
 
@@ -182,6 +224,16 @@ class BenchSummary(APIModel):
     identity: RunIdentity | None = Field(
         default=None,
         description="The run that wrote this summary (bench --job-name/--revision/--attempt).",
+    )
+    trial_plan: TrialPlan | None = Field(
+        default=None,
+        description=(
+            "The sequential trial plan the run followed; absent in summaries of a fixed number "
+            "of trials (then judged as one look)."
+        ),
+    )
+    warmup: Warmup | None = Field(
+        default=None, description="How the settling warm-up ended (absent: no settling warm-up)."
     )
 
     @property

@@ -8,7 +8,7 @@ runs this package alone.
 from __future__ import annotations
 
 from vllm_operator.bench.config import BenchConfig
-from vllm_operator.bench.report import BenchReport, build_report
+from vllm_operator.bench.report import BenchReport, build_report, open_figures
 from vllm_operator.bench.runner import Clock, Progress, TransportFactory, run
 
 
@@ -20,7 +20,13 @@ async def run_benchmark(
     clock: Clock | None = None,
 ) -> BenchReport:
     """Measure the server ``config`` points at and judge the result."""
-    state = await run(config, progress=progress, transport_factory=transport_factory, clock=clock)
+    state = await run(
+        config,
+        progress=progress,
+        transport_factory=transport_factory,
+        clock=clock,
+        open_figures=lambda so_far: open_figures(config, so_far),
+    )
     return build_report(config, state)
 
 

@@ -30,10 +30,23 @@ from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, Placement, RunIdentity
 from vllm_operator.bench import bounded, human
 from vllm_operator.bench import summary as summary_mod
-from vllm_operator.bench.config import MAX_LEVELS, BenchConfig
+from vllm_operator.bench.config import (
+    MAX_ITERATIONS,
+    MAX_LEVELS,
+    MAX_REQUESTS_PER_STREAM,
+    MAX_SETTLE_PASSES,
+    MAX_WARMUP,
+    BenchConfig,
+)
 from vllm_operator.bench.progress import JsonLinesProgress, TerminalProgress
 from vllm_operator.bench.prompts import parse_classes
-from vllm_operator.bench.report import EXIT_UNMEASURED, EXIT_USAGE, BenchReport, build_report
+from vllm_operator.bench.report import (
+    EXIT_UNMEASURED,
+    EXIT_USAGE,
+    BenchReport,
+    build_report,
+    open_figures,
+)
 from vllm_operator.bench.runner import NoProgress, Progress, run
 from vllm_operator.bench.suite import load_suite
 from vllm_operator.errors import SpecError
@@ -50,7 +63,7 @@ examples:
       --thresholds-json '{"quality": {"minPassed": 12}, "maxRegressionPercent": 10}' \\
       --baseline-json @stable-summary.json
   vllm-operator bench --url http://cand:8000 --baseline-url http://stable:8000 --model m \
-      --trials 3 --thresholds-json '{"maxRegressionPercent": 10}'
+      --trials 3 --max-trials 10 --thresholds-json '{"maxRegressionPercent": 10}'
 JSON options take the JSON itself or @FILE. python-tests checks run code from the server's
 answers only with --allow-code-execution (local sandbox) or --sandbox-dir (the Job's
 sandbox container); otherwise they are refused. See docs/bench.md for every rule.
@@ -132,9 +145,43 @@ def parser(prog: str) -> argparse.ArgumentParser:
         type=int,
         default=3,
         help=(
-            f"rounds of every compared figure, 1..{MAX_TRIALS}; the gate's interval needs 2 "
-            "or more (default: %(default)s)"
+            f"rounds of every compared figure before the gate's first look, 1..{MAX_TRIALS}; "
+            "the gate's interval needs 2 or more (default: %(default)s)"
         ),
+    )
+    p.add_argument(
+        "--max-trials",
+        type=int,
+        help=(
+            f"most rounds of a figure still undecided after --trials (sequential trials, up "
+            f"to {MAX_TRIALS} and the deadline's budget); each look's interval is widened for "
+            "the number of looks (default: --trials, a fixed number)"
+        ),
+    )
+    settle = p.add_argument_group(
+        "settling warm-up",
+        "discarded passes over every measured shape on every server until two passes agree",
+    )
+    settle.add_argument(
+        "--settle-max-passes",
+        type=int,
+        default=4,
+        help=(
+            f"most warm-up passes, 0..{MAX_SETTLE_PASSES}; 0 sends --warmup requests per shape "
+            "once instead (default: %(default)s)"
+        ),
+    )
+    settle.add_argument(
+        "--settle-tolerance-percent",
+        type=float,
+        default=5.0,
+        help="two passes agree when every figure is within this (default: %(default)s)",
+    )
+    settle.add_argument(
+        "--settle-max-seconds",
+        type=float,
+        default=300.0,
+        help="no warm-up pass starts after this long (default: %(default)s)",
     )
     where = p.add_argument_group("placement (recorded; different GPU products: Inconclusive)")
     for role in ("candidate", "baseline"):
@@ -296,7 +343,9 @@ def _measure_and_publish(
     elif sys.stderr.isatty():
         terminal = TerminalProgress(sys.stderr)
         progress = terminal
-    state = asyncio.run(run(config, progress=progress))
+    state = asyncio.run(
+        run(config, progress=progress, open_figures=lambda so_far: open_figures(config, so_far))
+    )
     if terminal is not None:
         terminal.close()
     report = build_report(config, state)
@@ -357,6 +406,22 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         raise SpecError("--warmup", "must be >= 0")
     if not 1 <= args.trials <= MAX_TRIALS:
         raise SpecError("--trials", f"must be 1..{MAX_TRIALS}")
+    max_trials = args.trials if args.max_trials is None else args.max_trials
+    if not args.trials <= max_trials <= MAX_TRIALS:
+        raise SpecError("--max-trials", f"must be --trials ({args.trials})..{MAX_TRIALS}")
+    for name, value, most in (
+        ("--iterations", args.iterations, MAX_ITERATIONS),
+        ("--warmup", args.warmup, MAX_WARMUP),
+        ("--requests-per-stream", args.requests_per_stream, MAX_REQUESTS_PER_STREAM),
+        ("--settle-max-passes", args.settle_max_passes, MAX_SETTLE_PASSES),
+    ):
+        if value > most:
+            raise SpecError(name, f"must be at most {most}")
+    if args.settle_max_passes < 0:
+        raise SpecError("--settle-max-passes", "must be >= 0")
+    tolerance = args.settle_tolerance_percent
+    if not (math.isfinite(tolerance) and 0 < tolerance < 100):
+        raise SpecError("--settle-tolerance-percent", f"must be in (0, 100), not {tolerance!r}")
     if args.baseline_url is not None:
         _check_url(args.baseline_url, "--baseline-url")
     for name, value in (
@@ -364,6 +429,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         ("--request-timeout", args.request_timeout),
         ("--stall-seconds", args.stall_seconds),
         ("--connect-timeout", args.connect_timeout),
+        ("--settle-max-seconds", args.settle_max_seconds),
     ):
         if not math.isfinite(value) or value <= 0:
             raise SpecError(name, f"must be a finite number > 0, not {value!r}")
@@ -387,6 +453,10 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         client=args.client,
         baseline_url=args.baseline_url,
         trials=args.trials,
+        max_trials=max_trials,
+        settle_max_passes=args.settle_max_passes,
+        settle_tolerance=tolerance / 100,
+        settle_max_seconds=args.settle_max_seconds,
         candidate_placement=_placement(args.candidate_node, args.candidate_gpu_product),
         baseline_placement=_placement(args.baseline_node, args.baseline_gpu_product),
         allow_code_execution=args.allow_code_execution,

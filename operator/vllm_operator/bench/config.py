@@ -11,12 +11,18 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
 from vllm_operator.api.spec import Thresholds
-from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, Placement
+from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, Placement, TrialPlan
 from vllm_operator.bench.prompts import CONCURRENCY_CLASS, DEFAULT_CLASSES, PromptClass
 from vllm_operator.bench.suite import EMPTY_SUITE, Suite
 
 MAX_LEVELS = 16
 """Concurrency levels per run (the CRD allows 16; keeps the summary under 4,096 bytes)."""
+MAX_ITERATIONS = 100
+"""Measured requests per prompt class (the CRD's limit)."""
+MAX_WARMUP = 99
+MAX_REQUESTS_PER_STREAM = 99
+MAX_SETTLE_PASSES = 20
+"""Bounds that keep every request's prompt index distinct (``bench.runner`` numbering)."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,15 @@ class BenchConfig:
     baseline_url: str | None = None
     """A baseline server measured in the same run, interleaved with ``url`` (paired)."""
     trials: int = 1
-    """Rounds of every compared figure (the CLI's default is 3; see docs/bench.md)."""
+    """Rounds of every compared figure before the gate's first look (the CLI's default: 3)."""
+    max_trials: int | None = None
+    """Most rounds of a figure still undecided (sequential trials); None: ``trials``."""
+    settle_max_passes: int = 0
+    """Settling warm-up passes at most (0: the one-shot warm-up; the CLI's default is 4)."""
+    settle_tolerance: float = 0.05
+    """Two warm-up passes agree when every figure is within this fraction (or the floor)."""
+    settle_max_seconds: float = 300.0
+    """No warm-up pass starts after this long."""
     candidate_placement: Placement = field(default_factory=Placement)
     baseline_placement: Placement = field(default_factory=Placement)
     allow_code_execution: bool = False
@@ -53,14 +67,34 @@ class BenchConfig:
     """Exchange directory of the Job pod's sandbox container (python-tests run there)."""
 
     def __post_init__(self) -> None:
-        if self.iterations < 1 or self.warmup < 0 or self.requests_per_stream < 1:
-            raise ValueError("iterations >= 1, warmup >= 0, requests per stream >= 1")
+        if not (
+            1 <= self.iterations <= MAX_ITERATIONS
+            and 0 <= self.warmup <= MAX_WARMUP
+            and 1 <= self.requests_per_stream <= MAX_REQUESTS_PER_STREAM
+        ):
+            raise ValueError(
+                f"iterations 1..{MAX_ITERATIONS}, warmup 0..{MAX_WARMUP}, requests per stream "
+                f"1..{MAX_REQUESTS_PER_STREAM}"
+            )
         if not 1 <= self.trials <= MAX_TRIALS:
             raise ValueError(f"trials must be 1..{MAX_TRIALS}")
+        if self.max_trials is None:
+            object.__setattr__(self, "max_trials", self.trials)
+        if not self.trials <= (self.max_trials or 0) <= MAX_TRIALS:
+            raise ValueError(f"max trials must be trials..{MAX_TRIALS}")
+        if not 0 <= self.settle_max_passes <= MAX_SETTLE_PASSES:
+            raise ValueError(f"settle passes must be 0..{MAX_SETTLE_PASSES}")
+        if not 0 < self.settle_tolerance < 1 or not self.settle_max_seconds > 0:
+            raise ValueError("settle tolerance must be in (0, 1), settle seconds > 0")
         if len(self.concurrency) > MAX_LEVELS or any(c < 1 for c in self.concurrency):
             raise ValueError(f"at most {MAX_LEVELS} concurrency levels, each >= 1")
         if self.deadline_seconds <= 0:
             raise ValueError("deadline must be > 0")
+
+    @property
+    def plan(self) -> TrialPlan:
+        """The sequential trial plan: ``trials`` before the first look, ``max_trials`` at most."""
+        return TrialPlan(min_trials=self.trials, max_trials=self.max_trials or self.trials)
 
     @property
     def base_url(self) -> str:
@@ -105,6 +139,12 @@ class BenchConfig:
             "client": self.client,
             "baseline_url": _without_userinfo(self.baseline_url) if self.baseline_url else None,
             "trials": self.trials,
+            "max_trials": self.plan.max_trials,
+            "settle": {
+                "max_passes": self.settle_max_passes,
+                "tolerance": self.settle_tolerance,
+                "max_seconds": self.settle_max_seconds,
+            },
             "candidate_placement": self.candidate_placement.to_wire(),
             "baseline_placement": self.baseline_placement.to_wire(),
             "code_execution": (

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_operator.api.spec import Thresholds
-from vllm_operator.api.summary import BenchSummary, PairedBaseline, Placement, Verdict
+from vllm_operator.api.summary import BenchSummary, PairedBaseline, Placement, Verdict, Warmup
 from vllm_operator.bench import summary as summary_mod
 from vllm_operator.bench.config import BenchConfig
 from vllm_operator.bench.request import RequestRecord
@@ -20,6 +20,7 @@ from vllm_operator.bench.runner import RunState, ServerRun
 from vllm_operator.bench.stats import MIN_DECODE_GAPS, Stats, decode_rate, level_figures
 from vllm_operator.gate import verdict as gate_verdict
 from vllm_operator.gate.classes import describe
+from vllm_operator.gate.regression import undecided
 
 REPORT_SCHEMA = "vllm-operator.dev/bench-report/v1"
 
@@ -67,6 +68,16 @@ class BenchReport:
             "server_version": state.server_version,
             "placement": _placement(self.config.candidate_placement, state.candidate).to_wire(),
             "trials": self.config.trials,
+            "rounds": [
+                {
+                    "trial": r.number,
+                    "classes": list(r.classes),
+                    "levels": list(r.levels),
+                    "seconds": round(r.seconds, 3),
+                }
+                for r in state.rounds
+            ],
+            "settled": state.settled,
             "started_unix": round(state.wall_started, 3),
             "duration_seconds": round(duration, 3),
             "deadline_hit": state.deadline_hit,
@@ -92,6 +103,16 @@ class BenchReport:
 
 def _server_json(server: ServerRun) -> dict[str, Any]:
     return {
+        "warmup_passes": [
+            {
+                "pass": p.number,
+                "latency_ms": {k: round(v, 2) for k, v in p.latency_ms.items()},
+                "tokens_per_second": {str(k): round(v, 2) for k, v in p.tokens_per_second.items()},
+                "seconds": round(p.seconds, 3),
+                "agreed_with_previous": p.agreed,
+            }
+            for p in server.settle
+        ],
         "latency": [_latency_json(n, t) for n, t in server.latency.items()],
         "concurrency": _concurrency_json(server),
         "quality": _quality_json(server),
@@ -127,12 +148,41 @@ def _paired_baseline(
     )
 
 
+def open_figures(config: BenchConfig, state: RunState) -> set[tuple[str, str]]:
+    """The figures the gate cannot decide yet on what ``state`` measured so far.
+
+    The runner measures these once more (sequential trials); the gate's own ``undecided``
+    decides, on the same summary the final verdict is computed from.
+    """
+    if config.thresholds is None:
+        return set()
+    raw = raw_summary(config, state)
+    return undecided(raw, config.thresholds, config.baseline, config.plan)
+
+
 def build_report(config: BenchConfig, state: RunState) -> BenchReport:
     """Figures, summary and verdict from a finished (or cut-short) run."""
     thresholds = config.thresholds or Thresholds()
+    raw = raw_summary(config, state)
+    judged = gate_verdict(raw, thresholds, config.baseline)
+    reasons = list(judged.reasons)
+    if state.aborted:
+        reasons.insert(0, f"run stopped early: {state.aborted}")
+    if state.deadline_hit:
+        reasons.insert(0, f"deadline of {config.deadline_seconds:g} s reached")
+    verdict = Verdict(outcome=judged.outcome, reasons=reasons)
+    summary = raw.model_copy(
+        update={"verdict": verdict.outcome if config.gated else None, "reasons": verdict.reasons}
+    )
+    return BenchReport(config, state, summary_mod.fit(summary), verdict)
+
+
+def raw_summary(config: BenchConfig, state: RunState) -> BenchSummary:
+    """The figures of ``state`` as a summary, before any verdict (and before fitting)."""
+    thresholds = config.thresholds or Thresholds()
     must_pass = tuple(thresholds.quality.must_pass)
     cand = state.candidate
-    raw = BenchSummary(
+    return BenchSummary(
         model=config.model,
         latency=[summary_mod.latency_figures(n, t) for n, t in cand.latency.items()],
         concurrency=[summary_mod.concurrency_figures(c, t) for c, t in cand.concurrency.items()],
@@ -146,18 +196,19 @@ def build_report(config: BenchConfig, state: RunState) -> BenchReport:
         paired_baseline=(
             None if state.baseline is None else _paired_baseline(config, state.baseline, must_pass)
         ),
+        trial_plan=config.plan,
+        warmup=_warmup(state),
     )
-    judged = gate_verdict(raw, thresholds, config.baseline)
-    reasons = list(judged.reasons)
-    if state.aborted:
-        reasons.insert(0, f"run stopped early: {state.aborted}")
-    if state.deadline_hit:
-        reasons.insert(0, f"deadline of {config.deadline_seconds:g} s reached")
-    verdict = Verdict(outcome=judged.outcome, reasons=reasons)
-    summary = raw.model_copy(
-        update={"verdict": verdict.outcome if config.gated else None, "reasons": verdict.reasons}
+
+
+def _warmup(state: RunState) -> Warmup | None:
+    if state.settled is None:
+        return None
+    return Warmup(
+        candidate_passes=len(state.candidate.settle),
+        baseline_passes=None if state.baseline is None else len(state.baseline.settle),
+        settled=state.settled,
     )
-    return BenchReport(config, state, summary_mod.fit(summary), verdict)
 
 
 def _stats_json(values: list[float], digits: int = 2) -> dict[str, float] | None:

@@ -8,21 +8,35 @@ A server that fails several requests in a row ends the run early with the cause 
 instead of spending the deadline on a dead endpoint.
 
 Order of a run (docs/bench.md, "Trials, pairing and warm-up"): preflight of each server, then
-``trials`` rounds; in each round every prompt class and then every concurrency level is
-measured on the candidate and on the baseline (``--baseline-url``) back to back, the
-candidate first in odd rounds and the baseline first in even ones, so both see the same
-time window and slow drift cancels. Before the first measurement of each shape on each
-server comes a discarded warm-up of that shape (``warmup`` requests of a prompt class; one
-request per stream of a concurrency level, all at once): a fresh vLLM JIT-compiles Triton
-kernels on the first use of a batch shape (calibration/h200-vllm-0.22.md: a compile inside
-the 2-stream level read 152.8 tok/s against 204.1 at one stream), and a warm-up per prompt
-size alone does not exercise the batch sizes of a concurrency level. Quality runs once per
-server at the end: answers at temperature 0 do not vary by trial.
+the settling warm-up, then ``trials`` rounds, then extra rounds of the figures still undecided,
+then quality.
+
+- **Settling warm-up** (``settle_max_passes`` > 0): discarded passes over every measured shape
+  (``warmup`` requests of each prompt class; every concurrency level with all its streams and
+  the measured requests per stream), on every server, alternating which goes first, repeated
+  until the last two passes of every server agree within ``settle_tolerance`` on every figure
+  (latency within the gate's ms floor too), or the pass or time cap is reached. A fresh vLLM
+  JIT-compiles Triton kernels on the first use of a batch shape and runs about 10% slower for
+  minutes (H200, 2026-12-01: a level's first trial read half of the others; a fresh server
+  trailed a settled one through a 24 s pass), so one request per shape did not settle it.
+  Each pass's figures are in the report. With ``settle_max_passes`` 0 the older warm-up runs
+  instead: ``warmup`` requests of a class and one request per stream of a level, once each.
+- **Rounds**: every prompt class and then every concurrency level is measured on the
+  candidate and on the baseline (``--baseline-url``) back to back, the candidate first in odd
+  rounds and the baseline first in even ones, so both see the same time window and slow
+  drift cancels.
+- **Extra rounds** (``max_trials`` > ``trials``): after the first ``trials`` rounds the
+  gate's own ``undecided`` (given through ``open_figures``) names the figures whose interval
+  still straddles the limit; one more round measures only those, and the gate looks again,
+  until none is open, ``max_trials`` is reached, or starting another round would leave less
+  than ``RESERVE_FRACTION`` of the deadline (the time budget).
+- **Quality** runs once per server at the end: answers at temperature 0 do not vary by trial.
 """
 
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -35,6 +49,7 @@ from vllm_operator.bench.prompts import PromptClass, prompt_for
 from vllm_operator.bench.pyexec import executor_for
 from vllm_operator.bench.quality import SuiteOutcome, judge, request_of
 from vllm_operator.bench.request import ChatRequest, RequestRecord, send
+from vllm_operator.bench.stats import level_figures
 from vllm_operator.bench.transport import (
     ConnectFailed,
     Limits,
@@ -49,6 +64,12 @@ TransportFactory = Callable[[BenchConfig, Clock], Transport]
 
 MAX_CONSECUTIVE_FAILURES = 3
 """Consecutive failed requests after which the run stops: the server is not answering."""
+
+RESERVE_FRACTION = 0.25
+"""Share of the deadline an extra round may not eat into (left for quality and the report)."""
+
+OpenFigures = Callable[["RunState"], set[tuple[str, str]]]
+"""The figures (``gate.regression.FigureKey``) still undecided on what was measured so far."""
 
 
 class Progress(Protocol):
@@ -69,6 +90,20 @@ class Aborted(Exception):
 
 
 @dataclass
+class SettlePass:
+    """One warm-up pass on one server: its figures and whether they matched the pass before."""
+
+    number: int
+    latency_ms: dict[str, float]
+    """Prompt class -> median end-to-end latency of the pass's requests."""
+    tokens_per_second: dict[int, float]
+    """Concurrency level -> aggregate tokens/s over the pass's steady window."""
+    seconds: float
+    agreed: bool = False
+    """True when every figure was within the tolerance of the previous pass's."""
+
+
+@dataclass
 class ServerRun:
     """What one server (the candidate, or the baseline of a paired run) measured."""
 
@@ -83,6 +118,8 @@ class ServerRun:
     """Concurrency level -> one list of streams (each a list of records) per trial."""
     quality: SuiteOutcome | None = None
     warmed: set[str] = field(default_factory=set)
+    settle: list[SettlePass] = field(default_factory=list)
+    """The settling warm-up's passes, in order."""
 
     def records(self) -> Iterator[RequestRecord]:
         if self.preflight is not None:
@@ -105,6 +142,16 @@ class ServerRun:
         return counts
 
 
+@dataclass(frozen=True)
+class RoundRecord:
+    """One round of trials: its number, the figures it measured, its duration."""
+
+    number: int
+    classes: tuple[str, ...]
+    levels: tuple[int, ...]
+    seconds: float
+
+
 @dataclass
 class RunState:
     """Everything measured so far; the report is built from it, complete or not."""
@@ -117,6 +164,10 @@ class RunState:
     deadline_hit: bool = False
     aborted: str | None = None
     consecutive_failures: int = 0
+    settled: bool | None = None
+    """None: no settling warm-up; else whether it ended with agreeing passes."""
+    rounds: list[RoundRecord] = field(default_factory=list)
+    """Every measured round: which figures it measured and how long it took."""
 
     @property
     def server_version(self) -> str | None:
@@ -149,8 +200,13 @@ async def run(
     progress: Progress | None = None,
     transport_factory: TransportFactory | None = None,
     clock: Clock | None = None,
+    open_figures: OpenFigures | None = None,
 ) -> RunState:
-    """Measure everything ``config`` asks for, within its deadline; return the state."""
+    """Measure everything ``config`` asks for, within its deadline; return the state.
+
+    ``open_figures``: the gate's view of which figures are still undecided; without it (or
+    with ``max_trials == trials``) the run measures exactly ``trials`` rounds.
+    """
     clock = clock or asyncio.get_running_loop().time
     progress = progress or NoProgress()
     transport = (transport_factory or default_transport)(config, clock)
@@ -169,10 +225,24 @@ async def run(
         async with asyncio.timeout(config.deadline_seconds):
             for server in state.servers:
                 await ctx.preflight(server)
+            await ctx.settle()
+            classes = tuple(c.name for c in config.prompt_classes)
             for trial in range(config.trials):
-                order = state.servers if trial % 2 == 0 else state.servers[::-1]
-                await ctx.latency(trial, order)
-                await ctx.concurrency(trial, order)
+                await ctx.round(trial, classes, config.concurrency)
+            trial = config.trials
+            while open_figures is not None and trial < config.plan.max_trials:
+                pending = open_figures(state)
+                todo_classes = tuple(c for c in classes if ("latency", c) in pending)
+                todo_levels = tuple(
+                    lv for lv in config.concurrency if ("concurrency", str(lv)) in pending
+                )
+                if not todo_classes and not todo_levels:
+                    break
+                if not ctx.time_for_round(todo_classes, todo_levels):
+                    progress.emit("budget", trial=trial + 1, open=sorted(map(":".join, pending)))
+                    break
+                await ctx.round(trial, todo_classes, todo_levels)
+                trial += 1
             for server in state.servers:
                 await ctx.quality(server)
     except TimeoutError:
@@ -271,8 +341,98 @@ class _Context:
             "preflight", server=server.role, served=served, server_version=server.server_version
         )
 
-    async def latency(self, trial: int, order: tuple[ServerRun, ...]) -> None:
+    async def round(self, trial: int, classes: tuple[str, ...], levels: tuple[int, ...]) -> None:
+        """One trial of ``classes`` and ``levels`` on every server, order alternating."""
+        began = self.clock()
+        order = self.state.servers if trial % 2 == 0 else self.state.servers[::-1]
+        self.progress.emit(
+            "trial",
+            trial=trial + 1,
+            of=self.config.plan.max_trials,
+            classes=list(classes),
+            levels=list(levels),
+        )
+        await self.latency(trial, order, classes)
+        await self.concurrency(trial, order, levels)
+        self.state.rounds.append(RoundRecord(trial + 1, classes, levels, self.clock() - began))
+
+    def time_for_round(self, classes: tuple[str, ...], levels: tuple[int, ...]) -> bool:
+        """Would one more round of these figures end before the time budget?
+
+        Its duration is estimated from the rounds so far, per figure, times 1.5.
+        """
+        spent: dict[str, float] = {}
+        for record in self.state.rounds:
+            figures = [*record.classes, *map(str, record.levels)]
+            for figure in figures:
+                spent[figure] = max(spent.get(figure, 0.0), record.seconds / len(figures))
+        estimate = 1.5 * sum(spent.get(f, 0.0) for f in [*classes, *map(str, levels)])
+        budget = self.config.deadline_seconds * (1 - RESERVE_FRACTION)
+        return self.clock() - self.state.started + estimate <= budget
+
+    async def settle(self) -> None:
+        """The settling warm-up (module docstring); records every pass on its server."""
+        config = self.config
+        if config.settle_max_passes == 0:
+            return
+        began = self.clock()
+        for server in self.state.servers:
+            server.warmed.update(f"class/{c.name}" for c in config.prompt_classes)
+            server.warmed.update(f"level/{lv}" for lv in config.concurrency)
+        settled = False
+        for number in range(1, config.settle_max_passes + 1):
+            order = self.state.servers if number % 2 == 1 else self.state.servers[::-1]
+            for server in order:
+                await self._settle_pass(server, number)
+            settled = number >= 2 and all(s.settle[-1].agreed for s in self.state.servers)
+            if settled or self.clock() - began >= config.settle_max_seconds:
+                break
+        self.state.settled = settled
+        self.progress.emit(
+            "settled" if settled else "unsettled",
+            passes=len(self.state.candidate.settle),
+            seconds=round(self.clock() - began, 1),
+        )
+
+    async def _settle_pass(self, server: ServerRun, number: int) -> None:
+        config = self.config
+        began = self.clock()
+        latency: dict[str, float] = {}
+        for cls in config.prompt_classes:
+            records: list[RequestRecord] = []
+            for i in range(max(1, config.warmup)):
+                index = SETTLE_BASE + number * SETTLE_STRIDE + i
+                await self.request(server, _sized(cls, index), records)
+            server.warmups.extend(records)
+            done = [r.e2e * 1000 for r in records if r.ok]
+            latency[cls.name] = statistics.median(done) if done else 0.0
+        throughput: dict[int, float] = {}
+        for level in config.concurrency:
+            streams: list[list[RequestRecord]] = [[] for _ in range(level)]
+            first = SETTLE_BASE + number * SETTLE_STRIDE
+            await self._closed_loop(
+                server, level, streams, requests=config.requests_per_stream, first=first
+            )
+            server.warmups.extend(r for stream in streams for r in stream)
+            throughput[level] = level_figures(level, streams).aggregate_tps
+        record = SettlePass(number, latency, throughput, self.clock() - began)
+        if server.settle:
+            record.agreed = agree(server.settle[-1], record, config)
+        server.settle.append(record)
+        self.progress.emit(
+            "warmup",
+            server=server.role,
+            settle_pass=number,
+            of=config.settle_max_passes,
+            agreed=record.agreed,
+        )
+
+    async def latency(
+        self, trial: int, order: tuple[ServerRun, ...], classes: tuple[str, ...]
+    ) -> None:
         for cls in self.config.prompt_classes:
+            if cls.name not in classes:
+                continue
             for server in order:
                 if f"class/{cls.name}" not in server.warmed:
                     server.warmed.add(f"class/{cls.name}")
@@ -287,8 +447,10 @@ class _Context:
                     rec = await self.request(server, _sized(cls, index), measured)
                     self._emit_request(server, "latency", cls.name, i, rec, trial)
 
-    async def concurrency(self, trial: int, order: tuple[ServerRun, ...]) -> None:
-        for level in self.config.concurrency:
+    async def concurrency(
+        self, trial: int, order: tuple[ServerRun, ...], levels: tuple[int, ...]
+    ) -> None:
+        for level in levels:
             for server in order:
                 if f"level/{level}" not in server.warmed and self.config.warmup > 0:
                     server.warmed.add(f"level/{level}")
@@ -377,6 +539,33 @@ class _Context:
         else:
             fields.update(error=rec.error, detail=rec.detail)
         self.progress.emit("request", **fields)
+
+
+SETTLE_BASE = 5000
+"""Prompt indices of settling passes start here (measured ones stay below; all distinct)."""
+SETTLE_STRIDE = 100
+"""Prompt indices per settling pass (more than any ``warmup`` or requests per stream)."""
+
+
+def agree(before: SettlePass, after: SettlePass, config: BenchConfig) -> bool:
+    """Did two passes of one server read the same, figure by figure, within the tolerance?
+
+    Latency may also differ by the gate's absolute floor (a 20 ms median moves by a few ms
+    however settled the server is); tokens/s likewise.
+    """
+    thresholds = config.thresholds
+    floor_ms = thresholds.regression_floor_ms if thresholds else 0.0
+    floor_tps = thresholds.regression_floor_tokens_per_second if thresholds else 0.0
+    tolerance = config.settle_tolerance
+    for name, ms in after.latency_ms.items():
+        old = before.latency_ms.get(name, 0.0)
+        if ms <= 0 or old <= 0 or abs(ms - old) > max(tolerance * old, floor_ms):
+            return False
+    for level, tps in after.tokens_per_second.items():
+        old = before.tokens_per_second.get(level, 0.0)
+        if tps <= 0 or old <= 0 or abs(tps - old) > max(tolerance * old, floor_tps):
+            return False
+    return True
 
 
 def _sized(cls: PromptClass, index: int) -> ChatRequest:

@@ -26,7 +26,9 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from vllm_operator.gate.robust import outlier
 
 MAX_DF = 1000
 """Degrees of freedom beyond this use this (the t quantile is then the normal's to 4 digits)."""
@@ -42,6 +44,10 @@ class Interval:
     confidence: float
     paired: bool
     trials: tuple[int, int]
+    left_out: tuple[str, ...] = ()
+    """Trials left out as outliers (``gate.robust``), as people read them: "trial 1"."""
+    kept: tuple[tuple[float, ...], tuple[float, ...]] = ((), ())
+    """The candidate's and the baseline's figures the interval was computed from."""
 
     @property
     def estimated(self) -> bool:
@@ -128,6 +134,45 @@ def relative_interval(
         confidence=confidence,
         paired=paired,
         trials=trials,
+    )
+
+
+def robust_interval(
+    candidate: Sequence[float],
+    baseline: Sequence[float],
+    *,
+    confidence: float,
+    paired: bool,
+) -> Interval | None:
+    """``relative_interval`` after leaving out at most one outlier trial (``gate.robust``).
+
+    Paired: the outlier is a trial whose log ratio stands apart, and the pair goes. Unpaired:
+    each side is checked on its own log figures. ``trials`` counts what was measured; the
+    interval is computed from what was kept.
+    """
+    if not candidate or not baseline or min(*candidate, *baseline) <= 0:
+        return None
+    cand, base = list(candidate), list(baseline)
+    left_out: list[str] = []
+    if paired and len(cand) == len(base):
+        index = outlier([math.log(c / b) for c, b in zip(cand, base, strict=True)])
+        if index is not None:
+            del cand[index], base[index]
+            left_out.append(f"trial {index + 1}")
+    else:
+        for side, values in (("candidate", cand), ("baseline", base)):
+            index = outlier([math.log(v) for v in values])
+            if index is not None:
+                del values[index]
+                left_out.append(f"{side} trial {index + 1}")
+    interval = relative_interval(cand, base, confidence=confidence, paired=paired)
+    if interval is None:
+        return None
+    return replace(
+        interval,
+        trials=(len(candidate), len(baseline)),
+        left_out=tuple(left_out),
+        kept=(tuple(cand), tuple(base)),
     )
 
 

@@ -6,9 +6,19 @@ relative difference candidate / baseline - 1 from those values (``gate.interval`
 of trusting anything the measured side concluded, and decides:
 
 - **Failed** only when the whole interval is beyond the limit (the regression is larger
-  than ``maxRegressionPercent`` with the stated confidence);
+  than the limit with the stated confidence);
 - **Passed** (a note with the interval) only when the whole interval is within it;
-- **Inconclusive** when the interval straddles the limit: the data cannot tell.
+- **undecided** when the interval straddles the limit: while the trial plan allows, the
+  benchmark measures that figure once more (``undecided``) and the gate looks again; what is
+  still undecided at the end is **Inconclusive**, with how many trials ran and about how many
+  would decide it.
+
+The limit of a figure is the larger of ``maxRegressionPercent`` of the baseline and an
+absolute floor (``regressionFloorMs``, ``regressionFloorTokensPerSecond``): a 20 ms median
+moves 1-5 ms between trials on an H200, so 10% of it is below what a trial resolves. The
+reason names the floor when it set the limit. Each look's interval is widened for the
+number of looks the plan allows (``gate.sequential``), and one outlier trial is left out of
+it (``gate.robust``), so one JIT-compile stall cannot decide a figure alone.
 
 A baseline measured in the same run (``pairedBaseline``) is compared trial by trial; a
 stored one, unpaired. With one trial on each side there is no spread to estimate: the
@@ -19,8 +29,10 @@ hardware's. Quality is a count of deterministic answers, compared as before.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import (
@@ -29,18 +41,63 @@ from vllm_operator.api.summary import (
     ConcurrencyFigures,
     LatencyFigures,
     Placement,
+    TrialPlan,
 )
 from vllm_operator.gate.finding import Finding, Severity
-from vllm_operator.gate.interval import Interval, relative_interval
+from vllm_operator.gate.interval import Interval, robust_interval
+from vllm_operator.gate.sequential import look_confidence, more_allowed
 
 MIN_LATENCY_SAMPLES = 3
 """Fewer measured requests per prompt class than this and a median is not a figure."""
 
 
+FigureKey = tuple[str, str]
+"""("latency", prompt class) or ("concurrency", level as text): one compared figure."""
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One finding, and whether more trials of its figure could still decide it."""
+
+    finding: Finding
+    figure: FigureKey | None = None
+    undecided: bool = False
+
+
 def regressions(
-    summary: BenchSummary, thresholds: Thresholds, baseline: BenchSummary | None
+    summary: BenchSummary,
+    thresholds: Thresholds,
+    baseline: BenchSummary | None,
+    plan: TrialPlan | None = None,
 ) -> list[Finding]:
     """Findings of the comparison with the baseline (paired one first, else ``baseline``)."""
+    return [j.finding for j in judge_all(summary, thresholds, baseline, plan)]
+
+
+def undecided(
+    summary: BenchSummary,
+    thresholds: Thresholds,
+    baseline: BenchSummary | None,
+    plan: TrialPlan | None,
+) -> set[FigureKey]:
+    """Figures whose interval straddles their limit and that ``plan`` allows another trial.
+
+    The benchmark measures these once more (and only these) before judging again.
+    """
+    return {
+        j.figure
+        for j in judge_all(summary, thresholds, baseline, plan)
+        if j.undecided and j.figure is not None
+    }
+
+
+def judge_all(
+    summary: BenchSummary,
+    thresholds: Thresholds,
+    baseline: BenchSummary | None,
+    plan: TrialPlan | None,
+) -> list[Judged]:
+    """Every comparison with the baseline, each with its figure and whether it is open."""
     allowed = thresholds.max_regression_percent
     if allowed is None:
         return []
@@ -55,82 +112,146 @@ def regressions(
             placement=pb.placement,
         )
     if baseline is None:
-        return [Finding("note", "no baseline: regressions not checked (first revision)")]
+        return [Judged(Finding("note", "no baseline: regressions not checked (first revision)"))]
     if baseline.schema_ != SUMMARY_SCHEMA:
-        return [Finding("inconclusive", f"baseline format {baseline.schema_!r} not comparable")]
+        return [
+            Judged(Finding("inconclusive", f"baseline format {baseline.schema_!r} not comparable"))
+        ]
     broken = sorted(k for k, v in baseline.errors.items() if v > 0)
     if broken:
-        return [Finding("inconclusive", f"baseline has failed requests ({', '.join(broken)})")]
-    quality = _quality_regression(summary, baseline, allowed)
+        text = f"baseline has failed requests ({', '.join(broken)})"
+        return [Judged(Finding("inconclusive", text))]
+    quality = [Judged(f) for f in _quality_regression(summary, baseline, allowed)]
     gpus = _gpu_products(summary.placement, baseline.placement)
     if gpus is not None:
-        return [Finding("inconclusive", gpus), *quality]
-    judge = _Judge(allowed, thresholds.confidence_percent / 100, paired)
+        return [Judged(Finding("inconclusive", gpus)), *quality]
+    judge = _Judge(thresholds, paired, plan)
     return [
-        *_placement_note(summary.placement, baseline.placement, paired),
+        *(Judged(f) for f in _placement_note(summary.placement, baseline.placement, paired)),
         *_latency(summary, baseline, judge),
         *_throughput(summary, baseline, judge),
         *quality,
     ]
 
 
+@dataclass(frozen=True)
+class _Bound:
+    """The regression limit of one figure: a fraction, and what set it."""
+
+    fraction: float
+    why: str
+
+
 class _Judge:
     """Turns two lists of trial figures into a finding about one compared figure."""
 
-    def __init__(self, allowed: float, confidence: float, paired: bool) -> None:
-        self.allowed = allowed
-        self.confidence = confidence
+    def __init__(self, thresholds: Thresholds, paired: bool, plan: TrialPlan | None) -> None:
+        assert thresholds.max_regression_percent is not None
+        self.allowed = thresholds.max_regression_percent
+        self.floor_ms = thresholds.regression_floor_ms
+        self.floor_tps = thresholds.regression_floor_tokens_per_second
+        self.confidence = thresholds.confidence_percent / 100
+        self.look_confidence = look_confidence(self.confidence, plan)
         self.paired = paired
+        self.plan = plan
+
+    def bound(self, baseline: float, higher_is_worse: bool, unit: str) -> _Bound:
+        """max(allowed % of the baseline, the absolute floor), as a fraction of the baseline.
+
+        A tokens/s drop cannot exceed 100%: a floor above the baseline itself caps there.
+        """
+        relative = self.allowed / 100
+        floor = self.floor_ms if higher_is_worse else self.floor_tps
+        absolute = floor / baseline if baseline > 0 else 0.0
+        if not higher_is_worse:
+            absolute = min(absolute, 1.0)
+        if absolute > relative:
+            return _Bound(absolute, f"{floor:g} {unit} floor")
+        return _Bound(relative, f"{self.allowed:g}%")
 
     def compare(  # noqa: PLR0917 - one call site per figure kind
         self,
+        figure: FigureKey,
         label: str,
         unit: str,
         candidate: Sequence[float],
         baseline: Sequence[float],
         higher_is_worse: bool,
         digits: int,
-    ) -> Finding:
-        interval = relative_interval(
-            candidate, baseline, confidence=self.confidence, paired=self.paired
+    ) -> Judged:
+        interval = robust_interval(
+            candidate, baseline, confidence=self.look_confidence, paired=self.paired
         )
         if interval is None:
-            return Finding("inconclusive", f"{label}: a figure of 0, nothing to compare")
-        limit = self.allowed / 100
-        if higher_is_worse:
-            beyond, within = interval.low > limit, interval.high <= limit
-        else:
-            beyond, within = interval.high < -limit, interval.low >= -limit
+            return Judged(Finding("inconclusive", f"{label}: a figure of 0, nothing to compare"))
+        # geometric means of the kept trials: their ratio is exactly the interval's change
+        c, b = (statistics.geometric_mean(side) for side in interval.kept)
+        bound = self.bound(b, higher_is_worse, unit)
+        limit = bound.fraction
         if not interval.estimated:  # one trial each: a point comparison
             change = interval.change
             beyond = change > limit if higher_is_worse else change < -limit
             within = not beyond
+        elif higher_is_worse:
+            beyond, within = interval.low > limit, interval.high <= limit
+        else:
+            beyond, within = interval.high < -limit, interval.low >= -limit
         severity: Severity = "fail" if beyond else "note" if within else "inconclusive"
+        trials = max(interval.trials)
+        open_ = severity == "inconclusive" and more_allowed(self.plan, trials)
         verdict = {
             "fail": "regression beyond the limit",
             "note": "within the limit",
             "inconclusive": "the interval straddles the limit",
         }[severity]
-        # geometric means: their ratio is exactly the change the interval is built around
-        c, b = statistics.geometric_mean(candidate), statistics.geometric_mean(baseline)
+        if severity == "inconclusive":
+            verdict += self._what_decides(interval, limit, higher_is_worse)
         sign = "+" if higher_is_worse else "-"
-        return Finding(
-            severity,
+        shown = f"{sign}{limit * 100:.3g}%"
+        if bound.why.endswith("floor"):
+            usual = b * self.allowed / 100
+            shown += f" (the {bound.why}; {self.allowed:g}% would be {sign}{usual:.{digits}f}"
+            shown += f" {unit})"
+        text = (
             f"{label}: {c:,.{digits}f} {unit}, {interval.change * 100:+.1f}% vs baseline "
-            f"{b:,.{digits}f} {unit} ({_describe(interval)}), limit {sign}{self.allowed:g}%: "
-            f"{verdict}",
+            f"{b:,.{digits}f} {unit} ({self._describe(interval)}), limit {shown}: {verdict}"
         )
+        return Judged(Finding(severity, text), figure, open_)
 
+    def _describe(self, interval: Interval) -> str:
+        if not interval.estimated:
+            return "one trial each: no interval, a point comparison"
+        how = "paired" if interval.paired else "unpaired"
+        n = interval.trials[0] if interval.paired else f"{interval.trials[0]}/{interval.trials[1]}"
+        text = (
+            f"{self.confidence * 100:g}% interval {interval.low * 100:+.1f}% to "
+            f"{interval.high * 100:+.1f}%, {how}, {n} trials"
+        )
+        if self.plan is not None and self.plan.looks > 1:
+            text += f", widened for {self.plan.looks} looks"
+        if interval.left_out:
+            text += f", outlier {', '.join(interval.left_out)} left out"
+        return text
 
-def _describe(interval: Interval) -> str:
-    if not interval.estimated:
-        return "one trial each: no interval, a point comparison"
-    how = "paired" if interval.paired else "unpaired"
-    n = interval.trials[0] if interval.paired else f"{interval.trials[0]}/{interval.trials[1]}"
-    return (
-        f"{interval.confidence * 100:g}% interval {interval.low * 100:+.1f}% to "
-        f"{interval.high * 100:+.1f}%, {how}, {n} trials"
-    )
+    def _what_decides(self, interval: Interval, limit: float, higher_is_worse: bool) -> str:
+        """Why it stayed open, and how many trials at this spread would decide it."""
+        n = max(interval.trials)
+        if self.plan is None:
+            ran = f"; {n} trials, a fixed number (no sequential plan)"
+        elif n < self.plan.max_trials:
+            ran = f"; {n} of up to {self.plan.max_trials} trials run before the time budget ended"
+        else:
+            ran = f"; {n} trials, the most allowed (gate.maxTrials)"
+        edge = math.log1p(limit) if higher_is_worse else math.log1p(-limit) if limit < 1 else None
+        centre = math.log1p(interval.change)
+        half = (math.log1p(interval.high) - math.log1p(interval.low)) / 2
+        if edge is None or half <= 0:
+            return ran
+        distance = abs(centre - edge)
+        if distance < half / 10:
+            return ran + ": the estimate sits on the limit, more trials would not decide it"
+        needed = math.ceil(n * (half / distance) ** 2)
+        return ran + f": about {needed} trials at this spread would decide it"
 
 
 def _gpu_products(candidate: Placement | None, baseline: Placement | None) -> str | None:
@@ -168,21 +289,22 @@ def _level_trials(figure: ConcurrencyFigures) -> list[float]:
     return list(figure.trials) or [figure.aggregate_tokens_per_second]
 
 
-def _latency(summary: BenchSummary, baseline: BenchSummary, judge: _Judge) -> list[Finding]:
+def _latency(summary: BenchSummary, baseline: BenchSummary, judge: _Judge) -> list[Judged]:
     base_by_class = {f.prompt_class: f for f in baseline.latency}
-    found = []
+    found: list[Judged] = []
     for figure in summary.latency:
         base = base_by_class.pop(figure.prompt_class, None)
         name = figure.prompt_class
         if figure.requests < MIN_LATENCY_SAMPLES:
-            found.append(Finding("inconclusive", thin_latency(figure)))
+            found.append(Judged(Finding("inconclusive", thin_latency(figure))))
         elif base is None:
-            found.append(Finding("inconclusive", f"baseline has no {name}-prompt latency"))
+            found.append(Judged(Finding("inconclusive", f"baseline has no {name}-prompt latency")))
         elif base.requests < MIN_LATENCY_SAMPLES or base.median_ms <= 0:
-            found.append(Finding("inconclusive", f"baseline {thin_latency(base)}"))
+            found.append(Judged(Finding("inconclusive", f"baseline {thin_latency(base)}")))
         else:
             found.append(
                 judge.compare(
+                    ("latency", name),
                     f"{name} prompts, median latency",
                     "ms",
                     _latency_trials(figure),
@@ -192,29 +314,38 @@ def _latency(summary: BenchSummary, baseline: BenchSummary, judge: _Judge) -> li
                 )
             )
     for name in sorted(base_by_class):
-        found.append(Finding("inconclusive", f"baseline has {name}-prompt latency, candidate not"))
+        found.append(
+            Judged(Finding("inconclusive", f"baseline has {name}-prompt latency, candidate not"))
+        )
     return found
 
 
-def _throughput(summary: BenchSummary, baseline: BenchSummary, judge: _Judge) -> list[Finding]:
+def _throughput(summary: BenchSummary, baseline: BenchSummary, judge: _Judge) -> list[Judged]:
     base_by_level = {f.concurrency: f for f in baseline.concurrency}
-    found = []
+    found: list[Judged] = []
     for figure in summary.concurrency:
         base = base_by_level.pop(figure.concurrency, None)
         level = figure.concurrency
         if figure.requests < figure.concurrency:
-            found.append(Finding("inconclusive", thin_level(figure)))
+            found.append(Judged(Finding("inconclusive", thin_level(figure))))
         elif base is None:
-            found.append(Finding("inconclusive", f"baseline has no figure at {level} streams"))
+            found.append(
+                Judged(Finding("inconclusive", f"baseline has no figure at {level} streams"))
+            )
         elif base.requests < base.concurrency:
-            found.append(Finding("inconclusive", f"baseline {thin_level(base)}"))
+            found.append(Judged(Finding("inconclusive", f"baseline {thin_level(base)}")))
         elif base.aggregate_tokens_per_second <= 0:
             found.append(
-                Finding("inconclusive", f"baseline at {level} streams: no steady window (0 tok/s)")
+                Judged(
+                    Finding(
+                        "inconclusive", f"baseline at {level} streams: no steady window (0 tok/s)"
+                    )
+                )
             )
         else:
             found.append(
                 judge.compare(
+                    ("concurrency", str(level)),
                     f"{level} stream" if level == 1 else f"{level} streams",
                     "tok/s",
                     _level_trials(figure),
@@ -225,7 +356,9 @@ def _throughput(summary: BenchSummary, baseline: BenchSummary, judge: _Judge) ->
             )
     for level in sorted(base_by_level):
         found.append(
-            Finding("inconclusive", f"baseline has a figure at {level} streams, candidate not")
+            Judged(
+                Finding("inconclusive", f"baseline has a figure at {level} streams, candidate not")
+            )
         )
     return found
 

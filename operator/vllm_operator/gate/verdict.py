@@ -16,7 +16,13 @@ quality) are here; comparisons with the baseline in ``gate.regression``.
 from __future__ import annotations
 
 from vllm_operator.api.spec import Thresholds
-from vllm_operator.api.summary import SUMMARY_SCHEMA, BenchSummary, Verdict, VerdictOutcome
+from vllm_operator.api.summary import (
+    SUMMARY_SCHEMA,
+    BenchSummary,
+    TrialPlan,
+    Verdict,
+    VerdictOutcome,
+)
 from vllm_operator.gate.classes import describe, kind_of
 from vllm_operator.gate.finding import Finding, Severity
 from vllm_operator.gate.regression import (
@@ -37,6 +43,7 @@ def verdict(
     baseline: BenchSummary | None,
     *,
     require_paired: bool = False,
+    plan: TrialPlan | None = None,
 ) -> Verdict:
     """Judge one candidate's summary against limits and a baseline.
 
@@ -44,7 +51,11 @@ def verdict(
     the same run; ``baseline`` is then ignored), else ``baseline`` (a stored summary).
     ``require_paired``: the caller asked for a paired measurement (``gate.baseline.mode:
     twin``), so a summary without one is an Error, never a silent fallback.
+    ``plan``: the sequential trial plan the run was asked to follow (the operator passes its
+    spec's); None takes the summary's own ``trialPlan``, and a summary without one was a
+    fixed number of trials, judged as one look (``gate.sequential``).
     """
+    plan = plan if plan is not None else summary.trial_plan
     findings = [
         *_schema(summary),
         *_paired(summary, require_paired),
@@ -52,7 +63,8 @@ def verdict(
         *_quality_limits(summary, thresholds),
         *_latency_limits(summary, thresholds),
         *_throughput_limits(summary, thresholds),
-        *regressions(summary, thresholds, baseline),
+        *regressions(summary, thresholds, baseline, plan),
+        *_warmup(summary),
     ]
     severities = {f.severity for f in findings}
     if "fail" in severities:
@@ -74,6 +86,22 @@ def _schema(summary: BenchSummary) -> list[Finding]:
     if summary.schema_ != SUMMARY_SCHEMA:
         return [Finding("error", f"summary format {summary.schema_!r} is not {SUMMARY_SCHEMA}")]
     return []
+
+
+def _warmup(summary: BenchSummary) -> list[Finding]:
+    warm = summary.warmup
+    if warm is None or warm.settled:
+        return []
+    passes = f"{warm.candidate_passes} pass(es) on the candidate"
+    if warm.baseline_passes is not None:
+        passes += f", {warm.baseline_passes} on the baseline"
+    return [
+        Finding(
+            "note",
+            f"the warm-up did not settle ({passes}): the pass or time cap ended it before two "
+            "passes agreed, so the first trials may still include warm-up effects",
+        )
+    ]
 
 
 def _paired(summary: BenchSummary, require_paired: bool) -> list[Finding]:

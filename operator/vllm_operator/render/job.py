@@ -115,7 +115,7 @@ def bench_args(
         args += ["--api-key-env", API_KEY_ENV]
     if gate.concurrency:
         args += ["--concurrency", ",".join(str(c) for c in gate.concurrency)]
-    args += ["--trials", str(gate.trials)]
+    args += ["--trials", str(gate.trials), "--max-trials", str(gate.max_trials)]
     for flag, value in sorted((placement or {}).items()):
         args += [f"--{flag}", value]
     if baseline_url is not None:

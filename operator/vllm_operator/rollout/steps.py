@@ -10,7 +10,7 @@ from __future__ import annotations
 from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord
-from vllm_operator.api.summary import BenchSummary
+from vllm_operator.api.summary import BenchSummary, TrialPlan
 from vllm_operator.engine.policy import LaunchPlan
 from vllm_operator.render import labels, names
 from vllm_operator.render.job import render_job
@@ -213,6 +213,7 @@ def _benchmark(
             vd.spec.gate.thresholds,
             None if paired else baseline,
             require_paired=paired,
+            plan=TrialPlan(min_trials=vd.spec.gate.trials, max_trials=vd.spec.gate.max_trials),
         )
         outcome, reasons, summary = (
             judged.verdict.outcome,

@@ -28,6 +28,7 @@ from vllm_operator.api.summary import (
     STRICTEST_FIRST,
     BenchSummary,
     RunIdentity,
+    TrialPlan,
     Verdict,
     VerdictOutcome,
 )
@@ -113,8 +114,14 @@ def judge(
     baseline: BenchSummary | None,
     *,
     require_paired: bool = False,
+    plan: TrialPlan | None = None,
 ) -> Judgement:
-    """The verdict on a finished Job (``job.finished``); Error unless its end vouches for it."""
+    """The verdict on a finished Job (``job.finished``); Error unless its end vouches for it.
+
+    ``plan``: the trial plan the spec asks for. The summary records the plan its run followed;
+    the gate uses whichever allows more looks (wider intervals), so a summary cannot narrow
+    its own intervals by claiming fewer looks than the spec allowed.
+    """
     ended = end_problem(observed, job)
     if isinstance(ended, str):
         summary = job_summary(observed, job)  # shown to people, never judged
@@ -150,7 +157,11 @@ def judge(
             ],
             summary,
         )
-    verdict = gate.verdict(summary, thresholds, baseline, require_paired=require_paired)
+    plans = [p for p in (plan, summary.trial_plan) if p is not None]
+    widest = max(plans, key=lambda p: p.looks) if plans else None
+    verdict = gate.verdict(
+        summary, thresholds, baseline, require_paired=require_paired, plan=widest
+    )
     outcome = stricter(own.outcome, verdict.outcome)
     reasons = list(verdict.reasons)
     if outcome != verdict.outcome:
