@@ -74,6 +74,7 @@ class BenchReport:
                     "classes": list(r.classes),
                     "levels": list(r.levels),
                     "seconds": round(r.seconds, 3),
+                    "started_unix": round(r.started_unix, 3),
                 }
                 for r in state.rounds
             ],
@@ -109,6 +110,7 @@ def _server_json(server: ServerRun) -> dict[str, Any]:
                 "latency_ms": {k: round(v, 2) for k, v in p.latency_ms.items()},
                 "tokens_per_second": {str(k): round(v, 2) for k, v in p.tokens_per_second.items()},
                 "seconds": round(p.seconds, 3),
+                "started_unix": round(p.started_unix, 3),
                 "agreed_with_previous": p.agreed,
             }
             for p in server.settle

@@ -99,6 +99,8 @@ class SettlePass:
     tokens_per_second: dict[int, float]
     """Concurrency level -> aggregate tokens/s over the pass's steady window."""
     seconds: float
+    started_unix: float = 0.0
+    """Wall-clock start, to match against a server's log (e.g. vLLM's JIT warnings)."""
     agreed: bool = False
     """True when every figure was within the tolerance of the previous pass's."""
 
@@ -150,6 +152,8 @@ class RoundRecord:
     classes: tuple[str, ...]
     levels: tuple[int, ...]
     seconds: float
+    started_unix: float = 0.0
+    """Wall-clock start, to match against a server's log (e.g. vLLM's JIT warnings)."""
 
 
 @dataclass
@@ -343,7 +347,7 @@ class _Context:
 
     async def round(self, trial: int, classes: tuple[str, ...], levels: tuple[int, ...]) -> None:
         """One trial of ``classes`` and ``levels`` on every server, order alternating."""
-        began = self.clock()
+        began, wall = self.clock(), time.time()
         order = self.state.servers if trial % 2 == 0 else self.state.servers[::-1]
         self.progress.emit(
             "trial",
@@ -354,7 +358,9 @@ class _Context:
         )
         await self.latency(trial, order, classes)
         await self.concurrency(trial, order, levels)
-        self.state.rounds.append(RoundRecord(trial + 1, classes, levels, self.clock() - began))
+        self.state.rounds.append(
+            RoundRecord(trial + 1, classes, levels, self.clock() - began, wall)
+        )
 
     def time_for_round(self, classes: tuple[str, ...], levels: tuple[int, ...]) -> bool:
         """Would one more round of these figures end before the time budget?
@@ -396,7 +402,7 @@ class _Context:
 
     async def _settle_pass(self, server: ServerRun, number: int) -> None:
         config = self.config
-        began = self.clock()
+        began, wall = self.clock(), time.time()
         latency: dict[str, float] = {}
         for cls in config.prompt_classes:
             records: list[RequestRecord] = []
@@ -415,7 +421,7 @@ class _Context:
             )
             server.warmups.extend(r for stream in streams for r in stream)
             throughput[level] = level_figures(level, streams).aggregate_tps
-        record = SettlePass(number, latency, throughput, self.clock() - began)
+        record = SettlePass(number, latency, throughput, self.clock() - began, wall)
         if server.settle:
             record.agreed = agree(server.settle[-1], record, config)
         server.settle.append(record)

@@ -28,7 +28,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from vllm_operator.gate.robust import outlier
+from vllm_operator.gate.robust import outliers
 
 MAX_DF = 1000
 """Degrees of freedom beyond this use this (the t quantile is then the normal's to 4 digits)."""
@@ -144,7 +144,7 @@ def robust_interval(
     confidence: float,
     paired: bool,
 ) -> Interval | None:
-    """``relative_interval`` after leaving out at most one outlier trial (``gate.robust``).
+    """``relative_interval`` after leaving out outlier trials (``gate.robust``).
 
     Paired: the outlier is a trial whose log ratio stands apart, and the pair goes. Unpaired:
     each side is checked on its own log figures. ``trials`` counts what was measured; the
@@ -155,16 +155,17 @@ def robust_interval(
     cand, base = list(candidate), list(baseline)
     left_out: list[str] = []
     if paired and len(cand) == len(base):
-        index = outlier([math.log(c / b) for c, b in zip(cand, base, strict=True)])
-        if index is not None:
-            del cand[index], base[index]
-            left_out.append(f"trial {index + 1}")
+        drop = outliers([math.log(c / b) for c, b in zip(cand, base, strict=True)])
+        left_out += [f"trial {i + 1}" for i in drop]
+        cand = [v for i, v in enumerate(cand) if i not in drop]
+        base = [v for i, v in enumerate(base) if i not in drop]
     else:
-        for side, values in (("candidate", cand), ("baseline", base)):
-            index = outlier([math.log(v) for v in values])
-            if index is not None:
-                del values[index]
-                left_out.append(f"{side} trial {index + 1}")
+        drop_c = outliers([math.log(v) for v in cand])
+        drop_b = outliers([math.log(v) for v in base])
+        left_out += [f"candidate trial {i + 1}" for i in drop_c]
+        left_out += [f"baseline trial {i + 1}" for i in drop_b]
+        cand = [v for i, v in enumerate(cand) if i not in drop_c]
+        base = [v for i, v in enumerate(base) if i not in drop_b]
     interval = relative_interval(cand, base, confidence=confidence, paired=paired)
     if interval is None:
         return None

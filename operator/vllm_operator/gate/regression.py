@@ -151,7 +151,6 @@ class _Judge:
         self.floor_ms = thresholds.regression_floor_ms
         self.floor_tps = thresholds.regression_floor_tokens_per_second
         self.confidence = thresholds.confidence_percent / 100
-        self.look_confidence = look_confidence(self.confidence, plan)
         self.paired = paired
         self.plan = plan
 
@@ -179,8 +178,12 @@ class _Judge:
         higher_is_worse: bool,
         digits: int,
     ) -> Judged:
+        trials = max(len(candidate), len(baseline))
         interval = robust_interval(
-            candidate, baseline, confidence=self.look_confidence, paired=self.paired
+            candidate,
+            baseline,
+            confidence=look_confidence(self.confidence, self.plan, trials),
+            paired=self.paired,
         )
         if interval is None:
             return Judged(Finding("inconclusive", f"{label}: a figure of 0, nothing to compare"))
@@ -197,7 +200,6 @@ class _Judge:
         else:
             beyond, within = interval.high < -limit, interval.low >= -limit
         severity: Severity = "fail" if beyond else "note" if within else "inconclusive"
-        trials = max(interval.trials)
         open_ = severity == "inconclusive" and more_allowed(self.plan, trials)
         verdict = {
             "fail": "regression beyond the limit",

@@ -11,10 +11,11 @@ Rule, on the values the interval is built from (per-trial log ratios when paired
 side's log figures when not): with at least three trials, the one farthest from the median
 is left out when it lies further from the median of the *others* than both
 ``OUTLIER_LOG_DISTANCE`` and ``OUTLIER_SPREADS`` robust standard deviations of the others
-(1.4826 x their median absolute deviation). At most one trial per figure is left out, and the
-reason says which. Why a rule that leaves one out rather than a trimmed or rank-based
-interval: those discard information from every figure (a 20% trimmed mean trims nothing
-below five trials and then costs two degrees of freedom), and rank intervals reach 95% only
+(1.4826 x their median absolute deviation). At most one trial per figure is left out (two
+from eight trials on: ``most_left_out``), and the reason says which. Why a rule that leaves
+one out rather than a trimmed or rank-based interval: those discard information from every
+figure (a 20% trimmed mean trims nothing below five trials and then costs two degrees of
+freedom), and rank intervals reach 95% only
 from six paired trials; the dips to be removed are large (45-58% on H200) against trial
 noise of 1-5%, so a fixed distance separates them cleanly, and under ordinary noise the rule
 almost never fires (``benchmarks/gate_noise.py`` counts it).
@@ -37,6 +38,27 @@ OUTLIER_SPREADS = 5.0
 
 MAD_TO_SD = 1.4826
 """The median absolute deviation of normal data times this is its standard deviation."""
+
+
+def outliers(values: Sequence[float]) -> list[int]:
+    """Indices of the trials to leave out of ``values`` (log scale), most distant first.
+
+    One with 3 to 7 trials, up to two from 8 (``most_left_out``): a second JIT stall in a
+    long sequence is as likely as the first in a short one, and two of eight still leave six.
+    """
+    kept = list(range(len(values)))
+    out: list[int] = []
+    while len(out) < most_left_out(len(values)):
+        index = outlier([values[i] for i in kept])
+        if index is None:
+            break
+        out.append(kept.pop(index))
+    return out
+
+
+def most_left_out(trials: int) -> int:
+    """How many outlier trials a figure of ``trials`` trials may leave out."""
+    return 0 if trials < 3 else 1 if trials < 8 else 2
 
 
 def outlier(values: Sequence[float]) -> int | None:

@@ -7,10 +7,12 @@ first decisive look raises the chance that some look's interval misses the truth
 looks at 95% each, a figure sitting exactly at the limit would be called Failed far more
 often than the 2.5% a single 95% interval promises.
 
-Procedure: Bonferroni over the planned looks. Each look uses the two-sided confidence
-``1 - (1 - c) / K`` with ``K = maxTrials - minTrials + 1``; by the union bound the chance that
-*any* look's interval misses the truth on one side is at most ``(1 - c) / 2``, whatever the
-correlation between looks and however many of them were actually taken. Why not a
+Procedure: a union (Bonferroni) bound over the planned looks, ``K = maxTrials - minTrials
++ 1``. The error rate ``1 - c`` is split across the looks before any data is seen: half to the
+last look, the other half equally over the ``K - 1`` earlier ones (``look_confidence``); by the
+union bound the chance that *any* look's interval misses the truth on one side is at most
+``(1 - c) / 2``, whatever the correlation between looks and however many of them were
+actually taken. Why not a
 group-sequential boundary (Pocock, O'Brien-Fleming, Lan-DeMets spending): those are exact
 for normal statistics with a known variance, while here every look estimates the variance
 from 2 to 10 trials (Student's t with 1 to 9 degrees of freedom), where their published
@@ -26,11 +28,30 @@ from __future__ import annotations
 
 from vllm_operator.api.summary import TrialPlan
 
+LAST_LOOK_SHARE = 0.5
+"""Share of the error rate spent on the last look; the rest is split equally over the others.
 
-def look_confidence(confidence: float, plan: TrialPlan | None) -> float:
-    """The two-sided confidence of each look's interval for ``plan`` (0..1)."""
+Most figures of an identical revision are decided at the first looks whatever their share
+(long and medium latency: within +-2% at 3 trials); the ones that stay open are the noisy
+ones, and they end at the last look, where a wider share narrows the interval most (at 10
+trials, t = 2.69 at 97.5% one side against 3.69 for an equal 1/8 share)."""
+
+
+def look_confidence(confidence: float, plan: TrialPlan | None, trials: int | None = None) -> float:
+    """The two-sided confidence of the interval of a look after ``trials`` trials (0..1).
+
+    The error rate ``1 - confidence`` is split over the plan's looks: ``LAST_LOOK_SHARE`` to
+    the look at ``maxTrials``, the rest equally to the looks before it. By the union bound
+    the split keeps the total at ``1 - confidence``, whichever split is chosen, as long as it
+    is fixed before the data (it is: it depends only on the plan).
+    """
     looks = plan.looks if plan is not None else 1
-    return 1 - (1 - confidence) / looks
+    if plan is None or looks == 1:
+        return confidence
+    alpha = 1 - confidence
+    if trials is not None and trials >= plan.max_trials:
+        return 1 - alpha * LAST_LOOK_SHARE
+    return 1 - alpha * (1 - LAST_LOOK_SHARE) / (looks - 1)
 
 
 def more_allowed(plan: TrialPlan | None, trials: int) -> bool:
