@@ -35,6 +35,10 @@ COMMANDS: dict[str, Command] = {
     "bench": Command(
         "vllm_operator.bench.cli", "benchmark and quality-gate an OpenAI-compatible vLLM server"
     ),
+    "judge": Command(
+        "vllm_operator.bench.judge_cli",
+        "re-judge a stored benchmark summary with the gate's own code (offline)",
+    ),
     "sandbox": Command(
         "vllm_operator.bench.sandbox_server",
         "run python-tests code apart from bench (the benchmark Job's sandbox container)",

@@ -174,8 +174,12 @@ def parser(prog: str) -> argparse.ArgumentParser:
     settle.add_argument(
         "--settle-tolerance-percent",
         type=float,
-        default=5.0,
-        help="two passes agree when every figure is within this (default: %(default)s)",
+        default=15.0,
+        help=(
+            "two passes agree when every figure is within this (latency also within the "
+            "gate's ms floor); H200: settled passes differed by up to 11%%, a pass with a JIT "
+            "compile by 68-194%% (default: %(default)s)"
+        ),
     )
     settle.add_argument(
         "--settle-max-seconds",
@@ -385,8 +389,8 @@ def _identity_or_none(args: argparse.Namespace) -> RunIdentity | None:
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
     """Validate every option into a ``BenchConfig``; ``SpecError`` names the bad option."""
     suite = load_suite(args.suite)
-    thresholds = _model_arg(Thresholds, args.thresholds_json, "--thresholds-json")
-    baseline = _model_arg(BenchSummary, args.baseline_json, "--baseline-json")
+    thresholds = model_arg(Thresholds, args.thresholds_json, "--thresholds-json")
+    baseline = model_arg(BenchSummary, args.baseline_json, "--baseline-json")
     if thresholds is not None:
         unknown = sorted(set(thresholds.quality.must_pass) - set(suite.ids))
         if unknown:
@@ -514,7 +518,7 @@ def _api_key(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _model_arg(model: type[ModelT], text: str | None, option: str) -> ModelT | None:
+def model_arg(model: type[ModelT], text: str | None, option: str) -> ModelT | None:
     if text is None:
         return None
     if text.startswith("@"):

@@ -55,7 +55,7 @@ class BenchConfig:
     """Most rounds of a figure still undecided (sequential trials); None: ``trials``."""
     settle_max_passes: int = 0
     """Settling warm-up passes at most (0: the one-shot warm-up; the CLI's default is 4)."""
-    settle_tolerance: float = 0.05
+    settle_tolerance: float = 0.15
     """Two warm-up passes agree when every figure is within this fraction (or the floor)."""
     settle_max_seconds: float = 300.0
     """No warm-up pass starts after this long."""

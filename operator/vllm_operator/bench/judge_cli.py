@@ -1,0 +1,180 @@
+"""`vllm-operator judge`: the gate's verdict on a stored benchmark summary, offline.
+
+Pipelines keep the summaries the benchmark Job writes (its termination message, or
+``bench --summary-path``); replaying one through the gate's own code answers "what would the
+operator decide with these limits?" without a cluster, and lets anyone re-judge real runs
+(the H200 summaries under ``docs/calibration/`` replay through it in the tests). Nothing here
+decides anything itself: it reads the files, calls ``gate.verdict`` and prints its reasons.
+
+Exit codes follow ``bench``: 0 Passed, 1 Failed or Inconclusive, 2 usage error (a file that
+cannot be read or is not a summary, limits that do not validate), 3 Error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from pydantic import ValidationError
+
+from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, TrialPlan, Verdict
+from vllm_operator.bench import bounded
+from vllm_operator.bench.cli import model_arg
+from vllm_operator.errors import SpecError
+from vllm_operator.gate import verdict
+
+MAX_SUMMARY_BYTES = 16 << 20
+"""A summary is under 4 KiB and a full report a few hundred; anything larger is refused."""
+
+REPORT_SCHEMA = "vllm-operator.dev/bench-report/v1"
+
+EXIT = {"Passed": 0, "Failed": 1, "Inconclusive": 1, "Error": 3}
+
+EPILOG = """\
+exit codes: 0 Passed, 1 Failed or Inconclusive, 2 usage error, 3 Error.
+
+FILE is a summary (bench --summary-path, a Job's termination message) or a full report
+(bench --report-path: its summary is judged); '-' reads standard input. JSON options take
+the JSON itself or @FILE.
+
+examples:
+  vllm-operator judge --summary summary.json --thresholds-json '{"maxRegressionPercent": 10}'
+  vllm-operator judge --summary cand.json --baseline stable.json \\
+      --thresholds-json @thresholds.json --trials 3 --max-trials 10 --output json
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise SpecError("arguments", message)
+
+
+def parser(prog: str) -> argparse.ArgumentParser:
+    p = _Parser(
+        prog=prog,
+        description=(
+            "Judge a stored benchmark summary with the operator's own gate (the same code "
+            "and rules as the benchmark Job and the operator), against limits and an "
+            "optional stored baseline."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--summary", required=True, metavar="FILE", help="the candidate's summary")
+    p.add_argument(
+        "--baseline",
+        metavar="FILE",
+        help=(
+            "the stable revision's stored summary (ignored when the candidate's summary "
+            "carries a paired baseline measured in the same run)"
+        ),
+    )
+    p.add_argument(
+        "--thresholds-json",
+        required=True,
+        metavar="JSON",
+        help="the gate's limits (spec.gate.thresholds, camelCase), e.g. "
+        "'{\"maxRegressionPercent\": 10}'",
+    )
+    p.add_argument(
+        "--trials",
+        type=int,
+        help="the sequential plan's first look (spec.gate.trials); with --max-trials it "
+        "replaces the plan the summary records",
+    )
+    p.add_argument(
+        "--max-trials",
+        type=int,
+        help="the sequential plan's most trials (spec.gate.maxTrials); see --trials",
+    )
+    p.add_argument(
+        "--require-paired",
+        action="store_true",
+        help="Error unless the summary has a paired baseline (what twin mode requires)",
+    )
+    p.add_argument(
+        "--output",
+        choices=("human", "json"),
+        default="human",
+        help="human: the verdict and its reasons; json: the verdict as JSON (default: human)",
+    )
+    return p
+
+
+def main(argv: list[str], prog: str) -> int:
+    try:
+        args = parser(prog).parse_args(argv)
+        summary = read_summary(args.summary, "--summary")
+        baseline = read_summary(args.baseline, "--baseline") if args.baseline else None
+        thresholds = thresholds_arg(args.thresholds_json)
+        plan = plan_from(args.trials, args.max_trials)
+    except SpecError as exc:
+        sys.stderr.write(f"{prog}: {exc}\n")
+        return 2
+    judged = verdict(summary, thresholds, baseline, require_paired=args.require_paired, plan=plan)
+    sys.stdout.write(render(judged, args.output))
+    return EXIT[judged.outcome]
+
+
+def thresholds_arg(text: str) -> Thresholds:
+    """``--thresholds-json`` validated; ``SpecError`` names the option and the field."""
+    thresholds = model_arg(Thresholds, text, "--thresholds-json")
+    assert thresholds is not None  # the option is required
+    return thresholds
+
+
+def plan_from(trials: int | None, max_trials: int | None) -> TrialPlan | None:
+    """The plan given on the command line, or None to use the one the summary records."""
+    if trials is None and max_trials is None:
+        return None
+    first = trials if trials is not None else max_trials
+    most = max_trials if max_trials is not None else trials
+    assert first is not None
+    assert most is not None
+    try:
+        return TrialPlan(min_trials=first, max_trials=most)
+    except ValidationError as exc:
+        message = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise SpecError(
+            "--trials/--max-trials", f"{message} (each 1..{MAX_TRIALS}, trials <= max)"
+        ) from exc
+
+
+def read_summary(path: str, option: str) -> BenchSummary:
+    """A summary from ``path`` ('-': stdin); a full report's summary is taken from it."""
+    try:
+        if path == "-":
+            raw = sys.stdin.buffer.read(MAX_SUMMARY_BYTES + 1)
+        else:
+            with Path(path).open("rb") as handle:
+                raw = handle.read(MAX_SUMMARY_BYTES + 1)
+    except OSError as exc:
+        raise SpecError(option, f"cannot read {path}: {exc.strerror or exc}") from exc
+    if len(raw) > MAX_SUMMARY_BYTES:
+        raise SpecError(option, f"{path} is larger than {MAX_SUMMARY_BYTES >> 20} MiB")
+    try:
+        data = bounded.loads(raw, max_bytes=MAX_SUMMARY_BYTES)
+    except ValueError as exc:
+        raise SpecError(option, f"{path} is not JSON: {exc}") from exc
+    if isinstance(data, dict) and data.get("schema") == REPORT_SCHEMA:
+        data = data.get("summary")
+    try:
+        return BenchSummary.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise SpecError(
+            f"{option}: {where}", f"{first['msg']} (is {path} a bench summary?)"
+        ) from exc
+
+
+def render(judged: Verdict, output: str) -> str:
+    """The verdict for people (one reason a line) or as JSON."""
+    if output == "json":
+        return json.dumps(judged.to_wire(), indent=2) + "\n"
+    lines = [f"verdict: {judged.outcome}", *(f"  - {r}" for r in judged.reasons)]
+    return "\n".join(lines) + "\n"
