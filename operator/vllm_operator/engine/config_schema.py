@@ -1,0 +1,173 @@
+"""Checking a JSON config value against the schema of vLLM's config dataclass, as pydantic would.
+
+vLLM's JSON-valued options (``-cc``, ``--kv-transfer-config``, ...) are read by
+``TypeAdapter(ConfigClass).validate_json`` at argparse time: a key the class lacks, or a
+value of the wrong type, stops ``vllm serve`` with exit 2. The extractor records each
+class's pydantic JSON schema per release (``flagdata.Option.config_schema``), and the
+fields vLLM's own validators convert first (``config_custom``: skipped here but for a JSON
+object given to an object-typed field; the compilation mode's conversion is
+``config_time``). This module walks a value over that schema with
+pydantic's lax rules for JSON input, and refuses only what pydantic surely refuses: a
+schema construct it does not model passes, so a valid config is never refused.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+_LAX_INT = re.compile(r"[+-]?[0-9](?:_*[0-9])*(?:\.0+)?")
+# What Rust's str::trim removes (pydantic-core is Rust): Unicode White_Space.
+_WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"  # noqa: E501
+_BOOL_STRINGS = {"0", "1", "true", "false", "yes", "no", "on", "off", "t", "f", "y", "n"}
+_MAX_DEPTH = 32
+
+
+class SchemaMismatch(Exception):
+    """pydantic would refuse the value: ``path`` (dotted) and its reason."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}" if path else reason)
+        self.path = path
+        self.reason = reason
+
+
+def lax_int(value: Any) -> int | None:
+    """pydantic's lax reading of a JSON value as an integer, or None where it refuses.
+
+    Strings: surrounding whitespace, one sign, leading zeros, underscores between digits
+    and a fraction of zeros are allowed (``" +0_0.00 "`` is 0); floats only without a
+    fraction; ``true``/``false`` are 1/0. Held to vLLM's recorded conversions of every
+    release and to pydantic itself by tests/unit/engine/test_config_time.py.
+    """
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value) or value != int(value) or not -(2**63) <= value < 2**63:
+            return None
+        return int(value)
+    if isinstance(value, str):
+        text = value.strip(_WHITESPACE)
+        if len(text) > 4300 or not _LAX_INT.fullmatch(text):
+            return None
+        return int(text.split(".", 1)[0].replace("_", ""))
+    return None
+
+
+def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        found = root.get("$defs", {}).get(ref.removeprefix("#/$defs/"))
+        if isinstance(found, dict):
+            return {**found, **{k: v for k, v in schema.items() if k != "$ref"}}
+    return schema
+
+
+def _type_ok(kind: str, value: Any) -> bool | None:
+    """Whether pydantic (lax, JSON input) takes ``value`` as ``kind``; None: not modelled."""
+    if kind == "null":
+        return value is None
+    if kind == "integer":
+        return lax_int(value) is not None
+    if kind == "number":
+        if isinstance(value, (bool, int, float)):
+            return True
+        return None if isinstance(value, str) else False
+    if kind == "boolean":
+        if isinstance(value, bool):
+            return True
+        if isinstance(value, int):
+            return value in (0, 1)
+        if isinstance(value, str):
+            return value.strip().lower() in _BOOL_STRINGS
+        return None if isinstance(value, float) else False
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "array":
+        return isinstance(value, list)
+    if kind == "object":
+        return isinstance(value, dict)
+    return None
+
+
+def _check(schema: Any, value: Any, root: dict[str, Any], path: str, depth: int) -> None:
+    if not isinstance(schema, dict) or depth > _MAX_DEPTH:
+        return
+    schema = _resolve(schema, root)
+    for key in ("anyOf", "oneOf"):
+        branches = schema.get(key)
+        if isinstance(branches, list) and branches:
+            errors = []
+            for branch in branches:
+                try:
+                    _check(branch, value, root, path, depth + 1)
+                    break
+                except SchemaMismatch as e:
+                    errors.append(e)
+            else:
+                raise errors[0]
+    if "enum" in schema:
+        members = schema["enum"]
+        if all(isinstance(m, str) for m in members):
+            if not (isinstance(value, str) and value in members):
+                raise SchemaMismatch(path, f"Input should be {_one_of(members)}")
+        elif all(isinstance(m, int) and not isinstance(m, bool) for m in members) and (
+            lax_int(value) not in members
+        ):
+            raise SchemaMismatch(path, f"Input should be {_one_of(members)}")
+        return
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        ok = _type_ok(kind, value)
+        if ok is False:
+            raise SchemaMismatch(path, f"Input should be a valid {_NAMES.get(kind, kind)}")
+        if ok is None:
+            return
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            _check(schema["items"], item, root, f"{path}.{i}" if path else str(i), depth + 1)
+    if isinstance(value, dict) and schema.get("type") == "object":
+        props = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        for k, v in value.items():
+            where = f"{path}.{k}" if path else str(k)
+            if isinstance(props, dict) and k in props:
+                _check(props[k], v, root, where, depth + 1)
+            elif extra is False and isinstance(props, dict):
+                raise SchemaMismatch(where, "Unexpected keyword argument")
+            elif isinstance(extra, dict):
+                _check(extra, v, root, where, depth + 1)
+
+
+_NAMES = {"integer": "integer", "number": "number", "boolean": "boolean", "string": "string",
+          "array": "list", "object": "dictionary", "null": "null"}  # fmt: skip
+
+
+def _one_of(members: list[Any]) -> str:
+    shown = [repr(m) if isinstance(m, str) else str(m) for m in members]
+    return shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+
+
+def check(schema: dict[str, Any], value: dict[str, Any], skip: frozenset[str]) -> None:
+    """Raise ``SchemaMismatch`` where pydantic surely refuses ``value``; ``skip``: fields
+    vLLM's own validators convert first (checked elsewhere or not at all)."""
+    if "*" in skip:
+        return
+    props = schema.get("properties")
+    if not isinstance(props, dict):
+        return
+    for key, item in value.items():
+        if key in skip:
+            # vLLM's validator converts it first; a JSON object for an object-typed field
+            # is built into that class (``PassConfig(**value)``) and checked as one
+            target = _resolve(props.get(key, {}), schema)
+            if isinstance(item, dict) and target.get("type") == "object":
+                _check(target, item, schema, key, 1)
+            continue
+        if key in props:
+            _check(props[key], item, schema, key, 1)
+        elif schema.get("additionalProperties") is False:
+            raise SchemaMismatch(key, "Unexpected keyword argument")
