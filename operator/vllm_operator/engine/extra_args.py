@@ -96,6 +96,15 @@ def _unknown_errors(
                 f"{FIELD}[{i}]", f"{what}: {prefix}; the pod would crash-loop", "; ".join(fixes)
             )
         )
+    if not errors and "--" in extra:
+        errors.append(
+            SpecError(
+                f"{FIELD}[{extra.index('--')}]",
+                f"{prefix}; the pod would crash-loop",
+                "remove the --: vLLM's argparse does not drop it here, and reads everything "
+                "after it as stray values",
+            )
+        )
     if not errors:
         errors.append(
             SpecError(
