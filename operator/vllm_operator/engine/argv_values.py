@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
 from vllm_operator.engine import config_time
@@ -100,6 +101,8 @@ def _config(option: Option, text: str, table: FlagTable) -> Any:
     try:
         value = json.loads(text)
     except (ValueError, RecursionError) as e:
+        if option.json_suffixes is None:  # not recorded: the release may expand 1k
+            return _config(replace(option, json_suffixes=True), text, table)
         raise TypeMessage(f"invalid JSON for {option.display}") from e
     if not isinstance(value, dict):
         raise TypeMessage(f"{option.display} takes a JSON object")

@@ -13,13 +13,13 @@ schema construct it does not model passes, so a valid config is never refused.
 
 from __future__ import annotations
 
-import math
-import re
+import json
 from typing import Any
 
-_LAX_INT = re.compile(r"[+-]?[0-9](?:_*[0-9])*(?:\.0+)?")
-# What Rust's str::trim removes (pydantic-core is Rust): Unicode White_Space.
-_WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"  # noqa: E501
+from pydantic import TypeAdapter, ValidationError
+
+_INT: TypeAdapter[int] = TypeAdapter(int)
+_MAX_TEXT = 4300  # Python's own limit on int digits; longer is no level or mode anyway
 _BOOL_STRINGS = {"0", "1", "true", "false", "yes", "no", "on", "off", "t", "f", "y", "n"}
 _MAX_DEPTH = 32
 
@@ -34,27 +34,27 @@ class SchemaMismatch(Exception):
 
 
 def lax_int(value: Any) -> int | None:
-    """pydantic's lax reading of a JSON value as an integer, or None where it refuses.
+    """pydantic's lax reading of a value as an integer, or None where it refuses.
 
-    Strings: surrounding whitespace, one sign, leading zeros, underscores between digits
-    and a fraction of zeros are allowed (``" +0_0.00 "`` is 0); floats only without a
-    fraction; ``true``/``false`` are 1/0. Held to vLLM's recorded conversions of every
-    release and to pydantic itself by tests/unit/engine/test_config_time.py.
+    vLLM's config classes are pydantic dataclasses, so this asks pydantic itself: a string
+    as ``VllmConfig`` gets it (surrounding whitespace, a sign, leading zeros, underscores,
+    a zero fraction pass: ``" +0_0.00 "`` is 0, and quirks such as ``"0-1"`` being -1), any
+    other value as JSON, the way ``-cc`` reaches ``CompilationConfig``. Held to vLLM's
+    recorded conversions of every recorded release by tests/unit/engine/test_config_time.py.
     """
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value) or value != int(value) or not -(2**63) <= value < 2**63:
-            return None
-        return int(value)
     if isinstance(value, str):
-        text = value.strip(_WHITESPACE)
-        if len(text) > 4300 or not _LAX_INT.fullmatch(text):
+        if len(value) > _MAX_TEXT:
             return None
-        return int(text.split(".", 1)[0].replace("_", ""))
-    return None
+        try:
+            return _INT.validate_python(value)
+        except (ValidationError, ValueError):
+            return None
+    if isinstance(value, (list, dict)) or value is None:
+        return None
+    try:
+        return _INT.validate_json(json.dumps(value))
+    except (ValidationError, ValueError):
+        return None
 
 
 def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:

@@ -45,7 +45,8 @@ class Option:
     # the whole object); None where not recorded
     config_schema: dict[str, Any] | None = field(default=None, compare=False)
     config_custom: frozenset[str] = frozenset()
-    json_suffixes: bool = False  # vLLM expands 1k/2M/... inside this option's JSON (0.22+)
+    # vLLM expands 1k/2M/... inside this option's JSON (0.22+); None: not recorded
+    json_suffixes: bool | None = False
 
     @property
     def takes_value(self) -> bool:
@@ -112,7 +113,7 @@ def _converted_first(custom: Any) -> frozenset[str]:
                      or k == "*")  # fmt: skip
 
 
-def _option(row: dict[str, Any], suffixes: bool) -> Option:
+def _option(row: dict[str, Any], suffixes: bool | None) -> Option:
     choices = row.get("choices")
     schema: dict[str, Any] = row.get("config_schema") or {}
     recorded = "schema" in schema
@@ -133,14 +134,16 @@ def _option(row: dict[str, Any], suffixes: bool) -> Option:
         config_effective=frozenset(k for k, v in row.get("config_effective", {}).items() if v),
         config_schema=schema["schema"] if recorded else None,
         config_custom=_converted_first(schema.get("custom", {})) if recorded else frozenset(),
-        json_suffixes=suffixes and "parse_dataclass" in row["type"],
+        json_suffixes=suffixes if "parse_dataclass" in row["type"] else False,
     )
 
 
 def parse_table(doc: dict[str, Any]) -> FlagTable:
     """A table from the JSON document the extractor wrote."""
     suffix_probes = tuple((str(a), str(b)) for a, b in doc.get("json_number_suffixes", ()))
-    options = tuple(_option(r, bool(suffix_probes)) for r in doc["options"])
+    # a table recorded before the expansion was probed: unknown (None), read leniently
+    suffixes = bool(suffix_probes) if "json_number_suffixes" in doc else None
+    options = tuple(_option(r, suffixes) for r in doc["options"])
     rewrites = tuple(
         (tuple(r["argv"]), tuple(r["to"]) if isinstance(r["to"], list) else str(r["to"]))
         for r in doc["rewrites"]
