@@ -22,6 +22,7 @@ _INT: TypeAdapter[int] = TypeAdapter(int)
 _MAX_TEXT = 4300  # Python's own limit on int digits; longer is no level or mode anyway
 _BOOL_STRINGS = {"0", "1", "true", "false", "yes", "no", "on", "off", "t", "f", "y", "n"}
 _MAX_DEPTH = 32
+_MAX_STEPS = 20_000
 
 
 class SchemaMismatch(Exception):
@@ -93,17 +94,30 @@ def _type_ok(kind: str, value: Any) -> bool | None:
     return None
 
 
-def _check(schema: Any, value: Any, root: dict[str, Any], path: str, depth: int) -> None:
-    if not isinstance(schema, dict) or depth > _MAX_DEPTH:
+class _Walk:
+    """One check: the schema's root (for ``$ref``) and a step budget (alternatives, as
+    ``anyOf``, over nested values could multiply the work)."""
+
+    def __init__(self, root: dict[str, Any], steps: int) -> None:
+        self.root = root
+        self.left = steps
+
+    def spend(self) -> bool:
+        self.left -= 1
+        return self.left >= 0
+
+
+def _check(walk: _Walk, schema: Any, value: Any, path: str, depth: int) -> None:
+    if not isinstance(schema, dict) or depth > _MAX_DEPTH or not walk.spend():
         return
-    schema = _resolve(schema, root)
+    schema = _resolve(schema, walk.root)
     for key in ("anyOf", "oneOf"):
         branches = schema.get(key)
         if isinstance(branches, list) and branches:
             errors = []
             for branch in branches:
                 try:
-                    _check(branch, value, root, path, depth + 1)
+                    _check(walk, branch, value, path, depth + 1)
                     break
                 except SchemaMismatch as e:
                     errors.append(e)
@@ -128,18 +142,18 @@ def _check(schema: Any, value: Any, root: dict[str, Any], path: str, depth: int)
             return
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
         for i, item in enumerate(value):
-            _check(schema["items"], item, root, f"{path}.{i}" if path else str(i), depth + 1)
+            _check(walk, schema["items"], item, f"{path}.{i}" if path else str(i), depth + 1)
     if isinstance(value, dict) and schema.get("type") == "object":
         props = schema.get("properties")
         extra = schema.get("additionalProperties")
         for k, v in value.items():
             where = f"{path}.{k}" if path else str(k)
             if isinstance(props, dict) and k in props:
-                _check(props[k], v, root, where, depth + 1)
+                _check(walk, props[k], v, where, depth + 1)
             elif extra is False and isinstance(props, dict):
                 raise SchemaMismatch(where, "Unexpected keyword argument")
             elif isinstance(extra, dict):
-                _check(extra, v, root, where, depth + 1)
+                _check(walk, extra, v, where, depth + 1)
 
 
 _NAMES = {"integer": "integer", "number": "number", "boolean": "boolean", "string": "string",
@@ -156,6 +170,7 @@ def check(schema: dict[str, Any], value: dict[str, Any], skip: frozenset[str]) -
     vLLM's own validators convert first (checked elsewhere or not at all)."""
     if "*" in skip:
         return
+    walk = _Walk(schema, _MAX_STEPS)  # past the budget the rest passes (never a refusal)
     props = schema.get("properties")
     if not isinstance(props, dict):
         return
@@ -165,9 +180,9 @@ def check(schema: dict[str, Any], value: dict[str, Any], skip: frozenset[str]) -
             # is built into that class (``PassConfig(**value)``) and checked as one
             target = _resolve(props.get(key, {}), schema)
             if isinstance(item, dict) and target.get("type") == "object":
-                _check(target, item, schema, key, 1)
+                _check(walk, target, item, key, 1)
             continue
         if key in props:
-            _check(props[key], item, schema, key, 1)
+            _check(walk, props[key], item, key, 1)
         elif schema.get("additionalProperties") is False:
             raise SchemaMismatch(key, "Unexpected keyword argument")
