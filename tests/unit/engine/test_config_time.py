@@ -182,3 +182,32 @@ def test_eager_verdict_equals_vllms_conversion(release: flagdata.Version) -> Non
         assert _verdict(table, extra) == want, (extra, level, mode)
 
     check()
+
+
+@pytest.mark.parametrize(
+    "release", [r for r in RECORDED if "optimization_level" not in flagdata.table(r).by_dest],
+    ids=str,
+)  # fmt: skip
+def test_eager_verdict_equals_vllms_conversion_where_o_is_the_compilation_level(
+    release: flagdata.Version,
+) -> None:
+    """0.10/0.11: ``-O`` is ``--compilation-config``'s level; unset, a model compiles."""
+    table = flagdata.table(release)
+    levels = list(table.conversions["compilation_level"])
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(level=st.sampled_from(levels), data=st.data())
+    def check(level: tuple[Any, Any], data: st.DataObject) -> None:
+        value, result = level
+        doc = json.dumps({"level": value})
+        spellings = [["--compilation-config", doc], [f"--compilation-config={doc}"], ["-O", doc]]
+        text = value if isinstance(value, str) else json.dumps(value)
+        if argv._dotted_value(text) == value and type(argv._dotted_value(text)) is type(value):
+            spellings.append([f"-O.level={text}"])
+            if text and not text.startswith(("-", "=", ".")):
+                spellings.append([f"-O{text}"])
+        extra = data.draw(st.sampled_from(spellings))
+        want = _expected(2, None if result is None else result)
+        assert _verdict(table, extra) == want, (extra, level)
+
+    check()
