@@ -23,6 +23,7 @@ is let through (vLLM decides at start), so another release's data never refuses 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,15 +43,21 @@ class Refusal:
     reason: str
 
 
-def _with_conversions(table: FlagTable) -> FlagTable:
-    """``table``, or the nearest recorded release with conversions (older first)."""
-    if table.records_after_parse:
+def _nearest(table: FlagTable, wanted: Callable[[FlagTable], bool]) -> FlagTable:
+    """``table`` if it has what is ``wanted``, else the nearest release that has (older
+    first); ``table`` itself when none has."""
+    if wanted(table):
         return table
-    recorded = [r for r in flagdata.releases() if flagdata.table(r).records_after_parse]
-    older = [r for r in recorded if r <= table.version]
-    newer = [r for r in recorded if r > table.version]
+    having = [r for r in flagdata.releases() if wanted(flagdata.table(r))]
+    older = [r for r in having if r <= table.version]
+    newer = [r for r in having if r > table.version]
     pick = older[-1] if older else (newer[0] if newer else None)
     return flagdata.table(pick) if pick is not None else table
+
+
+def _with_conversions(table: FlagTable) -> FlagTable:
+    """``table``, or the nearest recorded release with conversions."""
+    return _nearest(table, lambda t: t.records_after_parse)
 
 
 def _recorded(table: FlagTable, key: str) -> tuple[tuple[Any, Any], ...]:
@@ -83,13 +90,23 @@ def optimization_level(table: FlagTable, text: str) -> int | Refusal:
     return value
 
 
-def _mode_names(table: FlagTable) -> dict[str, int]:
-    """The compilation mode names the release's validator accepts (recorded conversions)."""
+def _names_in(table: FlagTable) -> dict[str, int]:
     return {
         v: r
-        for v, r in _recorded(table, "compilation_mode")
+        for v, r in table.conversions.get("compilation_mode", ())
         if isinstance(v, str) and _NAME.match(v) and isinstance(r, int)
     }
+
+
+def _mode_names(table: FlagTable) -> dict[str, int]:
+    """The compilation mode names the release's validator accepts (recorded conversions).
+
+    A release recorded without conversions borrows the nearest release's names, only to
+    see eager mode (``{"mode": "NONE"}``): an unknown name is then let through, not refused.
+    """
+    if table.records_after_parse:
+        return _names_in(table)
+    return _names_in(_nearest(table, lambda t: bool(_names_in(t))))
 
 
 def compilation_value(table: FlagTable, key: str, value: Any) -> int | Refusal | None:

@@ -192,3 +192,17 @@ def test_data_parallel_counts_towards_the_gpus(make_spec: MakeSpec) -> None:
     plan = plan_launch(make_spec(V17, extraArgs=["--data-parallel-size", "2"],
                                  top={"resources": {"gpus": 2}}))  # fmt: skip
     assert not any("idle" in w for w in plan.warnings)
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.14.0", "vllm/vllm-openai:v0.28.0"])
+def test_releases_recorded_before_the_classes_are_read_leniently(
+    make_spec: MakeSpec, image: str
+) -> None:
+    """Their tables carry no after-argparse record: the nearest recorded release's
+    conversions may make the plan eager, but never refuse what their own data does not."""
+    for args in (["-O00"], ["-cc", '{"mode": "NONE"}'], ["-cc.mode=none"]):
+        assert not plan_launch(make_spec(image, extraArgs=args)).compiled, (image, args)
+    suffixed = '{"max_cudagraph_capture_size": 1k}'
+    for args in (["-cc", '{"mode": "bogus"}'], ["-O4"], ["-cc", suffixed]):
+        plan = plan_launch(make_spec(image, extraArgs=args))
+        assert plan.compiled, (image, args)
