@@ -11,7 +11,16 @@ calls ``parse_args`` on the finished top-level parser. Then it
   before argparse sees them (underscores, ``-O``, dotted ``-cc.mode=0``),
 - parses every conformance form as ``vllm serve m <form>`` through that same top-level
   parser and records the verdict: accepted (with the settings that decide eager mode and
-  the destinations the form changed) or the error argparse printed and the exit status.
+  the destinations the form changed) or the error argparse printed and the exit status;
+- for every accepted form, what vLLM does next before it loads a model (``after``): the
+  serve subcommand's ``validate(args)`` that ``main()`` calls right after ``parse_args``,
+  then ``EngineArgs.from_cli_args`` and a ``VllmConfig`` built from the compilation settings
+  (the part of ``create_engine_config`` that decides eager mode), with the platform's own
+  adjustments switched off: the verdict (refused with vLLM's message, or eager or not);
+- for the compilation config and the optimization level, vLLM's conversion of a corpus of
+  values (``conversions``), the config classes' field types (``config_schema``: pydantic's
+  JSON schema of each JSON-valued option's dataclass, and which fields vLLM validates with
+  its own code), and vLLM's ``k``/``m``/``g`` expansion inside JSON values where it exists.
 
 The output is plain JSON on stdout; ``extract.py`` adds the release and wheel hash and
 writes it sorted. Nothing here depends on a GPU: the CPU platform is forced before import.
@@ -312,14 +321,23 @@ def probe_configs(
 
 
 def main() -> None:
+    # vLLM's logger writes to stdout (a config file it cannot read, for one): the JSON goes
+    # to the real stdout, everything else to stderr.
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     with open(sys.argv[1]) as fh:
         forms: list[list[str]] = json.load(fh)
     with open(sys.argv[2]) as fh:
         probes: list[list[str]] = json.load(fh)
+    with open(sys.argv[3]) as fh:
+        corpus: dict[str, list[Any]] = json.load(fh)
     top = build_top_parser()
     serve = _serve_parser(top)
     options = dump_options(serve)
     probe_configs(top, serve, options)
+    import after_parse
+
+    after_parse.record_schemas(serve, options, _config_class)
     result = {
         "python": ".".join(map(str, sys.version_info[:3])),
         "parser": {
@@ -337,9 +355,12 @@ def main() -> None:
         ],
         "options": options,
         "rewrites": [{"argv": p, "to": _rewrite(top, p)} for p in probes],
-        "forms": [{"argv": f, **_verdict(top, serve, f)} for f in forms],
+        "forms": [after_parse.with_after(top, f, _verdict(top, serve, f)) for f in forms],
+        "conversions": after_parse.conversions(corpus),
+        "json_number_suffixes": after_parse.suffix_probes(corpus),
     }
-    json.dump(result, sys.stdout)
+    json.dump(result, out)
+    out.flush()
 
 
 if __name__ == "__main__":

@@ -30,10 +30,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 DEFAULT_OUT = REPO / "operator" / "vllm_operator" / "engine" / "flags"
-FORMAT = 1
+FORMAT = 2  # 2: forms carry "after", options "config_schema"; "conversions" added
 
 sys.path.insert(0, str(HERE))
-from forms import FORMS, PROBES  # noqa: E402
+from forms import CORPUS, FORMS, PROBES  # noqa: E402
 
 
 def _sha256(path: Path) -> str:
@@ -86,9 +86,10 @@ def dump_release(version: str, python: str, work: Path) -> dict[str, Any]:
         wheel.unlink()
         (tmpdir / "forms.json").write_text(json.dumps(FORMS))
         (tmpdir / "probes.json").write_text(json.dumps(PROBES))
-        env = dict(os.environ, PYTHONPATH=str(src), VLLM_TARGET_DEVICE="cpu")
+        (tmpdir / "corpus.json").write_text(json.dumps(CORPUS))
+        env = dict(os.environ, PYTHONPATH=f"{src}:{HERE}", VLLM_TARGET_DEVICE="cpu")
         proc = subprocess.run(
-            [python, str(HERE / "dump_parser.py"), "forms.json", "probes.json"],
+            [python, str(HERE / "dump_parser.py"), "forms.json", "probes.json", "corpus.json"],
             cwd=tmpdir,
             env=env,
             capture_output=True,

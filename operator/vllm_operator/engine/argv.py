@@ -29,12 +29,16 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_operator.engine.argv_values import TypeMessage, convert_named
+from vllm_operator.engine.argv_values import TypeMessage, convert_named, human_readable_int
 from vllm_operator.engine.flagdata import FlagTable, Option
 
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 _NAME_PART = re.compile(r"(?<=--)[^.]*")
 _MAX_TOKENS = 4096  # a spec's extraArgs are bounded; this bounds any caller
+
+
+class ConfigFile(ValueError):
+    """``--config FILE``: vLLM reads more flags from the file before argparse."""
 
 
 class ParseFailure(Exception):
@@ -127,11 +131,24 @@ def _model_style(table: FlagTable) -> str:
     return "refuse" if isinstance(to, str) else "move"
 
 
-def _dotted_value(text: str) -> Any:
+def _dotted_value(text: str, suffixes: bool = False) -> Any:
     try:
         return json.loads(text)
     except (ValueError, RecursionError):
+        if suffixes:  # 0.22+: "-cc.max_cudagraph_capture_size=1k" is 1000
+            try:
+                return human_readable_int(text)
+            except (ValueError, TypeMessage):
+                return text
         return text
+
+
+def _dotted_suffixes(table: FlagTable) -> bool:
+    """Whether the release reads ``1k`` in a dotted value as 1000 (recorded rewrite)."""
+    to = table.rewrite_of(("-cc.a=1k",))
+    if to is None:  # not probed when the table was recorded: read leniently
+        return True
+    return isinstance(to, tuple) and to == ("-cc", '{"a": 1000}')
 
 
 def _merge(original: dict[str, Any], update: dict[str, Any]) -> None:
@@ -153,6 +170,8 @@ def rewrite(table: FlagTable, args: list[str]) -> tuple[list[str], list[int | No
     if len(args) > _MAX_TOKENS:
         raise ValueError(f"more than {_MAX_TOKENS} arguments")
     style = _o_style(table)
+    if "--config" in args and "config" in table.by_dest:
+        raise ConfigFile("--config FILE: vLLM reads flags from the file before argparse")
     if args and any(a == "--model" for a in args) and _model_style(table) == "refuse":
         raise ValueError(
             "With `vllm serve`, you should provide the model as a positional argument or in "
@@ -202,6 +221,7 @@ def rewrite(table: FlagTable, args: list[str]) -> tuple[list[str], list[int | No
             out.append(arg)
             src.append(o)
     # Dotted keys (-cc.mode=0, --hf-overrides.a.b 1) become one JSON value per option.
+    suffixes = _dotted_suffixes(table)
     delete: set[int] = set()
     merged: dict[str, dict[str, Any]] = {}
     merged_src: dict[str, int | None] = {}
@@ -223,7 +243,7 @@ def rewrite(table: FlagTable, args: list[str]) -> tuple[list[str], list[int | No
                 arg = arg[:-1]
                 value_str = json.dumps(list(value_str.split(",")))
             key, *keys = arg.split(".")
-            nested: Any = _dotted_value(value_str)
+            nested: Any = _dotted_value(value_str, suffixes)
             for k in reversed(keys):
                 nested = {k: nested}
             _merge(merged.setdefault(key, {}), nested)
@@ -289,7 +309,7 @@ def _classify(
 
 def _convert(table: FlagTable, option: Option, text: str, index: int | None) -> Any:
     try:
-        value = convert_named(option.type, option, text)
+        value = convert_named(option.type, option, text, table)
     except TypeMessage as e:
         raise ParseFailure(table.prog, f"argument {option.display}: {e}", index, exact=False) from e
     except (ValueError, TypeError, RecursionError) as e:
@@ -386,10 +406,14 @@ def _parse_items(
         o = origin[k]
         return written[o] if o is not None and o < len(written) else items[k]
 
+    dashes = items.index("--") if "--" in items else -1
     while i < len(items):
         kind = kinds[i]
         if kind is None:
-            if items[i] == "--":
+            if i == dashes and (model_pending or (i == 1 and not taken)):
+                # argparse 3.11 drops a "--" only inside the model positional's match
+                # ("m --", "-- m"); anywhere else it is left over: "unrecognized
+                # arguments: --" (recorded forms)
                 i += 1
                 continue
             if model_pending:

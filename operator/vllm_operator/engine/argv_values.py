@@ -5,20 +5,27 @@ argparse calls an option's ``type=`` on each value; vLLM's converters (``int``,
 JSON configs, ...) are named in each recorded option (``flagdata.Option.type``). This
 module re-implements those whose verdict matters before a pod starts; a converter it does
 not know passes the string on, as argparse does for ``str``. Config dataclasses are
-checked only as far as the recording goes: keys (when vLLM refuses unknown ones) and the
-compilation config's accepted mode/level values.
+checked as far as the recording goes: vLLM's ``k``/``m``/``g`` expansion inside the JSON
+(0.22+), keys (when vLLM refuses unknown ones), value types against the class's recorded
+schema (``config_schema``) and the compilation config's mode/level conversion
+(``config_time``).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
-from vllm_operator.engine.flagdata import Option
+from vllm_operator.engine import config_time
+from vllm_operator.engine.config_schema import SchemaMismatch, check
+from vllm_operator.engine.flagdata import FlagTable, Option
 
 _HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 _JSON_OBJECT = re.compile(r"(?s)^\s*{.*}\s*$")
+_QUOTED = re.compile(r'("(?:[^"\\]|\\.)*")')
+_SUFFIXED = re.compile(r"\b\d+(?:\.\d+)?[kKmMgGtT]\b")
 
 
 class TypeMessage(Exception):
@@ -43,14 +50,23 @@ def human_readable_int(value: str) -> int:
     return int(value)
 
 
-def convert_named(name: str, option: Option, text: str) -> Any:
+def expand_number_suffixes(text: str) -> str:
+    """vLLM's ``_expand_json_human_readable_numbers`` (0.22+): ``1k`` -> ``1000`` outside
+    JSON strings, by ``human_readable_int``. Held to the release's recorded probes."""
+    parts = _QUOTED.split(text)
+    for i in range(0, len(parts), 2):
+        parts[i] = _SUFFIXED.sub(lambda m: str(human_readable_int(m.group())), parts[i])
+    return "".join(parts)
+
+
+def convert_named(name: str, option: Option, text: str, table: FlagTable) -> Any:
     if name.startswith("optional_type(") and name.endswith(")"):
         if text in ("", "None"):
             return None
-        return convert_named(f"parse_type({name[14:-1]})", option, text)
+        return convert_named(f"parse_type({name[14:-1]})", option, text, table)
     if name.startswith("parse_type(") and name.endswith(")"):
         try:
-            return convert_named(name[11:-1], option, text)
+            return convert_named(name[11:-1], option, text, table)
         except (ValueError, TypeError) as e:
             what = option.type_repr or name[11:-1]
             raise TypeMessage(f"Value {text} cannot be converted to {what}.") from e
@@ -69,17 +85,24 @@ def convert_named(name: str, option: Option, text: str) -> Any:
     if name == "union_dict_and_str":
         if not _JSON_OBJECT.match(text):
             return text
-        return convert_named("optional_type(loads)", option, text)
+        return convert_named("optional_type(loads)", option, text, table)
     if name == "parse_dataclass":
-        return _config(option, text)
+        return _config(option, text, table)
     return text  # str, bool-free converters we do not model: argparse passes the string on
 
 
-def _config(option: Option, text: str) -> Any:
-    """A config dataclass given as JSON: keys and (for the compilation config) its mode."""
+def _config(option: Option, text: str, table: FlagTable) -> Any:
+    """A config dataclass given as JSON, read as ``TypeAdapter(cls).validate_json`` would."""
+    if option.json_suffixes:
+        try:
+            text = expand_number_suffixes(text)
+        except TypeMessage as e:
+            raise TypeMessage(f"invalid JSON for {option.display}: {e}") from e
     try:
         value = json.loads(text)
     except (ValueError, RecursionError) as e:
+        if option.json_suffixes is None:  # not recorded: the release may expand 1k
+            return _config(replace(option, json_suffixes=True), text, table)
         raise TypeMessage(f"invalid JSON for {option.display}") from e
     if not isinstance(value, dict):
         raise TypeMessage(f"{option.display} takes a JSON object")
@@ -88,8 +111,17 @@ def _config(option: Option, text: str) -> Any:
         if unknown:
             raise TypeMessage(f"unknown keys {', '.join(unknown)}")
     for key, allowed in option.config_values.items():
-        if key in value and isinstance(value[key], int) and value[key] not in allowed:
-            raise TypeMessage(f"{key} {value[key]} is not one of {allowed}")
         if key in value and not allowed and option.config_strict:
             raise TypeMessage(f"unknown key {key}")
+    if option.config_schema is not None:
+        try:
+            check(option.config_schema, value, option.config_custom)
+        except SchemaMismatch as e:
+            raise TypeMessage(f"1 validation error: {e}") from e
+    if option.dest == "compilation_config":
+        for key in ("mode", "level"):
+            if key in value and option.config_values.get(key):
+                converted = config_time.compilation_value(table, key, value[key])
+                if isinstance(converted, config_time.Refusal):
+                    raise TypeMessage(f"1 validation error: {converted.reason}")
     return value

@@ -7,7 +7,11 @@ parser cannot say is written here, keyed by the flag's long name or its argparse
 - ``NOTES``: why a flag went away and what to write instead (shown when a release refuses
   it; the release where it went is computed from the tables, never typed here);
 - ``OWNED``: the settings the spec already controls; setting them again in
-  ``extraArgs``, in any spelling vLLM accepts, contradicts the spec.
+  ``extraArgs``, in any spelling vLLM accepts, contradicts the spec;
+- ``REQUIRES``: options vLLM's ``validate_parsed_serve_args`` refuses without another,
+  right after argparse (the recorded forms' ``after`` verdicts check them per release);
+- ``NO_SERVER``: options that leave no HTTP server where the probes and the benchmark
+  look (or read flags from a file the operator cannot check): always refused.
 
 Sources: ``shared/docs/vllm-facts.md`` (vLLM's released code, per version).
 """
@@ -78,6 +82,80 @@ OWNED: dict[str, str] = {
     "max_model_len": "spec.engine.maxModelLen",
     "gpu_memory_utilization": "spec.engine.gpuMemoryUtilization",
     "performance_mode": "spec.engine.performanceMode",
+}
+
+
+@dataclass(frozen=True)
+class Requires:
+    """``dest`` set (truthy) without ``needs``: vLLM raises ``message`` after argparse."""
+
+    dest: str
+    needs: str
+    message: str
+    source: str
+
+
+_SERVE_VALIDATE = (
+    "validate_parsed_serve_args: vllm/entrypoints/openai/cli_args.py in 0.11.0, 0.17.0, "
+    "0.22.0; vllm/entrypoints/common/cli_args.py in 0.33.0"
+)
+REQUIRES: tuple[Requires, ...] = (
+    Requires(
+        "enable_log_outputs",
+        "enable_log_requests",
+        "TypeError: Error: --enable-log-outputs requires --enable-log-requests",
+        _SERVE_VALIDATE,
+    ),
+    Requires(
+        "enable_auto_tool_choice",
+        "tool_call_parser",
+        "TypeError: Error: --enable-auto-tool-choice requires --tool-call-parser",
+        _SERVE_VALIDATE,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class NoServer:
+    """Why an option cannot run under the operator, and what to do instead."""
+
+    why: str
+    fix: str
+
+
+_TLS = NoServer(
+    "makes vLLM serve HTTPS, but the operator's probes and the benchmark Job speak plain "
+    "HTTP to the pod, so the revision would never become Ready or be measured",
+    "drop it; terminate TLS in front of the Service (an Ingress, Gateway or service mesh)",
+)
+# argparse dest -> why it is refused. Keyed by dest, so every spelling is covered.
+NO_SERVER: dict[str, NoServer] = {
+    "uds": NoServer(
+        "makes vLLM listen on a Unix socket instead of the TCP port the probes, the Service "
+        "and the benchmark use",
+        "drop it; vLLM listens on spec.service.port",
+    ),
+    "headless": NoServer(
+        "starts the engine without an API server: nothing answers on the probe port",
+        "drop it; multi-node serving is not something this operator runs",
+    ),
+    "grpc": NoServer(
+        "serves gRPC instead of the OpenAI HTTP API the probes and the benchmark use",
+        "drop it",
+    ),
+    "ssl_keyfile": _TLS,
+    "ssl_certfile": _TLS,
+    "ssl_ca_certs": _TLS,
+    "ssl_cert_reqs": _TLS,
+    "ssl_ciphers": _TLS,
+    "enable_ssl_refresh": _TLS,
+    "config": NoServer(
+        "makes vLLM read more flags from a YAML file before argparse; the operator cannot "
+        "read that file, so a flag in it (eager mode, --host, one this release lacks) would "
+        "escape every check here and could crash-loop the pod or break the probes",
+        "put those flags in spec.engine.extraArgs, where each is checked against this vLLM "
+        "release (the revision hash then covers them too)",
+    ),
 }
 
 # Flags whose value decides performance: summarised in status as the revision's key flags.

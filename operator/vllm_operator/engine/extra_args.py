@@ -10,9 +10,14 @@ it (``argv.parse`` over the table recorded from vLLM), and:
   valid spellings;
 - settings the spec owns are refused in every spelling vLLM accepts (``--tensor_parallel_size=2``
   is ``tensor_parallel_size`` like ``-tp 2``): one place per setting;
-- eager mode is derived from every form that means it (``--enforce-eager``, ``-O0``,
-  ``--optimization-level 0``, compilation mode/level 0 as JSON or dotted keys), from the
-  values vLLM would end up with, not from spellings.
+- what vLLM refuses after argparse (``config_time``: an optimization level its
+  ``VllmConfig`` cannot convert, an option another one requires) is refused with vLLM's
+  own reason;
+- options that leave no HTTP server where the probes look, or read flags from a file
+  (``catalog.NO_SERVER``: ``--uds``, ``--headless``, ``--grpc``, TLS, ``--config``) are
+  refused; ``--data-parallel-size`` counts towards the GPUs;
+- eager mode is derived the way vLLM derives it (``config_time``), from the values vLLM
+  would end up with after its own conversions, not from spellings.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from vllm_operator.engine import argv, catalog, flagdata
+from vllm_operator.engine import argv, catalog, config_time, flagdata
 from vllm_operator.engine.flagdata import FlagTable
 from vllm_operator.engine.tables import EAGER_COST
 from vllm_operator.engine.version import Version
@@ -40,6 +45,7 @@ class ExtraArgsReport:
     pipeline_parallel_size: int
     table: FlagTable
     extra_start: int  # index of extraArgs[0] in the full argv
+    data_parallel_size: int = 1
 
     def extra_taken(self) -> tuple[argv.Taken, ...]:
         """Options that came from the extra args (not from the operator's own)."""
@@ -88,6 +94,15 @@ def _unknown_errors(
         errors.append(
             SpecError(
                 f"{FIELD}[{i}]", f"{what}: {prefix}; the pod would crash-loop", "; ".join(fixes)
+            )
+        )
+    if not errors and "--" in extra:
+        errors.append(
+            SpecError(
+                f"{FIELD}[{extra.index('--')}]",
+                f"{prefix}; the pod would crash-loop",
+                "remove the --: vLLM's argparse does not drop it here, and reads everything "
+                "after it as stray values",
             )
         )
     if not errors:
@@ -142,29 +157,29 @@ def _failure_errors(
 
 
 def compile_mode(parsed: argv.Parsed, table: FlagTable) -> int | None:
-    """The compilation mode/level the parsed compilation config sets, if any."""
-    taken = parsed.last("compilation_config")
-    if taken is None or not isinstance(taken.value, dict):
-        return None
-    effective = taken.option.config_effective or frozenset({"mode", "level"})
-    for key in ("mode", "level"):
-        value = taken.value.get(key)
-        if key in effective and isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
+    """The compilation mode the parsed compilation config sets explicitly, if any."""
+    return config_time.compile_mode(table, parsed.value("compilation_config"))
+
+
+def after_parse(parsed: argv.Parsed, table: FlagTable) -> config_time.AfterParse:
+    """What vLLM does with an accepted command line before loading a model."""
+    values = {t.option.dest: t.value for t in parsed.taken}
+    return config_time.read(table, values, set(values))
 
 
 def eager_reasons(parsed: argv.Parsed, table: FlagTable) -> list[str]:
     """Every setting in the parsed command line that makes vLLM run eager."""
-    reasons = []
-    if parsed.value("enforce_eager") is True:
-        reasons.append("--enforce-eager")
-    level = parsed.value("optimization_level")
-    if level is not None and str(level) == "0":
-        reasons.append("optimization level 0 (-O0 / --optimization-level 0)")
-    if compile_mode(parsed, table) == 0:
-        reasons.append("compilation mode 0 (-cc/--compilation-config)")
-    return reasons
+    return list(after_parse(parsed, table).eager_reasons)
+
+
+def _no_server_errors(taken: tuple[argv.Taken, ...], start: int) -> list[SpecError]:
+    errors = []
+    for t in taken:
+        row = catalog.NO_SERVER.get(t.option.dest)
+        if row is None or t.value in (False, None, ""):
+            continue
+        errors.append(SpecError(_field(t.index, start), f"{t.written} {row.why}", row.fix))
+    return errors
 
 
 def _owned_errors(
@@ -220,7 +235,17 @@ def check(
     parsed = argv.parse(table, [*operator_args, *extra])
     errors: list[SpecError] = []
     warnings: list[str] = []
-    if parsed.exception is not None:
+    if parsed.exception is not None and parsed.exception.startswith("ConfigFile:"):
+        row = catalog.NO_SERVER["config"]
+        where = next((i for i, a in enumerate(extra) if a == "--config"), None)
+        errors.append(
+            SpecError(
+                _field(None if where is None else start + where, start),
+                f"--config {row.why}",
+                row.fix,
+            )
+        )
+    elif parsed.exception is not None:
         errors.append(
             SpecError(
                 FIELD,
@@ -234,7 +259,9 @@ def check(
         errors += _failure_errors(table, parsed.failure, extra, start)
     taken = tuple(t for t in parsed.taken if t.index is not None and t.index >= start)
     errors += _owned_errors(taken, start, performance_mode)
+    errors += _no_server_errors(taken, start)
     pp = 1
+    dp = 1
     for t in taken:
         if t.option.action in ("help", "version"):
             errors.append(
@@ -254,14 +281,33 @@ def check(
                 )
             else:
                 pp = t.value
+        if t.option.dest == "data_parallel_size" and isinstance(t.value, int):
+            if t.value < 1:
+                errors.append(
+                    SpecError(_field(t.index, start), f"{t.written} must be at least 1", "")
+                )
+            else:
+                dp = t.value
         if t.option.dest == "api_key":
             warnings.append(
                 "extraArgs --api-key puts the key into the pod spec, readable by anyone who "
                 "can read Deployments in the namespace, and the benchmark Job does not get it "
                 "(the gate cannot measure); use spec.engine.apiKeySecret"
             )
+    reasons: list[str] = []
+    if parsed.accepted:
+        after = after_parse(parsed, table)
+        reasons = list(after.eager_reasons)
+        errors += [
+            SpecError(
+                FIELD,
+                f"vLLM {table.version} would stop at start, after parsing its arguments "
+                f'("{r.reason}"); the pod would crash-loop',
+                _AFTER_FIX.get(r.stage, "fix the value or drop the flag"),
+            )
+            for r in after.refusals
+        ]
     errors.sort(key=_field_order)
-    reasons = eager_reasons(parsed, table) if parsed.accepted else []
     runs_eager = bool(reasons)
     if runs_eager and performance_mode != "eager":
         warnings.append(
@@ -269,7 +315,15 @@ def check(
             f"performanceMode {performance_mode}. {EAGER_COST}. Remove it unless you need eager "
             "(e.g. to debug a compile failure); performanceMode eager says so explicitly"
         )
-    return ExtraArgsReport(tuple(errors), tuple(warnings), parsed, runs_eager, pp, table, start)
+    return ExtraArgsReport(
+        tuple(errors), tuple(warnings), parsed, runs_eager, pp, table, start, data_parallel_size=dp
+    )
+
+
+_AFTER_FIX = {
+    "config": "give a value vLLM converts (the optimization level is 0, 1, 2 or 3)",
+    "validate": "add the option it requires, or drop it",
+}
 
 
 def scan_without_version(extra: list[str]) -> argv.Parsed:

@@ -40,6 +40,13 @@ class Option:
     config_strict: bool = False
     config_values: dict[str, tuple[int, ...]] = field(default_factory=dict)
     config_effective: frozenset[str] = frozenset()  # keys whose value sets the compile mode
+    # pydantic's JSON schema of the config dataclass (descriptions dropped) and the fields
+    # vLLM's own "before"/"plain" validators convert first ("*": a model validator sees
+    # the whole object); None where not recorded
+    config_schema: dict[str, Any] | None = field(default=None, compare=False)
+    config_custom: frozenset[str] = frozenset()
+    # vLLM expands 1k/2M/... inside this option's JSON (0.22+); None: not recorded
+    json_suffixes: bool | None = False
 
     @property
     def takes_value(self) -> bool:
@@ -78,6 +85,17 @@ class FlagTable:
     forms: tuple[Form, ...]
     by_spelling: dict[str, Option] = field(repr=False, compare=False)
     by_dest: dict[str, Option] = field(repr=False, compare=False)
+    # vLLM's own conversion of recorded values after argparse: key -> ((value, result), ...)
+    # where result is the integer vLLM ends up with, None, or {"error": text}
+    conversions: dict[str, tuple[tuple[Any, Any], ...]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    suffix_probes: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def records_after_parse(self) -> bool:
+        """Whether this release was recorded with what vLLM does after argparse."""
+        return bool(self.conversions)
 
     def rewrite_of(self, argv: tuple[str, ...]) -> tuple[str, ...] | str | None:
         for seen, to in self.rewrites:
@@ -86,8 +104,19 @@ class FlagTable:
         return None
 
 
-def _option(row: dict[str, Any]) -> Option:
+def _converted_first(custom: Any) -> frozenset[str]:
+    """Fields a "before"/"plain" validator of vLLM's converts before pydantic's type check
+    ("wrap" validators in the recorded releases hand the value on unchanged)."""
+    if isinstance(custom, list):  # recorded without the modes: treat every one so
+        return frozenset(custom)
+    return frozenset(k for k, modes in custom.items() if {"before", "plain"} & set(modes)
+                     or k == "*")  # fmt: skip
+
+
+def _option(row: dict[str, Any], suffixes: bool | None) -> Option:
     choices = row.get("choices")
+    schema: dict[str, Any] = row.get("config_schema") or {}
+    recorded = "schema" in schema
     return Option(
         spellings=tuple(row["spellings"]),
         display=row["display"],
@@ -103,12 +132,18 @@ def _option(row: dict[str, Any]) -> Option:
         config_strict=bool(row.get("config_strict")),
         config_values={k: tuple(v) for k, v in row.get("config_values", {}).items()},
         config_effective=frozenset(k for k, v in row.get("config_effective", {}).items() if v),
+        config_schema=schema["schema"] if recorded else None,
+        config_custom=_converted_first(schema.get("custom", {})) if recorded else frozenset(),
+        json_suffixes=suffixes if "parse_dataclass" in row["type"] else False,
     )
 
 
 def parse_table(doc: dict[str, Any]) -> FlagTable:
     """A table from the JSON document the extractor wrote."""
-    options = tuple(_option(r) for r in doc["options"])
+    suffix_probes = tuple((str(a), str(b)) for a, b in doc.get("json_number_suffixes", ()))
+    # a table recorded before the expansion was probed: unknown (None), read leniently
+    suffixes = bool(suffix_probes) if "json_number_suffixes" in doc else None
+    options = tuple(_option(r, suffixes) for r in doc["options"])
     rewrites = tuple(
         (tuple(r["argv"]), tuple(r["to"]) if isinstance(r["to"], list) else str(r["to"]))
         for r in doc["rewrites"]
@@ -133,6 +168,10 @@ def parse_table(doc: dict[str, Any]) -> FlagTable:
         forms=forms,
         by_spelling=by_spelling,
         by_dest={o.dest: o for o in options},
+        conversions={
+            k: tuple((v, r) for v, r in rows) for k, rows in doc.get("conversions", {}).items()
+        },
+        suffix_probes=suffix_probes,
     )
 
 

@@ -202,23 +202,27 @@ def _api_key_errors(
     ]
 
 
-def _sizing_errors(spec: VLLMDeploymentSpec, pipeline_parallel: int) -> list[SpecError]:
+def _sizing_errors(
+    spec: VLLMDeploymentSpec, pipeline_parallel: int, data_parallel: int = 1
+) -> list[SpecError]:
     gpus = spec.resources.gpus
     tp = spec.engine.tensor_parallel_size
+    world = tp * pipeline_parallel * data_parallel
     if gpus == 0:
         return [
             SpecError(
                 "spec.resources.gpus",
                 "is 0: this operator runs vLLM on GPUs (its CPU build is another image and "
                 "product)",
-                f"set spec.resources.gpus to at least {tp * pipeline_parallel}",
+                f"set spec.resources.gpus to at least {world}",
             )
         ]
-    world = tp * pipeline_parallel
     if world > gpus:
         what = f"tensorParallelSize {tp}"
         if pipeline_parallel > 1:
             what += f" x --pipeline-parallel-size {pipeline_parallel}"
+        if data_parallel > 1:
+            what += f" x --data-parallel-size {data_parallel}"
         return [
             SpecError(
                 "spec.engine.tensorParallelSize",
@@ -252,10 +256,12 @@ def plan_launch(spec: VLLMDeploymentSpec) -> LaunchPlan:
         scanned = extra_args.scan_without_version(list(engine.extra_args))
         pp_value = scanned.value("pipeline_parallel_size")
         pp = pp_value if isinstance(pp_value, int) else 1
+        dp_value = scanned.value("data_parallel_size")
+        dp = dp_value if isinstance(dp_value, int) else 1
         requested = engine.library_path_fix
         errors += _env_errors(spec, requested if requested != "auto" else "none")
         errors += _api_key_errors(spec, scanned.taken, 1)
-        errors += _sizing_errors(spec, max(pp, 1))
+        errors += _sizing_errors(spec, max(pp, 1), max(dp, 1))
         raise SpecErrors(errors)
     mode = tables.MODES[engine.performance_mode]
     modern = version >= tables.PERFORMANCE_MODE_SINCE
@@ -286,14 +292,15 @@ def plan_launch(spec: VLLMDeploymentSpec) -> LaunchPlan:
     warnings += report.warnings
     errors += _env_errors(spec, fix)
     errors += _api_key_errors(spec, report.extra_taken(), report.extra_start)
-    errors += _sizing_errors(spec, report.pipeline_parallel_size)
+    errors += _sizing_errors(spec, report.pipeline_parallel_size, report.data_parallel_size)
     if errors:
         raise SpecErrors(errors)
-    if spec.resources.gpus > engine.tensor_parallel_size * report.pipeline_parallel_size:
+    used = engine.tensor_parallel_size * report.pipeline_parallel_size
+    used *= report.data_parallel_size
+    if spec.resources.gpus > used:
         warnings.append(
-            f"spec.resources.gpus is {spec.resources.gpus} but vLLM uses "
-            f"{engine.tensor_parallel_size * report.pipeline_parallel_size} "
-            "(tensorParallelSize x pipeline parallel size): the rest stay idle"
+            f"spec.resources.gpus is {spec.resources.gpus} but vLLM uses {used} "
+            "(tensorParallelSize x pipeline x data parallel size): the rest stay idle"
         )
 
     final = (*args, *engine.extra_args)

@@ -271,7 +271,13 @@ def config_from_args(argv: list[str], prog: str, env: Mapping[str, str]) -> SimC
     """Parse like ``vllm serve`` of the emulated version; raise ``_Exit`` like argparse."""
     args, parser, version, table, parsed = _read(argv, prog, env)
     assert parsed.model is not None
-    eager = bool(extra_args.eager_reasons(parsed, table))
+    after = extra_args.after_parse(parsed, table)
+    if after.refusals:
+        # vLLM raises after argparse (serve's validate, VllmConfig): a traceback, exit 1
+        for refusal in after.refusals:
+            sys.stderr.write(f"{refusal.reason}\n")
+        raise _Exit(1)
+    eager = after.eager
     performance_mode = parsed.value("performance_mode")
     mode = profiles.mode_of(
         enforce_eager=eager,

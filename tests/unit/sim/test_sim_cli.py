@@ -237,3 +237,25 @@ def test_missing_version_and_old_names_are_warned_about() -> None:
     assert "VLLM_SIM_TIME_SCALE: renamed to VLLMOP_SIM_*" in text
     assert _warnings(["m"], {"VLLMOP_VLLM_VERSION": "0.16.0"}) == ""
     assert _warnings(["m", "--sim-version", "0.16.0"], {}) == ""
+
+
+def test_what_vllm_refuses_after_argparse_stops_the_simulator(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """vLLM raises after parsing (serve's validate, VllmConfig): the simulator too, exit 1."""
+    for extra, reason in (
+        (["--enable-log-outputs"], "--enable-log-outputs requires --enable-log-requests"),
+        (["-O4"], "Input should be 0, 1, 2 or 3"),
+    ):
+        with pytest.raises(cli._Exit) as info:
+            cli.config_from_args(["m", *extra, "--sim-version", "0.17.0"], PROG, {})
+        assert info.value.status == 1
+        assert reason in capsys.readouterr().err
+
+
+def test_converted_eager_values_make_the_simulator_eager() -> None:
+    for extra in (["-O00"], ["-cc", '{"mode": "NONE"}'], ["-cc.mode=none"], ["-O0.0"]):
+        config = cli.config_from_args(["m", *extra, "--sim-version", "0.17.0"], PROG, {})
+        assert config.profile.mode == "eager", extra
+    config = cli.config_from_args(["m", "-O0", "-cc", '{"mode": 3}'], PROG, {})
+    assert config.profile.mode == "default"
