@@ -119,9 +119,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "--time-scale",
         type=float,
         default=DEFAULT_TIME_SCALE,
-        help="simulated time per real second for the simulator, probes and restart back-off "
-        f"(default {DEFAULT_TIME_SCALE}: a 30 s request takes 0.9 s; smaller is faster, "
-        "noisier)",
+        help="real seconds per simulated second, for the simulator, probes and restart "
+        f"back-off (default {DEFAULT_TIME_SCALE}: a request that takes 30 s on a GPU takes "
+        f"{30 * DEFAULT_TIME_SCALE:g} s here; smaller is faster and noisier, 1 is real time)",
     )
     parser.add_argument(
         "--deadline-scale",
