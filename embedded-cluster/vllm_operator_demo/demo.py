@@ -173,7 +173,7 @@ def main(argv: list[str], prog: str) -> int:
             printer=say,
         ) as session:
             if args.apply:
-                code = run_apply(session, args.apply, args.timeout)
+                code = run_apply(session, args.apply, args.timeout, keep=args.keep)
             else:
                 code = run_story(session, args.timeout)
             say(f"finished in {time.monotonic() - say.t0:.1f} s", stamp=False)

@@ -24,6 +24,7 @@ from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
 from vllm_operator.api.summary import Placement
 from vllm_operator.render import deployment_name, revision_hash, serving_service_name
 from vllm_operator.render.labels import REVISION_LABEL
+from vllm_operator.rollout.advice import split_holding
 from vllm_operator_demo.demo_session import Printer, Session
 from vllm_operator_demo.demo_tables import Row, render
 
@@ -82,7 +83,14 @@ class Watcher:
         line = (status.phase, status.message)
         if self.seen.get(f"{name}/phase") != line:
             self.seen[f"{name}/phase"] = line
-            self.say(f"{name}: {status.phase}" + (f" - {status.message}" if status.message else ""))
+            why, choices = split_holding(status.message) if status.phase == "Holding" else ("", [])
+            if choices:  # what decides a held candidate: one command per line
+                self.say(f"{name}: Holding - {why}")
+                for choice in choices:
+                    self.say(f"    {choice}", stamp=False)
+            else:
+                text = f" - {status.message}" if status.message else ""
+                self.say(f"{name}: {status.phase}{text}")
         gate = status.last_gate
         key = (gate.revision, gate.outcome, gate.finished_at) if gate else None
         if gate is not None and self.seen.get(f"{name}/gate") != key:
@@ -209,7 +217,7 @@ def run_story(session: Session, timeout: float) -> int:
     return 0 if ok else 1
 
 
-def run_apply(session: Session, files: list[str], timeout: float) -> int:
+def run_apply(session: Session, files: list[str], timeout: float, *, keep: bool = False) -> int:
     docs: list[Obj] = []
     for file in files:
         text = sys.stdin.read() if file == "-" else Path(file).read_text()
@@ -228,6 +236,13 @@ def run_apply(session: Session, files: list[str], timeout: float) -> int:
         )
         promoted = status.stable is not None and status.stable.revision == revision
         ok &= promoted
+        if status.phase == "Holding":
+            how = (
+                "the demo keeps running afterwards: run them with the KUBECONFIG it prints"
+                if keep
+                else "run the demo again with --keep to run them against its API"
+            )
+            session.say(f"revision {revision} is held for a person (commands above); {how}")
         label = f"{doc['metadata']['name']} ({doc['spec']['engine']['image'].rsplit(':', 1)[-1]})"
         rows.append(
             Row(

@@ -100,7 +100,7 @@ EVENT_MEANINGS: dict[EventReason, str] = {
     EventReason.GateError: "the benchmark could not measure, or its end was not trusted",
     EventReason.GateInconclusive: "measured, but the figures cannot tell",
     EventReason.GateRerun: "a new gate attempt runs (rerun-gate or onInconclusive: rerun)",
-    EventReason.GateHolding: "still inconclusive after the reruns: a person decides",
+    EventReason.GateHolding: "inconclusive and held: a person decides (the message says how)",
     EventReason.CandidateStuck: "the candidate was not Ready within the progress deadline",
     EventReason.Promoting: "the promoted revision is scaled to spec.replicas",
     EventReason.Promoted: "the serving Service now selects the promoted revision",

@@ -15,7 +15,7 @@ from vllm_operator.engine.policy import LaunchPlan
 from vllm_operator.render import labels, names
 from vllm_operator.render.job import render_job
 from vllm_operator.render.services import render_candidate_service, render_serving_service
-from vllm_operator.rollout import causes, ledger, reruns, scaling, trust, twin, waiting
+from vllm_operator.rollout import advice, causes, ledger, reruns, scaling, trust, twin, waiting
 from vllm_operator.rollout.actions import Delete, EventType, Patch
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.held import serving_ok
@@ -93,8 +93,7 @@ def rollout(
             text += f"; still inconclusive after {vd.spec.rollout.max_reruns} rerun(s)"
         return Outcome(
             "Holding",
-            f"gate inconclusive on revision {candidate} ({text}); annotate "
-            f"{labels.PROMOTE_ANNOTATION}={candidate} or {labels.ABORT_ANNOTATION}={candidate}",
+            advice.holding_message(vd, candidate, text),
             ConditionReason.GateInconclusive,
         ), candidate
     return _reject(state, candidate, stable, decided), None
@@ -263,6 +262,13 @@ def _benchmark(
         )
         if outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "rerun":
             reruns.announce(state, vd, candidate, job.attempt)
+        elif outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "hold":
+            state.event(
+                "Warning",
+                EventReason.GateHolding,
+                f"revision {candidate}: held for a person; "
+                + "; ".join(advice.holding_advice(vd, candidate)),
+            )
         return Outcome("Benchmarking", f"gate {outcome}", ConditionReason(f"Gate{outcome}"))
     failure = causes.start_failure(pods)
     limit = state.scaled(state.settings.job_start_seconds)
