@@ -26,6 +26,12 @@ from vllm_operator_demo.pods import vllm_images
 
 Obj = dict[str, Any]
 
+DEMO_NODE_LABELS = {
+    "nvidia.com/gpu.present": "true",
+    "nvidia.com/gpu.product": "NVIDIA-H200-SIM",
+    "nvidia.com/gpu.count": "8",
+}
+
 
 class Printer:
     """Progress lines with the time since the demo started."""
@@ -77,8 +83,10 @@ class Session:
             deadline_time_scale=self.deadline_scale,
             extra_env={"VLLMOP_SIM_TIME_SCALE": f"{self.time_scale:g}"},
             images=vllm_images(),
-            # The one simulated node, labelled as GPU feature discovery labels a GPU node.
-            node_labels={"nvidia.com/gpu.product": "NVIDIA-H200-SIM"},
+            # The one simulated node, labelled as GPU feature discovery labels a GPU node, so
+            # pods selecting GPU nodes (examples/: nvidia.com/gpu.present) schedule here and
+            # pods asking for another GPU product stay Pending, as in a real cluster.
+            node_labels=DEMO_NODE_LABELS,
         )
         self._stack.enter_context(self.kubelet)
         config = OperatorConfig(
