@@ -19,6 +19,8 @@ import yaml
 
 from devcluster.cluster import DevCluster
 from vllm_operator.api import parse_vllm_deployment
+from vllm_operator.api.progress import NOW as PROGRESS_JOIN
+from vllm_operator.api.progress import describe as describe_progress
 from vllm_operator.api.resource import KIND
 from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
 from vllm_operator.api.summary import Placement
@@ -29,6 +31,9 @@ from vllm_operator_demo.demo_session import Printer, Session
 from vllm_operator_demo.demo_tables import Row, render
 
 Obj = dict[str, Any]
+
+PROGRESS_SECONDS = 0.5
+"""How often the live line reads the running benchmark's log (a terminal only)."""
 
 
 @dataclass(frozen=True)
@@ -80,16 +85,18 @@ class Watcher:
     def observe(self, obj: Obj) -> VLLMDeploymentStatus:
         status = _status(obj)
         name = obj["metadata"]["name"]
-        line = (status.phase, status.message)
+        # Where a running benchmark is goes to the live line, not a new line each time.
+        message = status.message.split(PROGRESS_JOIN)[0]
+        line = (status.phase, message)
         if self.seen.get(f"{name}/phase") != line:
             self.seen[f"{name}/phase"] = line
-            why, choices = split_holding(status.message) if status.phase == "Holding" else ("", [])
+            why, choices = split_holding(message) if status.phase == "Holding" else ("", [])
             if choices:  # what decides a held candidate: one command per line
                 self.say(f"{name}: Holding - {why}")
                 for choice in choices:
                     self.say(f"    {choice}", stamp=False)
             else:
-                text = f" - {status.message}" if status.message else ""
+                text = f" - {message}" if message else ""
                 self.say(f"{name}: {status.phase}{text}")
         gate = status.last_gate
         key = (gate.revision, gate.outcome, gate.finished_at) if gate else None
@@ -148,8 +155,16 @@ def run_step(
     session.apply(doc)
     session.say(f"applied {name} (revision {revision}, {vd.spec.engine.image})")
     deadline = time.monotonic() + timeout
+    next_look = 0.0
     while time.monotonic() < deadline:
         status = watcher.observe(session.resource(name, namespace))
+        live = session.say.live_enabled and status.phase == "Benchmarking"
+        if live and time.monotonic() >= next_look:
+            next_look = time.monotonic() + PROGRESS_SECONDS
+            event = session.bench_progress(name, namespace, revision)
+            if event is not None:
+                where = describe_progress(event, vd.spec.gate.trials)
+                session.say.live(f"{name}: benchmarking {revision}: {where}")
         if not vd.spec.gate.enabled and status.stable and status.stable.revision == revision:
             return revision, None
         record = _settled(status, revision)

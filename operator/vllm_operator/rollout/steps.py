@@ -7,6 +7,8 @@ recorded (status is written first by the shell) before the objects it condemns a
 
 from __future__ import annotations
 
+from vllm_operator.api.progress import NOW
+from vllm_operator.api.progress import describe as describe_progress
 from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord
@@ -20,7 +22,12 @@ from vllm_operator.rollout.actions import Delete, EventType, Patch
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.held import serving_ok
 from vllm_operator.rollout.objects import create_deployment, ensure_service, patch_deployment
-from vllm_operator.rollout.observed import BASELINE_MODE_ANNOTATION, JobView, parse_time
+from vllm_operator.rollout.observed import (
+    BASELINE_MODE_ANNOTATION,
+    PROGRESS_SECONDS,
+    JobView,
+    parse_time,
+)
 from vllm_operator.rollout.overrides import handle_requests
 from vllm_operator.rollout.status import Outcome
 
@@ -292,11 +299,17 @@ def _benchmark(
         return Outcome(
             "Benchmarking", f"benchmark Job waiting: {cause}", ConditionReason.Benchmarking
         )
-    return Outcome(
-        "Benchmarking",
-        f"benchmarking revision {candidate} (Job {job.name})",
-        ConditionReason.Benchmarking,
-    )
+    message = f"benchmarking revision {candidate} (Job {job.name})"
+    event = observed.progress.get(job.name)
+    if event is not None:
+        progress = describe_progress(event, vd.spec.gate.trials)
+        message += f"{NOW}{progress}"
+        if state.previous.message != message:
+            state.event(
+                "Normal", EventReason.BenchmarkProgress, f"revision {candidate}: {progress}"
+            )
+    state.after(state.scaled(PROGRESS_SECONDS))
+    return Outcome("Benchmarking", message, ConditionReason.Benchmarking)
 
 
 def _promote(

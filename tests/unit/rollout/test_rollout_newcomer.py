@@ -157,3 +157,34 @@ def test_the_demo_can_show_one_choice_per_line() -> None:
         "or let spec.rollout.onInconclusive decide without a person (now hold)",
     ]
     assert advice.split_holding("revision x serves") == ("revision x serves", [])
+
+
+def test_a_running_benchmark_reports_where_it_is() -> None:
+    """Status message and a BenchmarkProgress Event follow the newest progress event, one
+    Event per change, and the pass asks to be run again to read it."""
+    w = World(spec())
+    w.step()
+    w.ready_all()
+    w.step()
+    job = w.job()["metadata"]["name"]
+    w.progress[job] = {
+        "event": "request",
+        "phase": "latency",
+        "class": "long",
+        "index": 0,
+        "trial": 2,
+    }
+    p = w.step()
+    assert w.status["message"].endswith("; now: latency, long prompts #1, trial 2 of 3")
+    assert [e.message for e in p.events if e.reason == "BenchmarkProgress"] == [
+        f"revision {w.revisions()[0]}: latency, long prompts #1, trial 2 of 3"
+    ]
+    assert p.requeue_after is not None
+    assert p.requeue_after <= 30
+    again = w.step()  # nothing new read: no second Event
+    assert not [e for e in again.events if e.reason == "BenchmarkProgress"]
+    w.progress[job] = {"event": "settle", "level": 8, "trial": 1}  # a kind added later
+    later = w.step()
+    assert [
+        e.message.split(": ", 1)[1] for e in later.events if e.reason == "BenchmarkProgress"
+    ] == ["settle, 8 streams, trial 1 of 3"]
