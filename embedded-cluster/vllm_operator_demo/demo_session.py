@@ -61,6 +61,10 @@ class Printer:
         """Show ``text`` on the live line (a terminal only; elsewhere nothing)."""
         if not self.live_enabled:
             return
+        if not text:
+            self._clear_live()
+            self.out.flush()
+            return
         width = max(20, shutil.get_terminal_size((100, 24)).columns - 1)
         line = (self._stamp() + text)[:width]  # one screen line: \r must reach its start
         self.out.write("\r" + line + " " * max(0, self._live_width - len(line)))

@@ -162,7 +162,9 @@ def run_step(
         if live and time.monotonic() >= next_look:
             next_look = time.monotonic() + PROGRESS_SECONDS
             event = session.bench_progress(name, namespace, revision)
-            if event is not None:
+            if event is None:  # not started yet, or finished: no stale line
+                session.say.live("")
+            else:
                 where = describe_progress(event, vd.spec.gate.trials)
                 session.say.live(f"{name}: benchmarking {revision}: {where}")
         if not vd.spec.gate.enabled and status.stable and status.stable.revision == revision:
