@@ -10,6 +10,8 @@ without a person.
 
 from __future__ import annotations
 
+import json
+
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.spec import GateSpec
 from vllm_operator.render.labels import ABORT_ANNOTATION, PROMOTE_ANNOTATION, RERUN_ANNOTATION
@@ -29,6 +31,13 @@ def annotate_command(vd: VLLMDeployment, key: str, value: str) -> str:
     return f"kubectl -n {meta.namespace} annotate vllmd {meta.name} {key}={value} --overwrite"
 
 
+def patch_trials_command(vd: VLLMDeployment, trials: int) -> str:
+    """``kubectl patch`` setting ``spec.gate.trials`` (GitOps users edit their YAML)."""
+    meta = vd.metadata
+    body = json.dumps({"spec": {"gate": {"trials": trials}}}, separators=(",", ":"))
+    return f"kubectl -n {meta.namespace} patch vllmd {meta.name} --type merge -p '{body}'"
+
+
 def holding_advice(vd: VLLMDeployment, candidate: str) -> list[str]:
     """The choices a person has for a held ``candidate``, one per line."""
     trials = vd.spec.gate.trials
@@ -41,7 +50,7 @@ def holding_advice(vd: VLLMDeployment, candidate: str) -> list[str]:
     if trials < _max_trials():
         lines.append(
             f"measure again with more trials: set spec.gate.trials to {more} (now {trials}, "
-            "no new revision), then "
+            f"no new revision): {patch_trials_command(vd, more)}, then "
             f"{annotate_command(vd, RERUN_ANNOTATION, rerun_token)}"
         )
     else:

@@ -59,6 +59,8 @@ def test_holding_says_what_decides_it_with_the_exact_commands() -> None:
         assert abort in text, text
         assert rerun in text, text
         assert "set spec.gate.trials to 6 (now 3" in text, text
+        patch = 'kubectl -n ml patch vllmd qwen --type merge -p \'{"spec":{"gate":{"trials":6}}}\''
+        assert patch in text, text
         assert "spec.rollout.onInconclusive decide without a person (now hold)" in text, text
     holding = [e.message for p in w.plans for e in p.events if e.reason == "GateHolding"]
     assert len(holding) == 1, holding
