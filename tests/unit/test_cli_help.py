@@ -133,3 +133,25 @@ def test_render_gives_every_pydantic_error_a_field_and_a_fix(
     assert "(fix: use a value of at most 100)" in text
     assert "(fix: write true or false)" in text
     assert "kubectl explain vllmd.spec.gate`" in text  # the unknown `workload` key
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--trials", "99"],
+        ["--warmup", "-1"],
+        ["--concurrency", "0"],
+        ["--request-timeout", "nan"],
+        ["--thresholds-json", '{"maxRegressionPercent": "x"}'],
+        ["--thresholds-json", '{"maxRegresionPercent": 5}'],
+        ["--job-name", "j", "--revision", "0123456789", "--attempt", "0"],
+    ],
+)
+def test_bench_usage_errors_name_the_option_and_a_fix(
+    extra: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    summary = tmp_path / "summary.json"
+    argv = ["bench", "--url", "http://127.0.0.1:9", "--model", "m", "--summary-path", str(summary)]
+    assert main([*argv, *extra]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"error: --[\w-]+.*: .+ \(fix: .+\)$", err.strip()), err

@@ -51,19 +51,22 @@ def explain_path(path: str) -> str:
     return f"vllmd.{plain}" if plain else "vllmd"
 
 
-def fix_for(error: Mapping[str, Any], path: str) -> str:
-    """The fix to show for one pydantic error at ``path`` (never empty)."""
+def fix_for(error: Mapping[str, Any], path: str, docs: str | None = None) -> str:
+    """The fix to show for one pydantic error at ``path`` (never empty). ``docs`` names
+    where the field is documented: by default the ``kubectl explain`` command of a
+    VLLMDeployment field (a CLI passes its ``--help``)."""
     kind = str(error.get("type", ""))
     ctx: Mapping[str, Any] = error.get("ctx") or {}
+    here = docs or f"`kubectl explain {explain_path(path)}`"
     if kind == "extra_forbidden":
-        parent = path.rpartition(".")[0]
-        return f"remove it or check its spelling against `kubectl explain {explain_path(parent)}`"
+        parent = docs or f"`kubectl explain {explain_path(path.rpartition('.')[0])}`"
+        return f"remove it or check its spelling against {parent}"
     if kind == "missing":
-        return f"add it (`kubectl explain {explain_path(path)}`)"
+        return f"add it ({here})"
     if kind in ("literal_error", "enum") and ctx.get("expected"):
         return f"use one of: {ctx['expected']}"
     if kind == "string_pattern_mismatch" and ctx.get("pattern"):
-        return f"write a value matching {ctx['pattern']} (`kubectl explain {explain_path(path)}`)"
+        return f"write a value matching {ctx['pattern']} ({here})"
     if kind in _EXPECTED:
         return f"write {_EXPECTED[kind]}"
     template = _BOUNDS.get(kind)
@@ -73,4 +76,4 @@ def fix_for(error: Mapping[str, Any], path: str) -> str:
             return template.format(**shown)
         except (KeyError, IndexError):
             pass
-    return f"see `kubectl explain {explain_path(path)}`"
+    return f"see {here}"
