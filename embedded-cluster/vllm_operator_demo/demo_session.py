@@ -14,30 +14,67 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+import httpx
+
 from devcluster.apierrors import ApiError
 from devcluster.cluster import DevCluster
 from devcluster.kopfrun import OperatorThread
 from devcluster.kubelet import Kubelet
 from vllm_operator.api.crd import crd_document
+from vllm_operator.api.progress import latest_event
 from vllm_operator.api.resource import API_VERSION, KIND, PLURAL
 from vllm_operator.config import OperatorConfig
 from vllm_operator.handlers.registry import build_registry
+from vllm_operator.render import labels
 from vllm_operator_demo.pods import vllm_images
 
 Obj = dict[str, Any]
 
+DEMO_NODE_LABELS = {
+    "nvidia.com/gpu.present": "true",
+    "nvidia.com/gpu.product": "NVIDIA-H200-SIM",
+    "nvidia.com/gpu.count": "8",
+}
+
 
 class Printer:
-    """Progress lines with the time since the demo started."""
+    """Progress lines with the time since the demo started, and on a terminal one live
+    line below them (rewritten in place, cleared before the next line is printed)."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO, *, live: bool | None = None) -> None:
         self.out = out
         self.t0 = time.monotonic()
+        isatty = getattr(out, "isatty", None)
+        self.live_enabled = bool(isatty and isatty()) if live is None else live
+        self._live_width = 0
+
+    def _stamp(self) -> str:
+        return f"[{time.monotonic() - self.t0:6.1f}s] "
 
     def __call__(self, text: str = "", *, stamp: bool = True) -> None:
-        prefix = f"[{time.monotonic() - self.t0:6.1f}s] " if stamp else ""
+        self._clear_live()
+        prefix = self._stamp() if stamp else ""
         self.out.write(prefix + text + "\n")
         self.out.flush()
+
+    def live(self, text: str) -> None:
+        """Show ``text`` on the live line (a terminal only; elsewhere nothing)."""
+        if not self.live_enabled:
+            return
+        if not text:
+            self._clear_live()
+            self.out.flush()
+            return
+        width = max(20, shutil.get_terminal_size((100, 24)).columns - 1)
+        line = (self._stamp() + text)[:width]  # one screen line: \r must reach its start
+        self.out.write("\r" + line + " " * max(0, self._live_width - len(line)))
+        self.out.flush()
+        self._live_width = len(line)
+
+    def _clear_live(self) -> None:
+        if self._live_width:
+            self.out.write("\r" + " " * self._live_width + "\r")
+            self._live_width = 0
 
 
 class Session:
@@ -77,8 +114,10 @@ class Session:
             deadline_time_scale=self.deadline_scale,
             extra_env={"VLLMOP_SIM_TIME_SCALE": f"{self.time_scale:g}"},
             images=vllm_images(),
-            # The one simulated node, labelled as GPU feature discovery labels a GPU node.
-            node_labels={"nvidia.com/gpu.product": "NVIDIA-H200-SIM"},
+            # The one simulated node, labelled as GPU feature discovery labels a GPU node, so
+            # pods selecting GPU nodes (examples/: nvidia.com/gpu.present) schedule here and
+            # pods asking for another GPU product stay Pending, as in a real cluster.
+            node_labels=DEMO_NODE_LABELS,
         )
         self._stack.enter_context(self.kubelet)
         config = OperatorConfig(
@@ -118,3 +157,27 @@ class Session:
 
     def resource(self, name: str, namespace: str) -> Obj:
         return self.cluster.get(API_VERSION, PLURAL, name, namespace)
+
+    def bench_progress(self, name: str, namespace: str, revision: str) -> Obj | None:
+        """The newest progress event of ``revision``'s running benchmark, read from its
+        pod's log as ``kubectl logs --tail`` would; None when there is none yet."""
+        selector = ",".join(
+            f"{k}={v}"
+            for k, v in labels.revision_labels(name, revision, labels.COMPONENT_BENCHMARK).items()
+        )
+        pods = [
+            p
+            for p in self.cluster.list("v1", "pods", namespace, label_selector=selector)
+            if (p.get("status") or {}).get("phase") == "Running"
+        ]
+        if not pods:
+            return None
+        newest = max(pods, key=lambda p: str(p["metadata"].get("creationTimestamp", "")))
+        path = self.cluster.path("v1", "pods", newest["metadata"]["name"], namespace, "log")
+        try:
+            response = httpx.get(
+                self.cluster.url + path, params={"tailLines": "20", "container": "bench"}
+            )
+        except httpx.HTTPError:
+            return None
+        return latest_event(response.text) if response.status_code == 200 else None

@@ -19,15 +19,21 @@ import yaml
 
 from devcluster.cluster import DevCluster
 from vllm_operator.api import parse_vllm_deployment
+from vllm_operator.api.progress import NOW as PROGRESS_JOIN
+from vllm_operator.api.progress import describe as describe_progress
 from vllm_operator.api.resource import KIND
 from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
 from vllm_operator.api.summary import Placement
 from vllm_operator.render import deployment_name, revision_hash, serving_service_name
 from vllm_operator.render.labels import REVISION_LABEL
+from vllm_operator.rollout.advice import split_holding
 from vllm_operator_demo.demo_session import Printer, Session
 from vllm_operator_demo.demo_tables import Row, render
 
 Obj = dict[str, Any]
+
+PROGRESS_SECONDS = 0.5
+"""How often the live line reads the running benchmark's log (a terminal only)."""
 
 
 @dataclass(frozen=True)
@@ -79,10 +85,19 @@ class Watcher:
     def observe(self, obj: Obj) -> VLLMDeploymentStatus:
         status = _status(obj)
         name = obj["metadata"]["name"]
-        line = (status.phase, status.message)
+        # Where a running benchmark is goes to the live line, not a new line each time.
+        message = status.message.split(PROGRESS_JOIN)[0]
+        line = (status.phase, message)
         if self.seen.get(f"{name}/phase") != line:
             self.seen[f"{name}/phase"] = line
-            self.say(f"{name}: {status.phase}" + (f" - {status.message}" if status.message else ""))
+            why, choices = split_holding(message) if status.phase == "Holding" else ("", [])
+            if choices:  # what decides a held candidate: one command per line
+                self.say(f"{name}: Holding - {why}")
+                for choice in choices:
+                    self.say(f"    {choice}", stamp=False)
+            else:
+                text = f" - {message}" if message else ""
+                self.say(f"{name}: {status.phase}{text}")
         gate = status.last_gate
         key = (gate.revision, gate.outcome, gate.finished_at) if gate else None
         if gate is not None and self.seen.get(f"{name}/gate") != key:
@@ -140,8 +155,18 @@ def run_step(
     session.apply(doc)
     session.say(f"applied {name} (revision {revision}, {vd.spec.engine.image})")
     deadline = time.monotonic() + timeout
+    next_look = 0.0
     while time.monotonic() < deadline:
         status = watcher.observe(session.resource(name, namespace))
+        live = session.say.live_enabled and status.phase == "Benchmarking"
+        if live and time.monotonic() >= next_look:
+            next_look = time.monotonic() + PROGRESS_SECONDS
+            event = session.bench_progress(name, namespace, revision)
+            if event is None:  # not started yet, or finished: no stale line
+                session.say.live("")
+            else:
+                where = describe_progress(event, vd.spec.gate.trials)
+                session.say.live(f"{name}: benchmarking {revision}: {where}")
         if not vd.spec.gate.enabled and status.stable and status.stable.revision == revision:
             return revision, None
         record = _settled(status, revision)
@@ -209,7 +234,7 @@ def run_story(session: Session, timeout: float) -> int:
     return 0 if ok else 1
 
 
-def run_apply(session: Session, files: list[str], timeout: float) -> int:
+def run_apply(session: Session, files: list[str], timeout: float, *, keep: bool = False) -> int:
     docs: list[Obj] = []
     for file in files:
         text = sys.stdin.read() if file == "-" else Path(file).read_text()
@@ -228,6 +253,13 @@ def run_apply(session: Session, files: list[str], timeout: float) -> int:
         )
         promoted = status.stable is not None and status.stable.revision == revision
         ok &= promoted
+        if status.phase == "Holding":
+            how = (
+                "the demo keeps running afterwards: run them with the KUBECONFIG it prints"
+                if keep
+                else "run the demo again with --keep to run them against its API"
+            )
+            session.say(f"revision {revision} is held for a person (commands above); {how}")
         label = f"{doc['metadata']['name']} ({doc['spec']['engine']['image'].rsplit(':', 1)[-1]})"
         rows.append(
             Row(

@@ -73,7 +73,11 @@ def usage() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help", "help"):
+    if not args:
+        # As argparse tools do: no command is a usage error, not a success.
+        sys.stderr.write(usage())
+        return 2
+    if args[0] in ("-h", "--help", "help"):
         sys.stdout.write(usage())
         return 0
     if args[0] in ("-V", "--version"):

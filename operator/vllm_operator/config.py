@@ -167,7 +167,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
             "read once at start-up: flags first, then the environment variables named below, "
             "then defaults."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        epilog="exit status: 0 stopped cleanly (SIGTERM), 2 usage error, 130 interrupted (Ctrl-C).",
     )
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument(

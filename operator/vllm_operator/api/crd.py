@@ -104,8 +104,8 @@ PRINTER_COLUMNS: tuple[dict[str, Any], ...] = (
     {
         "name": "Gate",
         "type": "string",
-        "jsonPath": ".status.lastGate.outcome",
-        "description": "Outcome of the latest gate verdict.",
+        "jsonPath": ".status.lastGate.decision",
+        "description": "The latest verdict and who decided it (PromotedByPerson, ...).",
         "priority": 1,
     },
     {

@@ -19,6 +19,7 @@ class EventReason(StrEnum):
 
     CandidateCreated = "CandidateCreated"
     BenchmarkStarted = "BenchmarkStarted"
+    BenchmarkProgress = "BenchmarkProgress"
     GatePassed = "GatePassed"
     GateFailed = "GateFailed"
     GateError = "GateError"
@@ -95,12 +96,13 @@ class ConditionReason(StrEnum):
 EVENT_MEANINGS: dict[EventReason, str] = {
     EventReason.CandidateCreated: "a candidate revision's Deployment was created",
     EventReason.BenchmarkStarted: "the benchmark Job of a gate attempt was created",
+    EventReason.BenchmarkProgress: "where a running benchmark is, at most every 30 s",
     EventReason.GatePassed: "the gate passed the candidate",
     EventReason.GateFailed: "the gate failed the candidate (a limit or a regression)",
     EventReason.GateError: "the benchmark could not measure, or its end was not trusted",
     EventReason.GateInconclusive: "measured, but the figures cannot tell",
     EventReason.GateRerun: "a new gate attempt runs (rerun-gate or onInconclusive: rerun)",
-    EventReason.GateHolding: "still inconclusive after the reruns: a person decides",
+    EventReason.GateHolding: "inconclusive and held: a person decides (the message says how)",
     EventReason.CandidateStuck: "the candidate was not Ready within the progress deadline",
     EventReason.Promoting: "the promoted revision is scaled to spec.replicas",
     EventReason.Promoted: "the serving Service now selects the promoted revision",

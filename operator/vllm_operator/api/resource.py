@@ -13,6 +13,7 @@ from pydantic import Field, ValidationError
 
 from vllm_operator.api.affinity import check_affinity
 from vllm_operator.api.base import APIModel
+from vllm_operator.api.fixes import fix_for
 from vllm_operator.api.limits import check_raw, child_path, describe
 from vllm_operator.api.spec import VLLMDeploymentSpec
 from vllm_operator.api.status import VLLMDeploymentStatus
@@ -63,14 +64,6 @@ class VLLMDeployment(APIModel):
     status: VLLMDeploymentStatus = Field(default_factory=VLLMDeploymentStatus)
 
 
-_FIXES: dict[str, str] = {
-    "extra_forbidden": "remove it or check its spelling against `kubectl explain vllmd.spec`",
-    "missing": "add it",
-    "literal_error": "use one of the allowed values",
-    "string_pattern_mismatch": "use the documented format",
-}
-
-
 def _field_path(loc: tuple[int | str, ...], prefix: str) -> str:
     path = prefix
     for item in loc:
@@ -79,19 +72,15 @@ def _field_path(loc: tuple[int | str, ...], prefix: str) -> str:
 
 
 def spec_errors_from(exc: ValidationError, prefix: str = "") -> SpecErrors:
-    """Translate a pydantic ValidationError into SpecErrors naming each field (camelCase)."""
+    """Translate a pydantic ValidationError into SpecErrors naming each field (camelCase),
+    each with a fix (``api/fixes.py``)."""
     errors: list[SpecError] = []
     for err in exc.errors():
         loc = tuple(err["loc"])
         # Drop the function-validator wrappers pydantic inserts into locations.
         loc = tuple(x for x in loc if not (isinstance(x, str) and x.startswith("function-")))
         path = _field_path(loc, prefix)
-        message = str(err["msg"])
-        fix = _FIXES.get(str(err["type"]), "")
-        if err["type"] == "literal_error":
-            expected = err.get("ctx", {}).get("expected", "")
-            fix = f"use one of: {expected}" if expected else fix
-        errors.append(SpecError(path, message, fix))
+        errors.append(SpecError(path, str(err["msg"]), fix_for(err, path)))
     return SpecErrors(errors)
 
 

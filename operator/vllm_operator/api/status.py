@@ -31,6 +31,20 @@ ConditionType = Literal[
 ]
 
 HISTORY_LIMIT = 10
+HISTORY_FULL = 2
+"""Verdicts kept with their figures; older ones keep one line (``rollout/ledger.bounded``)."""
+HISTORY_BYTES = 32_768
+"""Most bytes of JSON the history may take in status; figures go first, oldest first."""
+
+Decision = Literal[
+    "Passed",
+    "Failed",
+    "Inconclusive",
+    "Error",
+    "PromotedByPerson",
+    "AbortedByPerson",
+    "ProgressDeadlineExceeded",
+]
 
 
 class Condition(APIModel):
@@ -103,6 +117,32 @@ class GateRecord(Verdict):
     baseline_placement: Placement | None = Field(
         default=None, description="Where the baseline (the twin) ran, in twin mode."
     )
+    decision: Decision | None = Field(
+        default=None,
+        description=(
+            "The outcome with who decided it, as the GATE column shows it: the outcome when "
+            "the gate decided, PromotedByPerson / AbortedByPerson for the promote / abort "
+            "annotations, ProgressDeadlineExceeded for the deadline. Derived, never set."
+        ),
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derive_decision(cls, data: Any) -> Any:
+        """``decision`` follows ``outcome`` and ``decidedBy``, whatever a writer passed."""
+        if not isinstance(data, Mapping):
+            return data
+        out = dict(data)
+        outcome = out.get("outcome")
+        by = out.get("decidedBy", out.get("decided_by", "gate"))
+        out.pop("decision", None)
+        if by == "person":
+            out["decision"] = "PromotedByPerson" if outcome == "Passed" else "AbortedByPerson"
+        elif by == "deadline":
+            out["decision"] = "ProgressDeadlineExceeded"
+        elif isinstance(outcome, str):
+            out["decision"] = outcome
+        return out
 
 
 class VLLMDeploymentStatus(APIModel):
@@ -122,12 +162,23 @@ class VLLMDeploymentStatus(APIModel):
     )
     last_gate: GateRecord | None = Field(
         default=None,
-        description="The latest verdict: always the first entry of history (for kubectl).",
+        description=(
+            "The latest verdict: the first entry of history without its figures (those are "
+            "in history[0].summary), for kubectl columns."
+        ),
     )
     history: list[GateRecord] = Field(
         default_factory=list,
         max_length=HISTORY_LIMIT,
-        description=f"The last {HISTORY_LIMIT} verdicts, newest first.",
+        description=(
+            f"The last {HISTORY_LIMIT} verdicts, newest first. The newest {HISTORY_FULL} keep "
+            "their figures (summary) and where each side ran; older ones keep one line (the "
+            "first reason) and what decides a rollout (revision, outcome, decidedBy, "
+            f"attempt). At most {HISTORY_BYTES} bytes: figures are dropped first, oldest "
+            "first. Every figure and request of a run is in the benchmark Job's log "
+            "(kubectl logs job/<name>--gate-<revision>-<attempt>) until the verdict is "
+            "recorded and the Job deleted; the verdict's Event carries its reasons."
+        ),
     )
     warnings: list[str] = Field(
         default_factory=list, description="Engine policy warnings for the current spec."
@@ -142,5 +193,10 @@ class VLLMDeploymentStatus(APIModel):
         out = {k: v for k, v in data.items() if k not in ("lastGate", "last_gate")}
         history = out.get("history")
         if isinstance(history, list | tuple) and history:
-            out["last_gate"] = history[0]
+            newest = history[0]
+            if isinstance(newest, GateRecord):
+                newest = newest.model_dump()
+            if isinstance(newest, Mapping):
+                newest = {k: v for k, v in newest.items() if k != "summary"}
+            out["last_gate"] = newest
         return out

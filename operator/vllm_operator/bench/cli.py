@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
+from vllm_operator.api.fixes import fix_for
 from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, Placement, RunIdentity
 from vllm_operator.bench import bounded, human
@@ -77,6 +78,10 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
+
+
+HELP = "`vllm-operator bench --help`"
+"""Where every option is documented: the fallback fix of a validation error."""
 
 
 def parser(prog: str) -> argparse.ArgumentParser:
@@ -376,7 +381,8 @@ def identity_from_args(args: argparse.Namespace) -> RunIdentity | None:
     except ValidationError as exc:
         first = exc.errors()[0]
         option = {"job": "--job-name", "revision": "--revision", "attempt": "--attempt"}
-        raise SpecError(option.get(str(first["loc"][0]), "--job-name"), first["msg"]) from exc
+        flag = option.get(str(first["loc"][0]), "--job-name")
+        raise SpecError(flag, first["msg"], fix_for(first, flag, HELP)) from exc
 
 
 def _identity_or_none(args: argparse.Namespace) -> RunIdentity | None:
@@ -397,6 +403,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
             raise SpecError(
                 "--thresholds-json: quality.mustPass",
                 f"{', '.join(unknown)} not in suite {suite.name}",
+                f"name tests of the suite: {', '.join(suite.ids[:10])}",
             )
     _check_url(args.url)
     levels = _levels(args.concurrency)
@@ -405,14 +412,18 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         ("--requests-per-stream", args.requests_per_stream),
     ):
         if value < 1:
-            raise SpecError(name, "must be >= 1")
+            raise SpecError(name, "must be >= 1", f"{name} 1 or more")
     if args.warmup < 0:
-        raise SpecError("--warmup", "must be >= 0")
+        raise SpecError("--warmup", "must be >= 0", "--warmup 0 or more")
     if not 1 <= args.trials <= MAX_TRIALS:
-        raise SpecError("--trials", f"must be 1..{MAX_TRIALS}")
+        raise SpecError("--trials", f"must be 1..{MAX_TRIALS}", f"--trials 1 to {MAX_TRIALS}")
     max_trials = args.trials if args.max_trials is None else args.max_trials
     if not args.trials <= max_trials <= MAX_TRIALS:
-        raise SpecError("--max-trials", f"must be --trials ({args.trials})..{MAX_TRIALS}")
+        raise SpecError(
+            "--max-trials",
+            f"must be --trials ({args.trials})..{MAX_TRIALS}",
+            f"--max-trials {max(args.trials, 10)}" if args.trials <= MAX_TRIALS else "",
+        )
     for name, value, most in (
         ("--iterations", args.iterations, MAX_ITERATIONS),
         ("--warmup", args.warmup, MAX_WARMUP),
@@ -420,12 +431,16 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         ("--settle-max-passes", args.settle_max_passes, MAX_SETTLE_PASSES),
     ):
         if value > most:
-            raise SpecError(name, f"must be at most {most}")
+            raise SpecError(name, f"must be at most {most}", f"{name} {most}")
     if args.settle_max_passes < 0:
-        raise SpecError("--settle-max-passes", "must be >= 0")
+        raise SpecError("--settle-max-passes", "must be >= 0", "--settle-max-passes 0 to 20")
     tolerance = args.settle_tolerance_percent
     if not (math.isfinite(tolerance) and 0 < tolerance < 100):
-        raise SpecError("--settle-tolerance-percent", f"must be in (0, 100), not {tolerance!r}")
+        raise SpecError(
+            "--settle-tolerance-percent",
+            f"must be in (0, 100), not {tolerance!r}",
+            "--settle-tolerance-percent 15",
+        )
     if args.baseline_url is not None:
         _check_url(args.baseline_url, "--baseline-url")
     for name, value in (
@@ -436,7 +451,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         ("--settle-max-seconds", args.settle_max_seconds),
     ):
         if not math.isfinite(value) or value <= 0:
-            raise SpecError(name, f"must be a finite number > 0, not {value!r}")
+            raise SpecError(name, f"must be a finite number > 0, not {value!r}", f"{name} 30")
     return BenchConfig(
         url=args.url,
         model=args.model,
@@ -472,7 +487,9 @@ def _placement(node: str | None, gpu: str | None) -> Placement:
     try:
         return Placement(node=node or None, gpu_product=gpu or None)
     except ValidationError as exc:
-        raise SpecError("--*-node/--*-gpu-product", exc.errors()[0]["msg"]) from exc
+        first = exc.errors()[0]
+        flag = "--*-node/--*-gpu-product"
+        raise SpecError(flag, first["msg"], fix_for(first, flag, HELP)) from exc
 
 
 def _check_url(url: str, option: str = "--url") -> None:
@@ -497,7 +514,7 @@ def _levels(text: str) -> tuple[int, ...]:
     except ValueError as exc:
         raise SpecError("--concurrency", f"{text!r} is not a list of integers", "1,2,4,8") from exc
     if any(level < 1 or level > 1024 for level in levels) or len(levels) > MAX_LEVELS:
-        raise SpecError("--concurrency", f"1..{MAX_LEVELS} levels, each 1..1024")
+        raise SpecError("--concurrency", f"1..{MAX_LEVELS} levels, each 1..1024", "1,2,4,8")
     return tuple(levels)
 
 
@@ -506,14 +523,20 @@ def _api_key(args: argparse.Namespace) -> str | None:
         try:
             key = Path(args.api_key_file).read_text(encoding="utf-8").strip()
         except OSError as exc:
-            raise SpecError("--api-key-file", f"cannot read: {exc.strerror or exc}") from exc
+            raise SpecError(
+                "--api-key-file", f"cannot read: {exc.strerror or exc}", "name a readable file"
+            ) from exc
         if not key:
-            raise SpecError("--api-key-file", "the file is empty")
+            raise SpecError("--api-key-file", "the file is empty", "put the API key in it")
         return key
     if args.api_key_env:
         key = os.environ.get(args.api_key_env, "").strip()
         if not key:
-            raise SpecError("--api-key-env", f"environment variable {args.api_key_env} is unset")
+            raise SpecError(
+                "--api-key-env",
+                f"environment variable {args.api_key_env} is unset",
+                f"export {args.api_key_env}=<key>, or leave --api-key-env out",
+            )
         return key
     return None
 
@@ -525,15 +548,19 @@ def model_arg(model: type[ModelT], text: str | None, option: str) -> ModelT | No
         try:
             text = Path(text[1:]).read_text(encoding="utf-8")
         except OSError as exc:
-            raise SpecError(option, f"cannot read {text[1:]}: {exc.strerror or exc}") from exc
+            raise SpecError(
+                option, f"cannot read {text[1:]}: {exc.strerror or exc}", "name a readable file"
+            ) from exc
     try:
         return model.model_validate(bounded.loads(text, max_bytes=1 << 20))
     except ValueError as exc:
         if isinstance(exc, ValidationError):
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
-            raise SpecError(f"{option}: {where}", first["msg"]) from exc
-        raise SpecError(option, f"not JSON: {exc}") from exc
+            raise SpecError(
+                f"{option}: {where}", first["msg"], fix_for(first, where, HELP)
+            ) from exc
+        raise SpecError(option, f"not JSON: {exc}", "give a JSON object, or @FILE") from exc
 
 
 def _usage_summary(

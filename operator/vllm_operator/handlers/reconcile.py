@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vllm_operator.api.kinds import CHILD_KINDS as CHILD_KIND_NAMES
+from vllm_operator.api.progress import latest_event
 from vllm_operator.api.reasons import EventReason
 from vllm_operator.config import OperatorConfig
 from vllm_operator.handlers.caches import (
@@ -42,12 +43,14 @@ from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, observe
 from vllm_operator.rollout.fallback import unhandled
 from vllm_operator.rollout.observed import (
     JOB_LABEL,
+    PROGRESS_SECONDS,
     Observed,
     finished_jobs_needing_logs,
     holder,
     nodes_needing_gpu_product,
     owned_by,
     pod_view,
+    running_job_pods,
 )
 from vllm_operator.rollout.status import merge_patch
 from vllm_operator.rollout.trust import BENCH_CONTAINER
@@ -127,6 +130,43 @@ class Reconciler:
         self.node_gpu: dict[str, str] = {}  # "" when unknown (no label, gone, forbidden)
         # Job uid -> the Job's resourceVersion when its pods were last read fresh.
         self.refreshed_jobs: dict[str, str] = {}
+        # (namespace, Job) -> (when its log was last read, the newest progress event).
+        self.progress: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
+        self.progress_seconds = PROGRESS_SECONDS * config.deadline_scale
+
+    async def _read_progress(
+        self, namespace: str, observed: Observed
+    ) -> dict[str, Mapping[str, Any]]:
+        """The newest progress event of each running benchmark pod, its log tail read at
+        most every ``progress_seconds`` per Job (a quick ``kubectl logs --tail``)."""
+        running = running_job_pods(observed)
+        jobs = {job for job, _ in running}
+        own = {job.name for job in observed.jobs}  # this resource's Jobs, running or not
+        for key in [k for k in self.progress if k[0] == namespace and k[1] in own - jobs]:
+            del self.progress[key]
+        if len(self.progress) >= NODE_CACHE_LIMIT:
+            self.progress.clear()
+        now = time.monotonic()
+        for job, pod in running:
+            last = self.progress.get((namespace, job))
+            if last is not None and now - last[0] < self.progress_seconds:
+                continue
+            try:
+                tail = await self.kube.pod_log(
+                    namespace, pod, tail_lines=20, container=BENCH_CONTAINER
+                )
+            except KubeError as exc:
+                logger.info("no progress from %s/%s: %s", namespace, pod, exc)
+                tail = ""
+            event = latest_event(tail)
+            if event is None and last is not None:
+                event = last[1]
+            self.progress[(namespace, job)] = (now, event or {})
+        return {
+            job: event
+            for (ns, job), (_, event) in self.progress.items()
+            if ns == namespace and job in jobs and event
+        }
 
     async def _read_gpu_products(self, nodes: list[str]) -> None:
         """Fill ``node_gpu`` for ``nodes``; a Node the operator may not read is unknown."""
@@ -162,12 +202,16 @@ class Reconciler:
         uid = body.get("metadata", {}).get("uid")
         children = observed_children(self.caches, namespace, name)
         logs: dict[str, str] = {}
+        progress: dict[str, Mapping[str, Any]] = {}
 
         def view() -> Observed:
-            return observe(body, **children, logs=logs, node_gpu=self.node_gpu)
+            return observe(body, **children, logs=logs, progress=progress, node_gpu=self.node_gpu)
 
         observed = view()
         if await self._refresh_finished_job_pods(namespace, observed, children):
+            observed = view()
+        progress.update(await self._read_progress(namespace, observed))
+        if progress:
             observed = view()
         wanted = finished_jobs_needing_logs(observed)
         nodes = nodes_needing_gpu_product(observed)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from vllm_operator.api.status import HISTORY_LIMIT, GateRecord
+from vllm_operator.api.status import HISTORY_BYTES, HISTORY_FULL, HISTORY_LIMIT, GateRecord
 from vllm_operator.render import labels
 
 # The request annotations people write and the operator's record (keys: render/labels.py).
@@ -163,4 +163,51 @@ def verdicts_on(history: Iterable[GateRecord], revision: str) -> int:
 
 def record(history: Sequence[GateRecord], entry: GateRecord) -> list[GateRecord]:
     """``entry`` prepended to ``history``, trimmed to the limit."""
-    return [entry, *history][:HISTORY_LIMIT]
+    return bounded([entry, *history])
+
+
+LINE_CHARS = 200
+"""Longest reason an older verdict keeps."""
+
+
+def one_line(entry: GateRecord, limit: int = LINE_CHARS) -> GateRecord:
+    """``entry`` without its figures and placements, its reasons as one line.
+
+    What decides a rollout stays (revision, outcome, decidedBy, attempt, finishedAt,
+    baseline): a rejected revision must stay rejected after its figures are gone.
+    """
+    reasons = list(entry.reasons)
+    line = reasons[0] if reasons else ""
+    if len(line) > limit:
+        line = line[: limit - 3] + "..."
+    if len(reasons) > 1:
+        line += f" (+{len(reasons) - 1} more)"
+    return entry.model_copy(
+        update={
+            "reasons": [line] if line else [],
+            "summary": None,
+            "candidate_placement": None,
+            "baseline_placement": None,
+        }
+    )
+
+
+def _size(history: Sequence[GateRecord]) -> int:
+    return len(json.dumps([e.to_wire() for e in history], separators=(",", ":")))
+
+
+def bounded(history: Sequence[GateRecord]) -> list[GateRecord]:
+    """The history status keeps: the newest ``HISTORY_LIMIT`` verdicts, the newest
+    ``HISTORY_FULL`` with their figures, the rest one line each, and at most
+    ``HISTORY_BYTES`` of JSON (figures dropped oldest first, then reasons shortened)."""
+    kept = list(history[:HISTORY_LIMIT])
+    out = [e if i < HISTORY_FULL else one_line(e) for i, e in enumerate(kept)]
+    for i in reversed(range(len(out))):
+        if _size(out) <= HISTORY_BYTES:
+            return out
+        out[i] = one_line(out[i])
+    limit = LINE_CHARS
+    while _size(out) > HISTORY_BYTES and limit > 20:
+        limit //= 2
+        out = [one_line(e, limit) for e in out]
+    return out

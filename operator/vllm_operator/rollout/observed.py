@@ -164,6 +164,9 @@ class Observed:
     pods: tuple[PodView, ...] = ()
     # Job name -> its pod's log, read only for finished Jobs without a termination message.
     logs: Mapping[str, str] = field(default_factory=dict)
+    # Job name -> the newest progress event of its running pod (api/progress.py), as the
+    # shell last read it (at most every ``PROGRESS_SECONDS``, scaled).
+    progress: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # (kind, name) of a child name this resource needs, held by an object it does not own
     # -> who holds it ("VLLMDeployment beta", "no owner"). The shell looks these up.
     foreign: Mapping[tuple[str, str], str] = field(default_factory=dict)
@@ -405,6 +408,7 @@ def observe(
     jobs: Sequence[Mapping[str, Any]] = (),
     pods: Sequence[Mapping[str, Any]] = (),
     logs: Mapping[str, str] | None = None,
+    progress: Mapping[str, Mapping[str, Any]] | None = None,
     foreign: Mapping[tuple[str, str], str] | None = None,
     node_gpu: Mapping[str, str] | None = None,
     autoscalers: Sequence[Mapping[str, Any]] = (),
@@ -422,6 +426,7 @@ def observe(
         jobs=tuple(sorted(job_views, key=lambda j: (j.revision, j.attempt))),
         pods=tuple(pod_view(p) for p in pods),
         logs=dict(logs or {}),
+        progress=dict(progress or {}),
         foreign=dict(foreign or {}),
         twins=tuple(sorted(twin_views, key=lambda d: d.name)),
         node_gpu=dict(node_gpu or {}),
@@ -452,6 +457,20 @@ def nodes_needing_gpu_product(observed: Observed) -> list[str]:
         ):
             wanted.add(pod.node_name)
     return sorted(wanted)
+
+
+PROGRESS_SECONDS = 30.0
+"""How often a running benchmark's progress is read and reported (times the deadline scale)."""
+
+
+def running_job_pods(observed: Observed) -> list[tuple[str, str]]:
+    """(job, pod) of each running benchmark pod: whose log tail says where the run is."""
+    wanted: list[tuple[str, str]] = []
+    for job in observed.jobs:
+        if job.finished or job.deleting:
+            continue
+        wanted += [(job.name, pod.name) for pod in observed.job_pods(job) if pod.phase == "Running"]
+    return wanted
 
 
 def finished_jobs_needing_logs(observed: Observed) -> list[tuple[str, str]]:

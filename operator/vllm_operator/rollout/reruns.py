@@ -13,8 +13,7 @@ from __future__ import annotations
 from vllm_operator.api.reasons import EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord
-from vllm_operator.render.labels import ABORT_ANNOTATION, PROMOTE_ANNOTATION
-from vllm_operator.rollout import ledger
+from vllm_operator.rollout import advice, ledger
 from vllm_operator.rollout.context import Pass
 
 
@@ -60,7 +59,6 @@ def announce(state: Pass, vd: VLLMDeployment, candidate: str, attempt: int) -> N
         state.event(
             "Warning",
             EventReason.GateHolding,
-            f"revision {candidate}: gate still inconclusive after {limit} rerun(s); holding for "
-            f"a person (annotate {PROMOTE_ANNOTATION}={candidate} or "
-            f"{ABORT_ANNOTATION}={candidate})",
+            f"revision {candidate}: gate still inconclusive after {limit} rerun(s); held for "
+            "a person; " + "; ".join(advice.holding_advice(vd, candidate)),
         )

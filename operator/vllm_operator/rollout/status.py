@@ -28,7 +28,7 @@ from vllm_operator.api.status import (
     VLLMDeploymentStatus,
 )
 from vllm_operator.api.summary import BenchSummary
-from vllm_operator.rollout.ledger import second_timestamp
+from vllm_operator.rollout.ledger import bounded, second_timestamp
 from vllm_operator.rollout.observed import DeploymentView
 
 WORKING: frozenset[str] = frozenset({"Pending", "Progressing", "Benchmarking", "Promoting"})
@@ -224,7 +224,7 @@ def build_status(
         conditions=conditions,
         stable=stable,
         candidate=candidate,
-        history=list(history),
+        history=bounded(history),
         warnings=list(warnings),
     )
 

@@ -7,6 +7,8 @@ recorded (status is written first by the shell) before the objects it condemns a
 
 from __future__ import annotations
 
+from vllm_operator.api.progress import NOW
+from vllm_operator.api.progress import describe as describe_progress
 from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord
@@ -15,12 +17,17 @@ from vllm_operator.engine.policy import LaunchPlan
 from vllm_operator.render import labels, names
 from vllm_operator.render.job import render_job
 from vllm_operator.render.services import render_candidate_service, render_serving_service
-from vllm_operator.rollout import causes, ledger, reruns, scaling, trust, twin, waiting
+from vllm_operator.rollout import advice, causes, ledger, reruns, scaling, trust, twin, waiting
 from vllm_operator.rollout.actions import Delete, EventType, Patch
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.held import serving_ok
 from vllm_operator.rollout.objects import create_deployment, ensure_service, patch_deployment
-from vllm_operator.rollout.observed import BASELINE_MODE_ANNOTATION, JobView, parse_time
+from vllm_operator.rollout.observed import (
+    BASELINE_MODE_ANNOTATION,
+    PROGRESS_SECONDS,
+    JobView,
+    parse_time,
+)
 from vllm_operator.rollout.overrides import handle_requests
 from vllm_operator.rollout.status import Outcome
 
@@ -93,8 +100,7 @@ def rollout(
             text += f"; still inconclusive after {vd.spec.rollout.max_reruns} rerun(s)"
         return Outcome(
             "Holding",
-            f"gate inconclusive on revision {candidate} ({text}); annotate "
-            f"{labels.PROMOTE_ANNOTATION}={candidate} or {labels.ABORT_ANNOTATION}={candidate}",
+            advice.holding_message(vd, candidate, text),
             ConditionReason.GateInconclusive,
         ), candidate
     return _reject(state, candidate, stable, decided), None
@@ -264,6 +270,13 @@ def _benchmark(
         )
         if outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "rerun":
             reruns.announce(state, vd, candidate, job.attempt)
+        elif outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "hold":
+            state.event(
+                "Warning",
+                EventReason.GateHolding,
+                f"revision {candidate}: held for a person; "
+                + "; ".join(advice.holding_advice(vd, candidate)),
+            )
         return Outcome("Benchmarking", f"gate {outcome}", ConditionReason(f"Gate{outcome}"))
     failure = causes.start_failure(pods)
     limit = state.scaled(state.settings.job_start_seconds)
@@ -287,11 +300,17 @@ def _benchmark(
         return Outcome(
             "Benchmarking", f"benchmark Job waiting: {cause}", ConditionReason.Benchmarking
         )
-    return Outcome(
-        "Benchmarking",
-        f"benchmarking revision {candidate} (Job {job.name})",
-        ConditionReason.Benchmarking,
-    )
+    message = f"benchmarking revision {candidate} (Job {job.name})"
+    event = observed.progress.get(job.name)
+    if event is not None:
+        progress = describe_progress(event, vd.spec.gate.trials)
+        message += f"{NOW}{progress}"
+        if state.previous.message != message:
+            state.event(
+                "Normal", EventReason.BenchmarkProgress, f"revision {candidate}: {progress}"
+            )
+    state.after(state.scaled(PROGRESS_SECONDS))
+    return Outcome("Benchmarking", message, ConditionReason.Benchmarking)
 
 
 def _promote(

@@ -73,7 +73,9 @@ def test_keep_serves_kubectl(tmp_path: Path) -> None:
         assert kubeconfig, "".join(lines)
         assert "RESULT: every revision promoted" in "".join(lines)
         shown = "".join(lines)
-        assert f"kubectl --kubeconfig {kubeconfig} get vllmd" in shown
+        # The demo's install brings a kubectl; the commands name it by its full path, so
+        # they work without an activated virtual environment.
+        assert f"{_kubectl()} --kubeconfig {kubeconfig} get vllmd" in shown
         result = subprocess.run(
             [_kubectl(), "--kubeconfig", kubeconfig, "get", "vllmd"],
             capture_output=True,

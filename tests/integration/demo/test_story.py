@@ -7,11 +7,13 @@ global resourceVersion orders events of different kinds exactly.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import re
 import threading
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import httpx
@@ -23,6 +25,17 @@ pytestmark = pytest.mark.slow
 
 NAME = "qwen3-30b-a3b"
 REVISION_LABEL = "vllm-operator.dev/revision"
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _demo_docs() -> ModuleType:
+    """hack/demo_docs.py: the one writer of every quoted run, and its comparisons."""
+    spec = importlib.util.spec_from_file_location("demo_docs", ROOT / "hack" / "demo_docs.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class Recorder(threading.Thread):
@@ -108,3 +121,33 @@ def test_demo_story(tmp_path: Path) -> None:
     for _, kind, obj in deployments.events:
         live[obj["metadata"]["name"]] = kind
     assert all(live[name] == "DELETED" for name in twins), live
+
+    _quoted_runs_match(text, services, deployments)
+
+
+def _quoted_runs_match(fresh: str, services: Recorder, deployments: Recorder) -> None:
+    """README's excerpt, docs/demo.md's run and --keep session and demo_output.txt have the
+    names and shape of this fresh run (figures and timing may differ): regenerate them with
+    hack/demo_docs.py when this fails."""
+    docs = _demo_docs()
+    doc = (ROOT / "docs" / "demo.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    output = (ROOT / "benchmarks" / "results" / "demo_output.txt").read_text()
+    run_block = docs.quoted(doc, "demo-run")
+    keep_block = docs.quoted(doc, "demo-keep")
+    excerpt_block = docs.quoted(readme, "demo-excerpt")
+    fix = "stale: run `.venv/bin/python hack/demo_docs.py` and review the diff"
+    assert docs.shape(run_block) == docs.shape(fresh), fix
+    assert docs.shape(output) == docs.shape(fresh), fix
+    assert docs.shape(excerpt_block) == docs.shape(docs.excerpt(fresh)), fix
+    seen = {
+        docs.names(f"Job {obj['metadata']['name']}").pop()
+        for recorder in (services, deployments)
+        for _, _, obj in recorder.events
+    }
+    pods = {f"{name}-POD" for name in seen if name.endswith("--REV")}
+    known = docs.names(fresh) | seen | pods
+    for block in (run_block, keep_block, excerpt_block, output):
+        assert docs.names(block) <= known, (docs.names(block) - known, fix)
+    # What --keep shows includes the serving revision's Deployment and its pod.
+    assert {f"{NAME}--REV", f"{NAME}--REV-POD"} <= docs.names(keep_block), fix

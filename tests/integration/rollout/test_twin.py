@@ -87,7 +87,7 @@ def test_twin_is_benchmarked_beside_the_candidate_then_removed(rollout: Rollout)
     st = rollout.wait_phase("Serving", timeout=90, gate="Passed")
     candidate = st["stable"]["revision"]
     assert candidate != stable
-    gate = st["lastGate"]
+    gate = st["history"][0]  # lastGate leaves the figures to history[0]
     assert gate["baselineMode"] == "twin"
     assert gate["baselineRevision"] == stable
     where = {"node": "devcluster", "gpuProduct": GPU_PRODUCT}

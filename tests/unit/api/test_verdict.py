@@ -2,7 +2,8 @@
 
 ``GateRecord`` is a ``Verdict`` on one revision (so any code judging a verdict takes either),
 a summary's flat ``verdict``/``reasons`` read back as a ``Verdict``, and ``lastGate`` is
-always ``history[0]``: it cannot disagree with the history it repeats.
+always ``history[0]`` (without the figures, which stay in history): it cannot disagree with
+the history it repeats. ``decision`` (the GATE column) is derived from outcome and decidedBy.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ def test_a_recorded_verdict_is_a_verdict_with_the_same_wire_fields() -> None:
         "outcome": "Failed",
         "reasons": ["abc Failed"],
         "decidedBy": "gate",
+        "decision": "Failed",
     }
     plain = Verdict.model_validate({k: wire[k] for k in ("outcome", "reasons")})
     assert plain == Verdict(outcome="Failed", reasons=["abc Failed"])
@@ -46,6 +48,31 @@ def test_last_gate_is_always_the_newest_history_entry() -> None:
     # Read back from the wire with a stale lastGate (an older writer): history wins.
     stale = {**wire, "lastGate": older.to_wire()}
     assert VLLMDeploymentStatus.model_validate(stale).last_gate == newest
+
+
+def test_last_gate_leaves_the_figures_to_history() -> None:
+    measured = _record("new", "Passed").model_copy(update={"summary": BenchSummary(model="m")})
+    status = VLLMDeploymentStatus(history=[measured])
+    assert status.history[0].summary is not None
+    assert status.last_gate is not None
+    assert status.last_gate.summary is None
+    assert status.last_gate.revision == "new"
+
+
+def test_decision_names_who_decided() -> None:
+    def decision(outcome: VerdictOutcome, by: str) -> str | None:
+        wire = {"revision": "r", "outcome": outcome, "decidedBy": by, "decision": "Passed"}
+        return GateRecord.model_validate(wire).decision
+
+    assert decision("Passed", "gate") == "Passed"
+    assert decision("Inconclusive", "gate") == "Inconclusive"
+    assert decision("Passed", "person") == "PromotedByPerson"
+    assert decision("Failed", "person") == "AbortedByPerson"
+    assert decision("Failed", "deadline") == "ProgressDeadlineExceeded"
+    # A writer cannot set it apart from outcome and decidedBy.
+    assert GateRecord(revision="r", outcome="Failed", decided_by="person").decision == (
+        "AbortedByPerson"
+    )
 
 
 def test_no_history_means_no_last_gate() -> None:

@@ -114,6 +114,7 @@ class World:
         }
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}
         self.logs: dict[str, str] = {}
+        self.progress: dict[str, dict[str, Any]] = {}  # Job -> the newest progress event
         self.plans: list[Plan] = []
         self.selector_changes: list[tuple[str, int]] = []  # (revision, ready at the switch)
         self.node_gpu: dict[str, str] = {}  # what the shell read from Nodes
@@ -135,6 +136,7 @@ class World:
             jobs=children("Job"),
             pods=[o for (k, _), o in objs.items() if k == "Pod"],
             logs=self.logs,
+            progress=self.progress,
             node_gpu=self.node_gpu,
             autoscalers=children("HorizontalPodAutoscaler") + children("ScaledObject"),
             budgets=children("PodDisruptionBudget"),

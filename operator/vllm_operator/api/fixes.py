@@ -1,0 +1,79 @@
+"""A fix for every validation error pydantic can raise on a VLLMDeployment.
+
+``render --help`` and the InvalidSpec condition promise ``field: message (fix: ...)`` for
+every problem. pydantic's own wording says what is wrong but not what to write, so each
+error kind gets a fix built from the error's context (the bound, the allowed values, the
+expected type); a kind not listed here still gets one: the ``kubectl explain`` command that
+documents the field. One function, so no error reaches a user without a fix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+# The type errors: what to write instead, in a user's words.
+_EXPECTED: dict[str, str] = {
+    "int_type": "a whole number, e.g. 1",
+    "int_parsing": "a whole number, e.g. 1",
+    "int_from_float": "a whole number, e.g. 1",
+    "float_type": "a number, e.g. 0.5",
+    "float_parsing": "a number, e.g. 0.5",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "string_type": 'a string (quote it: "...")',
+    "dict_type": "a mapping (key: value lines)",
+    "model_type": "a mapping (key: value lines)",
+    "model_attributes_type": "a mapping (key: value lines)",
+    "list_type": "a list ([a, b] or '- ' lines)",
+    "finite_number": "a finite number",
+}
+
+_BOUNDS: dict[str, str] = {
+    "greater_than": "use a value greater than {gt}",
+    "greater_than_equal": "use a value of at least {ge}",
+    "less_than": "use a value below {lt}",
+    "less_than_equal": "use a value of at most {le}",
+    "string_too_short": "use at least {min_length} character(s)",
+    "string_too_long": "use at most {max_length} characters",
+    "too_short": "give at least {min_length} item(s)",
+    "too_long": "give at most {max_length} item(s)",
+    "multiple_of": "use a multiple of {multiple_of}",
+}
+
+_INDEX = re.compile(r"\[[^\]]*\]")
+
+
+def explain_path(path: str) -> str:
+    """The ``kubectl explain`` argument for a field path (list indices dropped)."""
+    plain = _INDEX.sub("", path)
+    return f"vllmd.{plain}" if plain else "vllmd"
+
+
+def fix_for(error: Mapping[str, Any], path: str, docs: str | None = None) -> str:
+    """The fix to show for one pydantic error at ``path`` (never empty). ``docs`` names
+    where the field is documented: by default the ``kubectl explain`` command of a
+    VLLMDeployment field (a CLI passes its ``--help``)."""
+    kind = str(error.get("type", ""))
+    ctx: Mapping[str, Any] = error.get("ctx") or {}
+    here = docs or f"`kubectl explain {explain_path(path)}`"
+    if kind == "extra_forbidden":
+        parent = docs or f"`kubectl explain {explain_path(path.rpartition('.')[0])}`"
+        return f"remove it or check its spelling against {parent}"
+    if kind == "missing":
+        return f"add it ({here})"
+    if kind in ("literal_error", "enum") and ctx.get("expected"):
+        return f"use one of: {ctx['expected']}"
+    if kind == "string_pattern_mismatch" and ctx.get("pattern"):
+        return f"write a value matching {ctx['pattern']} ({here})"
+    if kind in _EXPECTED:
+        return f"write {_EXPECTED[kind]}"
+    template = _BOUNDS.get(kind)
+    if template is not None:
+        try:
+            shown = {k: f"{v:g}" if isinstance(v, float) else v for k, v in ctx.items()}
+            return template.format(**shown)
+        except (KeyError, IndexError):
+            pass
+    return f"see {here}"
