@@ -220,9 +220,9 @@ def notes(
         where = stored.placement.node if stored.placement is not None else None
         on = f" on node {where}" if where else ""
         return [
-            f"baseline measured earlier ({reason}): revision {stable}'s figures come from its "
-            f"own gate{on}, not from a server beside this candidate's, which started for "
-            f"this gate; {FRESH_SLOWER}, so server age and node count as the revision's"
+            f"baseline measured earlier: {reason}, measured then{on}, not beside this "
+            f"candidate's server, which started for this gate; {FRESH_SLOWER}, so server age "
+            "and node count as the revision's"
         ]
     observed = state.observed
     cand = _server_started(observed.pods_of_revision(job.revision))
