@@ -227,17 +227,7 @@ def _benchmark(
             judged.summary,
         )
         if outcome == "Error":
-            if job.failed_reason:
-                reasons.append(
-                    f"Job failed: {job.failed_reason} {job.failed_message or ''}".strip()
-                )
-            for extra in (causes.start_failure(pods), causes.job_pod_exit(pods)):
-                if isinstance(extra, tuple):
-                    reasons.append(extra[0])
-                elif extra and extra not in " ".join(reasons):
-                    reasons.append(extra)
-            if summary is not None and summary.reasons:
-                reasons.append("the benchmark said: " + "; ".join(summary.reasons[:3]))
+            reasons += causes.job_error_details(job, pods, reasons, summary)
         why = job.baseline_reason or baseline.choose(vd, stable, paired, stored, None).reason
         reasons += baseline.notes(state, job, stable, paired=paired, stored=stored, reason=why)
         entry = state.record(
