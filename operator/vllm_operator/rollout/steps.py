@@ -229,7 +229,8 @@ def _benchmark(
         if outcome == "Error":
             reasons += causes.job_error_details(job, pods, reasons, summary)
         why = job.baseline_reason or baseline.choose(vd, stable, paired, stored, None).reason
-        reasons += baseline.notes(state, job, stable, paired=paired, stored=stored, reason=why)
+        if outcome != "Error":  # figures were judged: say what they were compared with
+            reasons += baseline.notes(state, job, stable, paired=paired, stored=stored, reason=why)
         entry = state.record(
             GateRecord(
                 revision=candidate,
@@ -288,7 +289,8 @@ def _benchmark(
         )
     return Outcome(
         "Benchmarking",
-        f"benchmarking revision {candidate} (Job {job.name})",
+        f"benchmarking revision {candidate} (Job {job.name}"
+        + (f"; baseline: {job.baseline_reason})" if job.baseline_reason else ")"),
         ConditionReason.Benchmarking,
     )
 

@@ -186,6 +186,7 @@ def test_auto_falls_back_to_the_stored_figures_when_the_twin_is_not_scheduled(la
     assert w.status["phase"] == "Benchmarking"
     w.step()
     assert w.twins() == []  # the Job measures the stored figures: no twin again
+    assert why in w.condition("Ready")["message"]  # while it runs, too
     w.finish_job(summary(median_ms=886))  # a stored-mode Job has no pair
     w.step()
     gate = w.status["lastGate"]
