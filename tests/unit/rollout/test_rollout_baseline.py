@@ -402,3 +402,27 @@ def test_a_candidate_restarted_between_attempts_is_named_too() -> None:
     w.finish_job(summary())
     w.step()
     assert "the candidate's server had served 0 and the twin's 1" in _age_notes(w)[0]
+
+
+def test_twin_wait_seconds_is_the_bound_and_a_bad_one_is_named() -> None:
+    w = deployed()
+    stable, _cand = candidate_ready(
+        w, {**V17, "gate": {**LIMIT, "baseline": {"twinWaitSeconds": 60}}}
+    )
+    twin_pod(w, stable)
+    w.advance(59)
+    w.step()
+    assert w.kinds("Job") == []
+    assert "not scheduled within 60 s" in w.condition("Ready")["message"]
+    w.advance(1)
+    w.step()
+    assert (
+        "not scheduled within 60 s"
+        in w.job()["metadata"]["annotations"][labels.BASELINE_REASON_ANNOTATION]
+    )
+    bad = World({**V17, "gate": {"baseline": {"mode": "auto", "twinWaitSeconds": 5}}})
+    p = bad.step()
+    assert p.actions == ()
+    stalled = bad.condition("Stalled")
+    assert stalled["reason"] == "InvalidSpec"
+    assert "twinWaitSeconds" in stalled["message"]
