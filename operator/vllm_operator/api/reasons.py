@@ -40,6 +40,7 @@ class EventReason(StrEnum):
     TwinCreated = "TwinCreated"
     TwinRemoved = "TwinRemoved"
     TwinStuck = "TwinStuck"
+    TwinUnavailable = "TwinUnavailable"
     InvalidSpec = "InvalidSpec"
     EngineWarning = "EngineWarning"
     FlagsCheckedAgainstOlderRelease = "FlagsCheckedAgainstOlderRelease"
@@ -117,6 +118,7 @@ EVENT_MEANINGS: dict[EventReason, str] = {
     EventReason.TwinCreated: "a zero-traffic twin of the stable revision was created",
     EventReason.TwinRemoved: "the twin was deleted after the verdict",
     EventReason.TwinStuck: "the twin was not Ready within the progress deadline",
+    EventReason.TwinUnavailable: "mode auto: no twin in time; the gate uses the stored baseline",
     EventReason.InvalidSpec: "the spec cannot be run; every field and fix is named",
     EventReason.EngineWarning: "the engine policy warns about the spec",
     EventReason.FlagsCheckedAgainstOlderRelease: (

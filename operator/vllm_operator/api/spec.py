@@ -31,7 +31,7 @@ from vllm_operator.api.kube_rules import (
 PerformanceMode = Literal["balanced", "interactivity", "throughput", "eager"]
 LibraryPathFix = Literal["auto", "strip-cuda", "unset", "none"]
 InconclusivePolicy = Literal["hold", "reject", "rerun"]
-BaselineMode = Literal["twin", "stored"]
+BaselineMode = Literal["auto", "twin", "stored"]
 PromptClass = Literal["short", "medium", "long"]
 
 # A Kubernetes resource quantity such as "8", "500m", "64Gi".
@@ -445,16 +445,38 @@ class BaselineSpec(APIModel):
     """What the candidate is compared against."""
 
     mode: BaselineMode = Field(
-        default="twin",
+        default="auto",
         description=(
             "twin: while the gate runs, a zero-traffic replica of the stable revision (its "
             "pod template, candidateReplicas pods, never selected by the serving Service) "
             "starts next to the candidate and the benchmark measures both in interleaved "
-            "trials, so both see the same nodes' noise and the same time window; costs the "
-            "stable revision's GPUs once more for the gate's duration. stored: the stable "
-            "revision's figures from its own gate, measured earlier, maybe on another node "
-            "(no extra GPU, but biased: it rejected an identical revision on H200s). Without "
-            "a stable revision both modes judge the candidate on absolute limits only."
+            "trials, so both see the same nodes' noise and the same time window, both fresh; "
+            "costs the stable revision's GPUs once more for the gate's duration, and a twin "
+            "that cannot be scheduled makes the gate an Error after "
+            "rollout.progressDeadlineSeconds. stored: the stable revision's figures from its "
+            "own gate, measured earlier on a server of another age, maybe on another node (no "
+            "extra GPU, but biased: it rejected an identical revision on H200s). auto (the "
+            "default): the twin once the candidate's pods are scheduled (so the twin never "
+            "takes the candidate's GPUs), used when it is scheduled within twinWaitSeconds "
+            "and Ready within rollout.progressDeadlineSeconds; otherwise the twin is removed "
+            "and the gate judges against the stored figures, and the gate record says which "
+            "baseline was used and why. The default is auto because twin is the unbiased "
+            "comparison wherever GPUs allow it, and a full GPU cluster should still get a "
+            "verdict without a person. Without a stable revision (or, in stored mode and "
+            "auto's fallback, without stored figures) the candidate is judged on absolute "
+            "limits only."
+        ),
+    )
+    twin_wait_seconds: int = Field(
+        default=300,
+        ge=10,
+        le=86_400,
+        description=(
+            "auto mode: how long the twin may stay unscheduled before the gate uses the "
+            "stored baseline instead (counted from the twin's creation). The scheduler "
+            "answers in seconds; only new or freed capacity helps after that (a cluster "
+            "autoscaler adding a GPU node takes minutes), so the default of 5 minutes lets a "
+            "scaling cluster supply the twin and costs a full one 5 minutes per gate."
         ),
     )
 

@@ -104,7 +104,17 @@ class GateRecord(Verdict):
         default=None,
         description=(
             "twin: the baseline was a replica of the stable revision measured in the same "
-            "run; stored: the stable revision's figures from its own gate."
+            "run, both servers started for this gate; stored: the stable revision's figures "
+            "from its own gate, measured earlier on another server (the reasons say so); "
+            "absent: no baseline (absolute limits only), or no benchmark ran."
+        ),
+    )
+    baseline_reason: str | None = Field(
+        default=None,
+        description=(
+            "Why this baseline: the gate.baseline.mode that chose it and, when mode auto fell "
+            "back to the stored figures, why the twin was not used (not scheduled within "
+            "twinWaitSeconds, or not Ready within the progress deadline, with its pods' cause)."
         ),
     )
     candidate_placement: Placement | None = Field(

@@ -352,7 +352,7 @@ class _Context:
         self.progress.emit(
             "trial",
             trial=trial + 1,
-            of=self.config.plan.max_trials,
+            trials=self.config.plan.max_trials,
             classes=list(classes),
             levels=list(levels),
         )

@@ -29,6 +29,7 @@ LAUNCH_PLAN_ANNOTATION = f"{DOMAIN}/launch-plan"
 ATTEMPT_ANNOTATION = f"{DOMAIN}/attempt"  # a benchmark Job's gate attempt
 STARTED_ANNOTATION = f"{DOMAIN}/started-at"  # when a candidate or twin was created
 BASELINE_MODE_ANNOTATION = f"{DOMAIN}/baseline-mode"  # a Job's baseline: twin or stored
+BASELINE_REASON_ANNOTATION = f"{DOMAIN}/baseline-reason"  # why (mode auto: why not the twin)
 # The spec digest a revision's Deployment was created from (render/revision.py spec_digest).
 SPEC_DIGEST_ANNOTATION = f"{DOMAIN}/spec-digest"
 # Requests of people on the VLLMDeployment, and the operator's record of those it handled.

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vllm_operator.rollout.observed import ContainerView, PodView
+from vllm_operator.api.summary import BenchSummary
+from vllm_operator.rollout.observed import ContainerView, JobView, PodView
 
 IMAGE_PULL = frozenset({"ImagePullBackOff", "ErrImagePull", "ErrImageNeverPull"})
 # Waiting reasons no amount of waiting fixes.
@@ -104,3 +105,21 @@ def job_pod_exit(pods: Sequence[PodView]) -> str | None:
                     text += f" ({container.terminated_reason})"
                 return text
     return None
+
+
+def job_error_details(
+    job: JobView, pods: Sequence[PodView], reasons: Sequence[str], summary: BenchSummary | None
+) -> list[str]:
+    """What an Error verdict on a finished Job adds to its ``reasons``: how the Job and its
+    pod ended, and the first things the benchmark itself said."""
+    extra: list[str] = []
+    if job.failed_reason:
+        extra.append(f"Job failed: {job.failed_reason} {job.failed_message or ''}".strip())
+    for found in (start_failure(pods), job_pod_exit(pods)):
+        if isinstance(found, tuple):
+            extra.append(found[0])
+        elif found and found not in " ".join([*reasons, *extra]):
+            extra.append(found)
+    if summary is not None and summary.reasons:
+        extra.append("the benchmark said: " + "; ".join(summary.reasons[:3]))
+    return extra

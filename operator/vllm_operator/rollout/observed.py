@@ -29,6 +29,8 @@ ATTEMPT_ANNOTATION = labels.ATTEMPT_ANNOTATION
 JOB_LABEL = labels.JOB_LABEL
 # twin or stored: what the Job measured its candidate against (set when it is created).
 BASELINE_MODE_ANNOTATION = labels.BASELINE_MODE_ANNOTATION
+# Why that baseline (mode auto: why the twin was not used), for the gate record.
+BASELINE_REASON_ANNOTATION = labels.BASELINE_REASON_ANNOTATION
 # The spec digest a revision's Deployment was created from (render/revision.py spec_digest).
 SPEC_DIGEST_ANNOTATION = labels.SPEC_DIGEST_ANNOTATION
 
@@ -72,6 +74,8 @@ class ContainerView:
     last_exit_code: int | None = None
     last_reason: str | None = None
     last_message: str | None = None
+    # state.running.startedAt: when this instance of the container (a server) started.
+    started_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -147,6 +151,7 @@ class JobView:
     deleting: bool = False
     uid: str | None = None
     baseline_mode: str | None = None
+    baseline_reason: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -245,6 +250,7 @@ class Observed:
 def _container(status: Mapping[str, Any]) -> ContainerView:
     state = _dict(status.get("state"))
     waiting = _dict(state.get("waiting"))
+    running = _dict(state.get("running"))
     terminated = _dict(state.get("terminated"))
     last = _dict(_dict(status.get("lastState")).get("terminated"))
     return ContainerView(
@@ -261,6 +267,7 @@ def _container(status: Mapping[str, Any]) -> ContainerView:
         last_exit_code=last.get("exitCode") if last else None,
         last_reason=last.get("reason") if last else None,
         last_message=last.get("message") if last else None,
+        started_at=parse_time(running.get("startedAt")) if running else None,
     )
 
 
@@ -397,6 +404,7 @@ def job_view(obj: Mapping[str, Any]) -> JobView | None:
         deleting=bool(meta.get("deletionTimestamp")),
         uid=meta.get("uid") if isinstance(meta.get("uid"), str) else None,
         baseline_mode=annotations.get(BASELINE_MODE_ANNOTATION),
+        baseline_reason=_str_or_none(annotations.get(BASELINE_REASON_ANNOTATION)),
     )
 
 

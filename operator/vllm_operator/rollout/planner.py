@@ -35,6 +35,7 @@ from vllm_operator.errors import SpecErrors
 from vllm_operator.render import names
 from vllm_operator.render.revision import revision_hash, spec_digest
 from vllm_operator.rollout import (
+    baseline,
     conflicts,
     held,
     ledger,
@@ -154,7 +155,7 @@ def _status(
             observed.deployment_of(stable),
             stable,
             fallback=fallback if stable == desired else None,
-            benchmark=steps.baseline_of(state, stable),
+            benchmark=baseline.stored_summary(state, stable),
             previous=state.previous.stable,
             now=state.now,
         )

@@ -12,37 +12,35 @@ from vllm_operator.api.progress import describe as describe_progress
 from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord
-from vllm_operator.api.summary import BenchSummary, TrialPlan
+from vllm_operator.api.summary import TrialPlan
 from vllm_operator.engine.policy import LaunchPlan
 from vllm_operator.render import labels, names
 from vllm_operator.render.job import render_job
 from vllm_operator.render.services import render_candidate_service, render_serving_service
-from vllm_operator.rollout import advice, causes, ledger, reruns, scaling, trust, twin, waiting
+from vllm_operator.rollout import (
+    advice,
+    baseline,
+    causes,
+    ledger,
+    reruns,
+    scaling,
+    trust,
+    twin,
+    waiting,
+)
 from vllm_operator.rollout.actions import Delete, EventType, Patch
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.held import serving_ok
 from vllm_operator.rollout.objects import create_deployment, ensure_service, patch_deployment
 from vllm_operator.rollout.observed import (
     BASELINE_MODE_ANNOTATION,
+    BASELINE_REASON_ANNOTATION,
     PROGRESS_SECONDS,
     JobView,
     parse_time,
 )
 from vllm_operator.rollout.overrides import handle_requests
 from vllm_operator.rollout.status import Outcome
-
-
-def baseline_of(state: Pass, stable: str | None) -> BenchSummary | None:
-    """The stable revision's stored benchmark: the baseline of the gate."""
-    if stable is None:
-        return None
-    prev = state.previous.stable
-    if prev is not None and prev.revision == stable and prev.benchmark is not None:
-        return prev.benchmark
-    for entry in state.history:
-        if entry.revision == stable and entry.outcome == "Passed" and entry.summary is not None:
-            return entry.summary
-    return None
 
 
 def steady(state: Pass, vd: VLLMDeployment, launch: LaunchPlan, revision: str) -> Outcome:
@@ -109,12 +107,14 @@ def rollout(
 def _start_candidate(
     state: Pass, vd: VLLMDeployment, candidate: str, stable: str | None
 ) -> Outcome:
-    """Start the candidate (its Deployment, Service and, in twin mode, the twin), wait until
-    it is Ready, then benchmark it (or pass it at once when the gate is disabled)."""
+    """Start the candidate (its Deployment, Service and, with a twin baseline, the twin),
+    wait until it is Ready, then benchmark it (or pass it at once when the gate is
+    disabled)."""
     observed = state.observed
     wanted = vd.spec.rollout.candidate_replicas
     ensure_service(state, render_candidate_service(vd, candidate), candidate)
-    with_twin = stable is not None and twin.wanted(state, vd, candidate, stable)
+    job = _current_job(state, candidate)
+    with_twin = baseline.keeps_twin(state, vd, candidate, stable, job)
     if with_twin:
         assert stable is not None
         twin.ensure(state, vd, candidate, stable)
@@ -156,12 +156,15 @@ def _start_candidate(
             )
         )
         return Outcome("Promoting", "gate disabled", ConditionReason.GateDisabled)
-    if with_twin:
+    fallback = None
+    if with_twin and (job is None or vd.spec.gate.baseline.mode == "twin"):
         assert stable is not None
-        twin_wait = twin.wait(state, vd, candidate, stable)
-        if twin_wait is not None:
-            return twin_wait
-    return _benchmark(state, vd, candidate, stable, with_twin)
+        waited = baseline.await_twin(state, vd, candidate, stable)
+        if isinstance(waited, Outcome):
+            return waited
+        if waited is not None:  # mode auto gives up on the twin: it goes in this pass
+            fallback, with_twin, state.twin = waited, False, None
+    return _benchmark(state, vd, candidate, stable, job=job, with_twin=with_twin, fallback=fallback)
 
 
 def _current_job(state: Pass, candidate: str) -> JobView | None:
@@ -175,11 +178,17 @@ def _current_job(state: Pass, candidate: str) -> JobView | None:
 
 
 def _benchmark(
-    state: Pass, vd: VLLMDeployment, candidate: str, stable: str | None, with_twin: bool = False
+    state: Pass,
+    vd: VLLMDeployment,
+    candidate: str,
+    stable: str | None,
+    *,
+    job: JobView | None,
+    with_twin: bool,
+    fallback: baseline.Fallback | None,
 ) -> Outcome:
     observed = state.observed
-    baseline = baseline_of(state, stable)
-    job = _current_job(state, candidate)
+    stored = baseline.stored_summary(state, stable)
     if job is None:
         floor = reruns.attempt_floor(state, candidate)
         attempt = max(ledger.verdicts_on(state.history, candidate) + 1, floor)
@@ -190,24 +199,29 @@ def _benchmark(
             candidate,
             attempt,
             image=state.settings.bench_image,
-            baseline=None if with_twin else baseline,
+            baseline=None if with_twin else stored,
             extra_env=dict(state.settings.job_env),
             ttl_seconds=state.settings.job_ttl_seconds,
             baseline_url=twin.url(state, stable) if with_twin and stable else None,
             placement=twin.flags(where, twin_where),
         )
-        manifest["metadata"]["annotations"][BASELINE_MODE_ANNOTATION] = (
-            "twin" if with_twin else "stored"
-        )
+        choice = baseline.choose(vd, stable, with_twin, stored, fallback)
+        annotations = manifest["metadata"]["annotations"]
+        annotations[BASELINE_MODE_ANNOTATION] = choice.mode
+        annotations[BASELINE_REASON_ANNOTATION] = choice.reason
         state.create(manifest)
+        if fallback is not None:
+            baseline.announce(state, candidate, choice)
         state.event(
             "Normal",
             EventReason.BenchmarkStarted,
-            f"revision {candidate}: Job {manifest['metadata']['name']}",
+            f"revision {candidate}: Job {manifest['metadata']['name']}; baseline: {choice.reason}",
         )
         state.after(state.scaled(state.settings.job_start_seconds))
         return Outcome(
-            "Benchmarking", f"benchmarking revision {candidate}", ConditionReason.Benchmarking
+            "Benchmarking",
+            f"benchmarking revision {candidate} (baseline: {choice.reason})",
+            ConditionReason.Benchmarking,
         )
     pods = observed.job_pods(job)
     paired = stable is not None and (job.baseline_mode or vd.spec.gate.baseline.mode) == "twin"
@@ -217,7 +231,7 @@ def _benchmark(
             observed,
             job,
             vd.spec.gate.thresholds,
-            None if paired else baseline,
+            None if paired else stored,
             require_paired=paired,
             plan=TrialPlan(min_trials=vd.spec.gate.trials, max_trials=vd.spec.gate.max_trials),
         )
@@ -227,26 +241,20 @@ def _benchmark(
             judged.summary,
         )
         if outcome == "Error":
-            if job.failed_reason:
-                reasons.append(
-                    f"Job failed: {job.failed_reason} {job.failed_message or ''}".strip()
-                )
-            for extra in (causes.start_failure(pods), causes.job_pod_exit(pods)):
-                if isinstance(extra, tuple):
-                    reasons.append(extra[0])
-                elif extra and extra not in " ".join(reasons):
-                    reasons.append(extra)
-            if summary is not None and summary.reasons:
-                reasons.append("the benchmark said: " + "; ".join(summary.reasons[:3]))
+            reasons += causes.job_error_details(job, pods, reasons, summary)
+        why = job.baseline_reason or baseline.choose(vd, stable, paired, stored, None).reason
+        if outcome != "Error":  # figures were judged: say what they were compared with
+            reasons += baseline.notes(state, job, stable, paired=paired, stored=stored, reason=why)
         entry = state.record(
             GateRecord(
                 revision=candidate,
                 outcome=outcome,
                 reasons=reasons,
                 summary=summary,
-                baseline_revision=stable if paired or baseline is not None else None,
+                baseline_revision=stable if paired or stored is not None else None,
                 attempt=job.attempt,
-                baseline_mode="twin" if paired else "stored",
+                baseline_mode="twin" if paired else "stored" if stored is not None else None,
+                baseline_reason=why,
                 candidate_placement=twin.recorded(
                     twin.candidate_placement(state, candidate),
                     summary.placement if summary is not None else None,
@@ -259,7 +267,7 @@ def _benchmark(
                     else None,
                 )
                 if paired and stable
-                else (baseline.placement if baseline is not None else None),
+                else (stored.placement if stored is not None else None),
             )
         )
         kind: EventType = "Normal" if outcome == "Passed" else "Warning"
@@ -300,10 +308,12 @@ def _benchmark(
         return Outcome(
             "Benchmarking", f"benchmark Job waiting: {cause}", ConditionReason.Benchmarking
         )
-    message = f"benchmarking revision {candidate} (Job {job.name})"
+    message = f"benchmarking revision {candidate} (Job {job.name}" + (
+        f"; baseline: {job.baseline_reason})" if job.baseline_reason else ")"
+    )
     event = observed.progress.get(job.name)
     if event is not None:
-        progress = describe_progress(event, vd.spec.gate.trials)
+        progress = describe_progress(event, vd.spec.gate.max_trials)
         message += f"{NOW}{progress}"
         if state.previous.message != message:
             state.event(
@@ -418,4 +428,4 @@ def retire(state: Pass, keep: set[str]) -> None:
         state.delete("Job", job.name)
 
 
-__all__ = ["baseline_of", "handle_requests", "names", "retire", "rollout", "steady"]
+__all__ = ["handle_requests", "names", "retire", "rollout", "steady"]

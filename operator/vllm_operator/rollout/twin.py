@@ -1,6 +1,7 @@
-"""The twin of the stable revision during a twin-mode gate: start it, wait for it, remove it.
+"""The twin of the stable revision during a gate: start it, wait for it, remove it.
 
-A twin exists only while a gate needs it: a gate in ``twin`` mode on a candidate, with a
+A twin exists only while a gate needs it: a gate in ``twin`` or ``auto`` mode on a candidate
+(``baseline.py`` decides which attempts measure it), with a
 stable revision whose Deployment the operator can copy. Every pass decides that afresh
 (``Pass.twin``), and ``remove`` deletes any twin the pass does not keep, so the twin goes
 whatever ended the gate (Passed, Failed, Error, an abort, a new spec) and after a restart
@@ -31,9 +32,10 @@ from vllm_operator.rollout.status import Outcome
 
 
 def wanted(state: Pass, vd: VLLMDeployment, candidate: str, stable: str | None) -> bool:
-    """Whether a gate on ``candidate`` measures a twin of ``stable``."""
+    """Whether a gate on ``candidate`` may measure a twin of ``stable`` (mode twin or auto;
+    ``baseline.keeps_twin`` decides for the attempt)."""
     gate = vd.spec.gate
-    if not gate.enabled or gate.baseline.mode != "twin" or stable is None or stable == candidate:
+    if not gate.enabled or gate.baseline.mode == "stored" or stable is None or stable == candidate:
         return False
     source = state.observed.deployment_of(stable)
     return source is not None and bool(source.template)

@@ -50,7 +50,10 @@ def until_ready(
     if cause:
         reasons.append(cause)
     if side == "twin":
-        reasons.append("gate.baseline.mode: stored gates without a twin (no extra GPUs)")
+        reasons.append(
+            "gate.baseline.mode: auto uses the stored baseline when the twin is not scheduled "
+            "in time; stored never starts a twin (no extra GPUs)"
+        )
     state.record(
         GateRecord(
             revision=candidate,

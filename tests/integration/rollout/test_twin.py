@@ -1,17 +1,21 @@
-"""Twin-mode gates for real: kopf + the operator + DevCluster + the local kubelet.
+"""Gates with a twin for real: kopf + the operator + DevCluster + the local kubelet.
 
 The stable revision's twin is a real Deployment whose pod runs the simulator, the benchmark
 Job is the real ``vllm-operator bench`` measuring candidate and twin interleaved, and the
 operator reads where each ran from the pods and the Node. What must hold: the twin exists
-only for the gate, the serving Service never selects it, and nothing survives the resource.
+only for the gate, the serving Service never selects it, and nothing survives the resource;
+and on a node with no GPU left for a twin, mode auto (the default) gates against the stored
+figures and promotes, where mode twin would stop for a person.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from devcluster.kubelet_faults import Faults
 from vllm_operator.render import labels
 
 from .harness import API, GPU_PRODUCT, Rollout, resource
@@ -163,3 +167,61 @@ def test_twin_after_a_restart_mid_gate_and_no_orphan_after_deletion(rollout: Rol
         what="children, twin included, garbage-collected",
     )
     assert stable != promoted
+
+
+def test_auto_without_a_gpu_for_the_twin_gates_on_stored_figures_and_promotes(
+    tmp_path: Path,
+) -> None:
+    # Two GPUs: the stable revision's pod and the candidate's. The twin (started only once
+    # the candidate's pod is bound) finds none: the scheduler says Insufficient nvidia.com/gpu.
+    r = Rollout(tmp_path, faults=Faults(gpu_capacity=2))
+    # Unpaired figures from two runs on a loaded machine are noisy (a 10 ms short-prompt
+    # median at time scale 0.03 with one slow trial spans +-100%): the same performance mode
+    # on both sides, ten times the model time, the widest limit and automatic reruns keep
+    # this test about the baseline, not about the gate's noise.
+    gate = {**GATE, "thresholds": {**GATE["thresholds"], "maxRegressionPercent": 100}}
+    slow = {"VLLMOP_SIM_TIME_SCALE": "0.1"}
+    reruns = {"onInconclusive": "rerun", "maxReruns": 2}
+    r.start_operator()
+    try:
+        stable = _serving(r, resource(sim_env=slow, gate=gate, rollout=reruns))
+        # Another pod template (one more environment variable), the same server.
+        again = {**slow, "VLLMOP_TEST_REVISION": "2"}
+        r.apply(resource(sim_env=again, gate=gate, rollout=reruns))
+
+        def unschedulable_twin() -> tuple[str, str] | None:
+            for pod in r.objects("v1", "pods"):
+                if pod["metadata"]["labels"].get(labels.COMPONENT_LABEL) != labels.COMPONENT_TWIN:
+                    continue
+                for cond in (pod.get("status") or {}).get("conditions") or []:
+                    if cond["type"] == "PodScheduled" and cond["status"] == "False":
+                        return pod["metadata"]["name"], str(cond.get("message"))
+            return None
+
+        twin_pod, message = r.wait(unschedulable_twin, timeout=60, what="an unschedulable twin")
+        assert "Insufficient nvidia.com/gpu" in message
+        st = r.wait_phase("Serving", timeout=240, gate="Passed")
+        candidate = st["stable"]["revision"]
+        assert candidate != stable
+        record = st["lastGate"]
+        assert record["baselineMode"] == "stored", record
+        assert record["baselineRevision"] == stable
+        why = record["baselineReason"]
+        assert f"gate.baseline.mode auto: the twin of stable revision {stable} was not " in why
+        assert "scheduled within 300 s" in why
+        assert "Insufficient nvidia.com/gpu" in why
+        assert any(x.startswith("baseline measured earlier") for x in record["reasons"]), record
+        args = _job_args(r, f"qwen--gate-{candidate}-{record['attempt']}")
+        assert "--baseline-url" not in args
+        assert "--baseline-json" in args
+        _gone(r)
+        versions = r.cluster.history("v1", "pods", twin_pod)
+        assert not any((v.get("spec") or {}).get("nodeName") for v in versions), "scheduled"
+        events = {e["reason"]: e["message"] for e in r.cluster.list("v1", "events", "default")}
+        assert {"TwinCreated", "TwinUnavailable", "TwinRemoved"} <= events.keys()
+        assert "GateError" not in events
+        assert why in events["TwinUnavailable"]
+        # The serving Service went from the stable revision to the candidate, never elsewhere.
+        assert r.selector_changes() == [(stable, 1), (candidate, 1)]
+    finally:
+        r.close()

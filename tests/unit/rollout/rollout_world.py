@@ -389,6 +389,18 @@ class World:
         if node is not None:
             self.objects[("Pod", name)]["spec"] = {"nodeName": node}
 
+    def start_benchmark(self, limit: int = 4) -> Plan:
+        """Plan, let every Deployment become Ready, plan again, until a benchmark Job exists:
+        the candidate starts, then (mode auto, once the candidate is scheduled) the twin
+        beside it, then the Job."""
+        p = self.step()
+        for _ in range(limit):
+            if self.kinds("Job"):
+                return p
+            self.ready_all()
+            p = self.step()
+        raise AssertionError(f"no benchmark Job after {limit} passes: {self.status}")
+
     def pass_first_gate(self) -> None:
         """Walk the first revision through candidate, Ready, a Passed benchmark and promotion."""
         self.step()

@@ -113,12 +113,15 @@ def test_the_annotation_rolls_it_through_the_gate(value: str) -> None:
     w.annotate(ROLL_ANNOTATION, new if value == "<new>" else value)
     p = w.step()
     assert f"create Deployment qwen--{new}" in p.kinds()
-    # The gate measures the new template against a twin of the old one, same spec.
-    assert f"create Deployment qwen--twin-{OLD}" in p.kinds()
     assert w.deployment(new)["spec"]["replicas"] == 1
     assert w.serving() == OLD
     assert w.condition("OperatorUpdatePending")["reason"] == "RollRequested"
     assert "OperatorUpdateRolling" in w.events()
+    w.ready_all()
+    p = w.step()
+    # The gate measures the new template against a twin of the old one, same spec (started
+    # once the candidate is scheduled: gate.baseline.mode auto).
+    assert f"create Deployment qwen--twin-{OLD}" in p.kinds()
     w.ready_all()
     p = w.step()
     assert p.kinds() == [f"create Job qwen--gate-{new}-1"]
@@ -138,9 +141,7 @@ def test_a_rejected_roll_keeps_the_old_revision_serving() -> None:
     w, new = upgraded()
     w.settle()
     w.annotate(ROLL_ANNOTATION, new)
-    w.step()
-    w.ready_all()
-    w.step()
+    w.start_benchmark()
     w.finish_job(summary(passed=3), exit_code=1)
     w.settle()
     assert w.serving() == OLD

@@ -193,9 +193,7 @@ def test_job_that_never_starts_is_an_error_not_a_pass(reason: str) -> None:
     w = deployed()
     stable = w.serving()
     w.set_spec(V17_FAST)
-    w.step()
-    w.ready_all()
-    w.step()
+    w.start_benchmark()
     job = w.job()
     w.add_pod(
         "bench-pod",
@@ -250,9 +248,7 @@ def test_spec_change_mid_benchmark_abandons_the_candidate_and_its_job() -> None:
     w = deployed()
     stable = w.serving()
     w.set_spec(V17_EAGER)
-    w.step()
-    w.ready_all()
-    w.step()
+    w.start_benchmark()
     old_job = w.job()["metadata"]["name"]
     w.set_spec(V17_FAST)
     p = w.step()
@@ -269,9 +265,7 @@ def test_forced_promotion_of_a_rejected_revision() -> None:
     w.set_spec(
         spec(image="vllm/vllm-openai:v0.17.0", gate={"thresholds": {"quality": {"minPassed": 13}}})
     )
-    w.step()
-    w.ready_all()
-    w.step()
+    w.start_benchmark()
     w.finish_job(summary(passed=12), exit_code=1)
     w.settle()
     rejected = w.status["lastGate"]["revision"]
