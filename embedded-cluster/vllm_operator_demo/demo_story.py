@@ -165,7 +165,7 @@ def run_step(
             if event is None:  # not started yet, or finished: no stale line
                 session.say.live("")
             else:
-                where = describe_progress(event, vd.spec.gate.trials)
+                where = describe_progress(event, vd.spec.gate.max_trials)
                 session.say.live(f"{name}: benchmarking {revision}: {where}")
         if not vd.spec.gate.enabled and status.stable and status.stable.revision == revision:
             return revision, None
