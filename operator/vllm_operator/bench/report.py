@@ -154,11 +154,15 @@ def open_figures(config: BenchConfig, state: RunState) -> set[tuple[str, str]]:
     """The figures the gate cannot decide yet on what ``state`` measured so far.
 
     The runner measures these once more (sequential trials); the gate's own ``undecided``
-    decides, on the same summary the final verdict is computed from.
+    decides, on the same summary the final verdict is computed from. Nothing is open once the
+    verdict is already Failed or Error: a figure decided beyond its limit stays so, and more
+    trials of the others could not change the outcome.
     """
     if config.thresholds is None:
         return set()
     raw = raw_summary(config, state)
+    if gate_verdict(raw, config.thresholds, config.baseline).outcome in ("Failed", "Error"):
+        return set()  # final whatever the open figures would show: no more trials
     return undecided(raw, config.thresholds, config.baseline, config.plan)
 
 
