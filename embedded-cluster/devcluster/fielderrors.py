@@ -85,6 +85,15 @@ def invalid(field: str, value: Any, detail: str) -> FieldError:
     return FieldError("FieldValueInvalid", field, value, detail)
 
 
+def invalid_omitted(field: str, detail: str) -> FieldError:
+    """``field.Invalid`` with ``OmitValueType``: ``Invalid value: <detail>``, no value."""
+    return FieldError("FieldValueInvalid", field, _OMIT, detail)
+
+
+def duplicate_omitted(field: str) -> FieldError:
+    return FieldError("FieldValueDuplicate", field, _OMIT)
+
+
 def type_invalid(field: str, value: Any, detail: str) -> FieldError:
     return FieldError("FieldValueTypeInvalid", field, value, detail)
 

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import apierrors, validation
+from . import apierrors, cel, validation
 from . import fielderrors as fe
 from .kinds import apply_kind_defaults, validate_kind
 from .lifecycle import Lifecycle
@@ -59,6 +59,14 @@ JSON_PATCH = "application/json-patch+json"
 APPLY = "application/apply-patch+yaml"
 
 
+# Schema errors after which the CEL rules are not run (a rule would read a wrong shape).
+_BLOCKING = {
+    "FieldValueNotSupported",
+    "FieldValueRequired",
+    "FieldValueTooLong",
+    "FieldValueTooMany",
+    "FieldValueTypeInvalid",
+}
 _BUILTIN_KEYS = {(t.group, t.version, t.plural) for t in BUILTINS}
 
 
@@ -283,6 +291,19 @@ class Semantics(Lifecycle):
                 f'metadata.name: Invalid value: must be spec.names.plural+"."+spec.group'
                 f" ({expected})",
             )
+        rule_errors = [
+            error
+            for index, version in enumerate(spec.get("versions") or [])
+            if isinstance(version, dict)
+            for error in cel.compile_schema(
+                (version.get("schema") or {}).get("openAPIV3Schema"),
+                f"spec.versions[{index}].schema.openAPIV3Schema",
+            )[1]
+        ]
+        if rule_errors:
+            raise fe.invalid_error(
+                "CustomResourceDefinition", CRD_GROUP, str(meta(crd).get("name")), rule_errors
+            )
         types = types_from_crd(crd)
         if not types:
             raise apierrors.invalid(CRD_PLURAL, CRD_GROUP, expected, "spec.versions: Required")
@@ -441,6 +462,8 @@ class Semantics(Lifecycle):
                 f" {rtype.kind}: {exc}"
             ) from exc
         errors += validate_schema(rtype.schema, obj)
+        if rtype.rules is not None:
+            errors += _run_rules(rtype, obj, old, errors)
         if errors:
             name = str(meta(obj).get("name") or "")
             raise fe.invalid_error(rtype.kind, rtype.group, name, errors)
@@ -490,3 +513,20 @@ class Semantics(Lifecycle):
             )
         self.patch(rtype, namespace, name, {"spec": {"replicas": replicas}})
         return self.scale(rtype, namespace, name)
+
+
+def _run_rules(
+    rtype: ResourceType,
+    obj: dict[str, Any],
+    old: dict[str, Any] | None,
+    errors: list[fe.FieldError],
+) -> list[fe.FieldError]:
+    """The CRD's CEL rules, unless the object already breaks its schema in a way the
+    rules cannot be run on (customresource strategy's ``hasBlockingErr``)."""
+    if any(error.type in _BLOCKING for error in errors):
+        detail = (
+            "some validation rules were not checked because the object was invalid;"
+            " correct the existing errors to complete validation"
+        )
+        return [fe.invalid("<nil>", None, detail)]
+    return cel.validate(rtype.rules, obj, *(() if old is None else (old,)))
