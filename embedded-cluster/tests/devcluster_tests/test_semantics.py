@@ -363,6 +363,68 @@ def test_dependent_with_missing_owner_is_collected(devcluster: DevCluster) -> No
     devcluster.wait_for(lambda: not devcluster.exists("v1", "configmaps", "dangling"))
 
 
+def test_owners_resolve_by_namespace_name_kind_and_uid(devcluster: DevCluster) -> None:
+    """The real collector looks an owner up by kind, the dependent's namespace and name,
+    then compares uids: a reference with the right uid but the wrong namespace, name or
+    kind dangles, and its dependent is deleted (this is the bug that makes a real
+    cluster loop through create and delete)."""
+    devcluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
+    owner = devcluster.create(deployment("owner"))
+    right = devcluster.create(owned_by(owner, cm("right")))
+    wrong_ns = owned_by(owner, cm("wrong-ns"))
+    wrong_ns["metadata"]["namespace"] = "other"
+    devcluster.create(wrong_ns, namespace="other")
+    wrong_name = owned_by(owner, cm("wrong-name"))
+    wrong_name["metadata"]["ownerReferences"][0]["name"] = "not-the-owner"
+    devcluster.create(wrong_name)
+    wrong_kind = owned_by(owner, cm("wrong-kind"))
+    wrong_kind["metadata"]["ownerReferences"][0].update(apiVersion="apps/v1", kind="ReplicaSet")
+    devcluster.create(wrong_kind)
+    devcluster.wait_for(
+        lambda: (
+            not any(
+                devcluster.exists("v1", "configmaps", name, ns)
+                for name, ns in (
+                    ("wrong-ns", "other"),
+                    ("wrong-name", "default"),
+                    ("wrong-kind", "default"),
+                )
+            )
+        )
+    )
+    assert (
+        devcluster.get("v1", "configmaps", "right")["metadata"]["uid"] == right["metadata"]["uid"]
+    )
+    # One present owner keeps a dependent; its dangling reference is dropped.
+    both = owned_by(owner, cm("both"))
+    both["metadata"]["ownerReferences"].append(
+        {**both["metadata"]["ownerReferences"][0], "name": "x", "uid": "u-2"}
+    )
+    devcluster.create(both)
+    devcluster.wait_for(
+        lambda: len(devcluster.get("v1", "configmaps", "both")["metadata"]["ownerReferences"]) == 1
+    )
+    # A namespaced dependent may have a cluster-scoped owner.
+    namespace = devcluster.get("v1", "namespaces", "other", None)
+    devcluster.create(owned_by(namespace, cm("ns-owned")))
+    devcluster.delete("apps/v1", "deployments", "owner")
+    devcluster.wait_for(lambda: not devcluster.exists("v1", "configmaps", "right"))
+    assert devcluster.exists("v1", "configmaps", "ns-owned")
+
+
+def test_a_dependent_with_an_unresolvable_owner_is_left_alone(devcluster: DevCluster) -> None:
+    """An owner of a kind the server does not serve cannot be looked up: the collector
+    leaves the dependent (and retries), it does not delete it."""
+    ghost = {
+        "apiVersion": "example.com/v1",
+        "kind": "Unknown",
+        "metadata": {"name": "u", "uid": "00000000-0000-4000-8000-000000000001"},
+    }
+    devcluster.create(owned_by(ghost, cm("kept")))
+    devcluster.call(lambda: None)  # the loop ran the collector scheduled by the create
+    assert devcluster.exists("v1", "configmaps", "kept")
+
+
 def test_namespace_deletion_removes_its_contents(devcluster: DevCluster) -> None:
     devcluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tmp"}})
     devcluster.create(cm("a", namespace="tmp"))
