@@ -7,8 +7,6 @@ import threading
 import time
 from typing import Any
 
-import httpx
-
 from devcluster import DevCluster
 
 
@@ -98,7 +96,7 @@ def test_timeout_seconds_ends_the_stream_and_bookmarks_are_harmless(
     devcluster: DevCluster,
 ) -> None:
     started = time.monotonic()
-    response = httpx.get(
+    response = devcluster.http.get(
         devcluster.url + "/api/v1/namespaces/default/configmaps",
         params={
             "watch": "true",
@@ -119,7 +117,7 @@ def test_timeout_seconds_ends_the_stream_and_bookmarks_are_harmless(
 
 def test_streaming_list_ends_its_initial_events_with_a_bookmark(devcluster: DevCluster) -> None:
     devcluster.create(cm("a"))
-    with httpx.stream(
+    with devcluster.http.stream(
         "GET",
         devcluster.url + "/api/v1/namespaces/default/configmaps",
         params={
@@ -149,7 +147,7 @@ def test_single_object_and_legacy_watch_paths(devcluster: DevCluster) -> None:
     rv = devcluster.create(cm("a"))["metadata"]["resourceVersion"]
     devcluster.create(cm("b"))
     devcluster.patch("v1", "configmaps", "a", {"data": {"k": "v"}})
-    with httpx.stream(
+    with devcluster.http.stream(
         "GET",
         devcluster.url + "/api/v1/watch/namespaces/default/configmaps",
         params={"resourceVersion": rv, "timeoutSeconds": "1", "fieldSelector": "metadata.name=a"},
