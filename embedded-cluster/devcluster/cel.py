@@ -42,22 +42,12 @@ from cel_expr_python import cel  # type: ignore[import-untyped]  # ships .pyi bu
 from cel_expr_python.ext import ext_strings  # type: ignore[import-untyped]
 
 from . import fielderrors as fe
-from .fielderrors import FieldError
+from .fielderrors import FieldError, GoLiteral
 
 _MISSING: Any = object()
 _REASONS = {"FieldValueForbidden", "FieldValueRequired", "FieldValueDuplicate", "FieldValueInvalid"}
 _OLD_SELF = re.compile(r"(?<![\w.])oldSelf\b")
 _MAX_MESSAGE = 5 * 1024  # celconfig.MaxEvaluatedMessageExpressionSizeBytes
-
-
-class GoLiteral:
-    """A value ErrorBody prints verbatim (Go's ``%#v`` of a struct)."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __str__(self) -> str:
-        return self.text
 
 
 # --- the environment -------------------------------------------------------------------

@@ -35,6 +35,16 @@ _NO_VALUE = {"FieldValueRequired", "FieldValueForbidden", "FieldValueTooLong", "
 _OMIT = object()
 
 
+class GoLiteral:
+    """A bad value ErrorBody prints verbatim (Go's ``%#v`` of a struct, a slice, a uint)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
 def go_value(value: Any) -> str:
     """A bad value as ErrorBody prints it: ``%q`` strings, ``%v`` numbers, ``null``."""
     if value is None:

@@ -21,6 +21,7 @@ from typing import Any
 
 from . import apierrors, cel, validation
 from . import fielderrors as fe
+from .fielderrors import GoLiteral
 from .kinds import apply_kind_defaults, validate_kind
 from .lifecycle import Lifecycle
 from .objects import (
@@ -172,6 +173,9 @@ class Semantics(Lifecycle):
                         path = str((selectable or {}).get("jsonPath") or "")
                         extra.add(path.removeprefix("."))
         check_field_labels(rtype.store_key, field_selector, frozenset(extra))
+
+    def present(self, rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        return self._present(rtype, obj)
 
     def _present(self, rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
         """The stored object as served under ``rtype``'s version (no conversion)."""
@@ -338,6 +342,14 @@ class Semantics(Lifecycle):
                 f"the name of the object ({body_meta.get('name')}) does not match the name on"
                 f" the URL ({name})"
             )
+        unconditional_ok = is_builtin(rtype) and rtype.store_key != (CRD_GROUP, CRD_PLURAL)
+        if not unconditional_ok and body_meta.get("resourceVersion") in (None, ""):
+            # Custom resources and CRDs refuse unconditional updates (their strategies'
+            # AllowUnconditionalUpdate is false): the kind in the error is the resource.
+            error = fe.invalid(
+                "metadata.resourceVersion", GoLiteral("0x0"), "must be specified for an update"
+            )
+            raise fe.invalid_error(rtype.plural, rtype.group, name, [error])
         return self._write(rtype, old, body, subresource)
 
     def patch(
