@@ -48,6 +48,8 @@ _MISSING: Any = object()
 _REASONS = {"FieldValueForbidden", "FieldValueRequired", "FieldValueDuplicate", "FieldValueInvalid"}
 _OLD_SELF = re.compile(r"(?<![\w.])oldSelf\b")
 _MAX_MESSAGE = 5 * 1024  # celconfig.MaxEvaluatedMessageExpressionSizeBytes
+_INT64 = (-(2**63), 2**63 - 1)
+_MAX_DETAIL = 512  # cel-cpp quotes whole values in some errors; a hostile object is large
 
 
 # --- the environment -------------------------------------------------------------------
@@ -220,7 +222,8 @@ def _compile_rule(raw: Any, where: str) -> tuple[Rule | None, list[FieldError]]:
 
 # --- evaluation ------------------------------------------------------------------------
 def to_cel(schema: dict[str, Any] | None, value: Any, *, root: bool = False) -> Any:
-    """The value as a rule sees it: nulls absent, ``number`` as double, at the root only
+    """The value as a rule sees it: nulls absent, ``number`` (and an integer past int64)
+    as double, at the root only
     ``apiVersion``, ``kind``, ``metadata.name`` and ``metadata.generateName`` besides the
     schema's own fields."""
     schema = schema if isinstance(schema, dict) else {}
@@ -240,14 +243,28 @@ def to_cel(schema: dict[str, Any] | None, value: Any, *, root: bool = False) -> 
         return out
     if isinstance(value, list):
         return [to_cel(schema.get("items"), item) for item in value if item is not None]
-    if schema.get("type") == "number" and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
+    if isinstance(value, str):
+        return _valid_utf8(value)
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    if whole and (schema.get("type") == "number" or not _INT64[0] <= value <= _INT64[1]):
+        return float(value)  # as Go's JSON decoding makes an integer past int64
     return value
+
+
+def _valid_utf8(text: str) -> str:
+    """A lone surrogate (JSON allows ``"\\ud800"``) as U+FFFD, as Go's decoder reads it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def _runtime_error(text: str, rule: Rule) -> str:
     """cel-cpp's runtime error, worded as cel-go's where Kubernetes' text depends on it."""
     detail = re.sub(r"^[A-Z_]+: ", "", text.strip())
+    if len(detail) > _MAX_DETAIL:
+        detail = detail[:_MAX_DETAIL] + "..."
     if detail.startswith("Key not found in map"):
         key = detail.partition(":")[2].strip().strip('"')
         detail = f"no such key: {key}"
@@ -317,11 +334,14 @@ def _validate(
         for rule in node.rules:
             if rule.uses_old_self and not correlated:
                 continue
-            result = rule.program.eval(data=data)
-            if result.type().name() in ("ERROR", "error"):
-                where = path or "<nil>"
-                detail = _runtime_error(str(result.value()), rule)
-                errors.append(fe.invalid(where, node_type, detail))
+            try:
+                result = rule.program.eval(data=data)
+                failure = str(result.value()) if result.type().name() in ("ERROR", "error") else ""
+            except Exception as exc:  # a value the evaluator cannot take: refused, never a 500
+                failure = str(exc) or type(exc).__name__
+            if failure:
+                detail = _runtime_error(failure, rule)
+                errors.append(fe.invalid(path or "<nil>", node_type, detail))
                 continue
             if result.value() is True:
                 continue

@@ -334,3 +334,26 @@ def test_a_rule_that_does_not_compile_refuses_the_crd(devcluster: DevCluster) ->
     assert not devcluster.exists(
         "apiextensions.k8s.io/v1", "customresourcedefinitions", crd["metadata"]["name"]
     )
+
+
+def test_hostile_values_meet_the_rules_as_a_server_decodes_them() -> None:
+    """An integer past int64 is a double (Go's JSON decoding), a lone surrogate is U+FFFD;
+    neither is a 500, and an error quoting a huge value stays short."""
+    schema = {
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+        "x-kubernetes-validations": [
+            {"rule": "self.n > 0.0", "message": "n positive"},
+            {"rule": "self.s != ''", "message": "s set"},
+        ],
+    }
+    node, errors = compile_schema(schema, "schema")
+    assert errors == []
+    assert validate(node, {"n": 10**30, "s": "\ud800"}) == []
+    (error,) = validate(node, {"n": -(10**30), "s": "x"})
+    assert str(error) == "<nil>: Invalid value: n positive"
+    big = {"type": "object", "x-kubernetes-validations": [{"rule": "self.missing == 1"}]}
+    node, _ = compile_schema(big, "schema")
+    (error,) = validate(node, {"filler": "x" * 100_000})
+    assert len(str(error)) < 1000
+    assert "no such key: missing" in str(error)
