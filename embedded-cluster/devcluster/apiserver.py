@@ -5,7 +5,8 @@ assertions and the reaction DSL, so a test can still inject faults with
 ``server[kmock.resource('apps', 'v1', 'deployments'), 'patch'] << 500``; such user
 reactions are tried first. Every request no user reaction answers is served by
 ``Semantics`` instead of kmock's "database over HTTP" store (see ``semantics.py`` for
-why). Watches stream from the store's change log, so ``?resourceVersion=`` resumes exactly.
+why). Lists are paged and their options validated by ``listing.py``; watches stream from
+the store's change log (``watching.py``), so ``?resourceVersion=`` resumes exactly.
 """
 
 from __future__ import annotations

@@ -385,3 +385,30 @@ def _old_items(node: Node, old: Any) -> Any:
 
     index = {key(item): item for item in old if key(item) is not None}
     return lambda item: index.get(key(item), _MISSING)
+
+
+# Schema errors after which the rules are not run: a rule would read a wrong shape.
+_BLOCKING = {
+    "FieldValueNotSupported",
+    "FieldValueRequired",
+    "FieldValueTooLong",
+    "FieldValueTooMany",
+    "FieldValueTypeInvalid",
+}
+
+
+def validate_after_schema(
+    node: Node | None, obj: Any, old: Any, schema_errors: list[FieldError]
+) -> list[FieldError]:
+    """The rules' errors, unless the object already breaks its schema in a way the rules
+    cannot be run on: then one placeholder error (customresource strategy's
+    ``hasBlockingErr``). ``old`` is None on create."""
+    if node is None:
+        return []
+    if any(error.type in _BLOCKING for error in schema_errors):
+        detail = (
+            "some validation rules were not checked because the object was invalid;"
+            " correct the existing errors to complete validation"
+        )
+        return [fe.invalid("<nil>", None, detail)]
+    return validate(node, obj, _MISSING if old is None else old)

@@ -60,14 +60,6 @@ JSON_PATCH = "application/json-patch+json"
 APPLY = "application/apply-patch+yaml"
 
 
-# Schema errors after which the CEL rules are not run (a rule would read a wrong shape).
-_BLOCKING = {
-    "FieldValueNotSupported",
-    "FieldValueRequired",
-    "FieldValueTooLong",
-    "FieldValueTooMany",
-    "FieldValueTypeInvalid",
-}
 _BUILTIN_KEYS = {(t.group, t.version, t.plural) for t in BUILTINS}
 
 
@@ -475,7 +467,7 @@ class Semantics(Lifecycle):
             ) from exc
         errors += validate_schema(rtype.schema, obj)
         if rtype.rules is not None:
-            errors += _run_rules(rtype, obj, old, errors)
+            errors += cel.validate_after_schema(rtype.rules, obj, old, errors)
         if errors:
             name = str(meta(obj).get("name") or "")
             raise fe.invalid_error(rtype.kind, rtype.group, name, errors)
@@ -525,20 +517,3 @@ class Semantics(Lifecycle):
             )
         self.patch(rtype, namespace, name, {"spec": {"replicas": replicas}})
         return self.scale(rtype, namespace, name)
-
-
-def _run_rules(
-    rtype: ResourceType,
-    obj: dict[str, Any],
-    old: dict[str, Any] | None,
-    errors: list[fe.FieldError],
-) -> list[fe.FieldError]:
-    """The CRD's CEL rules, unless the object already breaks its schema in a way the
-    rules cannot be run on (customresource strategy's ``hasBlockingErr``)."""
-    if any(error.type in _BLOCKING for error in errors):
-        detail = (
-            "some validation rules were not checked because the object was invalid;"
-            " correct the existing errors to complete validation"
-        )
-        return [fe.invalid("<nil>", None, detail)]
-    return cel.validate(rtype.rules, obj, *(() if old is None else (old,)))
