@@ -28,6 +28,8 @@ Start it (own thread and event loop; port 0 picks a free port)::
         cluster.server[kmock.resource("apps", "v1", "deployments"), "patch"] << 500  # faults
 
     DevCluster(port=8001, clock=..., namespaces=("default", "llm"), seed=1, max_log=100_000)
+    DevCluster(tls=True)   # HTTPS: url https://..., ca_pem, kubeconfigs carry the CA,
+                           # cluster.http (httpx) verifies it (README: HTTPS)
 
 ``cluster.server`` is the ``kmock.KubernetesEmulator`` subclass: reactions declared on it
 win over the semantics (fault injection); iterating ``cluster.server[criteria]`` yields

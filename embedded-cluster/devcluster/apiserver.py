@@ -5,18 +5,15 @@ assertions and the reaction DSL, so a test can still inject faults with
 ``server[kmock.resource('apps', 'v1', 'deployments'), 'patch'] << 500``; such user
 reactions are tried first. Every request no user reaction answers is served by
 ``Semantics`` instead of kmock's "database over HTTP" store (see ``semantics.py`` for
-why). Watches stream from the store's change log, so ``?resourceVersion=`` resumes exactly.
+why). Lists are paged and their options validated by ``listing.py``; watches stream from
+the store's change log (``watching.py``), so ``?resourceVersion=`` resumes exactly.
 """
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import contextlib
 import json
 import logging
-import math
-from collections.abc import Mapping
 from typing import Any
 
 import aiohttp.web
@@ -25,14 +22,16 @@ import kmock
 import yaml
 from kmock._internal.rendering import StreamingError  # not exported; kmock pinned (README)
 
-from . import apierrors, discovery, disruption, openapi
+from . import apierrors, discovery, disruption, listing, openapi
+from . import fielderrors as fe
 from .apierrors import ApiError
+from .fielderrors import GoLiteral
 from .resources import ResourceType
 from .routing import Route, action, parse_route
 from .selectors import selector_matcher
 from .semantics import APPLY, Semantics
-from .store import Change
 from .tables import table, wants_table
+from .watching import serve_watch
 
 logger = logging.getLogger(__name__)
 _JSON = "application/json"
@@ -42,6 +41,23 @@ def _json(body: Any, status: int = 200) -> aiohttp.web.Response:
     return aiohttp.web.Response(
         body=json.dumps(body, separators=(",", ":")).encode(), status=status, content_type=_JSON
     )
+
+
+_OPTIONS_KIND = {
+    "POST": "CreateOptions",
+    "PUT": "UpdateOptions",
+    "PATCH": "PatchOptions",
+    "DELETE": "DeleteOptions",
+}
+
+
+def _check_dry_run(method: str, values: list[str]) -> None:
+    """ValidateDryRun: "All" is the only dry run (422 for anything else, as a server)."""
+    if all(value == "All" for value in values):
+        return
+    shown = GoLiteral("[]string{" + ", ".join(json.dumps(v) for v in values) + "}")
+    error = fe.not_supported("dryRun", shown, ["All"])
+    raise fe.invalid_error(_OPTIONS_KIND[method], "meta.k8s.io", "", [error])
 
 
 def _count_key(request: kmock.Request) -> str:
@@ -61,6 +77,9 @@ class ApiServer(kmock.KubernetesEmulator):
     semantics: Semantics = attrs.field(factory=Semantics)
     server_address: str = "127.0.0.1"
     max_recorded_requests: int = 10_000
+    # A watch with allowWatchBookmarks gets a BOOKMARK this often, and one 2 s before its
+    # timeoutSeconds, never after (the cacher's nextBookmarkTime; a minute on a server).
+    bookmark_interval: float = 60.0
     # "kopf list deployments" (client, action, resource; see _count_key) -> requests served
     # since the start, never trimmed (benchmarks count more than the recorded 10 000).
     request_counts: collections.Counter[str] = attrs.field(factory=collections.Counter, init=False)
@@ -181,6 +200,8 @@ class ApiServer(kmock.KubernetesEmulator):
             raise apierrors.resource_not_found()
         writing = raw.method in ("POST", "PUT", "PATCH")  # handled without awaiting
         validation = request.params.get("fieldValidation") if writing else None
+        if "dryRun" in request.params and raw.method in _OPTIONS_KIND:
+            _check_dry_run(raw.method, raw.query.getall("dryRun"))
         with self.semantics.strict_fields(validation):
             if request.params.get("dryRun"):
                 with self.semantics.dry_run():
@@ -202,25 +223,31 @@ class ApiServer(kmock.KubernetesEmulator):
         if rtype.namespaced and name is not None and not ns and method != "POST":
             raise apierrors.resource_not_found()
         if method == "GET" and params.get("watch") in ("true", "1"):
-            return await self._watch(raw, rtype, route, params)
-        if method == "GET" and name is None:
-            items, rv = sem.list(
-                rtype, route.namespace, params.get("labelSelector"), params.get("fieldSelector")
+            return await serve_watch(
+                self.semantics, raw, rtype, route, params, bookmark_interval=self.bookmark_interval
             )
+        if method == "GET" and name is None:
+            sem.check_field_selector(rtype, params.get("fieldSelector"))
+            matches = selector_matcher(params.get("labelSelector"), params.get("fieldSelector"))
+            found, rv, token, remaining = listing.list_objects(
+                sem.store, rtype.store_key, route.namespace, params, matches
+            )
+            items = [sem.present(rtype, obj) for obj in found]
             if wants_table(raw.headers.get("Accept", "")):
-                return _json(
-                    table(
-                        rtype, items, str(rv), sem.clock(), params.get("includeObject", "Metadata")
-                    )
+                tab = table(
+                    rtype, items, str(rv), sem.clock(), params.get("includeObject", "Metadata")
                 )
-            return _json(self._list_body(rtype, items, rv, params))
+                if token:
+                    tab["metadata"]["continue"] = token
+                return _json(tab)
+            return _json(self._list_body(rtype, items, rv, token, remaining))
         if method == "POST" and name is None:
             return _json(sem.create(rtype, ns, self._body(request)), 201)
         if method == "DELETE" and name is None:
             sem.check_field_selector(rtype, params.get("fieldSelector"))
             matches = selector_matcher(params.get("labelSelector"), params.get("fieldSelector"))
             deleted = sem.delete_collection(rtype, route.namespace, matches, self._options(request))
-            return _json(self._list_body(rtype, deleted, sem.store.rv, {}))
+            return _json(self._list_body(rtype, deleted, sem.store.rv))
         if name is None:
             raise apierrors.method_not_allowed()
         if method == "POST" and sub == "eviction" and rtype.store_key == ("", "pods"):
@@ -283,141 +310,21 @@ class ApiServer(kmock.KubernetesEmulator):
 
     @staticmethod
     def _list_body(
-        rtype: ResourceType, items: list[dict[str, Any]], rv: int, params: Mapping[str, str]
+        rtype: ResourceType,
+        items: list[dict[str, Any]],
+        rv: int,
+        token: str | None = None,
+        remaining: int | None = None,
     ) -> dict[str, Any]:
-        """A typed list; ``limit``/``continue`` paginate by position (good enough for kubectl)."""
-        cont, lim = str(params.get("continue") or "0"), str(params.get("limit") or "0")
-        start = int(cont) if cont.isdigit() else 0
-        limit = int(lim) if lim.isdigit() else 0
-        page = items[start : start + limit] if limit else items[start:]
+        """A typed list (one page of it: ``listing.py`` pages and validates)."""
         metadata: dict[str, Any] = {"resourceVersion": str(rv)}
-        if limit and start + limit < len(items):
-            metadata["continue"] = str(start + limit)
-            metadata["remainingItemCount"] = len(items) - start - limit
+        if token:
+            metadata["continue"] = token
+        if remaining is not None:
+            metadata["remainingItemCount"] = remaining
         return {
             "kind": rtype.list_kind,
             "apiVersion": rtype.api_version,
             "metadata": metadata,
-            "items": page,
+            "items": items,
         }
-
-    # --- watch -------------------------------------------------------------------------
-    async def _watch(
-        self,
-        raw: aiohttp.web.BaseRequest,
-        rtype: ResourceType,
-        route: Route,
-        params: Mapping[str, str],
-    ) -> aiohttp.web.StreamResponse:
-        fields = params.get("fieldSelector") or ""
-        self.semantics.check_field_selector(rtype, fields)
-        if route.name:
-            fields = ",".join(f for f in (fields, f"metadata.name={route.name}") if f)
-        matches = selector_matcher(params.get("labelSelector"), fields)
-        since_text = params.get("resourceVersion") or ""
-        if since_text and not since_text.isdigit():
-            raise apierrors.bad_request(f"invalid resourceVersion: {since_text!r}")
-        since = int(since_text) if since_text else None
-        timeout = float(params["timeoutSeconds"]) if params.get("timeoutSeconds") else math.inf
-        as_table = wants_table(raw.headers.get("Accept", ""))
-        response = aiohttp.web.StreamResponse(status=200, headers={"Content-Type": _JSON})
-        response.enable_chunked_encoding()
-        try:
-            backlog, sub = self.semantics.store.subscribe(rtype.store_key, route.namespace, since)
-        except ApiError as exc:
-            await response.prepare(raw)
-            error = {"type": "ERROR", "object": exc.status()}
-            await response.write(json.dumps(error).encode() + b"\n")
-            await response.write_eof()
-            return response
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        first = [True]
-
-        def encode(changes: list[Change]) -> bytes:
-            lines = []
-            for change in changes:
-                event = self._event(change, matches, rtype)
-                if event is None:
-                    continue
-                if as_table:
-                    obj = event["object"]
-                    tab = table(
-                        rtype,
-                        [obj],
-                        obj["metadata"]["resourceVersion"],
-                        self.semantics.clock(),
-                        params.get("includeObject", "Metadata"),
-                    )
-                    if not first[0]:
-                        tab["columnDefinitions"] = []
-                    first[0] = False
-                    event = {"type": event["type"], "object": tab}
-                lines.append(json.dumps(event, separators=(",", ":")).encode() + b"\n")
-            return b"".join(lines)
-
-        bookmarks = params.get("allowWatchBookmarks") == "true"
-
-        def bookmark(**annotations: str) -> bytes:
-            metadata: dict[str, Any] = {"resourceVersion": str(self.semantics.store.rv)}
-            if annotations:
-                metadata["annotations"] = annotations
-            obj = {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": metadata}
-            return json.dumps({"type": "BOOKMARK", "object": obj}).encode() + b"\n"
-
-        closing = False
-        try:
-            await response.prepare(raw)
-            chunk = encode(backlog)
-            if bookmarks and params.get("sendInitialEvents") == "true":
-                # The streaming-list protocol: the initial state ends with this bookmark.
-                chunk += bookmark(**{"k8s.io/initial-events-end": "true"})
-            if chunk:
-                await response.write(chunk)
-            while not closing:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    if bookmarks:
-                        await response.write(bookmark())
-                    break
-                try:
-                    change = await asyncio.wait_for(sub.queue.get(), min(remaining, 1.0))
-                except TimeoutError:
-                    if raw.transport is None or raw.transport.is_closing():
-                        break
-                    continue
-                if change is None:
-                    break
-                batch = [change]
-                while not sub.queue.empty():
-                    item = sub.queue.get_nowait()
-                    if item is None:
-                        closing = True
-                        break
-                    batch.append(item)
-                if chunk := encode(batch):
-                    await response.write(chunk)
-        except ConnectionError:
-            pass
-        finally:
-            self.semantics.store.unsubscribe(sub)
-        with contextlib.suppress(ConnectionError):
-            await response.write_eof()
-        return response
-
-    def _event(self, change: Change, matches: Any, rtype: ResourceType) -> dict[str, Any] | None:
-        """Translate a change for one watcher: selectors turn edges into ADDED/DELETED."""
-        new_ok = matches(change.obj)
-        if change.type == "MODIFIED":
-            old_ok = change.old is not None and matches(change.old)
-            kind = {(True, True): "MODIFIED", (False, True): "ADDED", (True, False): "DELETED"}.get(
-                (old_ok, new_ok)
-            )
-        else:
-            kind = change.type if new_ok else None
-        if kind is None:
-            return None
-        obj = change.obj
-        if obj.get("apiVersion") != rtype.api_version:
-            obj = {**obj, "apiVersion": rtype.api_version}
-        return {"type": kind, "object": obj}

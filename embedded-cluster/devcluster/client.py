@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import ssl
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -30,6 +31,10 @@ class ClusterClient:
     @property
     def url(self) -> str:
         raise NotImplementedError
+
+    @property
+    def verify(self) -> ssl.SSLContext | bool:
+        return True
 
     @property
     def semantics(self) -> Semantics:
@@ -206,7 +211,9 @@ class ClusterClient:
             if value:
                 params[key] = value
         path = self.path(api_version, plural, None, namespace)
-        with httpx.stream("GET", self.url + path, params=params, timeout=timeout + 5) as response:
+        with httpx.stream(
+            "GET", self.url + path, params=params, timeout=timeout + 5, verify=self.verify
+        ) as response:
             for line in response.iter_lines():
                 if line.strip():
                     yield json.loads(line)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import ssl
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -28,6 +29,7 @@ from .client import ClusterClient
 from .kubeconfig import write_kubeconfig
 from .semantics import Clock, Semantics, utcnow
 from .store import Store
+from .tls import serving_certificate
 
 T = TypeVar("T")
 
@@ -45,8 +47,11 @@ class DevCluster(ClusterClient):
         crds: Iterable[dict[str, Any] | str | Path] = (),
         seed: int | None = None,
         max_log: int = 100_000,
+        tls: bool = False,
     ) -> None:
         self._host = host
+        # HTTPS with a CA of its own (tls.py): what the kubeconfig and kopf's login carry.
+        self._certificate = serving_certificate(host) if tls else None
         self._max_log = max_log
         self._port = port
         self._clock = clock
@@ -71,7 +76,7 @@ class DevCluster(ClusterClient):
             raise RuntimeError("DevCluster did not start in time")
         if self._failure is not None:
             raise RuntimeError("DevCluster failed to start") from self._failure
-        self._http = httpx.Client(base_url=self.url, timeout=30.0)
+        self._http = httpx.Client(base_url=self.url, timeout=30.0, verify=self.verify)
         for crd in self._crds:
             self.create(crd)
         return self
@@ -100,7 +105,24 @@ class DevCluster(ClusterClient):
 
     @property
     def url(self) -> str:
-        return f"http://{self._host}:{self._port}"
+        scheme = "https" if self._certificate is not None else "http"
+        return f"{scheme}://{self._host}:{self._port}"
+
+    @property
+    def http(self) -> httpx.Client:
+        """A client of this cluster (its base URL and CA) for raw requests in tests."""
+        assert self._http is not None, "DevCluster is not started"
+        return self._http
+
+    @property
+    def ca_pem(self) -> bytes | None:
+        """The CA that signed the serving certificate (PEM); None over plain HTTP."""
+        return None if self._certificate is None else self._certificate.ca_pem
+
+    @property
+    def verify(self) -> ssl.SSLContext | bool:
+        """What an httpx client of this cluster verifies the server with."""
+        return True if self._certificate is None else self._certificate.client_context()
 
     @property
     def semantics(self) -> Semantics:
@@ -108,7 +130,7 @@ class DevCluster(ClusterClient):
         return self.server.semantics
 
     def write_kubeconfig(self, path: str | Path, namespace: str = "default") -> Path:
-        return write_kubeconfig(path, self.url, namespace=namespace)
+        return write_kubeconfig(path, self.url, namespace=namespace, ca_pem=self.ca_pem)
 
     def _run(self) -> None:
         loop = asyncio.new_event_loop()
@@ -134,7 +156,8 @@ class DevCluster(ClusterClient):
         async with self.server:
             runner = aiohttp.web.ServerRunner(aiohttp.web.Server(self.server), shutdown_timeout=1.0)
             await runner.setup()
-            site = aiohttp.web.TCPSite(runner, self._host, self._port)
+            context = None if self._certificate is None else self._certificate.server_context()
+            site = aiohttp.web.TCPSite(runner, self._host, self._port, ssl_context=context)
             await site.start()
             sockets = getattr(site._server, "sockets", None) or []
             self._port = int(sockets[0].getsockname()[1])

@@ -35,6 +35,16 @@ _NO_VALUE = {"FieldValueRequired", "FieldValueForbidden", "FieldValueTooLong", "
 _OMIT = object()
 
 
+class GoLiteral:
+    """A bad value ErrorBody prints verbatim (Go's ``%#v`` of a struct, a slice, a uint)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
 def go_value(value: Any) -> str:
     """A bad value as ErrorBody prints it: ``%q`` strings, ``%v`` numbers, ``null``."""
     if value is None:
@@ -83,6 +93,15 @@ class FieldError:
 
 def invalid(field: str, value: Any, detail: str) -> FieldError:
     return FieldError("FieldValueInvalid", field, value, detail)
+
+
+def invalid_omitted(field: str, detail: str) -> FieldError:
+    """``field.Invalid`` with ``OmitValueType``: ``Invalid value: <detail>``, no value."""
+    return FieldError("FieldValueInvalid", field, _OMIT, detail)
+
+
+def duplicate_omitted(field: str) -> FieldError:
+    return FieldError("FieldValueDuplicate", field, _OMIT)
 
 
 def type_invalid(field: str, value: Any, detail: str) -> FieldError:

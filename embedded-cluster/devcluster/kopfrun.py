@@ -30,24 +30,28 @@ SettingsHook = Callable[[kopf.OperatorSettings], None]
 # kopf's vault hands out the credentials of the highest priority (its own logins use < 100).
 LOGIN_PRIORITY = 1_000_000
 
-# One login handler per registry, reading the URL of the cluster it currently runs against.
-_LOGIN_TARGETS: weakref.WeakKeyDictionary[kopf.OperatorRegistry, list[str]] = (
+# One login handler per registry, reading the URL (and the CA of an HTTPS server) of the
+# cluster it currently runs against.
+_LOGIN_TARGETS: weakref.WeakKeyDictionary[kopf.OperatorRegistry, list[tuple[str, bytes | None]]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _login_for(registry: kopf.OperatorRegistry, url: str) -> None:
+def _login_for(registry: kopf.OperatorRegistry, url: str, ca_pem: bytes | None = None) -> None:
     target = _LOGIN_TARGETS.get(registry)
     if target is not None:
-        target[0] = url
+        target[0] = (url, ca_pem)
         return
-    target = [url]
+    target = [(url, ca_pem)]
     _LOGIN_TARGETS[registry] = target
 
     @kopf.on.login(registry=registry, id="devcluster-login")
     def devcluster_login(**_: Any) -> kopf.ConnectionInfo:
+        server, ca = target[0]
+        # ca_data: kopf verifies the server against the cluster's own CA, as a kubeconfig's
+        # certificate-authority-data makes it do against a real cluster.
         return kopf.ConnectionInfo(
-            server=target[0], default_namespace="default", priority=LOGIN_PRIORITY
+            server=server, ca_data=ca, default_namespace="default", priority=LOGIN_PRIORITY
         )
 
 
@@ -77,6 +81,7 @@ class OperatorThread:
     ) -> None:
         self.registry = registry
         self.url = cluster if isinstance(cluster, str) else cluster.url
+        self.ca_pem = None if isinstance(cluster, str) else cluster.ca_pem
         self.namespaces = list(namespaces)
         self._settings_hook = settings
         self._memo = memo
@@ -89,7 +94,7 @@ class OperatorThread:
     def start(self, timeout: float = 15.0) -> Self:
         if self._thread is not None:
             raise RuntimeError("operator already started")
-        _login_for(self.registry, self.url)
+        _login_for(self.registry, self.url, self.ca_pem)
         self._thread = threading.Thread(target=self._run, name="kopf-operator", daemon=True)
         self._thread.start()
         if not self._ready.wait(timeout):

@@ -90,8 +90,11 @@ class Kubelet:
         log_sink: Callable[[str, str, str], None] | None = None,
         node_name: str = "devcluster",
         node_labels: Mapping[str, str] | None = None,
+        ca_pem: bytes | None = None,
     ) -> None:
         self.url = cluster if isinstance(cluster, str) else cluster.url
+        # The CA of an HTTPS API: given, or the DevCluster's own.
+        self.ca_pem = ca_pem or getattr(cluster, "ca_pem", None)
         self.node_name = node_name
         self.node_labels = dict(node_labels or {})
         # Where pod logs go for ``GET .../pods/<name>/log``: a DevCluster's set_pod_log.
@@ -221,7 +224,7 @@ class Kubelet:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._wake = asyncio.Event()
         self._halting = False
-        self._api = kapi.KubeAPI(self.url, transport=self._transport)
+        self._api = kapi.KubeAPI(self.url, transport=self._transport, ca_pem=self.ca_pem)
         self._probe_http = httpx.AsyncClient()
         self._shim_dir = self.images.install(self.workdir / "bin")
         ns = self.namespace

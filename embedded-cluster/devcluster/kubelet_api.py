@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -84,9 +85,11 @@ class KubeAPI:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = 10.0,
+        ca_pem: bytes | None = None,
     ) -> None:
+        verify = ssl.create_default_context(cadata=ca_pem.decode()) if ca_pem else True
         self._client = httpx.AsyncClient(
-            base_url=base_url.rstrip("/"), transport=transport, timeout=timeout
+            base_url=base_url.rstrip("/"), transport=transport, timeout=timeout, verify=verify
         )
         self._no_status_sub: set[Kind] = set()
         self._has_status_sub: set[Kind] = set()

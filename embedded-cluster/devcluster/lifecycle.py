@@ -12,6 +12,14 @@ pass tests and leak on a cluster, or the reverse. Rules implemented:
   Jobs default to Orphan when no policy is given, as on a real server. ``Foreground``
   keeps the owner (finalizer ``foregroundDeletion``) until its dependents are gone.
 - A new object whose owners do not exist is collected too (wrong uid = a real bug).
+- An owner reference resolves as the real collector resolves it: the kind (group from
+  ``apiVersion``) names a resource, the owner is looked up by ``name`` in the dependent's
+  namespace (or cluster-wide for a cluster-scoped kind) and must carry the reference's
+  ``uid``. An owner with the right uid in another namespace, or under another name or
+  kind, is absent: the dependent is deleted once no owner is present, and a dependent
+  whose other owners are present loses its dangling references. A reference that cannot
+  be resolved (unknown kind, or a cluster-scoped dependent naming a namespaced kind)
+  leaves the dependent alone, as the collector does.
 - Deleting a namespace (or a CRD) marks it terminating, deletes its contents and removes
   it when empty.
 """
@@ -167,23 +175,60 @@ class Lifecycle:
         else:
             self.remove(store_key, current)
 
+    def owner_present(self, dependent: dict[str, Any], ref: dict[str, Any]) -> bool | None:
+        """Whether the owner ``ref`` names exists as named: True, False (absent: the
+        reference dangles), or None (unresolvable: the collector leaves it)."""
+        group = str(ref.get("apiVersion") or "").rpartition("/")[0]
+        kind = str(ref.get("kind") or "")
+        rtype = next((t for t in self.registry if t.group == group and t.kind == kind), None)
+        if rtype is None:
+            return None
+        namespace = namespace_of(dependent)
+        if rtype.namespaced and not namespace:
+            return None  # a cluster-scoped dependent cannot have a namespaced owner
+        owner = self.store.get(
+            rtype.store_key, namespace if rtype.namespaced else "", str(ref.get("name") or "")
+        )
+        return owner is not None and meta(owner).get("uid") == ref.get("uid")
+
+    def _verdicts(self, obj: dict[str, Any]) -> list[tuple[dict[str, Any], bool | None]]:
+        refs = meta(obj).get("ownerReferences") or []
+        return [(ref, self.owner_present(obj, ref)) for ref in refs if isinstance(ref, dict)]
+
     def _collect_dependents(self, owner_uid: str, *, orphan: bool) -> None:
         for store_key, obj in self.store.all_objects():
             if owner_uid not in owner_uids(obj):
                 continue
-            others_alive = any(
-                self.store.by_uid(uid) is not None for uid in owner_uids(obj) if uid != owner_uid
-            )
-            if orphan or others_alive:
+            if orphan:
                 self.store.commit(store_key, "MODIFIED", without_owner(obj, owner_uid))
             else:
-                self._delete_quietly(store_key, obj)
+                self._judge(store_key, obj, owner_uid)
+
+    def _judge(self, store_key: StoreKey, obj: dict[str, Any], gone_uid: str = "") -> None:
+        """The collector on one dependent: deleted when no owner is present; else its
+        dangling references (and the one to ``gone_uid``) are removed."""
+        verdicts = [(r, v if r.get("uid") != gone_uid else False) for r, v in self._verdicts(obj)]
+        if not verdicts:
+            return
+        if all(present is False for _, present in verdicts):
+            self._delete_quietly(store_key, obj)
+            return
+        if not any(present for _, present in verdicts):
+            return  # only unresolvable owners besides absent ones: left alone
+        kept = obj
+        for ref, present in verdicts:
+            if present is False:
+                kept = without_owner(kept, str(ref.get("uid")))
+        if kept is not obj:
+            self.store.commit(store_key, "MODIFIED", kept)
 
     def collect_if_orphaned(self, store_key: StoreKey, obj: dict[str, Any]) -> None:
-        """A dependent none of whose owners exists is garbage, as the collector decides."""
-        uids = owner_uids(obj)
-        if uids and all(self.store.by_uid(uid) is None for uid in uids):
-            self._delete_quietly(store_key, obj)
+        """A new or re-owned dependent whose owners are absent is garbage, as the
+        collector decides (resolved by kind, namespace, name and uid)."""
+        current = self.store.get(store_key, namespace_of(obj), name_of(obj))
+        if current is None or meta(current).get("uid") != meta(obj).get("uid"):
+            return
+        self._judge(store_key, current)
 
     def _empty_container(self, store_key: StoreKey, container: dict[str, Any]) -> None:
         """Delete what a terminating namespace or CRD holds; remove it once it is empty."""

@@ -40,7 +40,9 @@ def meta(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def generated_name(prefix: str, rng: random.Random) -> str:
-    return prefix + "".join(rng.choice(_NAME_CHARS) for _ in range(5))
+    """SimpleNameGenerator: the prefix cut to 58 characters, then 5 random ones, so the
+    name fits 63 whatever the prefix."""
+    return prefix[:58] + "".join(rng.choice(_NAME_CHARS) for _ in range(5))
 
 
 def spec_part(obj: dict[str, Any]) -> Any:

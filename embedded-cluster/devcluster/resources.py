@@ -13,6 +13,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import cel
+
 Column = dict[str, Any]  # an additionalPrinterColumns entry: name, type, jsonPath, ...
 
 _VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
@@ -34,6 +36,8 @@ class ResourceType:
     extra_subresources: tuple[str, ...] = ()
     columns: tuple[Column, ...] = ()
     schema: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    # The schema's x-kubernetes-validations, compiled (cel.Node); None: no rules.
+    rules: Any = field(default=None, compare=False, hash=False)
 
     @property
     def api_version(self) -> str:
@@ -284,9 +288,11 @@ def types_from_crd(crd: dict[str, Any]) -> list[ResourceType]:
     spec = crd.get("spec") or {}
     names = spec.get("names") or {}
     served: list[ResourceType] = []
-    for ver in spec.get("versions") or []:
+    for index, ver in enumerate(spec.get("versions") or []):
         if not ver.get("served", True):
             continue
+        schema = (ver.get("schema") or {}).get("openAPIV3Schema")
+        where = f"spec.versions[{index}].schema.openAPIV3Schema"
         subresources = ver.get("subresources") or {}
         extra = ("scale",) if "scale" in subresources else ()
         served.append(
@@ -302,7 +308,8 @@ def types_from_crd(crd: dict[str, Any]) -> list[ResourceType]:
                 status_subresource="status" in subresources,
                 extra_subresources=extra,
                 columns=tuple(ver.get("additionalPrinterColumns") or ()),
-                schema=(ver.get("schema") or {}).get("openAPIV3Schema"),
+                schema=schema,
+                rules=cel.compile_schema(schema, where)[0],
             )
         )
     return served

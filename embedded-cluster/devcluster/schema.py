@@ -10,7 +10,7 @@ must be of type integer: "string"``). Lists declared ``x-kubernetes-list-type: m
 (keyed by ``x-kubernetes-list-map-keys``, e.g. status conditions keyed by ``type``) or
 ``set`` reject duplicates (``FieldValueDuplicate``), as ``structural/listtype`` does: a
 status with two ``Ready`` conditions is refused, not stored. CEL rules
-(``x-kubernetes-validations``) and ``format`` are not checked.
+(``x-kubernetes-validations``) are ``cel.py``'s; ``format`` is not checked.
 """
 
 from __future__ import annotations

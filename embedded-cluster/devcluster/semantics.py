@@ -19,8 +19,9 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import apierrors, validation
+from . import apierrors, cel, validation
 from . import fielderrors as fe
+from .fielderrors import GoLiteral
 from .kinds import apply_kind_defaults, validate_kind
 from .lifecycle import Lifecycle
 from .objects import (
@@ -165,6 +166,9 @@ class Semantics(Lifecycle):
                         extra.add(path.removeprefix("."))
         check_field_labels(rtype.store_key, field_selector, frozenset(extra))
 
+    def present(self, rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        return self._present(rtype, obj)
+
     def _present(self, rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
         """The stored object as served under ``rtype``'s version (no conversion)."""
         if obj.get("apiVersion") == rtype.api_version:
@@ -283,6 +287,19 @@ class Semantics(Lifecycle):
                 f'metadata.name: Invalid value: must be spec.names.plural+"."+spec.group'
                 f" ({expected})",
             )
+        rule_errors = [
+            error
+            for index, version in enumerate(spec.get("versions") or [])
+            if isinstance(version, dict)
+            for error in cel.compile_schema(
+                (version.get("schema") or {}).get("openAPIV3Schema"),
+                f"spec.versions[{index}].schema.openAPIV3Schema",
+            )[1]
+        ]
+        if rule_errors:
+            raise fe.invalid_error(
+                "CustomResourceDefinition", CRD_GROUP, str(meta(crd).get("name")), rule_errors
+            )
         types = types_from_crd(crd)
         if not types:
             raise apierrors.invalid(CRD_PLURAL, CRD_GROUP, expected, "spec.versions: Required")
@@ -317,6 +334,14 @@ class Semantics(Lifecycle):
                 f"the name of the object ({body_meta.get('name')}) does not match the name on"
                 f" the URL ({name})"
             )
+        unconditional_ok = is_builtin(rtype) and rtype.store_key != (CRD_GROUP, CRD_PLURAL)
+        if not unconditional_ok and body_meta.get("resourceVersion") in (None, ""):
+            # Custom resources and CRDs refuse unconditional updates (their strategies'
+            # AllowUnconditionalUpdate is false): the kind in the error is the resource.
+            error = fe.invalid(
+                "metadata.resourceVersion", GoLiteral("0x0"), "must be specified for an update"
+            )
+            raise fe.invalid_error(rtype.plural, rtype.group, name, [error])
         return self._write(rtype, old, body, subresource)
 
     def patch(
@@ -441,6 +466,8 @@ class Semantics(Lifecycle):
                 f" {rtype.kind}: {exc}"
             ) from exc
         errors += validate_schema(rtype.schema, obj)
+        if rtype.rules is not None:
+            errors += cel.validate_after_schema(rtype.rules, obj, old, errors)
         if errors:
             name = str(meta(obj).get("name") or "")
             raise fe.invalid_error(rtype.kind, rtype.group, name, errors)

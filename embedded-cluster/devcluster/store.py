@@ -70,6 +70,28 @@ class Store:
         found = [obj for (ns, _), obj in objects.items() if namespace is None or ns == namespace]
         return sorted(found, key=lambda o: (namespace_of(o), name_of(o)))
 
+    def snapshot(self, store_key: StoreKey, namespace: str | None, rv: int) -> list[dict[str, Any]]:
+        """The objects as they were at ``rv`` (an Exact list, a continued list): the
+        current ones with every later change undone; 410 once the log no longer reaches
+        back that far."""
+        if rv >= self.rv:
+            return self.select(store_key, namespace)
+        if rv < self._compacted_rv:
+            raise expired(rv, self._compacted_rv + 1)
+        state = dict(self._objects.get(store_key, {}))
+        for change in reversed(self._log):
+            if change.rv <= rv:
+                break
+            if change.store_key != store_key:
+                continue
+            key = (namespace_of(change.obj), name_of(change.obj))
+            if change.old is None:
+                state.pop(key, None)
+            else:
+                state[key] = change.old
+        found = [obj for (ns, _), obj in state.items() if namespace is None or ns == namespace]
+        return sorted(found, key=lambda o: (namespace_of(o), name_of(o)))
+
     def by_uid(self, uid: str) -> tuple[StoreKey, dict[str, Any]] | None:
         located = self._uids.get(uid)
         if located is None:

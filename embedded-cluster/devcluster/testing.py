@@ -3,9 +3,12 @@
 Registered as a pytest plugin (entry point ``pytest11``) when this distribution is
 installed, so the operator's tests and devcluster's own tests share one definition.
 
-- ``devcluster``: a started ``DevCluster`` (function scope, ~20 ms to start); ``default``
-  namespace exists. Create objects through its helpers or any client at ``devcluster.url``.
-- ``kubeconfig``: path of a kubeconfig for the devcluster (kubectl, ``kubernetes`` client).
+- ``devcluster``: a started ``DevCluster`` (function scope, ~20 ms to start) serving
+  HTTPS, as every real cluster does; ``default`` namespace exists. Create objects through
+  its helpers, or with any client at ``devcluster.url`` that verifies the server with
+  ``devcluster.ca_pem`` (``verify=devcluster.verify`` for httpx).
+- ``kubeconfig``: path of a kubeconfig for the devcluster, its CA included
+  (``certificate-authority-data``), for kubectl, kopf and the ``kubernetes`` client.
 - ``run_operator``: call it with a ``kopf.OperatorRegistry`` to run that operator against
   the devcluster in its own thread; it is stopped at teardown (or stop it yourself).
 """
@@ -25,7 +28,7 @@ from devcluster.kopfrun import OperatorThread
 
 @pytest.fixture
 def devcluster() -> Iterator[DevCluster]:
-    with DevCluster() as cluster:
+    with DevCluster(tls=True) as cluster:
         yield cluster
 
 

@@ -28,6 +28,8 @@ RULES: dict[tuple[str, str], Rule] = {
     ("", "pods"): pods.pod_rules,
     ("", "services"): core.service_rules,
     ("", "configmaps"): core.config_map_rules,
+    ("", "secrets"): core.secret_rules,
+    ("coordination.k8s.io", "leases"): core.lease_rules,
     ("", "events"): core.event_rules,
     ("apps", "deployments"): workloads.deployment_rules,
     ("apps", "replicasets"): workloads.replicaset_rules,

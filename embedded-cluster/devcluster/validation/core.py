@@ -101,6 +101,36 @@ def config_map_rules(obj: dict[str, Any], old: dict[str, Any] | None) -> list[Fi
             errors.append(fe.invalid(key("binaryData", name), "<binary>", "must be base64"))
     if total > CONFIG_MAP_MAX:
         errors.append(fe.too_long("", "", CONFIG_MAP_MAX))
+    return errors + immutable_rules(obj, old, ("data", "binaryData"))
+
+
+def immutable_rules(
+    obj: dict[str, Any], old: dict[str, Any] | None, fields: tuple[str, ...]
+) -> list[FieldError]:
+    """ValidateConfigMapUpdate/ValidateSecretUpdate: once ``immutable: true`` is stored,
+    neither the flag nor the data may change."""
+    if old is None or old.get("immutable") is not True:
+        return []
+    detail = "field is immutable when `immutable` is set"
+    errors = [] if obj.get("immutable") is True else [fe.forbidden("immutable", detail)]
+    return errors + [fe.forbidden(f, detail) for f in fields if obj.get(f) != old.get(f)]
+
+
+def secret_rules(obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+    return immutable_rules(obj, old, ("data",))
+
+
+def lease_rules(obj: dict[str, Any], old: dict[str, Any] | None) -> list[FieldError]:
+    """ValidateLeaseSpec: a positive duration, no negative transition count."""
+    spec = want_dict(obj.get("spec"), "spec")
+    errors: list[FieldError] = []
+    duration = spec.get("leaseDurationSeconds")
+    if isinstance(duration, int) and duration <= 0:
+        errors.append(fe.invalid("spec.leaseDurationSeconds", duration, "must be greater than 0"))
+    transitions = spec.get("leaseTransitions")
+    if isinstance(transitions, int) and transitions < 0:
+        detail = "must be greater than or equal to 0"
+        errors.append(fe.invalid("spec.leaseTransitions", transitions, detail))
     return errors
 
 

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import httpx
 import kmock
 import pytest
 
@@ -224,8 +223,8 @@ def test_reactions_select_by_action_and_name(devcluster: DevCluster) -> None:
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {}}
     )
     base = devcluster.url + "/api/v1/namespaces/default/configmaps"
-    assert httpx.get(f"{base}/b").status_code == 418
-    assert httpx.get(f"{base}/a").status_code == 200  # another name
-    assert httpx.get(base).status_code == 200  # a LIST, not a FETCH
+    assert devcluster.http.get(f"{base}/b").status_code == 418
+    assert devcluster.http.get(f"{base}/a").status_code == 200  # another name
+    assert devcluster.http.get(base).status_code == 200  # a LIST, not a FETCH
     fetches = list(devcluster.server[kmock.action.FETCH, kmock.resource("", "v1", "configmaps")])
     assert [r.name for r in fetches] == ["b", "a"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import kopf
@@ -31,7 +32,8 @@ def make_registry(seen: Counter[str], lock: threading.Lock) -> kopf.OperatorRegi
         kopf.adopt(child, owner=body)
         import kubernetes
 
-        config = kubernetes.client.Configuration(host=memo.url)
+        config = kubernetes.client.Configuration()
+        kubernetes.config.load_kube_config(memo.kubeconfig, client_configuration=config)
         with kubernetes.client.ApiClient(config) as client:
             kubernetes.client.CoreV1Api(client).create_namespaced_config_map(namespace, child)
         patch.status["phase"] = "Created"
@@ -53,12 +55,14 @@ def make_registry(seen: Counter[str], lock: threading.Lock) -> kopf.OperatorRegi
 
 
 def test_kopf_sees_each_change_once_and_children_are_collected(
-    devcluster: DevCluster, run_operator: Callable[..., OperatorThread]
+    devcluster: DevCluster, run_operator: Callable[..., OperatorThread], tmp_path: Path
 ) -> None:
     devcluster.create(widget_crd())
     seen: Counter[str] = Counter()
     lock = threading.Lock()
-    run_operator(make_registry(seen, lock), memo=kopf.Memo(url=devcluster.url))
+    # The handler's client reads a kubeconfig: it verifies the HTTPS server with its CA.
+    kubeconfig = str(devcluster.write_kubeconfig(tmp_path / "kubeconfig"))
+    run_operator(make_registry(seen, lock), memo=kopf.Memo(kubeconfig=kubeconfig))
 
     devcluster.create(widget("w1", size=3))
     status = devcluster.wait_for(

@@ -78,9 +78,15 @@ def test_kubectl_prints_the_field_causes_of_a_custom_resource(
     devcluster.create(crd)
     done = run("apply", "-f", "-", stdin=yaml.safe_dump(_vllmd(crd, gpus="string")))
     assert done.returncode == 1
+    assert 'The VLLMDeployment "m" is invalid: \n' in done.stderr
     assert (
-        'The VLLMDeployment "m" is invalid: spec.resources.gpus: Invalid value: "string": '
+        '* spec.resources.gpus: Invalid value: "string": '
         'spec.resources.gpus in body must be of type integer: "string"'
+    ) in done.stderr
+    # A type error blocks the CRD's CEL rules, and the server says so (hasBlockingErr).
+    assert (
+        "* <nil>: Invalid value: null: some validation rules were not checked because the"
+        " object was invalid; correct the existing errors to complete validation"
     ) in done.stderr
 
 

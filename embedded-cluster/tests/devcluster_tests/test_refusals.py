@@ -501,7 +501,6 @@ def test_hostile_numbers_are_bad_requests_not_server_errors(
 ) -> None:
     """Go's decoder refuses NaN/Infinity, int32 overflow and strings for integers (400);
     Python's JSON parser accepts the first two, so the server must not store them."""
-    import httpx
 
     body = (
         '{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},"spec":{'
@@ -509,7 +508,7 @@ def test_hostile_numbers_are_bad_requests_not_server_errors(
         '"metadata":{"labels":{"a":"b"}},"spec":{"containers":[{"name":"c","image":"i",'
         f'"resources":{{"limits":{{"cpu":{cpu}}}}}}}]}}}}}}}}'
     )
-    response = httpx.post(
+    response = devcluster.http.post(
         devcluster.url + "/apis/apps/v1/namespaces/default/deployments",
         content=body,
         headers={"Content-Type": "application/json"},

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import httpx
 import pytest
 
 from devcluster import ApiError, DevCluster
@@ -41,14 +40,16 @@ def deployment(name: str, replicas: int = 1, **meta: Any) -> dict[str, Any]:
 
 
 def test_namespaces_list_and_default_namespace(devcluster: DevCluster) -> None:
-    response = httpx.get(devcluster.url + "/api/v1/namespaces")
+    response = devcluster.http.get(devcluster.url + "/api/v1/namespaces")
     assert response.status_code == 200
     assert [ns["metadata"]["name"] for ns in response.json()["items"]] == ["default"]
     assert response.json()["kind"] == "NamespaceList"
 
 
 def test_create_stamps_server_metadata_and_answers_201(devcluster: DevCluster) -> None:
-    response = httpx.post(devcluster.url + "/api/v1/namespaces/default/configmaps", json=cm("a"))
+    response = devcluster.http.post(
+        devcluster.url + "/api/v1/namespaces/default/configmaps", json=cm("a")
+    )
     assert response.status_code == 201
     meta = response.json()["metadata"]
     assert re.fullmatch(r"[0-9a-f-]{36}", meta["uid"])
@@ -136,7 +137,9 @@ def test_events_are_created_with_generate_name(devcluster: DevCluster, api_versi
 
 def test_create_conflict_is_409_already_exists(devcluster: DevCluster) -> None:
     devcluster.create(cm("a"))
-    response = httpx.post(devcluster.url + "/api/v1/namespaces/default/configmaps", json=cm("a"))
+    response = devcluster.http.post(
+        devcluster.url + "/api/v1/namespaces/default/configmaps", json=cm("a")
+    )
     assert response.status_code == 409
     body = response.json()
     assert (body["kind"], body["reason"], body["code"]) == ("Status", "AlreadyExists", 409)
@@ -144,12 +147,14 @@ def test_create_conflict_is_409_already_exists(devcluster: DevCluster) -> None:
 
 
 def test_missing_object_is_404_not_found_status(devcluster: DevCluster) -> None:
-    response = httpx.get(devcluster.url + "/apis/apps/v1/namespaces/default/deployments/nope")
+    response = devcluster.http.get(
+        devcluster.url + "/apis/apps/v1/namespaces/default/deployments/nope"
+    )
     assert response.status_code == 404
     body = response.json()
     assert (body["kind"], body["status"], body["reason"]) == ("Status", "Failure", "NotFound")
     assert body["message"] == 'deployments.apps "nope" not found'
-    assert httpx.get(devcluster.url + "/apis/nope.io/v1/things").status_code == 404
+    assert devcluster.http.get(devcluster.url + "/apis/nope.io/v1/things").status_code == 404
 
 
 def test_create_in_missing_namespace_is_404(devcluster: DevCluster) -> None:
@@ -363,6 +368,68 @@ def test_dependent_with_missing_owner_is_collected(devcluster: DevCluster) -> No
     devcluster.wait_for(lambda: not devcluster.exists("v1", "configmaps", "dangling"))
 
 
+def test_owners_resolve_by_namespace_name_kind_and_uid(devcluster: DevCluster) -> None:
+    """The real collector looks an owner up by kind, the dependent's namespace and name,
+    then compares uids: a reference with the right uid but the wrong namespace, name or
+    kind dangles, and its dependent is deleted (this is the bug that makes a real
+    cluster loop through create and delete)."""
+    devcluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
+    owner = devcluster.create(deployment("owner"))
+    right = devcluster.create(owned_by(owner, cm("right")))
+    wrong_ns = owned_by(owner, cm("wrong-ns"))
+    wrong_ns["metadata"]["namespace"] = "other"
+    devcluster.create(wrong_ns, namespace="other")
+    wrong_name = owned_by(owner, cm("wrong-name"))
+    wrong_name["metadata"]["ownerReferences"][0]["name"] = "not-the-owner"
+    devcluster.create(wrong_name)
+    wrong_kind = owned_by(owner, cm("wrong-kind"))
+    wrong_kind["metadata"]["ownerReferences"][0].update(apiVersion="apps/v1", kind="ReplicaSet")
+    devcluster.create(wrong_kind)
+    devcluster.wait_for(
+        lambda: (
+            not any(
+                devcluster.exists("v1", "configmaps", name, ns)
+                for name, ns in (
+                    ("wrong-ns", "other"),
+                    ("wrong-name", "default"),
+                    ("wrong-kind", "default"),
+                )
+            )
+        )
+    )
+    assert (
+        devcluster.get("v1", "configmaps", "right")["metadata"]["uid"] == right["metadata"]["uid"]
+    )
+    # One present owner keeps a dependent; its dangling reference is dropped.
+    both = owned_by(owner, cm("both"))
+    both["metadata"]["ownerReferences"].append(
+        {**both["metadata"]["ownerReferences"][0], "name": "x", "uid": "u-2"}
+    )
+    devcluster.create(both)
+    devcluster.wait_for(
+        lambda: len(devcluster.get("v1", "configmaps", "both")["metadata"]["ownerReferences"]) == 1
+    )
+    # A namespaced dependent may have a cluster-scoped owner.
+    namespace = devcluster.get("v1", "namespaces", "other", None)
+    devcluster.create(owned_by(namespace, cm("ns-owned")))
+    devcluster.delete("apps/v1", "deployments", "owner")
+    devcluster.wait_for(lambda: not devcluster.exists("v1", "configmaps", "right"))
+    assert devcluster.exists("v1", "configmaps", "ns-owned")
+
+
+def test_a_dependent_with_an_unresolvable_owner_is_left_alone(devcluster: DevCluster) -> None:
+    """An owner of a kind the server does not serve cannot be looked up: the collector
+    leaves the dependent (and retries), it does not delete it."""
+    ghost = {
+        "apiVersion": "example.com/v1",
+        "kind": "Unknown",
+        "metadata": {"name": "u", "uid": "00000000-0000-4000-8000-000000000001"},
+    }
+    devcluster.create(owned_by(ghost, cm("kept")))
+    devcluster.call(lambda: None)  # the loop ran the collector scheduled by the create
+    assert devcluster.exists("v1", "configmaps", "kept")
+
+
 def test_namespace_deletion_removes_its_contents(devcluster: DevCluster) -> None:
     devcluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tmp"}})
     devcluster.create(cm("a", namespace="tmp"))
@@ -373,12 +440,14 @@ def test_namespace_deletion_removes_its_contents(devcluster: DevCluster) -> None
 
 def test_crd_is_served_and_discoverable_at_once(devcluster: DevCluster) -> None:
     devcluster.create(widget_crd())
-    resources = httpx.get(devcluster.url + "/apis/test.devcluster.io/v1").json()["resources"]
+    resources = devcluster.http.get(devcluster.url + "/apis/test.devcluster.io/v1").json()[
+        "resources"
+    ]
     main = next(r for r in resources if r["name"] == PLURAL)
     assert main["shortNames"] == ["wdg"]
     assert main["categories"] == ["all"]
     assert {r["name"] for r in resources} == {PLURAL, f"{PLURAL}/status"}
-    groups = httpx.get(devcluster.url + "/apis").json()["groups"]
+    groups = devcluster.http.get(devcluster.url + "/apis").json()["groups"]
     assert "test.devcluster.io" in {g["name"] for g in groups}
     created = devcluster.create(widget("w"))
     assert created["spec"] == {"size": 1}  # schema default
@@ -389,7 +458,9 @@ def test_crd_is_served_and_discoverable_at_once(devcluster: DevCluster) -> None:
         namespace=None,
     )
     devcluster.wait_for(
-        lambda: httpx.get(devcluster.url + "/apis/test.devcluster.io/v1").status_code == 404
+        lambda: (
+            devcluster.http.get(devcluster.url + "/apis/test.devcluster.io/v1").status_code == 404
+        )
     )
 
 
@@ -406,9 +477,14 @@ def test_user_reactions_override_semantics(devcluster: DevCluster) -> None:
 
     assert devcluster.server is not None
     devcluster.server[kmock.resource("", "v1", "configmaps"), "post"] << 503
-    response = httpx.post(devcluster.url + "/api/v1/namespaces/default/configmaps", json=cm("a"))
+    response = devcluster.http.post(
+        devcluster.url + "/api/v1/namespaces/default/configmaps", json=cm("a")
+    )
     assert response.status_code == 503
-    assert httpx.get(devcluster.url + "/api/v1/namespaces/default/configmaps").status_code == 200
+    assert (
+        devcluster.http.get(devcluster.url + "/api/v1/namespaces/default/configmaps").status_code
+        == 200
+    )
 
 
 def test_builtin_defaults(devcluster: DevCluster) -> None:
@@ -511,12 +587,15 @@ def test_pod_logs_from_text_or_a_source(devcluster: DevCluster) -> None:
     }
     devcluster.create(pod)
     url = devcluster.url + "/api/v1/namespaces/default/pods/p/log"
-    assert httpx.get(url).text == ""
+    assert devcluster.http.get(url).text == ""
     devcluster.set_pod_log("default", "p", "one\ntwo\n")
-    assert httpx.get(url, params={"tailLines": "1"}).text == "two\n"
+    assert devcluster.http.get(url, params={"tailLines": "1"}).text == "two\n"
     devcluster.set_log_source(lambda ns, name, container: f"{ns}/{name}/{container}\n")
-    assert httpx.get(url, params={"container": "c"}).text == "default/p/c\n"
-    assert httpx.get(devcluster.url + "/api/v1/namespaces/default/pods/q/log").status_code == 404
+    assert devcluster.http.get(url, params={"container": "c"}).text == "default/p/c\n"
+    assert (
+        devcluster.http.get(devcluster.url + "/api/v1/namespaces/default/pods/q/log").status_code
+        == 404
+    )
 
 
 def test_foreground_deletion_keeps_the_owner_until_dependents_are_gone(

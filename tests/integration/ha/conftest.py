@@ -25,7 +25,7 @@ RUN_ENV = {"VLLM_OPERATOR_DEADLINE_SCALE": "0.02"}
 
 @pytest.fixture
 def cluster() -> Iterator[DevCluster]:
-    with DevCluster(crds=[CRD]) as found:
+    with DevCluster(crds=[CRD], tls=True) as found:
         yield found
 
 
@@ -38,7 +38,7 @@ def replicas(cluster: DevCluster, tmp_path: Path) -> Iterator[Replicas]:
 
 @pytest.fixture
 def kubelet(cluster: DevCluster, tmp_path: Path) -> Iterator[KubeletProcess]:
-    found = KubeletProcess(cluster.url, tmp_path / "kubelet", None)
+    found = KubeletProcess(cluster.url, tmp_path / "kubelet", None, cluster.ca_pem)
     found.start()
     yield found
     found.stop(timeout=5)

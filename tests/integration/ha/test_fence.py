@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -27,8 +28,12 @@ class Clock:
 
 
 @pytest.fixture
-def kubes(devcluster: DevCluster) -> Iterator[tuple[Kube, Kube]]:
-    a, b = Kube(api_client_for(devcluster.url)), Kube(api_client_for(devcluster.url))
+def kubes(kubeconfig: Path) -> Iterator[tuple[Kube, Kube]]:
+    # Through a kubeconfig, as the operator logs in: its client verifies the HTTPS server.
+    a, b = (
+        Kube(api_client_for(kubeconfig=str(kubeconfig))),
+        Kube(api_client_for(kubeconfig=str(kubeconfig))),
+    )
     yield a, b
     a.close()
     b.close()

@@ -130,7 +130,9 @@ def test_job_runs_to_complete_with_termination_message(
     assert (message["token"], message["missing"]) == ("s3cret", "absent")
     # The container's output is served as the pod log by the API.
     log_url = f"{devcluster.url}/api/v1/namespaces/default/pods/{pod['metadata']['name']}/log"
-    wait(lambda: "report line" in httpx.get(log_url).text, what="pod log served by the API")
+    wait(
+        lambda: "report line" in devcluster.http.get(log_url).text, what="pod log served by the API"
+    )
     assert "report line" in kubelet.pod_log("default", pod["metadata"]["name"])
 
 

@@ -92,9 +92,12 @@ def _reap(workdir: Path) -> None:
                 os.kill(int(entry.name), signal.SIGKILL)
 
 
-def _kubelet_process(url: str, workdir: str, faults: Faults | None, ready: Any, stop: Any) -> None:
+def _kubelet_process(
+    api: tuple[str, bytes | None], workdir: str, faults: Faults | None, ready: Any, stop: Any
+) -> None:
     """A kubelet in its own process: its Service proxies then do not share a GIL with the
     API server and the operator, so the benchmark measures the simulator, not the test."""
+    url, ca_pem = api  # the API's URL and, over HTTPS, its CA
     kubelet = Kubelet(
         url,
         Path(workdir),
@@ -102,6 +105,7 @@ def _kubelet_process(url: str, workdir: str, faults: Faults | None, ready: Any, 
         faults=faults,
         node_labels={"nvidia.com/gpu.product": GPU_PRODUCT},
         images=vllm_images(),
+        ca_pem=ca_pem,
     )
     kubelet.start()
     ready.set()
@@ -114,13 +118,15 @@ def _kubelet_process(url: str, workdir: str, faults: Faults | None, ready: Any, 
 class KubeletProcess:
     """``Kubelet`` hosted in a child process (start/stop like the in-process one)."""
 
-    def __init__(self, url: str, workdir: Path, faults: Faults | None) -> None:
+    def __init__(
+        self, url: str, workdir: Path, faults: Faults | None, ca_pem: bytes | None = None
+    ) -> None:
         ctx = multiprocessing.get_context("spawn")
         self._ready = ctx.Event()
         self._stop = ctx.Event()
         self._proc = ctx.Process(
             target=_kubelet_process,
-            args=(url, str(workdir), faults, self._ready, self._stop),
+            args=((url, ca_pem), str(workdir), faults, self._ready, self._stop),
             daemon=True,
         )
 
@@ -140,10 +146,19 @@ class KubeletProcess:
 class Rollout:
     """One DevCluster, one kubelet, one operator (restartable)."""
 
-    def __init__(self, workdir: Path, *, faults: Faults | None = None, **config: Any) -> None:
+    def __init__(
+        self, workdir: Path, *, faults: Faults | None = None, tls: bool = False, **config: Any
+    ) -> None:
         self.workdir = workdir
-        self.cluster = DevCluster(crds=[CRD]).start()
-        self.kubelet = KubeletProcess(self.cluster.url, workdir / "kubelet", faults)
+        # tls: HTTPS, as a real cluster: kopf's login and the operator's client (through a
+        # kubeconfig, as `vllm-operator run --kubeconfig`) verify the server's CA. Off by
+        # default: the benchmark-sensitive scenarios keep the kubelet's loop, which also
+        # proxies the benchmark, free of TLS work on a loaded 2-core machine.
+        self.cluster = DevCluster(crds=[CRD], tls=tls).start()
+        self.kubeconfig = self.cluster.write_kubeconfig(workdir / "kubeconfig")
+        self.kubelet = KubeletProcess(
+            self.cluster.url, workdir / "kubelet", faults, self.cluster.ca_pem
+        )
         self.kubelet.start()
         defaults: dict[str, Any] = {
             "bench_image": "ghcr.io/vllm-operator/vllm-operator:test",
@@ -164,7 +179,7 @@ class Rollout:
     # -- lifecycle ------------------------------------------------------------------------
     def start_operator(self) -> None:
         assert self.operator is None
-        self.kube = Kube(api_client_for(self.cluster.url))
+        self.kube = Kube(api_client_for(kubeconfig=str(self.kubeconfig)))
 
         def keep(runtime: Runtime) -> None:
             self.runtime = runtime

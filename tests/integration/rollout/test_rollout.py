@@ -144,6 +144,22 @@ def test_published_upgrade_story(rollout: Rollout) -> None:
     assert all(ready >= 1 for _, ready in changes), changes
 
 
+def test_first_deploy_and_deletion_over_https(tmp_path: Path) -> None:
+    """The operator's TLS path: kopf's login, the operator's client (through a kubeconfig)
+    and the kubelet all verify the API's certificate against its CA."""
+    r = Rollout(tmp_path, tls=True)
+    assert r.cluster.url.startswith("https://")
+    r.start_operator()
+    try:
+        rev = _serving(r, resource(gate=_gate(**QUALITY)))
+        assert r.status()["lastGate"]["outcome"] == "Passed"
+        assert r.serving_revision() == rev
+        r.cluster.delete(API, "vllmdeployments", "qwen")
+        r.wait(lambda: r.names("apps/v1", "deployments") == [], timeout=30)
+    finally:
+        r.close()
+
+
 def test_stuck_candidate_is_rejected_with_its_cause(tmp_path: Path) -> None:
     faults = Faults(unschedulable=(Match(image="vllm/vllm-openai:v0.17.1"),))
     r = Rollout(tmp_path, faults=faults)

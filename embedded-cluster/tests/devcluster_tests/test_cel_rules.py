@@ -1,0 +1,359 @@
+"""The CRD's CEL rules (``x-kubernetes-validations``), run by the embedded API.
+
+Every rule of the project's generated CRD is run here on an object it is written to refuse
+(through the real kubectl, so the 422 is what a user reads) and on one it accepts; a rule
+added to the CRD without a case here fails ``test_every_rule_has_a_case``. Transition rules
+(``oldSelf``), ``messageExpression``, ``reason``, ``fieldPath``, ratcheting, runtime errors
+and rules that do not compile are checked on a small CRD of their own.
+"""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from devcluster import DevCluster
+from devcluster.apierrors import ApiError
+from devcluster.cel import compile_schema, validate
+
+from .crd import API_VERSION, PLURAL, widget, widget_crd
+from .test_clients import kubectl_binary
+from .test_project_crd import load_crd
+
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def run(kubeconfig: Path, tmp_path: Path) -> Kubectl:
+    binary = kubectl_binary()
+
+    def kubectl(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [binary, "--kubeconfig", str(kubeconfig), "--cache-dir", str(tmp_path / "c"), *args],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            input=stdin,
+        )
+
+    return kubectl
+
+
+# --- the project's CRD ------------------------------------------------------------------
+def _rules(schema: Any, path: str = "") -> list[tuple[str, str]]:
+    """(schema path, rule) of every rule in a schema."""
+    found: list[tuple[str, str]] = []
+    if not isinstance(schema, dict):
+        return found
+    found += [(path, str(r["rule"])) for r in schema.get("x-kubernetes-validations") or []]
+    for key, sub in (schema.get("properties") or {}).items():
+        found += _rules(sub, f"{path}.{key}" if path else key)
+    if isinstance(schema.get("additionalProperties"), dict):
+        found += _rules(schema["additionalProperties"], f"{path}[*]")
+    found += _rules(schema.get("items"), f"{path}[]")
+    return found
+
+
+@dataclass(frozen=True)
+class RuleCase:
+    """One rule: a change that breaks it (and what the server says) and one that keeps it."""
+
+    id: str
+    rule_path: str  # where the rule sits in the schema ("" for the root)
+    rule_start: str  # the rule's text starts so (picks one of two rules on a node)
+    invalid: Callable[[dict[str, Any]], None]
+    valid: Callable[[dict[str, Any]], None]
+    error: str  # "<field>: <body>" as kubectl prints it
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def apply(obj: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node = obj
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = copy.deepcopy(value)
+
+    return apply
+
+
+_SUBPATH = "subPath must be a relative path without '..' elements"
+CASES = [
+    RuleCase(
+        "name-length",
+        "",
+        "size(",
+        _set("metadata.name", "n" * 43),
+        _set("metadata.name", "n" * 42),
+        "<nil>: Invalid value: metadata.name must be at most 42 characters",
+    ),
+    RuleCase(
+        "name-double-dash",
+        "",
+        "!self.metadata.name.contains",
+        _set("metadata.name", "a--b"),
+        _set("metadata.name", "a-b"),
+        "<nil>: Invalid value: metadata.name must not contain '--'",
+    ),
+    RuleCase(
+        "autoscaling-min-max",
+        "spec.autoscaling",
+        "!has(self.minReplicas)",
+        _set("spec.autoscaling", {"minReplicas": 3, "maxReplicas": 2}),
+        _set("spec.autoscaling", {"minReplicas": 2, "maxReplicas": 2}),
+        "spec.autoscaling: Invalid value: minReplicas must not exceed maxReplicas",
+    ),
+    RuleCase(
+        "autoscaling-keda-prometheus",
+        "spec.autoscaling",
+        "!has(self.engine)",
+        _set("spec.autoscaling", {"engine": "keda", "maxReplicas": 2}),
+        _set(
+            "spec.autoscaling",
+            {"engine": "keda", "maxReplicas": 2, "prometheus": {"serverAddress": "http://p:9090"}},
+        ),
+        "spec.autoscaling: Invalid value: engine keda needs prometheus.serverAddress",
+    ),
+    RuleCase(
+        "disruption-one-budget",
+        "spec.disruption",
+        "!(has(self.maxUnavailable)",
+        _set("spec.disruption", {"maxUnavailable": 1, "minAvailable": 1}),
+        _set("spec.disruption", {"maxUnavailable": 1}),
+        "spec.disruption: Invalid value: set maxUnavailable or minAvailable, not both",
+    ),
+    RuleCase(
+        "compile-cache-subpath",
+        "spec.engine.compileCache.subPath",
+        "!self.startsWith('/')",
+        _set("spec.engine.compileCache", {"claimName": "c", "subPath": "a/../b"}),
+        _set("spec.engine.compileCache", {"claimName": "c", "subPath": "a/..b"}),
+        f'spec.engine.compileCache.subPath: Invalid value: "a/../b": {_SUBPATH}',
+    ),
+    RuleCase(
+        "weights-cache-subpath",
+        "spec.model.weightsCache.subPath",
+        "!self.startsWith('/')",
+        _set("spec.model.weightsCache", {"claimName": "w", "subPath": "/abs"}),
+        _set("spec.model.weightsCache", {"claimName": "w", "subPath": "models/q"}),
+        f'spec.model.weightsCache.subPath: Invalid value: "/abs": {_SUBPATH}',
+    ),
+    RuleCase(
+        "gpu-resource-name",
+        "spec.resources.gpuResourceName",
+        "!self.contains(",
+        _set("spec.resources.gpuResourceName", "requests.nvidia.com/gpu"),
+        _set("spec.resources.gpuResourceName", "amd.com/gpu"),
+        'spec.resources.gpuResourceName: Invalid value: "requests.nvidia.com/gpu":'
+        " gpuResourceName must be an extended resource",
+    ),
+]
+
+
+def _schema() -> dict[str, Any]:
+    crd = load_crd()
+    schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def _vllmd(crd: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{crd['spec']['group']}/{crd['spec']['versions'][0]['name']}",
+        "kind": crd["spec"]["names"]["kind"],
+        "metadata": {"name": "m", "namespace": "default"},
+        "spec": {
+            "model": {"name": "Qwen/Qwen3-8B"},
+            "engine": {"image": "vllm/vllm-openai:v0.17.0"},
+        },
+    }
+
+
+def test_every_rule_has_a_case() -> None:
+    """A rule added to the CRD without a case below is a rule no test runs."""
+    rules = _rules(_schema())
+    assert len(rules) >= 8
+    for path, rule in rules:
+        covering = [c for c in CASES if c.rule_path == path and rule.startswith(c.rule_start)]
+        assert len(covering) == 1, f"rule at {path or '<root>'} has no case: {rule}"
+    assert len(CASES) == len(rules)
+
+
+def test_every_rule_compiles_and_judges_in_process() -> None:
+    """The pure evaluator alone: each invalid object breaks exactly its own rule."""
+    crd = load_crd()
+    node, errors = compile_schema(_schema(), "schema")
+    assert errors == []
+    for case in CASES:
+        good, bad = _vllmd(crd), _vllmd(crd)
+        case.valid(good)
+        case.invalid(bad)
+        assert validate(node, good) == [], case.id
+        (error,) = validate(node, bad)
+        assert str(error).startswith(case.error), (case.id, str(error))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_kubectl_refuses_what_each_rule_forbids(
+    devcluster: DevCluster, run: Kubectl, case: RuleCase
+) -> None:
+    crd = load_crd()
+    devcluster.create(crd)
+    bad = _vllmd(crd)
+    case.invalid(bad)
+    done = run("apply", "-f", "-", stdin=yaml.safe_dump(bad))
+    assert done.returncode == 1, done.stdout
+    name = bad["metadata"]["name"]
+    assert f'The VLLMDeployment "{name}" is invalid: {case.error}' in done.stderr, done.stderr
+    good = _vllmd(crd)
+    case.valid(good)
+    done = run("apply", "-f", "-", stdin=yaml.safe_dump(good))
+    assert done.returncode == 0, done.stderr
+    # An update that breaks the rule is refused as well (create and update both run it).
+    if case.rule_path:
+        broken = copy.deepcopy(good)
+        case.invalid(broken)
+        done = run("apply", "-f", "-", stdin=yaml.safe_dump(broken))
+        assert done.returncode == 1, done.stdout
+        assert case.error in done.stderr, done.stderr
+
+
+# --- transition rules and the rest of the rule API, on a small CRD -------------------------
+def _ruled_crd() -> dict[str, Any]:
+    crd = widget_crd(columns=False)
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    spec = schema["properties"]["spec"]
+    spec["properties"]["image"]["x-kubernetes-validations"] = [
+        {"rule": "self == oldSelf", "message": "image is immutable"}
+    ]
+    spec["properties"]["tags"] = {
+        "type": "array",
+        "items": {"type": "string"},
+        "x-kubernetes-validations": [
+            {
+                "rule": "self.isSorted()",
+                "messageExpression": "'tags must be sorted, got ' + self.join(',')",
+            }
+        ],
+    }
+    spec["properties"]["ratio"] = {"type": "number"}
+    spec["x-kubernetes-validations"] = [
+        {
+            "rule": "!has(oldSelf.size) || self.size >= oldSelf.size",
+            "message": "size may only grow",
+            "reason": "FieldValueForbidden",
+            "fieldPath": ".size",
+        },
+        {"rule": "!has(self.ratio) || self.ratio <= 1.0", "message": "ratio at most 1"},
+        {"rule": "self.size != 7 || self.size / (self.size - 7) > 0"},
+    ]
+    return crd
+
+
+def test_kubectl_transition_rule_sees_old_self(devcluster: DevCluster, run: Kubectl) -> None:
+    devcluster.create(_ruled_crd())
+    first = widget("w", image="a:1", size=3)
+    done = run("apply", "-f", "-", stdin=yaml.safe_dump(first))
+    assert done.returncode == 0, done.stderr  # no oldSelf on create: transition rules skip
+    changed = widget("w", image="a:2", size=3)
+    done = run("apply", "-f", "-", stdin=yaml.safe_dump(changed))
+    assert done.returncode == 1
+    assert 'spec.image: Invalid value: "a:2": image is immutable' in done.stderr
+    shrunk = widget("w", image="a:1", size=2)
+    done = run("apply", "-f", "-", stdin=yaml.safe_dump(shrunk))
+    assert done.returncode == 1
+    assert "spec.size: Forbidden: size may only grow" in done.stderr
+    grown = widget("w", image="a:1", size=4)
+    done = run("apply", "-f", "-", stdin=yaml.safe_dump(grown))
+    assert done.returncode == 0, done.stderr
+    assert devcluster.get(API_VERSION, PLURAL, "w")["spec"]["size"] == 4
+
+
+def test_message_expression_and_list_library(devcluster: DevCluster) -> None:
+    devcluster.create(_ruled_crd())
+    with pytest.raises(ApiError) as caught:
+        devcluster.create(widget("w", tags=["b", "a"]))
+    assert caught.value.code == 422
+    assert "spec.tags: Invalid value: tags must be sorted, got b,a" in str(caught.value)
+    devcluster.create(widget("w", tags=["a", "b"]))
+
+
+def test_number_fields_and_runtime_errors(devcluster: DevCluster) -> None:
+    devcluster.create(_ruled_crd())
+    devcluster.create(widget("ok", ratio=1))  # an integer in a number field is a double
+    with pytest.raises(ApiError) as caught:
+        devcluster.create(widget("big", ratio=2))
+    assert "spec: Invalid value: ratio at most 1" in str(caught.value)
+    with pytest.raises(ApiError) as caught:
+        devcluster.create(widget("zero", size=7))
+    assert (
+        'spec: Invalid value: "object": division by zero evaluating rule:'
+        " self.size != 7 || self.size / (self.size - 7) > 0"
+    ) in str(caught.value)
+
+
+def test_ratcheting_keeps_an_unchanged_invalid_value(devcluster: DevCluster) -> None:
+    """A value stored before a rule existed may stay while it is unchanged."""
+    devcluster.create(widget_crd(columns=False))
+    devcluster.create(widget("w", image="a:1", size=2))
+    crd = widget_crd(columns=False)
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    schema["properties"]["spec"]["properties"]["image"]["x-kubernetes-validations"] = [
+        {"rule": "self.startsWith('b')", "message": "image must start with b"}
+    ]
+    name = crd["metadata"]["name"]
+    stored = devcluster.get("apiextensions.k8s.io/v1", "customresourcedefinitions", name)
+    crd["metadata"]["resourceVersion"] = stored["metadata"]["resourceVersion"]
+    devcluster.replace(crd)
+    devcluster.patch(API_VERSION, PLURAL, "w", {"spec": {"size": 3}})  # image untouched
+    with pytest.raises(ApiError) as caught:
+        devcluster.patch(API_VERSION, PLURAL, "w", {"spec": {"image": "a:2"}})
+    assert 'spec.image: Invalid value: "a:2": image must start with b' in str(caught.value)
+
+
+def test_a_rule_that_does_not_compile_refuses_the_crd(devcluster: DevCluster) -> None:
+    crd = widget_crd(columns=False)
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    spec["x-kubernetes-validations"] = [{"rule": "self.size >", "message": "m"}]
+    with pytest.raises(ApiError) as caught:
+        devcluster.create(crd)
+    assert caught.value.code == 422
+    text = str(caught.value)
+    assert (
+        "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0]"
+        '.rule: Invalid value: apiextensions.ValidationRule{Rule:"self.size >", Message:"m"'
+    ) in text
+    assert "compilation failed: ERROR: <input>:1:12: Syntax error" in text
+    assert not devcluster.exists(
+        "apiextensions.k8s.io/v1", "customresourcedefinitions", crd["metadata"]["name"]
+    )
+
+
+def test_hostile_values_meet_the_rules_as_a_server_decodes_them() -> None:
+    """An integer past int64 is a double (Go's JSON decoding), a lone surrogate is U+FFFD;
+    neither is a 500, and an error quoting a huge value stays short."""
+    schema = {
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+        "x-kubernetes-validations": [
+            {"rule": "self.n > 0.0", "message": "n positive"},
+            {"rule": "self.s != ''", "message": "s set"},
+        ],
+    }
+    node, errors = compile_schema(schema, "schema")
+    assert errors == []
+    assert validate(node, {"n": 10**30, "s": "\ud800"}) == []
+    (error,) = validate(node, {"n": -(10**30), "s": "x"})
+    assert str(error) == "<nil>: Invalid value: n positive"
+    big = {"type": "object", "x-kubernetes-validations": [{"rule": "self.missing == 1"}]}
+    node, _ = compile_schema(big, "schema")
+    (error,) = validate(node, {"filler": "x" * 100_000})
+    assert len(str(error)) < 1000
+    assert "no such key: missing" in str(error)
