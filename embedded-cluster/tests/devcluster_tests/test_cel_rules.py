@@ -123,6 +123,14 @@ CASES = [
         "spec.autoscaling: Invalid value: engine keda needs prometheus.serverAddress",
     ),
     RuleCase(
+        "gate-max-trials",
+        "spec.gate",
+        "(has(self.maxTrials)",
+        _set("spec.gate", {"trials": 5, "maxTrials": 4}),
+        _set("spec.gate", {"trials": 5, "maxTrials": 5}),
+        "spec.gate: Invalid value: gate.maxTrials must be >= gate.trials",
+    ),
+    RuleCase(
         "disruption-one-budget",
         "spec.disruption",
         "!(has(self.maxUnavailable)",
