@@ -43,7 +43,7 @@ def run_once() -> dict[str, object]:
         and len(steps) == 3
         and all(s["verdict"] == s["expected"] for s in steps)
     )
-    held = [line for line in proc.stdout.splitlines() if "straddles" in line][:5]
+    held = [line for line in proc.stdout.splitlines() if "straddles" in line][:8]
     return {
         "exit_code": proc.returncode,
         "wall_seconds": round(time.monotonic() - started, 1),
@@ -66,6 +66,8 @@ def main() -> int:
             runs.append(result)
             verdicts = "/".join(str(s["verdict"]) for s in result["steps"])  # type: ignore[index]
             print(f"run {n}: {verdicts} exit {result['exit_code']} {result['wall_seconds']} s")
+            for line in result["undecided_reasons"]:  # type: ignore[attr-defined]
+                print(f"    {line.strip()[:300]}")
     finally:
         for loop in loops:
             loop.kill()
