@@ -273,6 +273,8 @@ def model_gate(  # noqa: PLR0917 - the cell's parameters, one caller
         )  # fmt: skip
 
     for _ in range(plan.max_trials - plan.min_trials):
+        if verdict(summary(), thresholds, stored, plan=plan).outcome == "Failed":
+            break  # the bench stops too: a figure beyond its limit is final
         pending = undecided(summary(), thresholds, stored, plan)
         if not pending:
             break
