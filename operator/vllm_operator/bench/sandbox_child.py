@@ -2,9 +2,21 @@
 
 Started by ``bench.sandbox`` as ``python -I -B sandbox_child.py`` in an empty scratch
 directory, with the job (JSON: code, tests, limits, marker) on stdin. Before any model code
-is compiled it lowers its own resource limits (CPU time, address space, file size, open
-files) and, unless the job says ``guard: false`` (used only by tests of the outer walls),
-installs an audit hook (PEP 578) that cannot be removed from Python code. The hook refuses:
+is compiled, while it is still single-threaded, it
+
+1. lowers its own resource limits (CPU time, address space, file size, open files);
+2. applies the kernel's limits to itself (``sandbox_kernel``: Landlock and a seccomp filter,
+   after ``PR_SET_NO_NEW_PRIVS``). These are the wall that holds: no network, no exec, no new
+   processes, files only in its scratch directory (read-only the Python installation). Where
+   the kernel cannot enforce them the child prints ``REFUSED_PREFIX`` with the reason and
+   exits with ``KERNEL_REFUSED`` without compiling the code: a not-run result, never an
+   unguarded run;
+3. installs an audit hook (PEP 578) that cannot be removed from Python code: a third layer
+   with clearer messages, not a boundary (``_posixsubprocess`` or an extension module loaded
+   by hand pass it; the kernel does not let them do anything).
+
+The job's ``kernel: false`` and ``guard: false`` switch 2 and 3 off; only tests of the other
+walls use them. The hook refuses:
 
 - network: importing ``socket``/``_socket``/``ssl`` and every ``socket.*`` event;
 - other processes: fork, exec, spawn, ``subprocess``, ``os.system``, signals to any pid;
@@ -14,19 +26,31 @@ installs an audit hook (PEP 578) that cannot be removed from Python code. The ho
   ``/proc/<pid>/environ``, no ``/dev/termination-log``, no token files);
 - reaching the hook itself: ``gc`` object walks, ``sys._current_frames``, traceback frames.
 
-The hook is a second wall, not the first: in the cluster the code runs in a container of
-its own (other uid, own PID namespace, no secrets, size-limited scratch), and whatever it
-leaves running is killed by its parent after the run (see ``bench.sandbox``). Printing the
-job's random marker after the last test is how the parent learns the tests passed.
+Beyond both, in the cluster the code runs in a container of its own (other uid, own PID
+namespace, no secrets, size-limited scratch), and whatever it leaves running is killed by
+its parent after the run (see ``bench.sandbox``). Printing the job's random marker after
+the last test is how the parent learns the tests passed.
 """
 
 import contextlib
+import importlib.util
 import json
 import os
 import resource
 import sys
 
 MAX_WRITABLE_OPENS = 16
+KERNEL_REFUSED = 4
+"""Exit status of a child that did not run the code because the kernel limits are missing."""
+REFUSED_PREFIX = "sandbox: not run: "
+_KERNEL_MODULES = (
+    "_sandbox_kernel",
+    "ctypes",
+    "_ctypes",
+    "ctypes.util",
+    "ctypes._endian",
+    "pyseccomp",
+)
 _BLOCKED_IMPORTS = frozenset(
     {
         "socket",
@@ -133,7 +157,8 @@ def _install_guard(scratch: str) -> None:
             elif not under(path, (scratch, *roots)):
                 raise PermissionError(f"sandbox: reading {path!r} is not allowed")
         elif event == "import":
-            if str(args[0]).split(".")[0] in _BLOCKED_IMPORTS:
+            # Every part: an extension loaded by hand as "x._socket" still runs PyInit__socket.
+            if any(part in _BLOCKED_IMPORTS for part in str(args[0]).split(".")):
                 raise ImportError(f"sandbox: module {args[0]!r} is not allowed")
         elif event in _BLOCKED_EVENTS or event.startswith(("socket.", "ctypes.")):
             raise PermissionError(f"sandbox: {event} is not allowed")
@@ -145,6 +170,25 @@ def _install_guard(scratch: str) -> None:
             raise PermissionError("sandbox: frame access is not allowed")
 
     sys.addaudithook(hook)
+
+
+def _apply_kernel_limits(scratch: str, minimum_abi: int) -> None:
+    """``sandbox_kernel.apply`` (loaded from beside this file: bench's package is not needed)."""
+    path = os.path.join(os.path.dirname(os.path.realpath(__file__)), "sandbox_kernel.py")
+    spec = importlib.util.spec_from_file_location("_sandbox_kernel", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    kernel = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = kernel  # dataclasses look their module up there
+    spec.loader.exec_module(kernel)
+    try:
+        kernel.apply(scratch, minimum_abi=minimum_abi)
+    except kernel.KernelLimitsUnavailable as exc:
+        print(f"{REFUSED_PREFIX}kernel limits unavailable: {exc}", flush=True)
+        sys.exit(KERNEL_REFUSED)
+    # What installed the limits is of no use to the code, and the hook refuses to import it.
+    for name in _KERNEL_MODULES:
+        sys.modules.pop(name, None)
 
 
 def main() -> None:
@@ -161,7 +205,11 @@ def main() -> None:
     marker = str(job["marker"])
     solution, tests = str(job["code"]), str(job["tests"])
     guard = job.get("guard", True) is not False
+    kernel = job.get("kernel", True) is not False
+    minimum_abi = int(job.get("minimum_landlock_abi", 1))
     del job
+    if kernel:
+        _apply_kernel_limits(scratch, minimum_abi)
     if guard:
         _install_guard(scratch)
     namespace = {"__name__": "__main__"}

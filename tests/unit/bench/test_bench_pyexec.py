@@ -172,7 +172,7 @@ def test_double_fork_escapee_is_killed_even_without_the_audit_hook(tmp_path: Pat
         "from vllm_operator.bench.sandbox import harden_self, run_one\n"
         "harden_self()\n"
         f"r = run_one(sys.argv[1], 'assert True', limit_seconds=5, "
-        f"scratch_root=Path({str(tmp_path / 'scratch')!r}), guard=False)\n"
+        f"scratch_root=Path({str(tmp_path / 'scratch')!r}), guard=False, kernel=False)\n"
         "print(r.passed, r.detail)"
     )
     out = subprocess.run(
@@ -284,7 +284,7 @@ def test_as_pid_1_of_its_namespace_every_leftover_is_killed(tmp_path: Path) -> N
         "from vllm_operator.bench.sandbox import run_one\n"
         "assert os.getpid() == 1\n"
         f"r = run_one(sys.argv[1], 'assert True', limit_seconds=5, "
-        f"scratch_root=Path({str(tmp_path)!r}), guard=False)\n"
+        f"scratch_root=Path({str(tmp_path)!r}), guard=False, kernel=False)\n"
         "others = [p for p in os.listdir('/proc') if p.isdigit() and p != '1']\n"
         "print(r.passed, others)"
     )
