@@ -24,7 +24,11 @@ walls use them. The hook refuses:
 - files: writes outside the scratch directory, more than ``MAX_WRITABLE_OPENS`` opens for
   writing, reads outside the scratch directory and Python's own installation (so no
   ``/proc/<pid>/environ``, no ``/dev/termination-log``, no token files);
-- reaching the hook itself: ``gc`` object walks, ``sys._current_frames``, traceback frames.
+- reaching the hook itself or the frame of ``main`` (which holds the marker that says the
+  tests passed): ``gc`` object walks, ``sys._current_frames``, ``sys._getframe``, traceback,
+  generator and coroutine frames, signal handlers (which receive a frame), CPython's
+  ``_test*`` modules. The kernel limits cannot help here: reading one's own memory needs no
+  system call. Without the hook, code in this process can forge a pass.
 
 Beyond both, in the cluster the code runs in a container of its own (other uid, own PID
 namespace, no secrets, size-limited scratch), and whatever it leaves running is killed by
@@ -66,6 +70,20 @@ _BLOCKED_IMPORTS = frozenset(
         "mmap",
         "pty",
         "fcntl",
+        # a signal handler receives the interrupted frame, whose f_back leads to main()
+        "signal",
+        "_signal",
+        "faulthandler",
+        # CPython's test helpers reach memory and interpreter internals directly
+        "_testcapi",
+        "_testinternalcapi",
+        "_testbuffer",
+        "_testmultiphase",
+        "_testimportmultiple",
+        "_testclinic",
+        "_xxtestfuzz",
+        "_ctypes_test",
+        "_xxsubinterpreters",
     }
 )
 _BLOCKED_EVENTS = frozenset(
@@ -92,6 +110,7 @@ _BLOCKED_EVENTS = frozenset(
         "sys.settrace",
     }
 )
+_FRAME_ATTRIBUTES = ("tb_frame", "gi_frame", "cr_frame", "ag_frame")
 _PATH_EVENTS = frozenset(
     {
         "os.listdir",
@@ -166,10 +185,16 @@ def _install_guard(scratch: str) -> None:
             for path in args[:2]:
                 if isinstance(path, (str, bytes, os.PathLike)) and not under(path, (scratch,)):
                     raise PermissionError(f"sandbox: {event} on {path!r} is not allowed")
-        elif event == "object.__getattr__" and args[1] in ("tb_frame", "gi_frame", "cr_frame"):
+        elif event == "sys._getframe":
+            # ValueError, which namedtuple, typing, enum and logging already expect from it.
+            raise ValueError("sandbox: frame access is not allowed")
+        elif event == "object.__getattr__" and args[1] in _FRAME_ATTRIBUTES:
             raise PermissionError("sandbox: frame access is not allowed")
 
     sys.addaudithook(hook)
+    # _signal is imported at start-up: out of sys.modules, importing it again meets the hook.
+    for name in ("signal", "_signal"):
+        sys.modules.pop(name, None)
 
 
 def _apply_kernel_limits(scratch: str, minimum_abi: int) -> None:
@@ -212,19 +237,38 @@ def main() -> None:
         _apply_kernel_limits(scratch, minimum_abi)
     if guard:
         _install_guard(scratch)
+    # Everything main() uses after the model's code has run is bound here, and both sources
+    # are compiled first: the code may replace builtins (compile, exec), sys.exit or
+    # sys.stdout, and must not turn a failure into the marker that way.
+    run, leave, write, flush = exec, os._exit, os.write, sys.stdout.flush
+    try:
+        solution_code = compile(solution, "solution.py", "exec")
+    except (SyntaxError, ValueError) as exc:
+        _report(f"solution failed to load: {type(exc).__name__}: {exc}")
+        leave(3)
+    tests_code = compile(tests, "tests.py", "exec")
     namespace = {"__name__": "__main__"}
     try:
-        exec(compile(solution, "solution.py", "exec"), namespace)
+        run(solution_code, namespace)
     except BaseException as exc:
-        print(f"solution failed to load: {type(exc).__name__}: {exc}", file=sys.stderr)
-        sys.exit(3)
+        _report(f"solution failed to load: {type(exc).__name__}: {exc}")
+        leave(3)
     try:
-        exec(compile(tests, "tests.py", "exec"), namespace)
+        run(tests_code, namespace)
     except BaseException as exc:
-        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
-        sys.exit(1)
-    sys.stdout.write(marker + "\n")
-    sys.stdout.flush()
+        _report(f"{type(exc).__name__}: {exc}")
+        leave(1)
+    with contextlib.suppress(BaseException):
+        flush()
+    write(1, (marker + "\n").encode())
+    leave(0)
+
+
+def _report(text: str) -> None:
+    """Say why the run failed; nothing the model's code did here may stop the exit."""
+    with contextlib.suppress(BaseException):
+        sys.stdout.flush()
+        print(text, file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":
