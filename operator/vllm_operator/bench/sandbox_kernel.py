@@ -174,13 +174,9 @@ class KernelLimitsUnavailable(Exception):
 
 @dataclass(frozen=True)
 class Applied:
-    """What ``apply`` installed, for the run's record."""
+    """What ``apply`` installed: Landlock of this ABI, and the seccomp filter."""
 
     landlock_abi: int
-    seccomp: bool = True
-
-    def describe(self) -> str:
-        return f"Landlock ABI {self.landlock_abi} and a seccomp filter"
 
 
 class _RulesetAttr(ctypes.Structure):
