@@ -322,3 +322,27 @@ def test_the_filter_knows_every_call_it_refuses() -> None:
     ]
     assert unknown == []
     assert os.path.realpath(sys.base_prefix) in sandbox_kernel.read_only_roots()
+
+
+@pytest.mark.parametrize("walls", WALLS)
+def test_attack_signalling_a_process_outside_the_sandbox(
+    walls: dict[str, Any], tmp_path: Path
+) -> None:
+    """Bench (same uid on a laptop) is out of reach: Landlock scopes signals (ABI 6+),
+    seccomp refuses them below that."""
+    # Not a descendant of this process: run_one kills every descendant of its caller.
+    spawn = (
+        "import subprocess, sys\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],"
+        " start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "print(p.pid)\n"
+    )
+    pid = int(subprocess.check_output([sys.executable, "-c", spawn], text=True, timeout=30))
+    try:
+        code = f"os.kill({pid}, 9)\nDONE.append(1)\n"
+        result = _run(code, "assert DONE", tmp_path, walls)
+        assert not result.passed, result.detail
+        assert Path(f"/proc/{pid}").exists()
+        assert "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    finally:
+        os.kill(pid, 9)
