@@ -111,10 +111,11 @@ _BLOCKED_EVENTS = frozenset(
     }
 )
 _FRAME_ATTRIBUTES = ("tb_frame", "gi_frame", "cr_frame", "ag_frame")
+_LISTING_EVENTS = frozenset({"os.listdir", "os.scandir"})
+"""Reads of a directory: allowed where reading is (importing a package's submodule lists
+its directory; refusing it made ``import asyncio`` fail)."""
 _PATH_EVENTS = frozenset(
     {
-        "os.listdir",
-        "os.scandir",
         "os.chdir",
         "os.mkdir",
         "os.rmdir",
@@ -181,6 +182,10 @@ def _install_guard(scratch: str) -> None:
                 raise ImportError(f"sandbox: module {args[0]!r} is not allowed")
         elif event in _BLOCKED_EVENTS or event.startswith(("socket.", "ctypes.")):
             raise PermissionError(f"sandbox: {event} is not allowed")
+        elif event in _LISTING_EVENTS:
+            path = args[0]
+            if isinstance(path, (str, bytes, os.PathLike)) and not under(path, (scratch, *roots)):
+                raise PermissionError(f"sandbox: {event} on {path!r} is not allowed")
         elif event in _PATH_EVENTS:
             for path in args[:2]:
                 if isinstance(path, (str, bytes, os.PathLike)) and not under(path, (scratch,)):

@@ -287,6 +287,7 @@ def test_honest_code_still_has_what_tests_use(tmp_path: Path) -> None:
         "import bisect, collections, dataclasses, datetime, decimal, fractions, functools\n"
         "import hashlib, heapq, itertools, json, math, random, re, statistics, string\n"
         "import tempfile, threading, typing, unicodedata\n"
+        "import concurrent.futures, html, sqlite3, xml.etree.ElementTree  # package submodules\n"
         "def solve(xs):\n"
         "    return sorted(xs)\n"
         "with open('notes.txt', 'w') as fh:\n"
@@ -306,6 +307,7 @@ def test_honest_code_still_has_what_tests_use(tmp_path: Path) -> None:
         "assert len(box[0]) == 64\n"
         "assert decimal.Decimal('1.1') + decimal.Decimal('2.2') == decimal.Decimal('3.3')\n"
         "assert random.Random(1).random() < 1\n"
+        "assert sqlite3.connect(':memory:').execute('select 3').fetchone() == (3,)\n"
     )
     result = _run(code, tests, tmp_path, {})
     assert result == RunResult(True, "all test cases passed"), result.detail
