@@ -75,7 +75,7 @@ app.kubernetes.io/part-of: vllm-operator
 {{- else if eq .Values.operator.scope "namespaces" }}
 {{- include "vllm-operator.watchedNamespaces" . }}
 {{- else }}
-{{- fail "networkPolicy.benchmark.namespaces: list the namespaces of your VLLMDeployments (operator.scope is cluster)" }}
+{{- list | toJson }}
 {{- end }}
 {{- end }}
 

@@ -37,6 +37,7 @@ class EventReason(StrEnum):
     ForcedPromotion = "ForcedPromotion"
     Aborted = "Aborted"
     RequestIgnored = "RequestIgnored"
+    AnnotationIgnored = "AnnotationIgnored"
     TwinCreated = "TwinCreated"
     TwinRemoved = "TwinRemoved"
     TwinStuck = "TwinStuck"
@@ -115,6 +116,9 @@ EVENT_MEANINGS: dict[EventReason, str] = {
     EventReason.ForcedPromotion: "a person promoted the candidate (annotation promote)",
     EventReason.Aborted: "a person rejected the candidate (annotation abort)",
     EventReason.RequestIgnored: "a promote/abort/rerun-gate annotation names no candidate",
+    EventReason.AnnotationIgnored: (
+        "the operator's own bookkeeping annotation was damaged: treated as absent, rewritten"
+    ),
     EventReason.TwinCreated: "a zero-traffic twin of the stable revision was created",
     EventReason.TwinRemoved: "the twin was deleted after the verdict",
     EventReason.TwinStuck: "the twin was not Ready within the progress deadline",

@@ -14,6 +14,9 @@ names the position in the document and the fix, before building any Python value
 - nesting deeper than ``limits.MAX_DEPTH``: refused while the events stream by, so the
   recursive composer never sees it;
 - integers longer than ``MAX_INT_DIGITS``: refused before conversion;
+- a key that appears twice in one mapping: refused with both lines (YAML 1.2 forbids it;
+  PyYAML keeps the last silently, so ``performanceMode: throughput`` followed by
+  ``performanceMode: eager`` would render eager; kubectl refuses it too);
 - more than ``MAX_DOCUMENTS`` documents or ``limits.MAX_VALUES`` values in one stream:
   refused.
 
@@ -27,7 +30,7 @@ from typing import Any
 
 import yaml
 from yaml.constructor import SafeConstructor
-from yaml.nodes import ScalarNode
+from yaml.nodes import MappingNode, ScalarNode
 
 from vllm_operator.api.limits import MAX_DEPTH, MAX_VALUES
 
@@ -76,6 +79,21 @@ class _BoundedConstructor(SafeConstructor):
             )
         value: int = super().construct_yaml_int(node)
         return value
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        if len(mapping) < len(node.value):  # some key came twice
+            first: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node)
+                if key in first:
+                    raise YAMLInputError(
+                        f"{_where(key_node.start_mark)}: the key {key!r} appears again in "
+                        f"this mapping (first at {_where(first[key])}); YAML allows a key "
+                        "once (fix: keep the one you mean and delete the other)"
+                    )
+                first[key] = key_node.start_mark
+        return mapping
 
 
 _BoundedConstructor.add_constructor(  # type: ignore[type-var]

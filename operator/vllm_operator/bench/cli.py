@@ -253,7 +253,8 @@ def parser(prog: str) -> argparse.ArgumentParser:
         action="store_true",
         help=(
             "run python-tests code from the server's answers in a local sandbox process "
-            "(your uid and network: weaker than the Job's sandbox container); without it "
+            "(your uid and network, behind Landlock and seccomp: Linux only, elsewhere the "
+            "checks are not run; weaker than the Job's sandbox container); without it "
             "or --sandbox-dir, python-tests checks are refused (not run)"
         ),
     )

@@ -26,7 +26,15 @@ from typing import Any
 
 from vllm_operator.bench import bounded
 from vllm_operator.bench.sse import MAX_EVENT_BYTES, SSEError, SSEParser
-from vllm_operator.bench.transport import ConnectFailed, Dropped, Oversized, Stalled, Transport
+from vllm_operator.bench.transport import (
+    ConnectFailed,
+    Dropped,
+    NotHTTP,
+    Oversized,
+    Reset,
+    Stalled,
+    Transport,
+)
 
 Clock = Callable[[], float]
 
@@ -162,6 +170,10 @@ async def send(
         record.fail("connect_error", str(exc) or "connection failed")
     except Stalled as exc:
         record.fail("stall", f"no bytes within the stall limit ({exc})")
+    except Reset as exc:
+        record.fail("reset", f"connection closed or reset before any response: {exc}")
+    except NotHTTP as exc:
+        record.fail("protocol", f"the reply is not HTTP: {exc}")
     except Dropped as exc:
         record.fail("no_done", f"connection dropped mid-stream: {exc}")
     except Oversized as exc:

@@ -57,6 +57,7 @@ from vllm_operator.bench.transport import (
     Transport,
     TransportError,
     make_transport,
+    named_class,
 )
 
 Clock = Callable[[], float]
@@ -322,7 +323,7 @@ class _Context:
             record.fail("oversized", f"GET /v1/models: {exc}")
             raise Aborted(f"{who}GET {base}/v1/models: {exc}") from exc
         except TransportError as exc:
-            record.fail("timeout", f"GET /v1/models: {exc}")
+            record.fail(named_class(exc) or "timeout", f"GET /v1/models: {exc}")
             raise Aborted(f"{who}GET {base}/v1/models failed: {exc}") from exc
         if 300 <= status < 400:
             record.fail("redirect", f"GET /v1/models: HTTP {status}, redirects are not followed")

@@ -8,7 +8,9 @@ user passed ``--allow-code-execution``. Each run:
 1. gets a fresh scratch directory under the scratch root (a size-limited volume in the
    cluster) and a minimal environment (no secrets: nothing of bench's environment);
 2. starts ``sandbox_child`` (``python -I -B``) in its own session; the child lowers its
-   rlimits and installs its audit hook before compiling the model's code; its output goes
+   rlimits, applies the kernel's limits to itself (Landlock and seccomp, see
+   ``sandbox_kernel``) and installs its audit hook before compiling the model's code; where
+   the kernel cannot enforce its limits the code is not run (a not-run result); its output goes
    to a file capped by ``RLIMIT_FSIZE``, so output cannot grow this process's memory, and
    ``RLIMIT_NPROC`` allows only a few processes beyond what its uid already runs;
 3. waits at most the test's time limit, then kills the child's process group and every
@@ -39,6 +41,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CHILD = Path(__file__).with_name("sandbox_child.py")
+KERNEL_REFUSED = 4
+"""``sandbox_child.KERNEL_REFUSED``: the child did not run the code (no kernel limits)."""
+REFUSED_PREFIX = "sandbox: not run: "
+"""``sandbox_child.REFUSED_PREFIX``, the first line of such a child's output."""
 MAX_CODE_BYTES = 256 * 1024
 """Code plus tests of one job; more is refused unread."""
 OUTPUT_BYTES = 1 << 20
@@ -194,21 +200,35 @@ def run_one(
     scratch_root: Path,
     memory_mb: int = 512,
     guard: bool = True,
+    kernel: bool = True,
+    minimum_landlock_abi: int = 1,
 ) -> RunResult:
-    """Run ``code`` then ``tests`` in a limited child; kill all it leaves; say how it went."""
+    """Run ``code`` then ``tests`` in a limited child; kill all it leaves; say how it went.
+
+    ``guard`` (the audit hook) and ``kernel`` (Landlock and seccomp) are switched off only by
+    tests that show what each of the other walls holds alone; ``minimum_landlock_abi`` is
+    the oldest Landlock ABI the child accepts before it refuses to run the code.
+    """
     if len(code.encode()) + len(tests.encode()) > MAX_CODE_BYTES:
         return RunResult(False, f"code and tests exceed {MAX_CODE_BYTES} bytes: not run")
     scratch_root.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="run-", dir=scratch_root))
     try:
-        return _run_in(scratch, code, tests, limit_seconds, memory_mb, guard)
+        return _run_in(
+            scratch, code, tests, limit_seconds, memory_mb, (guard, kernel, minimum_landlock_abi)
+        )
     finally:
         kill_leftovers()
         shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _run_in(  # noqa: PLR0917 - private
-    scratch: Path, code: str, tests: str, limit_seconds: float, memory_mb: int, guard: bool
+    scratch: Path,
+    code: str,
+    tests: str,
+    limit_seconds: float,
+    memory_mb: int,
+    walls: tuple[bool, bool, int],
 ) -> RunResult:
     work = scratch / "work"
     work.mkdir()
@@ -223,7 +243,9 @@ def _run_in(  # noqa: PLR0917 - private
         "file_bytes": OUTPUT_BYTES,
         # RLIMIT_NPROC counts every process of the uid: allow a few beyond what exists.
         "processes": uid_processes() + EXTRA_PROCESSES,
-        "guard": guard,
+        "guard": walls[0],
+        "kernel": walls[1],
+        "minimum_landlock_abi": walls[2],
     }
     env = {"PATH": os.defpath, "LANG": "C.UTF-8", "HOME": str(work), "TMPDIR": str(work)}
     with output.open("wb") as out:
@@ -253,6 +275,8 @@ def _run_in(  # noqa: PLR0917 - private
     if timed_out:
         return RunResult(False, f"timed out after {limit_seconds:g} s")
     text = _tail(output).strip()
+    if proc.returncode == KERNEL_REFUSED and text.startswith(REFUSED_PREFIX):
+        return RunResult(False, text.splitlines()[0], ran=False)
     if proc.returncode == 0 and marker in text.splitlines():
         return RunResult(True, "all test cases passed")
     return RunResult(False, f"exit {proc.returncode}: {text[-400:]}")

@@ -2,9 +2,21 @@
 
 Started by ``bench.sandbox`` as ``python -I -B sandbox_child.py`` in an empty scratch
 directory, with the job (JSON: code, tests, limits, marker) on stdin. Before any model code
-is compiled it lowers its own resource limits (CPU time, address space, file size, open
-files) and, unless the job says ``guard: false`` (used only by tests of the outer walls),
-installs an audit hook (PEP 578) that cannot be removed from Python code. The hook refuses:
+is compiled, while it is still single-threaded, it
+
+1. lowers its own resource limits (CPU time, address space, file size, open files);
+2. applies the kernel's limits to itself (``sandbox_kernel``: Landlock and a seccomp filter,
+   after ``PR_SET_NO_NEW_PRIVS``). These are the wall that holds: no network, no exec, no new
+   processes, files only in its scratch directory (read-only the Python installation). Where
+   the kernel cannot enforce them the child prints ``REFUSED_PREFIX`` with the reason and
+   exits with ``KERNEL_REFUSED`` without compiling the code: a not-run result, never an
+   unguarded run;
+3. installs an audit hook (PEP 578) that cannot be removed from Python code: a third layer
+   with clearer messages, not a boundary (``_posixsubprocess`` or an extension module loaded
+   by hand pass it; the kernel does not let them do anything).
+
+The job's ``kernel: false`` and ``guard: false`` switch 2 and 3 off; only tests of the other
+walls use them. The hook refuses:
 
 - network: importing ``socket``/``_socket``/``ssl`` and every ``socket.*`` event;
 - other processes: fork, exec, spawn, ``subprocess``, ``os.system``, signals to any pid;
@@ -12,21 +24,37 @@ installs an audit hook (PEP 578) that cannot be removed from Python code. The ho
 - files: writes outside the scratch directory, more than ``MAX_WRITABLE_OPENS`` opens for
   writing, reads outside the scratch directory and Python's own installation (so no
   ``/proc/<pid>/environ``, no ``/dev/termination-log``, no token files);
-- reaching the hook itself: ``gc`` object walks, ``sys._current_frames``, traceback frames.
+- reaching the hook itself or the frame of ``main`` (which holds the marker that says the
+  tests passed): ``gc`` object walks, ``sys._current_frames``, ``sys._getframe``, traceback,
+  generator and coroutine frames, signal handlers (which receive a frame), CPython's
+  ``_test*`` modules. The kernel limits cannot help here: reading one's own memory needs no
+  system call. Without the hook, code in this process can forge a pass.
 
-The hook is a second wall, not the first: in the cluster the code runs in a container of
-its own (other uid, own PID namespace, no secrets, size-limited scratch), and whatever it
-leaves running is killed by its parent after the run (see ``bench.sandbox``). Printing the
-job's random marker after the last test is how the parent learns the tests passed.
+Beyond both, in the cluster the code runs in a container of its own (other uid, own PID
+namespace, no secrets, size-limited scratch), and whatever it leaves running is killed by
+its parent after the run (see ``bench.sandbox``). Printing the job's random marker after
+the last test is how the parent learns the tests passed.
 """
 
 import contextlib
+import importlib.util
 import json
 import os
 import resource
 import sys
 
 MAX_WRITABLE_OPENS = 16
+KERNEL_REFUSED = 4
+"""Exit status of a child that did not run the code because the kernel limits are missing."""
+REFUSED_PREFIX = "sandbox: not run: "
+_KERNEL_MODULES = (
+    "_sandbox_kernel",
+    "ctypes",
+    "_ctypes",
+    "ctypes.util",
+    "ctypes._endian",
+    "pyseccomp",
+)
 _BLOCKED_IMPORTS = frozenset(
     {
         "socket",
@@ -42,6 +70,20 @@ _BLOCKED_IMPORTS = frozenset(
         "mmap",
         "pty",
         "fcntl",
+        # a signal handler receives the interrupted frame, whose f_back leads to main()
+        "signal",
+        "_signal",
+        "faulthandler",
+        # CPython's test helpers reach memory and interpreter internals directly
+        "_testcapi",
+        "_testinternalcapi",
+        "_testbuffer",
+        "_testmultiphase",
+        "_testimportmultiple",
+        "_testclinic",
+        "_xxtestfuzz",
+        "_ctypes_test",
+        "_xxsubinterpreters",
     }
 )
 _BLOCKED_EVENTS = frozenset(
@@ -68,10 +110,12 @@ _BLOCKED_EVENTS = frozenset(
         "sys.settrace",
     }
 )
+_FRAME_ATTRIBUTES = ("tb_frame", "gi_frame", "cr_frame", "ag_frame")
+_LISTING_EVENTS = frozenset({"os.listdir", "os.scandir"})
+"""Reads of a directory: allowed where reading is (importing a package's submodule lists
+its directory; refusing it made ``import asyncio`` fail)."""
 _PATH_EVENTS = frozenset(
     {
-        "os.listdir",
-        "os.scandir",
         "os.chdir",
         "os.mkdir",
         "os.rmdir",
@@ -133,18 +177,48 @@ def _install_guard(scratch: str) -> None:
             elif not under(path, (scratch, *roots)):
                 raise PermissionError(f"sandbox: reading {path!r} is not allowed")
         elif event == "import":
-            if str(args[0]).split(".")[0] in _BLOCKED_IMPORTS:
+            # Every part: an extension loaded by hand as "x._socket" still runs PyInit__socket.
+            if any(part in _BLOCKED_IMPORTS for part in str(args[0]).split(".")):
                 raise ImportError(f"sandbox: module {args[0]!r} is not allowed")
         elif event in _BLOCKED_EVENTS or event.startswith(("socket.", "ctypes.")):
             raise PermissionError(f"sandbox: {event} is not allowed")
+        elif event in _LISTING_EVENTS:
+            path = args[0]
+            if isinstance(path, (str, bytes, os.PathLike)) and not under(path, (scratch, *roots)):
+                raise PermissionError(f"sandbox: {event} on {path!r} is not allowed")
         elif event in _PATH_EVENTS:
             for path in args[:2]:
                 if isinstance(path, (str, bytes, os.PathLike)) and not under(path, (scratch,)):
                     raise PermissionError(f"sandbox: {event} on {path!r} is not allowed")
-        elif event == "object.__getattr__" and args[1] in ("tb_frame", "gi_frame", "cr_frame"):
+        elif event == "sys._getframe":
+            # ValueError, which namedtuple, typing, enum and logging already expect from it.
+            raise ValueError("sandbox: frame access is not allowed")
+        elif event == "object.__getattr__" and args[1] in _FRAME_ATTRIBUTES:
             raise PermissionError("sandbox: frame access is not allowed")
 
     sys.addaudithook(hook)
+    # _signal is imported at start-up: out of sys.modules, importing it again meets the hook.
+    for name in ("signal", "_signal"):
+        sys.modules.pop(name, None)
+
+
+def _apply_kernel_limits(scratch: str, minimum_abi: int) -> None:
+    """``sandbox_kernel.apply`` (loaded from beside this file: bench's package is not needed)."""
+    path = os.path.join(os.path.dirname(os.path.realpath(__file__)), "sandbox_kernel.py")
+    spec = importlib.util.spec_from_file_location("_sandbox_kernel", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    kernel = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = kernel  # dataclasses look their module up there
+    spec.loader.exec_module(kernel)
+    try:
+        kernel.apply(scratch, minimum_abi=minimum_abi)
+    except kernel.KernelLimitsUnavailable as exc:
+        print(f"{REFUSED_PREFIX}kernel limits unavailable: {exc}", flush=True)
+        sys.exit(KERNEL_REFUSED)
+    # What installed the limits is of no use to the code, and the hook refuses to import it.
+    for name in _KERNEL_MODULES:
+        sys.modules.pop(name, None)
 
 
 def main() -> None:
@@ -161,22 +235,45 @@ def main() -> None:
     marker = str(job["marker"])
     solution, tests = str(job["code"]), str(job["tests"])
     guard = job.get("guard", True) is not False
+    kernel = job.get("kernel", True) is not False
+    minimum_abi = int(job.get("minimum_landlock_abi", 1))
     del job
+    if kernel:
+        _apply_kernel_limits(scratch, minimum_abi)
     if guard:
         _install_guard(scratch)
+    # Everything main() uses after the model's code has run is bound here, and both sources
+    # are compiled first: the code may replace builtins (compile, exec), sys.exit or
+    # sys.stdout, and must not turn a failure into the marker that way.
+    run, leave, write, flush = exec, os._exit, os.write, sys.stdout.flush
+    try:
+        solution_code = compile(solution, "solution.py", "exec")
+    except (SyntaxError, ValueError) as exc:
+        _report(f"solution failed to load: {type(exc).__name__}: {exc}")
+        leave(3)
+    tests_code = compile(tests, "tests.py", "exec")
     namespace = {"__name__": "__main__"}
     try:
-        exec(compile(solution, "solution.py", "exec"), namespace)
+        run(solution_code, namespace)
     except BaseException as exc:
-        print(f"solution failed to load: {type(exc).__name__}: {exc}", file=sys.stderr)
-        sys.exit(3)
+        _report(f"solution failed to load: {type(exc).__name__}: {exc}")
+        leave(3)
     try:
-        exec(compile(tests, "tests.py", "exec"), namespace)
+        run(tests_code, namespace)
     except BaseException as exc:
-        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
-        sys.exit(1)
-    sys.stdout.write(marker + "\n")
-    sys.stdout.flush()
+        _report(f"{type(exc).__name__}: {exc}")
+        leave(1)
+    with contextlib.suppress(BaseException):
+        flush()
+    write(1, (marker + "\n").encode())
+    leave(0)
+
+
+def _report(text: str) -> None:
+    """Say why the run failed; nothing the model's code did here may stop the exit."""
+    with contextlib.suppress(BaseException):
+        sys.stdout.flush()
+        print(text, file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

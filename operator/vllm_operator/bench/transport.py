@@ -17,6 +17,7 @@ inflate a whole read at once), and ``get`` stops reading at ``limit`` bytes.
 from __future__ import annotations
 
 import asyncio
+import errno
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -50,8 +51,75 @@ class Dropped(TransportError):
     """The connection closed or broke before the response was complete."""
 
 
+class Reset(Dropped):
+    """The server closed or reset the connection before sending any response."""
+
+
+class NotHTTP(TransportError):
+    """What came back is not an HTTP response (another protocol on that port)."""
+
+
 class Oversized(TransportError):
     """The answer exceeded a size limit, or its encoding cannot be decoded within one."""
+
+
+def named_class(exc: TransportError) -> str | None:
+    """The error class (gate/classes.py) a failure before any response has, where it has
+    one of its own: ``reset`` and ``protocol``, which are neither a time-out nor a stream
+    the server broke off."""
+    if isinstance(exc, Reset):
+        return "reset"
+    if isinstance(exc, NotHTTP):
+        return "protocol"
+    return None
+
+
+_RESET_ERRNOS = (errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED)
+
+
+def _aiohttp_failure(exc: aiohttp.ClientError) -> TransportError:
+    """An aiohttp failure before the response body, as one of the classes above."""
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return ConnectFailed(text)
+    if isinstance(exc, aiohttp.ServerTimeoutError):
+        return _timeout(exc)
+    if isinstance(exc, aiohttp.ClientResponseError):  # a status line aiohttp cannot parse
+        return NotHTTP(text.splitlines()[0][:200])
+    if isinstance(exc, aiohttp.ServerDisconnectedError) or _was_reset(exc):
+        return Reset(text)
+    return Dropped(text)
+
+
+def _was_reset(exc: BaseException | None) -> bool:
+    """A reset or broken pipe, here or in what caused it (aiohttp wraps "Can not write
+    request body" around the reset that interrupted the write)."""
+    for _ in range(4):
+        if exc is None:
+            return False
+        if isinstance(exc, ConnectionResetError | BrokenPipeError | ConnectionAbortedError) or (
+            isinstance(exc, OSError) and exc.errno in _RESET_ERRNOS
+        ):
+            return True
+        exc = exc.__cause__
+    return False
+
+
+def _httpx_failure(exc: httpx.TransportError) -> TransportError:
+    """An httpx failure before the response body, as one of the classes above."""
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return ConnectFailed(text)
+    if isinstance(exc, httpx.TimeoutException):
+        return Stalled(text)
+    if isinstance(exc, httpx.RemoteProtocolError):
+        # h11 closes on a reply it cannot parse and says so the same way as on a reset.
+        if "without sending a response" in text:
+            return Reset(text)
+        return NotHTTP(text[:200])
+    if isinstance(exc, httpx.ReadError | httpx.WriteError):
+        return Reset(text)
+    return Dropped(text)
 
 
 ACCEPT_ENCODING = "gzip, deflate"
@@ -174,14 +242,10 @@ class AiohttpTransport:
                     chunks=_decoded(self._chunks(resp), resp.headers.get("content-encoding")),
                     extra={"started_at": started},
                 )
-        except aiohttp.ClientConnectorError as exc:
-            raise ConnectFailed(str(exc)) from exc
-        except aiohttp.ServerTimeoutError as exc:
-            raise _timeout(exc) from exc
-        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
+        except aiohttp.ClientPayloadError as exc:
             raise Dropped(str(exc) or type(exc).__name__) from exc
-        except aiohttp.ClientOSError as exc:
-            raise Dropped(str(exc)) from exc
+        except aiohttp.ClientError as exc:  # before the body: the body's own are Dropped
+            raise _aiohttp_failure(exc) from exc
 
     @staticmethod
     async def _chunks(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
@@ -207,12 +271,10 @@ class AiohttpTransport:
             ) as resp:
                 chunks = _decoded(self._chunks(resp), resp.headers.get("content-encoding"))
                 return resp.status, await _read_limited(chunks, limit, f"GET {url}")
-        except aiohttp.ClientConnectorError as exc:
-            raise ConnectFailed(str(exc)) from exc
-        except aiohttp.ServerTimeoutError as exc:
-            raise _timeout(exc) from exc
-        except aiohttp.ClientError as exc:
+        except aiohttp.ClientPayloadError as exc:
             raise Dropped(str(exc) or type(exc).__name__) from exc
+        except aiohttp.ClientError as exc:
+            raise _aiohttp_failure(exc) from exc
 
     async def aclose(self) -> None:
         if self._session is not None:
@@ -261,14 +323,8 @@ class HttpxTransport:
                     chunks=_decoded(self._chunks(resp), resp.headers.get("content-encoding")),
                     extra={"started_at": started},
                 )
-        except httpx.ConnectError as exc:
-            raise ConnectFailed(str(exc)) from exc
-        except httpx.ConnectTimeout as exc:
-            raise ConnectFailed(str(exc) or "connect timeout") from exc
-        except httpx.ReadTimeout as exc:
-            raise Stalled(str(exc) or "read timeout") from exc
-        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-            raise Dropped(str(exc) or type(exc).__name__) from exc
+        except httpx.TransportError as exc:  # before the body: the body's own are Dropped
+            raise _httpx_failure(exc) from exc
 
     @staticmethod
     async def _chunks(resp: httpx.Response) -> AsyncIterator[bytes]:
@@ -292,12 +348,8 @@ class HttpxTransport:
             ) as resp:
                 chunks = _decoded(self._chunks(resp), resp.headers.get("content-encoding"))
                 return resp.status_code, await _read_limited(chunks, limit, f"GET {url}")
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            raise ConnectFailed(str(exc) or type(exc).__name__) from exc
-        except httpx.TimeoutException as exc:
-            raise Stalled(str(exc) or "timeout") from exc
         except httpx.TransportError as exc:
-            raise Dropped(str(exc) or type(exc).__name__) from exc
+            raise _httpx_failure(exc) from exc
 
     async def aclose(self) -> None:
         await self._client.aclose()

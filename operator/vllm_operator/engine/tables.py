@@ -129,7 +129,12 @@ UNSET_RISK = (
 
 @dataclass(frozen=True)
 class OwnedEnv:
-    """An environment variable users may not set in ``spec.engine.env``, and why."""
+    """An environment variable users may not set in ``spec.engine.env``, and why.
+
+    ``OWNED_ENV`` must name every variable the operator renders into the vLLM container
+    itself (render/deployment.py ``_env``), or a spec could add a second entry of that
+    name; tests/unit/engine/test_policy.py renders every option and checks it.
+    """
 
     name: str
     message: str
@@ -166,6 +171,12 @@ OWNED_ENV: dict[str, OwnedEnv] = {
             "the container runs as a non-root user whose HOME the operator points at a "
             "writable volume",
             "drop it; caches under HOME live in the pod's home volume",
+        ),
+        OwnedEnv(
+            "USER",
+            "the operator sets USER to the container's non-root user (libraries that look the "
+            "user up by name need it); a second USER would be a duplicate env entry",
+            "drop it; the container's user is fixed by the operator",
         ),
         OwnedEnv(
             "HF_HOME",

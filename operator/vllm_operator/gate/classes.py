@@ -30,6 +30,8 @@ ERROR_CLASSES: Final[dict[str, tuple[ErrorKind, str]]] = {
     "stall": ("server", "no bytes arrived for longer than the stall limit mid-request"),
     "oversized": ("server", "an answer exceeded a size limit (body, decompressed, event, text)"),
     "connect_error": ("measurement", "could not connect (endpoint down or refusing)"),
+    "reset": ("measurement", "the connection was closed or reset before any response"),
+    "protocol": ("measurement", "the reply was not HTTP (another protocol on that port)"),
     "timeout": ("measurement", "a request did not finish within its time limit"),
     "deadline": ("measurement", "the benchmark's global deadline ended the run early"),
     "http_4xx": ("measurement", "the server refused the request (key, model name, limits)"),

@@ -62,14 +62,25 @@ class Pass:
     def begin(cls, observed: Observed, now: datetime, settings: Settings | None) -> Pass:
         """A pass over ``observed``, starting from the status and ledger it carries."""
         previous = previous_status(observed.body.get("status"))
-        return cls(
+        handled, problems = ledger.check_handled(observed.annotations)
+        state = cls(
             observed=observed,
             now=now,
             settings=settings or Settings(),
             previous=previous,
             history=list(previous.history),
-            handled=ledger.parse_handled(observed.annotations),
+            handled=handled,
         )
+        if problems:
+            # Rewritten at the end of this pass, so the Event is said once, not every pass.
+            state.handled_changed = True
+            state.event(
+                "Warning",
+                EventReason.AnnotationIgnored,
+                f"{ledger.HANDLED_ANNOTATION}: " + "; ".join(problems) + ": treated as absent "
+                "and rewritten (the annotation is the operator's record; do not edit it)",
+            )
+        return state
 
     @property
     def name(self) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from vllm_operator.api.resource import MAX_ATTEMPT_DIGITS
 from vllm_operator.api.status import HISTORY_BYTES, HISTORY_FULL, HISTORY_LIMIT, GateRecord
 from vllm_operator.render import labels
 
@@ -70,33 +71,71 @@ class Handled:
         return json.dumps(doc, sort_keys=True, separators=(",", ":"))
 
 
+MAX_ATTEMPT = 10**MAX_ATTEMPT_DIGITS - 1
+"""The highest gate attempt a Job name has room for (api/resource.py)."""
+_MAX_VALUE = 253
+"""Longest request value kept (a revision or a token; a DNS name at most)."""
+
+
 def parse_handled(annotations: Mapping[str, str]) -> Handled:
     """The handled requests; a missing or damaged annotation means none were handled."""
+    return check_handled(annotations)[0]
+
+
+def check_handled(annotations: Mapping[str, str]) -> tuple[Handled, list[str]]:
+    """The handled requests, and what was wrong with the annotation (ignored, as absent).
+
+    The annotation is the operator's, but anyone who may edit the resource may edit it: a
+    ``minAttempt`` of 1000 would name a Job past 63 characters, a ``rerun.at`` that is not
+    a time would void or keep verdicts at random. Each bad part is treated as absent.
+    """
+    text = annotations.get(HANDLED_ANNOTATION)
+    if not text:
+        return Handled(), []
     try:
-        doc = json.loads(annotations.get(HANDLED_ANNOTATION) or "{}")
-    except ValueError:
-        return Handled()
+        doc = json.loads(text) if len(text) <= 4096 else None
+    except (ValueError, RecursionError):
+        doc = None
     if not isinstance(doc, dict):
-        return Handled()
+        return Handled(), ["not a JSON object of at most 4096 characters"]
+    problems: list[str] = []
+
+    def request(key: str) -> str | None:
+        value = doc.get(key)
+        if value is None or (isinstance(value, str) and 0 < len(value) <= _MAX_VALUE):
+            return value
+        problems.append(f"{key} is not a string of 1 to {_MAX_VALUE} characters")
+        return None
+
+    promote, abort = request("promote"), request("abort")
     rerun = None
     raw = doc.get("rerun")
-    if isinstance(raw, dict):
-        try:
-            rerun = Rerun(
-                token=str(raw["token"]),
-                revision=str(raw["revision"]),
-                at=str(raw["at"]),
-                min_attempt=int(raw.get("minAttempt", 1)),
+    if raw is not None:
+        rerun = _rerun(raw)
+        if rerun is None:
+            problems.append(
+                "rerun needs token and revision (strings), at (an RFC 3339 time) and "
+                f"minAttempt (1 to {MAX_ATTEMPT})"
             )
-        except (KeyError, TypeError, ValueError):
-            rerun = None
-    promote = doc.get("promote")
-    abort = doc.get("abort")
-    return Handled(
-        promote=promote if isinstance(promote, str) else None,
-        abort=abort if isinstance(abort, str) else None,
-        rerun=rerun,
-    )
+    return Handled(promote=promote, abort=abort, rerun=rerun), problems
+
+
+def _rerun(raw: object) -> Rerun | None:
+    if not isinstance(raw, dict):
+        return None
+    token, revision, at = raw.get("token"), raw.get("revision"), raw.get("at")
+    attempt = raw.get("minAttempt", 1)
+    if not all(isinstance(v, str) and 0 < len(v) <= _MAX_VALUE for v in (token, revision, at)):
+        return None
+    if not isinstance(attempt, int) or isinstance(attempt, bool) or not 1 <= attempt <= MAX_ATTEMPT:
+        return None
+    try:
+        when = datetime.fromisoformat(str(at))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return Rerun(token=str(token), revision=str(revision), at=str(at), min_attempt=attempt)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from vllm_operator.api.resource import MAX_ATTEMPT_DIGITS
 from vllm_operator.render import labels
 from vllm_operator.rollout.scaling_view import (
     AutoscalerView,
@@ -375,12 +376,13 @@ def job_view(obj: Mapping[str, Any]) -> JobView | None:
     revision = meta_labels.get(labels.REVISION_LABEL)
     if not isinstance(revision, str):
         return None
-    try:
-        attempt = int(
-            annotations.get(ATTEMPT_ANNOTATION) or str(meta.get("name", "")).split("-")[-1]
-        )
-    except ValueError:
-        attempt = 1
+    # The attempt is in the Job's name too, which nobody can edit: the annotation counts only
+    # while it is a number a Job name has room for.
+    attempt = (
+        _attempt(annotations.get(ATTEMPT_ANNOTATION))
+        or _attempt(str(meta.get("name", "")).rsplit("-", 1)[-1])
+        or 1
+    )
     status = _dict(obj.get("status"))
     complete = False
     failed_reason = failed_message = None
@@ -403,9 +405,20 @@ def job_view(obj: Mapping[str, Any]) -> JobView | None:
         failed_message=failed_message,
         deleting=bool(meta.get("deletionTimestamp")),
         uid=meta.get("uid") if isinstance(meta.get("uid"), str) else None,
-        baseline_mode=annotations.get(BASELINE_MODE_ANNOTATION),
+        baseline_mode=_one_of(annotations.get(BASELINE_MODE_ANNOTATION), ("twin", "stored")),
         baseline_reason=_str_or_none(annotations.get(BASELINE_REASON_ANNOTATION)),
     )
+
+
+def _attempt(text: object) -> int:
+    """A gate attempt (1 to 999), or 0 when ``text`` is not one."""
+    if not isinstance(text, str) or not text.isdecimal() or len(text) > MAX_ATTEMPT_DIGITS:
+        return 0
+    return int(text) if int(text) >= 1 else 0
+
+
+def _one_of(value: object, allowed: tuple[str, ...]) -> str | None:
+    return value if isinstance(value, str) and value in allowed else None
 
 
 def observe(

@@ -38,7 +38,13 @@ from vllm_operator.engine import argv as vllm_argv
 from vllm_operator.engine import catalog, extra_args, flagdata
 from vllm_operator.engine.version import Version
 from vllm_operator.sim import profiles
-from vllm_operator.sim.config import DEFAULT_MAX_MODEL_LEN, DEFAULT_VERSION, Faults, SimConfig
+from vllm_operator.sim.config import (
+    DEFAULT_MAX_MODEL_LEN,
+    DEFAULT_VERSION,
+    KEEP_ALIVE_SECONDS,
+    Faults,
+    SimConfig,
+)
 from vllm_operator.sim.noise import PRESETS, Noise
 from vllm_operator.sim.runner import LISTENING_PREFIX, serve
 from vllm_operator.sim.startup import StartupFailure
@@ -128,6 +134,12 @@ KNOBS = (
     Knob("ttft-ms", float, None, "constant TTFT in model ms, replacing the profile's"),
     Knob("itl-ms", float, None, "constant inter-token latency in model ms (no batch effect)"),
     Knob("answers", str, None, "answers YAML (default: the packaged data/answers.yaml)"),
+    Knob(
+        "keep-alive-seconds",
+        float,
+        KEEP_ALIVE_SECONDS,
+        "close a connection idle this long, wall-clock (vLLM's default: 5)",
+    ),
 )
 
 
@@ -327,6 +339,7 @@ def config_from_args(argv: list[str], prog: str, env: Mapping[str, str]) -> SimC
             seed=args.sim_seed,
             noise=noise,
             ld_library_path=env.get("LD_LIBRARY_PATH"),
+            keep_alive_seconds=args.sim_keep_alive_seconds,
         )
     except ValueError as e:
         parser.error(str(e))

@@ -43,6 +43,11 @@ class Faults:
     die_after_seconds: float | None = None
 
 
+KEEP_ALIVE_SECONDS = 5.0
+"""vLLM's API server runs uvicorn with ``timeout_keep_alive=VLLM_HTTP_TIMEOUT_KEEP_ALIVE``,
+whose default is 5 s (vllm/envs.py)."""
+
+
 @dataclass(frozen=True)
 class SimConfig:
     """One simulator's settings. Build with :meth:`create` unless you set every field."""
@@ -67,6 +72,10 @@ class SimConfig:
     answers: AnswerBook = field(default_factory=AnswerBook)
     ld_library_path: str | None = None  # as the process saw it; None = unset
     ledger_size: int = 10_000
+    keep_alive_seconds: float = KEEP_ALIVE_SECONDS
+    """A connection idle this long (wall-clock: no request yet, a request half sent, or
+    between requests) is closed, as vLLM's server does; 2,000 idle connections otherwise
+    stayed open for over a minute."""
 
     @property
     def model_names(self) -> tuple[str, ...]:
@@ -100,6 +109,9 @@ class SimConfig:
         ver = version if isinstance(version, Version) else Version.parse(version)
         if time_scale <= 0:
             raise ValueError("time scale must be > 0")
+        keep_alive = fields.get("keep_alive_seconds", KEEP_ALIVE_SECONDS)
+        if not isinstance(keep_alive, int | float) or not 0 < keep_alive <= 3600:
+            raise ValueError("keep-alive seconds must be > 0 and at most 3600")
         if isinstance(profile, Profile):
             prof = profile
         else:

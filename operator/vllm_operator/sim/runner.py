@@ -59,7 +59,12 @@ class SimServer:
                 log.info("%s (%.1f s)", text, seconds)
                 await asyncio.sleep(seconds)
         check_cublas(cfg.version, cfg.ld_library_path)
-        runner = web.AppRunner(build_app(self.state), access_log=None, handle_signals=False)
+        runner = web.AppRunner(
+            build_app(self.state),
+            access_log=None,
+            handle_signals=False,
+            keepalive_timeout=cfg.keep_alive_seconds,  # idle connections close, as in vLLM
+        )
         await runner.setup()
         site = web.TCPSite(runner, cfg.host, cfg.port, reuse_address=True)
         await site.start()

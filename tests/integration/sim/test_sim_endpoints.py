@@ -304,3 +304,34 @@ async def test_hostile_bodies_and_unknown_routes_get_vllm_style_json_errors(
                 assert r.content_type == "application/json"
                 err = (await r.json())["error"]
                 assert (err["code"], err["type"], err["message"]) == (status, phrase, phrase)
+
+
+async def test_idle_connections_are_closed_like_vllm_does(
+    start_sim: Any, http: aiohttp.ClientSession, read_sse: Any
+) -> None:
+    """Silent, half-sent and finished keep-alive connections close after the keep-alive;
+    a stream that lasts longer than it is not cut (issue 20: 2,000 idle connections stayed
+    open for over 60 s)."""
+    from vllm_operator.sim import cli
+    from vllm_operator.sim.config import KEEP_ALIVE_SECONDS
+
+    assert cli.config_from_args(["m"], "vllm serve", {}).keep_alive_seconds == KEEP_ALIVE_SECONDS
+    assert KEEP_ALIVE_SECONDS == 5.0  # vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE default
+    flag = ["m", "--sim-keep-alive-seconds", "2"]
+    assert cli.config_from_args(flag, "vllm serve", {}).keep_alive_seconds == 2.0
+    async with start_sim(keep_alive_seconds=0.5, itl_ms=10.0) as sim:
+        host, port = sim.url.removeprefix("http://").split(":")
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        conns = [await asyncio.open_connection(host, int(port)) for _ in range(200)]
+        conns[0][1].write(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n")  # half a request
+        conns[1][1].write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")  # one, then idle
+        body = {"model": "sim-model", "prompt": "x", "max_tokens": 100, "stream": True}
+        async with http.post(sim.url + "/v1/completions", json=body) as r:
+            events = await read_sse(r)  # 100 tokens at 10 ms: twice the keep-alive
+        assert events[-1] == "[DONE]"
+        assert loop.time() - started > 0.5
+        for reader, writer in conns:
+            await asyncio.wait_for(reader.read(), timeout=10)  # EOF: the server closed it
+            writer.close()
+        assert loop.time() - started < 10

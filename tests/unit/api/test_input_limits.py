@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -265,3 +266,35 @@ def test_value_count_is_bounded_while_reading() -> None:
     text = "a: [" + ", ".join(["1"] * MAX_VALUES) + "]"
     with pytest.raises(YAMLInputError, match=f"more than {MAX_VALUES} values"):
         load_documents(text)
+
+
+def test_a_key_given_twice_is_refused_with_both_lines() -> None:
+    """PyYAML keeps the last of two equal keys; the render would silently use it."""
+    text = (
+        "spec:\n  engine:\n    performanceMode: throughput\n    image: x\n"
+        "    performanceMode: eager\n"
+    )
+    with pytest.raises(
+        YAMLInputError,
+        match=r"line 5, column 5: the key 'performanceMode' appears again .*first at line 3",
+    ):
+        load_documents(text)
+    # Equal values in lists, and equal keys in different mappings, stay fine.
+    assert load_documents("a: {x: 1}\nb: {x: 1}\nc: [1, 1]\n") == [
+        {"a": {"x": 1}, "b": {"x": 1}, "c": [1, 1]}
+    ]
+
+
+def test_the_render_command_names_the_duplicate_key() -> None:
+    import io
+
+    from vllm_operator.rollout.render_cli import run
+
+    example = (Path(__file__).resolve().parents[3] / "examples").glob("*.yaml")
+    text = next(iter(sorted(example))).read_text(encoding="utf-8")
+    doubled = text.replace("spec:\n", "spec:\n  replicas: 1\n  replicas: 3\n", 1)
+    out, err = io.StringIO(), io.StringIO()
+    code = run(["-f", "-"], "render", io.StringIO(doubled), out, err)
+    assert code != 0
+    assert "the key 'replicas' appears again" in err.getvalue()
+    assert out.getvalue() == ""

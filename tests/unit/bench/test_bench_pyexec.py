@@ -172,7 +172,7 @@ def test_double_fork_escapee_is_killed_even_without_the_audit_hook(tmp_path: Pat
         "from vllm_operator.bench.sandbox import harden_self, run_one\n"
         "harden_self()\n"
         f"r = run_one(sys.argv[1], 'assert True', limit_seconds=5, "
-        f"scratch_root=Path({str(tmp_path / 'scratch')!r}), guard=False)\n"
+        f"scratch_root=Path({str(tmp_path / 'scratch')!r}), guard=False, kernel=False)\n"
         "print(r.passed, r.detail)"
     )
     out = subprocess.run(
@@ -284,7 +284,7 @@ def test_as_pid_1_of_its_namespace_every_leftover_is_killed(tmp_path: Path) -> N
         "from vllm_operator.bench.sandbox import run_one\n"
         "assert os.getpid() == 1\n"
         f"r = run_one(sys.argv[1], 'assert True', limit_seconds=5, "
-        f"scratch_root=Path({str(tmp_path)!r}), guard=False)\n"
+        f"scratch_root=Path({str(tmp_path)!r}), guard=False, kernel=False)\n"
         "others = [p for p in os.listdir('/proc') if p.isdigit() and p != '1']\n"
         "print(r.passed, others)"
     )
@@ -318,3 +318,40 @@ def test_exchange_files_never_follow_what_the_sandbox_planted(tmp_path: Path) ->
     assert victim.read_text() == "bench's own"
     assert (exchange / "req-x.json").read_bytes() == b"{}"
     assert not (exchange / "req-x.json").is_symlink()
+
+
+FORGERIES = {
+    # The marker that says "tests passed" is a local of the child's main(): one frame up.
+    "caller-frame": (
+        "import sys, os\nf = sys._getframe()\n"
+        "while f is not None and 'marker' not in f.f_locals:\n    f = f.f_back\n"
+        "print(f.f_locals['marker'], flush=True)\nos._exit(0)\n"
+    ),
+    # A signal handler receives the interrupted frame (and _signal is loaded at start-up).
+    "signal-frame": (
+        "import _signal, os\nfound = []\n"
+        "def grab(_n, f):\n"
+        "    while f is not None and 'marker' not in f.f_locals:\n        f = f.f_back\n"
+        "    found.append(f.f_locals['marker'])\n"
+        "_signal.signal(_signal.SIGUSR1, grab)\nos.kill(os.getpid(), _signal.SIGUSR1)\n"
+        "print(found[0], flush=True)\nos._exit(0)\n"
+    ),
+    # Tests compiled after the solution ran would go through a replaced builtin.
+    "replaced-compile": (
+        "import builtins\n_c = builtins.compile\n"
+        "builtins.compile = lambda s, f, m, *a, **k: _c('pass', f, m)\n"
+    ),
+    # A failed test calls sys.exit(1); replaced, the run would go on to print the marker.
+    "replaced-exit": "import sys\nsys.exit = lambda *a: None\n",
+}
+
+
+@pytest.mark.parametrize("code", FORGERIES.values(), ids=list(FORGERIES))
+async def test_answer_code_cannot_forge_a_pass_through_the_sidecar(
+    sidecar: Path, code: str
+) -> None:
+    """The demo's and the Job's path (bench -> exchange -> ``sandbox serve``): tests that
+    fail stay failed whatever the answer does to the process that runs them."""
+    sandbox = ExchangeSandbox(sidecar, ready_wait=20)
+    result = await sandbox.run(code, "assert False, 'the tests fail'", limit_seconds=5)
+    assert not result.passed, result.detail

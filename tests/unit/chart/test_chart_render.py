@@ -219,11 +219,6 @@ def test_values_schema_refuses_unsafe_or_wrong_values(values: dict[str, Any]) ->
         render(values)
 
 
-def test_network_policy_in_cluster_scope_needs_namespaces() -> None:
-    with pytest.raises(helm_python.HelmRenderError, match=r"networkPolicy\.benchmark\.namespaces"):
-        render({"networkPolicy": {"benchmark": {"enabled": True}}})
-
-
 def test_chart_crds_are_byte_identical_to_generated() -> None:
     chart = helm_python.Chart.load(CHART)
     (crd,) = chart.crds

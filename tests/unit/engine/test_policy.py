@@ -373,3 +373,23 @@ def test_operator_env_is_refused_in_the_spec(make_spec: MakeSpec, name: str, nee
         plan_launch(make_spec(env=[{"name": name, "value": "none"}]))
     assert fields_of(info.value) == ["spec.engine.env[0].name"]
     assert needle in info.value.errors[0].fix
+
+
+def test_every_variable_the_operator_renders_is_refused_in_the_spec(make_spec: MakeSpec) -> None:
+    """One list: a name the operator sets that the spec could set too renders twice."""
+    from vllm_operator.engine import tables
+    from vllm_operator.render.deployment import _env
+
+    rendered: set[str] = set()
+    for fix in ("auto", "strip-cuda", "unset", "none"):
+        spec = make_spec(
+            libraryPathFix=fix,
+            apiKeySecret={"name": "vllm-key"},
+            top={"model": {"name": "m", "hfTokenSecret": {"name": "hf"}}},
+        )
+        rendered |= {e["name"] for e in _env(spec, plan_launch(spec))}
+    assert {"USER", "HOME", "HF_TOKEN", "VLLM_API_KEY"} <= rendered
+    assert rendered - set(tables.OWNED_ENV) == set()
+    with pytest.raises(SpecErrors) as info:
+        plan_launch(make_spec(env=[{"name": "USER", "value": "root"}]))
+    assert fields_of(info.value) == ["spec.engine.env[0].name"]
