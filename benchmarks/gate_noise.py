@@ -77,7 +77,7 @@ from vllm_operator.api.summary import (
 from vllm_operator.bench import BenchConfig, run_benchmark
 from vllm_operator.bench.prompts import SIZES
 from vllm_operator.gate import verdict
-from vllm_operator.gate.regression import undecided
+from vllm_operator.gate.regression import judge_all, undecided
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "gate_noise.json"
@@ -273,7 +273,9 @@ def model_gate(  # noqa: PLR0917 - the cell's parameters, one caller
         )  # fmt: skip
 
     for _ in range(plan.max_trials - plan.min_trials):
-        if verdict(summary(), thresholds, stored, plan=plan).outcome == "Failed":
+        if any(
+            j.finding.severity == "fail" for j in judge_all(summary(), thresholds, stored, plan)
+        ):
             break  # the bench stops too: a figure beyond its limit is final
         pending = undecided(summary(), thresholds, stored, plan)
         if not pending:

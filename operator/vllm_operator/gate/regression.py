@@ -241,7 +241,10 @@ class _Judge:
         if self.plan is None:
             ran = f"; {n} trials, a fixed number (no sequential plan)"
         elif n < self.plan.max_trials:
-            ran = f"; {n} of up to {self.plan.max_trials} trials run before the time budget ended"
+            ran = (
+                f"; {n} of up to {self.plan.max_trials} trials run (the benchmark stopped "
+                "early: its time budget ran out, or another figure had already failed)"
+            )
         else:
             ran = f"; {n} trials, the most allowed (gate.maxTrials)"
         edge = math.log1p(limit) if higher_is_worse else math.log1p(-limit) if limit < 1 else None
