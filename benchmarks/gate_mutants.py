@@ -124,6 +124,7 @@ MUTANTS = [
         "interval.py",
         "spread = se > 0 and df > 0",
         "spread = se >= 0 and df > 0",
+        equivalent="with se 0 the half-width is t x 0 = 0 either way",
     ),
     M(
         "interval-two-sided",
