@@ -1,0 +1,193 @@
+"""`vllm-operator judge` replays the real H200 summaries through the gate's own code.
+
+docs/calibration/h200-paired-2026-12-01: seven A/A gates and one against
+``--max-num-seqs 4``, measured before the gate was made decisive (3 trials, no sequential
+plan recorded); h200-decisive-2026-12-01: three A/A gates with the new bench (settling
+warm-up, sequential trials). Issue 19's acceptance: with default limits aa2 and aa4 Pass,
+the regression Fails, no A/A run Fails, and the three new ones Pass.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vllm_operator.bench.judge_cli import main
+
+ROOT = Path(__file__).resolve().parents[3]
+PAIRED = ROOT / "docs/calibration/h200-paired-2026-12-01"
+DECISIVE = ROOT / "docs/calibration/h200-decisive-2026-12-01"
+TEN = '{"maxRegressionPercent": 10}'
+OLD = sorted(PAIRED.glob("*.json"))
+NEW = sorted(DECISIVE.glob("summary-*.json"))
+
+
+def judge(*argv: str) -> int:
+    return main(list(argv), "vllm-operator judge")
+
+
+def test_the_stored_summaries_are_all_there() -> None:
+    assert [p.name for p in OLD] == [
+        *(f"summary-aa{i}.json" for i in range(1, 8)),
+        "summary-reg-seqs4.json",
+    ]
+    assert [p.name for p in NEW] == [f"summary-aa{i}.json" for i in (1, 2, 3)]
+
+
+@pytest.mark.parametrize("path", OLD, ids=lambda p: p.stem)
+def test_old_h200_summaries_replay_as_the_issue_expects(
+    path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = judge("--summary", str(path), "--thresholds-json", TEN)
+    out = capsys.readouterr().out
+    first = out.splitlines()[0]
+    if path.stem in ("summary-aa2", "summary-aa4"):
+        assert (code, first) == (0, "verdict: Passed"), out
+    elif path.stem == "summary-reg-seqs4":
+        assert (code, first) == (1, "verdict: Failed"), out
+        assert "regression beyond the limit" in out
+    else:
+        assert code == 1, out
+        assert first == "verdict: Inconclusive", out  # not Failed: an A/A run never fails
+
+
+@pytest.mark.parametrize("path", NEW, ids=lambda p: p.stem)
+def test_new_h200_summaries_pass(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert judge("--summary", str(path), "--thresholds-json", TEN) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("verdict: Passed\n")
+    assert "widened for 8 looks" in out  # the plan recorded in the summary
+
+
+def test_a_full_report_is_judged_by_its_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    report = DECISIVE / "report-aa1.json"
+    assert json.loads(report.read_text())["schema"] == "vllm-operator.dev/bench-report/v1"
+    assert judge("--summary", str(report), "--thresholds-json", TEN, "--output", "json") == 0
+    from_report = json.loads(capsys.readouterr().out)
+    judge(
+        "--summary",
+        str(DECISIVE / "summary-aa1.json"),
+        "--thresholds-json",
+        TEN,
+        "--output",
+        "json",
+    )
+    assert from_report == json.loads(capsys.readouterr().out)
+    assert from_report["outcome"] == "Passed"
+    assert len(from_report["reasons"]) == 8  # seven figures, and the warm-up did not settle
+    assert from_report["reasons"][-1].startswith("the warm-up did not settle (4 pass(es)")
+
+
+def test_as_a_real_subprocess_through_the_top_level_cli() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "vllm_operator.cli", "judge", "--summary",
+         str(PAIRED / "summary-reg-seqs4.json"), "--thresholds-json", TEN, "--output", "json"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["outcome"] == "Failed"
+    passed = subprocess.run(
+        [sys.executable, "-m", "vllm_operator.cli", "judge", "--summary", "-",
+         "--thresholds-json", TEN],
+        input=(PAIRED / "summary-aa2.json").read_text(),
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert passed.returncode == 0, passed.stderr
+    assert passed.stdout.startswith("verdict: Passed\n")
+    assert passed.stderr == ""
+
+
+def test_the_plan_on_the_command_line_replaces_the_summarys(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    aa1 = str(DECISIVE / "summary-aa1.json")
+    assert (
+        judge("--summary", aa1, "--thresholds-json", TEN, "--trials", "3", "--max-trials", "3") == 0
+    )
+    out = capsys.readouterr().out
+    assert "widened" not in out
+    # an old summary with no plan, judged as if the plan had allowed eight looks
+    aa2 = str(PAIRED / "summary-aa2.json")
+    judge("--summary", aa2, "--thresholds-json", TEN, "--trials", "3", "--max-trials", "10")
+    assert "widened for 8 looks" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["--summary", "/nonexistent/summary.json"], "--summary: cannot read"),
+        (["--summary", "{notjson}"], "--summary: "),
+        (["--summary", "{list}"], "--summary: (top level):"),
+        (["--summary", "{notsummary}"], "--summary: latency:"),
+        (["--summary", "{aa2}", "--baseline", "/nonexistent"], "--baseline: cannot read"),
+        (["--summary", "{aa2}", "--thresholds-json", '{"maxRegressionPercent": 500}'],
+         "--thresholds-json: maxRegressionPercent:"),
+        (["--summary", "{aa2}", "--thresholds-json", '{"maxRegresionPercent": 5}'],
+         "--thresholds-json: maxRegresionPercent:"),
+        (["--summary", "{aa2}", "--thresholds-json", "nope"], "--thresholds-json: "),
+        (["--summary", "{aa2}", "--trials", "5", "--max-trials", "3"],
+         "--trials/--max-trials: maxTrials 3 is below the minimum 5"),
+        (["--summary", "{aa2}", "--max-trials", "11"], "--trials/--max-trials:"),
+        (["--summary", "{aa2}", "--output", "yaml"], "arguments: argument --output"),
+    ],
+)  # fmt: skip
+def test_usage_errors_exit_2_naming_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], option: str
+) -> None:
+    (tmp_path / "notjson").write_text("not json at all")
+    (tmp_path / "list").write_text("[1, 2]")
+    (tmp_path / "notsummary").write_text('{"latency": 5}')
+    files = {
+        "{notjson}": str(tmp_path / "notjson"),
+        "{list}": str(tmp_path / "list"),
+        "{notsummary}": str(tmp_path / "notsummary"),
+        "{aa2}": str(PAIRED / "summary-aa2.json"),
+    }
+    args = [files.get(a, a) for a in argv]
+    if "--thresholds-json" not in args:
+        args += ["--thresholds-json", TEN]
+    assert judge(*args) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"vllm-operator judge: {option}"), captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_require_paired_without_a_paired_baseline_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = json.loads((PAIRED / "summary-aa2.json").read_text())
+    data.pop("pairedBaseline")
+    alone = tmp_path / "alone.json"
+    alone.write_text(json.dumps(data))
+    code = judge("--summary", str(alone), "--thresholds-json", TEN, "--require-paired")
+    out = capsys.readouterr().out
+    assert code == 3, out
+    assert out.startswith("verdict: Error\n")
+    assert "a paired baseline was required" in out
+    # the same summary with its paired baseline is not an Error
+    paired = str(PAIRED / "summary-aa2.json")
+    assert judge("--summary", paired, "--thresholds-json", TEN, "--require-paired") == 0
+
+
+def test_a_stored_baseline_file_is_compared_unpaired(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = json.loads((PAIRED / "summary-aa2.json").read_text())
+    base = {**data, "latency": data["pairedBaseline"]["latency"],
+            "concurrency": data["pairedBaseline"]["concurrency"]}  # fmt: skip
+    data.pop("pairedBaseline")
+    base.pop("pairedBaseline")
+    (tmp_path / "cand.json").write_text(json.dumps(data))
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    judge("--summary", str(tmp_path / "cand.json"), "--baseline", str(tmp_path / "base.json"),
+          "--thresholds-json", TEN)  # fmt: skip
+    out = capsys.readouterr().out
+    assert "unpaired, 3/3 trials" in out
+    assert "no baseline" not in out
+    judge("--summary", str(tmp_path / "cand.json"), "--thresholds-json", TEN)
+    assert "no baseline: regressions not checked" in capsys.readouterr().out
