@@ -561,7 +561,7 @@ def model_arg(model: type[ModelT], text: str | None, option: str) -> ModelT | No
             raise SpecError(
                 f"{option}: {where}", first["msg"], fix_for(first, where, HELP)
             ) from exc
-        raise SpecError(option, f"not JSON: {exc}", "give a JSON object, or @FILE") from exc
+        raise SpecError(option, str(exc), "give a JSON object, or @FILE") from exc
 
 
 def _usage_summary(

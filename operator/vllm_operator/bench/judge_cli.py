@@ -159,7 +159,7 @@ def read_summary(path: str, option: str) -> BenchSummary:
     try:
         data = bounded.loads(raw, max_bytes=MAX_SUMMARY_BYTES)
     except ValueError as exc:
-        raise SpecError(option, f"{path} is not JSON: {exc}") from exc
+        raise SpecError(option, f"{path}: {exc}") from exc
     if isinstance(data, dict) and data.get("schema") == REPORT_SCHEMA:
         data = data.get("summary")
     try:

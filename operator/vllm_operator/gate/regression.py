@@ -47,6 +47,15 @@ from vllm_operator.gate.finding import Finding, Severity
 from vllm_operator.gate.interval import Interval, robust_interval
 from vllm_operator.gate.sequential import look_confidence, more_allowed
 
+SITS_ON_LIMIT = 0.005
+"""An estimate within this (log scale, 0.5%) of the limit: no number of trials decides it."""
+
+MOST_TRIALS_NAMED = 100
+"""Beyond this, "about N trials" is no advice: the reason says more than this."""
+
+EXACT = 1e-12
+"""Relative differences this close to a limit count as on it (float rounding, not data)."""
+
 MIN_LATENCY_SAMPLES = 3
 """Fewer measured requests per prompt class than this and a median is not a figure."""
 
@@ -191,14 +200,16 @@ class _Judge:
         c, b = (statistics.geometric_mean(side) for side in interval.kept)
         bound = self.bound(b, higher_is_worse, unit)
         limit = bound.fraction
+        # A change exactly at the limit is within it; EXACT absorbs the last bits of float
+        # arithmetic (50 -> 55 ms computes as +10.00000000000003%, not +10%).
         if not interval.estimated:  # one trial each: a point comparison
             change = interval.change
-            beyond = change > limit if higher_is_worse else change < -limit
+            beyond = change > limit + EXACT if higher_is_worse else change < -limit - EXACT
             within = not beyond
         elif higher_is_worse:
-            beyond, within = interval.low > limit, interval.high <= limit
+            beyond, within = interval.low > limit + EXACT, interval.high <= limit + EXACT
         else:
-            beyond, within = interval.high < -limit, interval.low >= -limit
+            beyond, within = interval.high < -limit - EXACT, interval.low >= -limit - EXACT
         severity: Severity = "fail" if beyond else "note" if within else "inconclusive"
         open_ = severity == "inconclusive" and more_allowed(self.plan, trials)
         verdict = {
@@ -253,9 +264,11 @@ class _Judge:
         if edge is None or half <= 0:
             return ran
         distance = abs(centre - edge)
-        if distance < half / 10:
+        if distance < SITS_ON_LIMIT:
             return ran + ": the estimate sits on the limit, more trials would not decide it"
         needed = math.ceil(n * (half / distance) ** 2)
+        if needed > MOST_TRIALS_NAMED:
+            return ran + f": more than {MOST_TRIALS_NAMED} trials at this spread would be needed"
         return ran + f": about {needed} trials at this spread would decide it"
 
 

@@ -150,13 +150,25 @@ def test_a_stored_baseline_with_fewer_trials_does_not_extend_the_candidates_plan
     assert "10 trials, the most allowed (gate.maxTrials)" in result.reasons[0]
 
 
-def test_an_estimate_a_fourteenth_of_the_half_width_from_the_limit_sits_on_it() -> None:
-    half = t_quantile(0.975, 2) * 0.05 / math.sqrt(3)
-    cand = [450.0 * math.exp(0.07 * half + d) for d in (-0.05, 0.0, 0.05)]
+def _open_reason(distance: float) -> str:
+    """The reason of a 2-stream figure whose estimate lies ``distance`` (log) inside -10%."""
+    cand = [450.0 * math.exp(distance + d) for d in (-0.05, 0.0, 0.05)]
     result = verdict(pair(levels={2: (cand, [500.0] * 3)}), limits(10), None)
-    assert result.reasons[0].endswith(
-        "the estimate sits on the limit, more trials would not decide it"
-    )
+    assert result.outcome == "Inconclusive"
+    return result.reasons[0]
+
+
+def test_an_estimate_within_half_a_percent_of_the_limit_sits_on_it() -> None:
+    on_it = "the estimate sits on the limit, more trials would not decide it"
+    assert _open_reason(0.0049).endswith(on_it)
+    assert not _open_reason(0.0051).endswith(on_it)
+
+
+def test_trials_needed_are_named_up_to_a_hundred() -> None:
+    # spread 0.05 at 3 trials, t(2) = 4.30: half-width 0.124 (log); n * (half / d)^2 trials
+    assert _open_reason(0.04).endswith("about 29 trials at this spread would decide it")
+    assert _open_reason(0.0225).endswith("about 92 trials at this spread would decide it")
+    assert _open_reason(0.02).endswith("more than 100 trials at this spread would be needed")
 
 
 def test_one_request_per_stream_is_enough_and_fewer_is_thin() -> None:

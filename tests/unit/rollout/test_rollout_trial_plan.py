@@ -50,9 +50,7 @@ def gate_outcome(spec_max_trials: int, claimed: TrialPlan) -> dict[str, Any]:
     w.settle()
     assert w.status["phase"] == "Serving"
     w.set_spec(gate_spec(spec_max_trials))
-    w.step()
-    w.ready_all()
-    w.step()
+    w.start_benchmark()
     assert "--baseline-url" in w.job_args()
     assert w.arg("--max-trials") == str(spec_max_trials)
     # -3% +- 1.5%: within -10% at 95% (one look), straddling at 1 - 0.025/7 (eight looks)
