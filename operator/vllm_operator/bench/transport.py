@@ -34,6 +34,16 @@ Clock = Callable[[], float]
 READ_CHUNK = 1 << 20
 """aiohttp's read buffer; its 64 KB default is a known trap for long SSE lines."""
 
+KEEPALIVE_SECONDS = 2.0
+"""An idle pooled connection is not reused after this long.
+
+vLLM's server closes a keep-alive connection after 5 s idle (``VLLM_HTTP_TIMEOUT_KEEP_ALIVE``,
+uvicorn's default), and so does the simulator. A client that reuses a connection idle for
+longer (aiohttp keeps them 15 s) can send its request just as the server closes it and get a
+reset that is nobody's regression; between a paired run's phases a connection to one server
+often idles for several seconds while the other is measured. Below the server's timeout,
+the race cannot happen; a new connection costs one loopback or in-cluster handshake."""
+
 
 class TransportError(Exception):
     """Base of the failures a transport reports."""
@@ -197,7 +207,9 @@ class AiohttpTransport:
             trace = aiohttp.TraceConfig()
             trace.on_request_chunk_sent.append(self._on_chunk_sent)
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
+                connector=aiohttp.TCPConnector(
+                    limit=0, limit_per_host=0, keepalive_timeout=KEEPALIVE_SECONDS
+                ),
                 timeout=aiohttp.ClientTimeout(
                     total=None, sock_connect=self._limits.connect, sock_read=self._limits.stall
                 ),
@@ -301,7 +313,11 @@ class HttpxTransport:
         lim = limits or Limits()
         self._clock = clock or asyncio.get_running_loop().time
         self._client = httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
+            limits=httpx.Limits(
+                max_connections=None,
+                max_keepalive_connections=None,
+                keepalive_expiry=KEEPALIVE_SECONDS,
+            ),
             timeout=httpx.Timeout(connect=lim.connect, read=lim.stall, write=lim.stall, pool=None),
             transport=transport,
             follow_redirects=False,
