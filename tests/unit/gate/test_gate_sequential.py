@@ -129,8 +129,8 @@ def test_about_how_many_trials_would_decide_it() -> None:
     assert iv is not None
     half = (math.log1p(iv.high) - math.log1p(iv.low)) / 2
     needed = math.ceil(3 * (half / (math.log1p(iv.change) - math.log1p(0.10))) ** 2)
-    assert needed == 160
-    assert medium.endswith(": about 160 trials at this spread would decide it")
+    assert needed == 160  # past MOST_TRIALS_NAMED: no count is given, only that it is many
+    assert medium.endswith(": more than 100 trials at this spread would be needed")
     two = next(r for r in result.reasons if r.startswith("2 streams"))
     assert two.endswith(": about 46 trials at this spread would decide it")
 

@@ -177,9 +177,9 @@ def test_a_running_benchmark_reports_where_it_is() -> None:
         "trial": 2,
     }
     p = w.step()
-    assert w.status["message"].endswith("; now: latency, long prompts #1, trial 2 of 3")
+    assert w.status["message"].endswith("; now: latency, long prompts #1, trial 2 of 10")
     assert [e.message for e in p.events if e.reason == "BenchmarkProgress"] == [
-        f"revision {w.revisions()[0]}: latency, long prompts #1, trial 2 of 3"
+        f"revision {w.revisions()[0]}: latency, long prompts #1, trial 2 of 10"
     ]
     assert p.requeue_after is not None
     assert p.requeue_after <= 30
