@@ -189,4 +189,4 @@ def test_a_running_benchmark_reports_where_it_is() -> None:
     later = w.step()
     assert [
         e.message.split(": ", 1)[1] for e in later.events if e.reason == "BenchmarkProgress"
-    ] == ["settle, 8 streams, trial 1 of 3"]
+    ] == ["settle, 8 streams, trial 1 of 10"]
