@@ -406,6 +406,9 @@ class _Context:
         began, wall = self.clock(), time.time()
         latency: dict[str, float] = {}
         for cls in config.prompt_classes:
+            self.progress.emit(
+                "settle", server=server.role, settle_pass=number, **{"class": cls.name}
+            )
             records: list[RequestRecord] = []
             for i in range(max(1, config.warmup)):
                 index = SETTLE_BASE + number * SETTLE_STRIDE + i
@@ -415,6 +418,7 @@ class _Context:
             latency[cls.name] = statistics.median(done) if done else 0.0
         throughput: dict[int, float] = {}
         for level in config.concurrency:
+            self.progress.emit("settle", server=server.role, settle_pass=number, level=level)
             streams: list[list[RequestRecord]] = [[] for _ in range(level)]
             first = SETTLE_BASE + number * SETTLE_STRIDE
             await self._closed_loop(

@@ -14,6 +14,7 @@ import pytest
 
 from devcluster import DevCluster
 from devcluster.kubelet import Kubelet
+from vllm_operator_demo.demo_session import DEMO_NODE_LABELS
 from vllm_operator_demo.pods import vllm_images
 
 
@@ -24,6 +25,8 @@ def make_kubelet(devcluster: DevCluster, tmp_path: Path) -> Iterator[Callable[..
     def make(**kw: Any) -> Kubelet:
         kw.setdefault("time_scale", 0.01)
         kw.setdefault("images", vllm_images())
+        # a GPU node, as the demo's: examples/ select nvidia.com/gpu.present nodes
+        kw.setdefault("node_labels", DEMO_NODE_LABELS)
         kubelet = Kubelet(devcluster, tmp_path / f"kubelet{len(started)}", **kw)
         kubelet.start()
         started.append(kubelet)
