@@ -24,13 +24,12 @@ from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, TrialPlan, Verdict
 from vllm_operator.bench import bounded
 from vllm_operator.bench.cli import model_arg
+from vllm_operator.bench.report import REPORT_SCHEMA
 from vllm_operator.errors import SpecError
 from vllm_operator.gate import verdict
 
 MAX_SUMMARY_BYTES = 16 << 20
 """A summary is under 4 KiB and a full report a few hundred; anything larger is refused."""
-
-REPORT_SCHEMA = "vllm-operator.dev/bench-report/v1"
 
 EXIT = {"Passed": 0, "Failed": 1, "Inconclusive": 1, "Error": 3}
 

@@ -20,7 +20,7 @@ from vllm_operator.bench.runner import RunState, ServerRun
 from vllm_operator.bench.stats import MIN_DECODE_GAPS, Stats, decode_rate, level_figures
 from vllm_operator.gate import verdict as gate_verdict
 from vllm_operator.gate.classes import describe, kind_of
-from vllm_operator.gate.regression import judge_all, undecided
+from vllm_operator.gate.regression import judge_all
 
 REPORT_SCHEMA = "vllm-operator.dev/bench-report/v1"
 
@@ -153,29 +153,23 @@ def _paired_baseline(
 def open_figures(config: BenchConfig, state: RunState) -> set[tuple[str, str]]:
     """The figures the gate cannot decide yet on what ``state`` measured so far.
 
-    The runner measures these once more (sequential trials); the gate's own ``undecided``
-    decides, on the same summary the final verdict is computed from. Nothing is open once the
-    verdict is already Failed or Error: a figure decided beyond its limit stays so, and more
-    trials of the others could not change the outcome.
+    The runner measures these once more (sequential trials); the gate's own judgement
+    (``judge_all``, once per round) decides, on the same summary the final verdict is
+    computed from. Nothing is open once the run is Failed for good: a regression decided
+    beyond its limit, or a server fault counted; neither can be undone by more trials. (An
+    absolute latency or tok/s limit is judged on medians that more trials can move, and a
+    missing quality result is only missing until the suite runs at the end: neither stops
+    the trials.)
     """
     if config.thresholds is None:
         return set()
     raw = raw_summary(config, state)
-    if decided_failed(raw, config):
-        return set()  # final whatever the open figures would show: no more trials
-    return undecided(raw, config.thresholds, config.baseline, config.plan)
-
-
-def decided_failed(raw: BenchSummary, config: BenchConfig) -> bool:
-    """Is the run already Failed for good: a regression decided beyond its limit, or a
-    server fault counted? Neither can be undone by more trials. (An absolute latency or
-    tok/s limit is judged on medians that more trials can move, and a missing quality
-    result is only missing until the suite runs at the end: neither stops the trials.)"""
-    assert config.thresholds is not None
     if any(count > 0 and kind_of(name) == "server" for name, count in raw.errors.items()):
-        return True
-    found = judge_all(raw, config.thresholds, config.baseline, config.plan)
-    return any(j.finding.severity == "fail" and j.figure is not None for j in found)
+        return set()
+    judged = judge_all(raw, config.thresholds, config.baseline, config.plan)
+    if any(j.finding.severity == "fail" and j.figure is not None for j in judged):
+        return set()  # final whatever the open figures would show: no more trials
+    return {j.figure for j in judged if j.undecided and j.figure is not None}
 
 
 def build_report(config: BenchConfig, state: RunState) -> BenchReport:
