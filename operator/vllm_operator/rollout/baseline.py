@@ -35,7 +35,7 @@ from vllm_operator.api.status import GateRecord
 from vllm_operator.api.summary import BenchSummary
 from vllm_operator.rollout import causes, twin
 from vllm_operator.rollout.context import Pass
-from vllm_operator.rollout.observed import JobView, PodView, parse_time
+from vllm_operator.rollout.observed import DeploymentView, JobView, PodView, parse_time
 from vllm_operator.rollout.status import Outcome
 
 # What the H200 calibration measured, quoted where a comparison may be biased by it.
@@ -105,17 +105,10 @@ def await_twin(
     past the deadline, or (mode auto) a fallback to the stored figures."""
     if vd.spec.gate.baseline.mode == "twin":
         return twin.wait(state, vd, candidate, stable)
-    dep = state.observed.twin_of(stable)
+    dep = twin.starting(state, vd, stable)
+    if not isinstance(dep, DeploymentView):
+        return dep
     want = vd.spec.rollout.candidate_replicas
-    if dep is not None and not dep.deleting and dep.ready_replicas >= want:
-        return None
-    if dep is None or dep.deleting:
-        state.after(1.0)
-        return Outcome(
-            "Progressing",
-            f"starting the twin of stable revision {stable}",
-            ConditionReason.TwinStarting,
-        )
     pods = state.observed.pods_of_twin(stable)
     scheduled = min(max(_scheduled(pods), dep.ready_replicas), want)
     cause = causes.pods_cause(pods)

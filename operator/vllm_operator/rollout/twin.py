@@ -27,7 +27,7 @@ from vllm_operator.render.twin import (
 from vllm_operator.rollout import causes, ledger, waiting
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.objects import ensure_service
-from vllm_operator.rollout.observed import STARTED_ANNOTATION, PodView
+from vllm_operator.rollout.observed import STARTED_ANNOTATION, DeploymentView, PodView
 from vllm_operator.rollout.status import Outcome
 
 
@@ -74,19 +74,26 @@ def url(state: Pass, stable: str) -> str:
     return twin_url(state.observed.name, state.observed.namespace, port)
 
 
+def starting(state: Pass, vd: VLLMDeployment, stable: str) -> DeploymentView | Outcome | None:
+    """None once the twin is Ready; an Outcome while it does not exist yet (or is going);
+    else its Deployment, running but not Ready: each mode decides how long to wait."""
+    twin = state.observed.twin_of(stable)
+    if twin is not None and not twin.deleting:
+        return None if twin.ready_replicas >= vd.spec.rollout.candidate_replicas else twin
+    state.after(1.0)
+    return Outcome(
+        "Progressing",
+        f"starting the twin of stable revision {stable}",
+        ConditionReason.TwinStarting,
+    )
+
+
 def wait(state: Pass, vd: VLLMDeployment, candidate: str, stable: str) -> Outcome | None:
     """None once the twin is Ready; else where it stands (an Error past the deadline)."""
-    twin = state.observed.twin_of(stable)
+    twin = starting(state, vd, stable)
+    if not isinstance(twin, DeploymentView):
+        return twin
     want = vd.spec.rollout.candidate_replicas
-    if twin is not None and not twin.deleting and twin.ready_replicas >= want:
-        return None
-    if twin is None or twin.deleting:
-        state.after(1.0)
-        return Outcome(
-            "Progressing",
-            f"starting the twin of stable revision {stable}",
-            ConditionReason.TwinStarting,
-        )
     return waiting.until_ready(
         state,
         side="twin",
