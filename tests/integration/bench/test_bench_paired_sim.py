@@ -83,7 +83,9 @@ def test_jit_stalls_of_a_fresh_server_are_absorbed_by_the_warm_up(
     for level, figure in quiet.items():
         assert warmed[level] == pytest.approx(figure, rel=0.15), level
     # the same fresh server without the warm-up: the stalls fall inside measured levels
-    cold_url = sim(*SCALE, "--sim-jit-stall-ms", "2000")
+    # a longer stall than above: on a loaded machine every level runs longer, and a 2 s
+    # stall then cost the level only 39% (0.606 against the 0.6 asserted below)
+    cold_url = sim(*SCALE, "--sim-jit-stall-ms", "4000")
     no_warmup = ("--warmup", "0", "--settle-max-passes", "0")
     cold = _levels(run(tmp_path, "--url", cold_url, *single[:-2], *no_warmup)[1])
     assert min(cold[level] / quiet[level] for level in quiet) < 0.6
