@@ -31,6 +31,14 @@ def check_config_key(value: str) -> str:
     return value
 
 
+# A DNS-1123 subdomain (names of Secrets, PVCs, ConfigMaps).
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+ObjectName = Annotated[
+    str,
+    Field(min_length=1, max_length=253, pattern=NAME_PATTERN),
+]
+
 ConfigKey = Annotated[
     str,
     Field(min_length=1, max_length=253, json_schema_extra={"pattern": CONFIG_KEY_PATTERN}),

@@ -24,9 +24,11 @@ from vllm_operator.api.kube_rules import (
     GPU_RESOURCE_RULES,
     SUB_PATH_RULES,
     ConfigKey,
+    ObjectName,
     check_gpu_resource,
     check_sub_path,
 )
+from vllm_operator.api.workload import SloThresholds, WorkloadSpec
 
 PerformanceMode = Literal["balanced", "interactivity", "throughput", "eager"]
 LibraryPathFix = Literal["auto", "strip-cuda", "unset", "none"]
@@ -36,14 +38,7 @@ PromptClass = Literal["short", "medium", "long"]
 
 # A Kubernetes resource quantity such as "8", "500m", "64Gi".
 QUANTITY_PATTERN = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
-# A DNS-1123 subdomain (names of Secrets, PVCs, ConfigMaps).
-NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
-
-ObjectName = Annotated[
-    str,
-    Field(min_length=1, max_length=253, pattern=NAME_PATTERN),
-]
 
 
 class SecretKeyRef(APIModel):
@@ -439,6 +434,14 @@ class Thresholds(APIModel):
             "bound), where 10% is within one trial's noise."
         ),
     )
+    slo: SloThresholds | None = Field(
+        default=None,
+        description=(
+            "Service-level objectives at each load level of gate.workload (synthetic or "
+            "dataset): latency percentiles, goodput and error rate, judged on the interval "
+            "over trials, and against the baseline with maxRegressionPercent."
+        ),
+    )
 
 
 class BaselineSpec(APIModel):
@@ -518,6 +521,13 @@ class GateSpec(APIModel):
         default_factory=BaselineSpec,
         description="The baseline of regression limits: a twin of the stable revision, or stored.",
     )
+    workload: WorkloadSpec = Field(
+        default_factory=WorkloadSpec,
+        description=(
+            "The requests measured: the study's classes (default), a synthetic distribution "
+            "or a dataset, and how they arrive (load)."
+        ),
+    )
     trials: int = Field(
         default=3,
         ge=1,
@@ -547,6 +557,16 @@ class GateSpec(APIModel):
         if len(set(levels)) != len(levels):
             raise ValueError("concurrency levels must be distinct")
         return sorted(levels)
+
+    @model_validator(mode="after")
+    def _slo_needs_a_workload(self) -> GateSpec:
+        slo = self.thresholds.slo
+        if slo is not None and not slo.is_empty and self.workload.is_study:
+            raise ValueError(
+                "gate.thresholds.slo needs gate.workload.synthetic or gate.workload.dataset: "
+                "the study's classes have no load levels to hold objectives at"
+            )
+        return self
 
     @model_validator(mode="after")
     def _trial_plan(self) -> GateSpec:

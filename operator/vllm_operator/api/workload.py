@@ -1,0 +1,291 @@
+"""What traffic the gate measures, how it arrives, and the service-level objectives it must meet.
+
+The study's shapes (three prompt sizes at one stream, tokens/s at 1-8 streams) say whether a
+revision kept its speed; they do not say whether it meets "TTFT p99 under 500 ms at 20
+requests/s on our prompts". ``gate.workload`` names the requests (the study's, a synthetic
+distribution of token counts, or the team's own dataset), ``gate.workload.load`` how they
+arrive (closed loop at a number of streams, or open loop at Poisson request rates), and
+``gate.thresholds.slo`` the limits at each load level. The same types are read by the
+benchmark (``bench``), the Job renderer and the gate, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, model_validator
+
+from vllm_operator.api.base import APIModel
+from vllm_operator.api.kube_rules import SUB_PATH_RULES, ConfigKey, ObjectName, check_sub_path
+
+MAX_TOKENS = 131_072
+"""Largest token count a distribution may ask for (context lengths beyond are rare)."""
+MAX_LEVELS = 16
+"""Most load levels of one sweep (each level costs its duration on both servers)."""
+
+Distribution = Literal["fixed", "normal", "lognormal"]
+DatasetFormat = Literal["chat-jsonl", "sharegpt"]
+LoadMode = Literal["concurrency", "rate"]
+Percentile = Literal["p50", "p90", "p95", "p99"]
+PERCENTILES: tuple[Percentile, ...] = ("p50", "p90", "p95", "p99")
+LatencyMetric = Literal["ttft", "itl", "tpot", "e2e"]
+LATENCY_METRICS: tuple[LatencyMetric, ...] = ("ttft", "itl", "tpot", "e2e")
+
+
+class TokenCounts(APIModel):
+    """A distribution of token counts: fixed, normal, or lognormal (mean and spread)."""
+
+    distribution: Distribution = Field(
+        default="fixed", description="fixed (always mean), normal or lognormal."
+    )
+    mean: int = Field(ge=1, le=MAX_TOKENS, description="Mean token count.")
+    spread: float = Field(
+        default=0.0,
+        ge=0,
+        le=MAX_TOKENS,
+        description=(
+            "Standard deviation in tokens (normal and lognormal: the standard deviation of "
+            "the counts themselves, not of their logarithm); 0 with fixed."
+        ),
+    )
+    min: int = Field(default=1, ge=1, le=MAX_TOKENS, description="Smallest count drawn.")
+    max: int = Field(default=MAX_TOKENS, ge=1, le=MAX_TOKENS, description="Largest count drawn.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TokenCounts:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) is above max ({self.max}): set min <= max")
+        if not self.min <= self.mean <= self.max:
+            raise ValueError(f"mean ({self.mean}) is outside [min, max]: move it inside")
+        if self.distribution == "fixed" and self.spread != 0:
+            raise ValueError("spread must be 0 with distribution fixed: use normal or lognormal")
+        return self
+
+
+class SyntheticWorkload(APIModel):
+    """Requests drawn from token-count distributions; every prompt differs from the others."""
+
+    input_tokens: TokenCounts = Field(description="Prompt length in tokens.")
+    output_tokens: TokenCounts = Field(
+        description="Output length in tokens (max_tokens with ignore_eos, so it is exact)."
+    )
+    shared_prefix_percent: float = Field(
+        default=0.0,
+        ge=0,
+        le=100,
+        description=(
+            "Share of each prompt that is one prefix common to all requests (a system prompt: "
+            "vLLM's prefix cache serves it); the rest of every prompt is unique."
+        ),
+    )
+
+
+class DatasetRef(APIModel):
+    """The team's own requests: JSONL of chat requests or ShareGPT conversations."""
+
+    format: DatasetFormat = Field(
+        default="chat-jsonl",
+        description=(
+            "chat-jsonl: one JSON object per line with `messages` (OpenAI chat) and optional "
+            "`max_tokens`; sharegpt: a JSON array (or JSONL) of objects with `conversations` "
+            "[{from: human|gpt|system, value}], the first human turn (and a system turn) sent."
+        ),
+    )
+    config_map: ObjectName | None = Field(
+        default=None, description="ConfigMap holding the dataset (in the resource's namespace)."
+    )
+    key: ConfigKey = Field(
+        default="dataset.jsonl", description="Key of the dataset in the ConfigMap."
+    )
+    persistent_volume_claim: ObjectName | None = Field(
+        default=None, description="PersistentVolumeClaim holding the dataset (mounted read-only)."
+    )
+    path: Annotated[str, AfterValidator(check_sub_path)] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1024,
+        description="Path of the dataset file inside the claim (relative, no '..').",
+        json_schema_extra={"x-kubernetes-validations": SUB_PATH_RULES},
+    )
+    max_output_tokens: int = Field(
+        default=1024,
+        ge=1,
+        le=MAX_TOKENS,
+        description="max_tokens for requests that do not give one (and the cap for those that do).",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DatasetRef:
+        if (self.config_map is None) == (self.persistent_volume_claim is None):
+            raise ValueError(
+                "set exactly one of configMap (with key) or persistentVolumeClaim (with path)"
+            )
+        if self.persistent_volume_claim is not None and self.path is None:
+            raise ValueError("persistentVolumeClaim needs path: the dataset file in the claim")
+        if self.config_map is not None and self.path is not None:
+            raise ValueError("path is for persistentVolumeClaim; a ConfigMap's file is its key")
+        return self
+
+
+class LoadSpec(APIModel):
+    """How requests arrive: a closed loop of streams, or open-loop Poisson request rates."""
+
+    mode: LoadMode = Field(
+        default="concurrency",
+        description=(
+            "concurrency: each stream sends its next request when the last one ends; rate: "
+            "requests arrive as a Poisson process at each of `rates` requests/s, whether or "
+            "not earlier ones have finished (what users do)."
+        ),
+    )
+    concurrency: list[Annotated[int, Field(ge=1, le=1024)]] = Field(
+        default_factory=lambda: [1, 2, 4, 8],
+        max_length=MAX_LEVELS,
+        description="Streams of each level (mode concurrency).",
+    )
+    rates: list[Annotated[float, Field(gt=0, le=10_000)]] = Field(
+        default_factory=list,
+        max_length=MAX_LEVELS,
+        description="Request rates of the sweep, requests/s, ascending (mode rate).",
+    )
+    seconds_per_level: int = Field(
+        default=30,
+        ge=1,
+        le=3600,
+        description="How long each level sends requests (per trial, on each server).",
+    )
+    stop_at_first_breach: bool = Field(
+        default=True,
+        description=(
+            "End the sweep at the first level that breaks an SLO; the level before it is "
+            "reported as the capacity."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _levels(self) -> LoadSpec:
+        levels: list[float] = list(self.rates if self.mode == "rate" else self.concurrency)
+        if not levels:
+            field = "rates" if self.mode == "rate" else "concurrency"
+            raise ValueError(f"mode {self.mode} needs at least one level in {field}")
+        if levels != sorted(set(levels)):
+            raise ValueError("load levels must be distinct and ascending")
+        return self
+
+    @property
+    def levels(self) -> tuple[float, ...]:
+        """The levels of the sweep in order (streams or requests/s)."""
+        return tuple(self.rates if self.mode == "rate" else map(float, self.concurrency))
+
+
+class WorkloadSpec(APIModel):
+    """The requests the gate measures: the study's classes (default), synthetic, or a dataset."""
+
+    builtin: Literal["study"] | None = Field(
+        default=None,
+        description="study: the published study's three prompt classes (the default).",
+    )
+    synthetic: SyntheticWorkload | None = Field(
+        default=None, description="Requests drawn from token-count distributions."
+    )
+    dataset: DatasetRef | None = Field(
+        default=None, description="The team's own requests, sampled with `seed`."
+    )
+    seed: int = Field(
+        default=0,
+        ge=0,
+        le=2**31 - 1,
+        description="Seed of sampling and arrivals: candidate and baseline get the same requests.",
+    )
+    load: LoadSpec = Field(
+        default_factory=LoadSpec,
+        description="How requests arrive (synthetic and dataset workloads).",
+    )
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> WorkloadSpec:
+        chosen = [n for n in ("builtin", "synthetic", "dataset") if getattr(self, n) is not None]
+        if len(chosen) > 1:
+            both = " and ".join(chosen)
+            raise ValueError(f"set one of builtin, synthetic or dataset, not {both}")
+        return self
+
+    @property
+    def is_study(self) -> bool:
+        """True when the gate measures the study's classes (nothing else chosen)."""
+        return self.synthetic is None and self.dataset is None
+
+
+class PercentileLimits(APIModel):
+    """Upper limits in ms on percentiles of one latency metric."""
+
+    p50: float | None = Field(default=None, gt=0, le=3_600_000, description="Median (ms).")
+    p90: float | None = Field(default=None, gt=0, le=3_600_000, description="90th (ms).")
+    p95: float | None = Field(default=None, gt=0, le=3_600_000, description="95th (ms).")
+    p99: float | None = Field(default=None, gt=0, le=3_600_000, description="99th (ms).")
+
+    def limits(self) -> dict[Percentile, float]:
+        """The percentiles that have a limit."""
+        return {p: v for p in PERCENTILES if (v := getattr(self, p)) is not None}
+
+
+class SloLimits(APIModel):
+    """Service-level objectives at one load level (all optional)."""
+
+    ttft_ms: PercentileLimits | None = Field(default=None, description="Time to first token.")
+    itl_ms: PercentileLimits | None = Field(
+        default=None, description="Inter-token latency (gaps between streamed tokens)."
+    )
+    tpot_ms: PercentileLimits | None = Field(
+        default=None, description="Time per output token: (end-to-end - TTFT) / (tokens - 1)."
+    )
+    e2e_ms: PercentileLimits | None = Field(default=None, description="End-to-end latency.")
+    min_goodput_percent: float | None = Field(
+        default=None,
+        ge=0,
+        le=100,
+        description="Least share of requests that met every latency limit above (goodput).",
+    )
+    max_error_percent: float | None = Field(
+        default=None, ge=0, le=100, description="Largest share of failed requests."
+    )
+
+    def metric_limits(self) -> dict[LatencyMetric, dict[Percentile, float]]:
+        """Metric -> percentile -> limit (ms), only those set."""
+        out: dict[LatencyMetric, dict[Percentile, float]] = {}
+        for metric in LATENCY_METRICS:
+            limits: PercentileLimits | None = getattr(self, f"{metric}_ms")
+            if limits is not None and limits.limits():
+                out[metric] = limits.limits()
+        return out
+
+
+class LevelSlo(SloLimits):
+    """Objectives for one load level, replacing the common ones there."""
+
+    at: float = Field(gt=0, le=10_000, description="The load level (streams or requests/s).")
+
+
+class SloThresholds(SloLimits):
+    """Objectives at every load level, with per-level replacements."""
+
+    levels: list[LevelSlo] = Field(
+        default_factory=list,
+        max_length=MAX_LEVELS,
+        description="Objectives for single levels (they replace the common ones there).",
+    )
+
+    def at(self, level: float) -> SloLimits:
+        """The objectives that hold at ``level``."""
+        for one in self.levels:
+            if one.at == level:
+                return one
+        return self
+
+    @property
+    def is_empty(self) -> bool:
+        """True when no objective is set at any level."""
+        return all(
+            not s.metric_limits() and s.min_goodput_percent is None and s.max_error_percent is None
+            for s in (self, *self.levels)
+        )
