@@ -12,8 +12,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, Placement, TrialPlan
+from vllm_operator.api.workload import WorkloadSpec
 from vllm_operator.bench.prompts import CONCURRENCY_CLASS, DEFAULT_CLASSES, PromptClass
 from vllm_operator.bench.suite import EMPTY_SUITE, Suite
+from vllm_operator.bench.traffic import Traffic
 
 MAX_LEVELS = 16
 """Concurrency levels per run (the CRD allows 16; keeps the summary under 4,096 bytes)."""
@@ -65,6 +67,11 @@ class BenchConfig:
     """Run python-tests code in a local sandbox process (laptop; weaker than the Job's)."""
     sandbox_dir: str | None = None
     """Exchange directory of the Job pod's sandbox container (python-tests run there)."""
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    """What is measured: the study's classes (default), or a synthetic/dataset workload."""
+    traffic: Traffic | None = field(default=None, compare=False, repr=False)
+    """The requests of a synthetic or dataset workload, built (and checked whole) before the
+    run by ``bench.workload``; None with the study's classes."""
 
     def __post_init__(self) -> None:
         if not (
