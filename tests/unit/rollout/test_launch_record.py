@@ -68,7 +68,10 @@ def test_the_deployment_carries_the_plans_record_and_reads_it_back() -> None:
             }
         ),
     ],
-    ids=["none", "empty", "empty-object", "not-json", "list", "string", "deep", "partial", "bad-type"],
+    ids=[
+        *("none", "empty", "empty-object", "not-json", "list", "string"),
+        *("deep", "partial", "bad-type"),
+    ],
 )
 def test_an_unreadable_annotation_is_no_record(text: str | None) -> None:
     assert LaunchRecord.from_annotation(text) is None
