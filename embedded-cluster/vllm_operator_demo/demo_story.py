@@ -24,6 +24,7 @@ from vllm_operator.api.progress import describe as describe_progress
 from vllm_operator.api.resource import KIND
 from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
 from vllm_operator.api.summary import Placement
+from vllm_operator.engine.policy import plan_launch
 from vllm_operator.render import deployment_name, revision_hash, serving_service_name
 from vllm_operator.render.labels import REVISION_LABEL
 from vllm_operator.rollout.advice import split_holding
@@ -150,7 +151,7 @@ def run_step(
     session: Session, doc: Obj, watcher: Watcher, timeout: float
 ) -> tuple[str, GateRecord | None]:
     vd = parse_vllm_deployment(doc)
-    revision = revision_hash(vd.spec)
+    revision = revision_hash(vd.spec, plan_launch(vd.spec))
     name, namespace = vd.metadata.name, vd.metadata.namespace
     session.apply(doc)
     session.say(f"applied {name} (revision {revision}, {vd.spec.engine.image})")

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from vllm_operator.api.launch import LaunchRecord
 from vllm_operator.api.spec import VLLMDeploymentSpec
 from vllm_operator.engine import argv, catalog, extra_args, flagdata, tables
 from vllm_operator.engine.version import Version, version_from_image
@@ -28,8 +29,13 @@ _IMAGE_RE = re.compile(r"^[^\s\x00-\x1f\x7f]+$")
 
 @dataclass(frozen=True)
 class LaunchPlan:
-    """How one revision's vLLM is started."""
+    """How one revision's vLLM is started.
 
+    Computed once per pass (by the planner, or by ``render`` for a preview) and passed to
+    everything that needs it: the revision hash, the Deployment, the status and its Events.
+    """
+
+    image: str
     version: Version
     args: tuple[str, ...]  # everything after `vllm serve`, the model first
     warnings: tuple[str, ...]
@@ -44,6 +50,17 @@ class LaunchPlan:
     @property
     def flags_from_older_release(self) -> bool:
         return self.flags_checked_against is not None and self.flags_checked_against != self.version
+
+    def record(self) -> LaunchRecord:
+        """The essentials kept on the revision's Deployment (``api/launch.py``)."""
+        return LaunchRecord(
+            image=self.image,
+            version=str(self.version),
+            performance_mode=self.performance_mode,
+            compiled=self.compiled,
+            library_path_fix=self.library_path_fix,
+            key_flags=list(self.key_flags),
+        )
 
 
 def resolve_version(spec: VLLMDeploymentSpec) -> tuple[Version | None, list[SpecError]]:
@@ -305,6 +322,7 @@ def plan_launch(spec: VLLMDeploymentSpec) -> LaunchPlan:
 
     final = (*args, *engine.extra_args)
     return LaunchPlan(
+        image=engine.image,
         version=version,
         args=final,
         warnings=tuple(warnings),

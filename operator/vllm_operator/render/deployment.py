@@ -13,17 +13,17 @@ vLLM receives.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.spec import VLLMDeploymentSpec
 from vllm_operator.engine import entrypoint, probes
 from vllm_operator.engine.policy import LaunchPlan
+from vllm_operator.errors import SpecErrors
 from vllm_operator.render import labels
 from vllm_operator.render.identity import IDENTITY_LABELS, with_identity
 from vllm_operator.render.names import deployment_name
-from vllm_operator.render.validate import check
+from vllm_operator.render.validate import object_errors
 
 CONTAINER_NAME = "vllm"
 PORT_NAME = "http"
@@ -53,22 +53,6 @@ API_KEY_ENV = "VLLM_API_KEY"
 def kube_literal(text: str) -> str:
     """``text`` escaped so the kubelet's ``$(VAR)`` expansion leaves it as written."""
     return text.replace("$", "$$")
-
-
-def launch_plan_annotation(vd: VLLMDeployment, plan: LaunchPlan) -> str:
-    """The plan's essentials, so a restarted operator can summarise the revision."""
-    return json.dumps(
-        {
-            "image": vd.spec.engine.image,
-            "version": str(plan.version),
-            "performanceMode": plan.performance_mode,
-            "compiled": plan.compiled,
-            "libraryPathFix": plan.library_path_fix,
-            "keyFlags": list(plan.key_flags),
-        },
-        sort_keys=True,
-        separators=(",", ":"),
-    )
 
 
 def _env(spec: VLLMDeploymentSpec, plan: LaunchPlan) -> list[dict[str, Any]]:
@@ -231,18 +215,24 @@ def pod_template(spec: VLLMDeploymentSpec, plan: LaunchPlan) -> dict[str, Any]:
     }
 
 
-def render_deployment(vd: VLLMDeployment, revision: str, replicas: int) -> dict[str, Any]:
+def render_deployment(
+    vd: VLLMDeployment, launch: LaunchPlan, revision: str, replicas: int
+) -> dict[str, Any]:
     """The apps/v1 Deployment running ``revision`` of ``vd`` with ``replicas`` pods.
 
-    The operator passes ``revision_hash(vd.spec)``, the hash of the template rendered here.
-    Raises ``SpecErrors`` when ``vd`` cannot be run. No ownerReferences: the operator adds
-    them (it knows the uid).
+    ``launch`` is the spec's launch plan, computed once by the caller (the planner, or
+    ``render_all``), and ``revision`` is ``revision_hash(vd.spec, launch)``, the hash of
+    the template rendered here. Raises ``SpecErrors`` for what only the objects reveal
+    (``validate.object_errors``). No ownerReferences: the operator adds them (it knows
+    the uid).
     """
-    plan = check(vd)
+    errors = object_errors(vd)
+    if errors:
+        raise SpecErrors(errors)
     name = vd.metadata.name
     annotations = {
         labels.REVISION_ANNOTATION: revision,
-        labels.LAUNCH_PLAN_ANNOTATION: launch_plan_annotation(vd, plan),
+        labels.LAUNCH_PLAN_ANNOTATION: launch.record().to_annotation(),
     }
     return {
         "apiVersion": "apps/v1",
@@ -262,6 +252,6 @@ def render_deployment(vd: VLLMDeployment, revision: str, replicas: int) -> dict[
                 "type": "RollingUpdate",
                 "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
             },
-            "template": with_identity(pod_template(vd.spec, plan), name, revision),
+            "template": with_identity(pod_template(vd.spec, launch), name, revision),
         },
     }

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from vllm_operator.api.spec import VLLMDeploymentSpec
-from vllm_operator.engine.policy import LaunchPlan, plan_launch
+from vllm_operator.engine.policy import LaunchPlan
 from vllm_operator.render.deployment import pod_template
 from vllm_operator.render.identity import without_identity
 from vllm_operator.render.names import REVISION_LENGTH
@@ -53,14 +53,12 @@ def template_revision(template: Mapping[str, Any]) -> str:
     return _sha256(without_identity(template))[:REVISION_LENGTH]
 
 
-def revision_hash(spec: VLLMDeploymentSpec, launch: LaunchPlan | None = None) -> str:
+def revision_hash(spec: VLLMDeploymentSpec, launch: LaunchPlan) -> str:
     """The revision the current operator renders ``spec`` into.
 
-    ``launch``: the spec's launch plan when the caller has it (the planner), else computed.
-    Raises ``SpecErrors`` when the spec cannot be launched.
+    ``launch``: the spec's launch plan (``plan_launch(spec)``), computed once by the caller.
     """
-    plan = launch if launch is not None else plan_launch(spec)
-    return template_revision(pod_template(spec, plan))
+    return template_revision(pod_template(spec, launch))
 
 
 def spec_digest(spec: VLLMDeploymentSpec) -> str:

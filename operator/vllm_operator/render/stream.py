@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from vllm_operator.api.resource import VLLMDeployment
+from vllm_operator.engine.policy import plan_launch
 from vllm_operator.render.deployment import render_deployment
 from vllm_operator.render.revision import revision_hash
 from vllm_operator.render.services import render_candidate_service, render_serving_service
@@ -18,10 +19,12 @@ from vllm_operator.render.services import render_candidate_service, render_servi
 
 def render_all(vd: VLLMDeployment) -> list[dict[str, Any]]:
     """Deployment (at ``spec.replicas``), serving Service and candidate Service of the
-    spec's revision; raises ``SpecErrors``."""
-    revision = revision_hash(vd.spec)
+    spec's revision; raises ``SpecErrors``: the launch plan's problems, else those of the
+    objects."""
+    launch = plan_launch(vd.spec)
+    revision = revision_hash(vd.spec, launch)
     return [
-        render_deployment(vd, revision, vd.spec.replicas),
+        render_deployment(vd, launch, revision, vd.spec.replicas),
         render_serving_service(vd, revision),
         render_candidate_service(vd, revision),
     ]

@@ -64,6 +64,21 @@ def _toleration_errors(vd: VLLMDeployment) -> list[SpecError]:
     return errors
 
 
+def object_errors(vd: VLLMDeployment) -> list[SpecError]:
+    """What only the rendered objects reveal: derived names, quantities, tolerations.
+
+    ``render_deployment`` refuses these itself, so a caller that planned the launch on its
+    own (the planner) cannot render an object the API server would reject.
+    """
+    errors = check_name(vd.metadata.name)
+    resources = vd.spec.resources
+    errors += check_quantity("spec.resources.cpu", resources.cpu)
+    errors += check_quantity("spec.resources.memory", resources.memory)
+    errors += check_quantity("spec.resources.sharedMemory", resources.shared_memory)
+    errors += _toleration_errors(vd)
+    return errors
+
+
 def check(vd: VLLMDeployment) -> LaunchPlan:
     """The launch plan of ``vd``; raises ``SpecErrors`` with every problem found."""
     errors: list[SpecError] = []
@@ -72,12 +87,7 @@ def check(vd: VLLMDeployment) -> LaunchPlan:
         plan = plan_launch(vd.spec)
     except SpecErrors as exc:
         errors += exc.errors
-    errors += check_name(vd.metadata.name)
-    resources = vd.spec.resources
-    errors += check_quantity("spec.resources.cpu", resources.cpu)
-    errors += check_quantity("spec.resources.memory", resources.memory)
-    errors += check_quantity("spec.resources.sharedMemory", resources.shared_memory)
-    errors += _toleration_errors(vd)
+    errors += object_errors(vd)
     if errors or plan is None:
         raise SpecErrors(errors)
     return plan

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from vllm_operator.api.resource import VLLMDeployment
+from vllm_operator.engine.policy import LaunchPlan
 from vllm_operator.render import labels
 from vllm_operator.render.deployment import render_deployment
 from vllm_operator.render.revision import spec_digest
@@ -24,9 +25,11 @@ from vllm_operator.rollout.observed import (
 
 
 def create_deployment(
-    state: Pass, vd: VLLMDeployment, revision: str, replicas: int, role: str
+    state: Pass, vd: VLLMDeployment, launch: LaunchPlan, revision: str, replicas: int, *, role: str
 ) -> None:
-    manifest = render_deployment(vd, revision, replicas)
+    """Create ``revision``'s Deployment from the pass's launch plan, stamped with when it
+    started and the spec digest it was rendered from."""
+    manifest = render_deployment(vd, launch, revision, replicas)
     annotations = manifest["metadata"].setdefault("annotations", {})
     annotations[STARTED_ANNOTATION] = ledger.timestamp(state.now)
     annotations[SPEC_DIGEST_ANNOTATION] = spec_digest(vd.spec)

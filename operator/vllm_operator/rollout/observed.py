@@ -9,12 +9,12 @@ the cluster (labels, annotations, status), which is what makes a restart safe.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from vllm_operator.api.launch import LaunchRecord
 from vllm_operator.api.resource import MAX_ATTEMPT_DIGITS
 from vllm_operator.render import labels
 from vllm_operator.rollout.scaling_view import (
@@ -114,7 +114,8 @@ class DeploymentView:
     ready_replicas: int = 0
     role: str | None = None
     started_at: datetime | None = None
-    launch_plan: Mapping[str, Any] = field(default_factory=dict)
+    # Its launch-plan annotation (api/launch.py); None when absent or unreadable.
+    launch: LaunchRecord | None = None
     image: str | None = None
     deleting: bool = False
     component: str | None = None
@@ -328,10 +329,6 @@ def deployment_view(obj: Mapping[str, Any]) -> DeploymentView | None:
         return None
     spec = _dict(obj.get("spec"))
     status = _dict(obj.get("status"))
-    try:
-        plan = json.loads(annotations.get(labels.LAUNCH_PLAN_ANNOTATION, "{}"))
-    except ValueError:
-        plan = {}
     template = _dict(spec.get("template"))
     containers = _list(_dict(template.get("spec")).get("containers"))
     image = _dict(containers[0]).get("image") if containers else None
@@ -345,7 +342,7 @@ def deployment_view(obj: Mapping[str, Any]) -> DeploymentView | None:
         ready_replicas=_int(status.get("readyReplicas")),
         role=meta_labels.get(labels.ROLE_LABEL),
         started_at=started,
-        launch_plan=_dict(plan),
+        launch=LaunchRecord.from_annotation(annotations.get(labels.LAUNCH_PLAN_ANNOTATION)),
         image=image if isinstance(image, str) else None,
         deleting=bool(meta.get("deletionTimestamp")),
         component=meta_labels.get(labels.COMPONENT_LABEL),

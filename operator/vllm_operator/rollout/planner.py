@@ -143,12 +143,7 @@ def _status(
     operator_update: upgrade.OperatorUpdate | None = None,
 ) -> VLLMDeploymentStatus:
     observed = state.observed
-    fallback = {
-        "image": vd.spec.engine.image,
-        "version": str(launch.version),
-        "performanceMode": launch.performance_mode,
-        "keyFlags": list(launch.key_flags),
-    }
+    fallback = launch.record()
     stable_summary = None
     if stable is not None:
         stable_summary = summarise(

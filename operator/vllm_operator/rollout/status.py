@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from vllm_operator.api.launch import LaunchRecord
 from vllm_operator.api.reasons import ConditionReason
 from vllm_operator.api.status import (
     Condition,
@@ -67,23 +68,22 @@ def summarise(
     dep: DeploymentView | None,
     revision: str,
     *,
-    fallback: Mapping[str, Any] | None = None,
+    fallback: LaunchRecord | None = None,
     benchmark: BenchSummary | None = None,
     previous: RevisionSummary | None = None,
     now: datetime,
 ) -> RevisionSummary:
-    """A revision's summary from its Deployment (the launch-plan annotation) or ``fallback``."""
-    plan: Mapping[str, Any] = dict(fallback or {})
-    if dep is not None and dep.launch_plan:
-        plan = dep.launch_plan
-    image = str(plan.get("image") or (dep.image if dep else None) or "")
+    """A revision's summary from its Deployment's launch record (the launch-plan
+    annotation), else ``fallback`` (this pass's plan, when it is the spec's revision)."""
+    launch = dep.launch if dep is not None and dep.launch is not None else fallback
+    image = (launch.image if launch is not None else "") or (dep.image if dep else None) or ""
     since = previous.since if previous is not None and previous.revision == revision else None
     return RevisionSummary(
         revision=revision,
         image=image,
-        version=str(plan.get("version", "")),
-        performance_mode=str(plan.get("performanceMode", "")),
-        key_flags=[str(f) for f in plan.get("keyFlags", [])],
+        version=launch.version if launch is not None else "",
+        performance_mode=launch.performance_mode if launch is not None else "",
+        key_flags=list(launch.key_flags) if launch is not None else [],
         replicas=dep.replicas if dep is not None else 0,
         ready_replicas=dep.ready_replicas if dep is not None else 0,
         benchmark=benchmark,

@@ -53,7 +53,7 @@ def steady(state: Pass, vd: VLLMDeployment, launch: LaunchPlan, revision: str) -
     if dep is None or dep.deleting:
         if dep is None:
             replicas = scaling.serving_replicas(vd, None)
-            create_deployment(state, vd, revision, replicas, labels.ROLE_STABLE)
+            create_deployment(state, vd, launch, revision, replicas, role=labels.ROLE_STABLE)
             state.event(
                 "Warning", EventReason.StableRecreated, f"revision {revision} had no Deployment"
             )
@@ -83,14 +83,14 @@ def rollout(
     promote or reject it."""
     outcome = None
     if reruns.gate_pending(state, vd, candidate):
-        outcome = _start_candidate(state, vd, candidate, stable)
+        outcome = _start_candidate(state, vd, launch, candidate, stable)
     decided = state.decision(candidate)
     if decided is None or reruns.gate_pending(state, vd, candidate):
         assert outcome is not None
         return outcome, candidate
     state.twin = None  # decided: a twin kept earlier in this pass goes now
     if decided.outcome == "Passed":
-        return _promote(state, vd, candidate, stable, decided), candidate
+        return _promote(state, vd, launch, candidate, stable, decided=decided), candidate
     policy = vd.spec.rollout.on_inconclusive
     if decided.outcome == "Inconclusive" and policy in ("hold", "rerun"):
         text = "; ".join(decided.reasons) or "inconclusive"
@@ -105,7 +105,7 @@ def rollout(
 
 
 def _start_candidate(
-    state: Pass, vd: VLLMDeployment, candidate: str, stable: str | None
+    state: Pass, vd: VLLMDeployment, launch: LaunchPlan, candidate: str, stable: str | None
 ) -> Outcome:
     """Start the candidate (its Deployment, Service and, with a twin baseline, the twin),
     wait until it is Ready, then benchmark it (or pass it at once when the gate is
@@ -122,7 +122,7 @@ def _start_candidate(
     deadline = state.scaled(vd.spec.rollout.progress_deadline_seconds)
     if dep is None or dep.deleting:
         if dep is None:
-            create_deployment(state, vd, candidate, wanted, labels.ROLE_CANDIDATE)
+            create_deployment(state, vd, launch, candidate, wanted, role=labels.ROLE_CANDIDATE)
             state.event(
                 "Normal", EventReason.CandidateCreated, f"revision {candidate}: {wanted} replica(s)"
             )
@@ -324,13 +324,19 @@ def _benchmark(
 
 
 def _promote(
-    state: Pass, vd: VLLMDeployment, candidate: str, stable: str | None, decided: GateRecord
+    state: Pass,
+    vd: VLLMDeployment,
+    launch: LaunchPlan,
+    candidate: str,
+    stable: str | None,
+    *,
+    decided: GateRecord,
 ) -> Outcome:
     target = scaling.promotion_target(state, vd, stable)
     dep = state.observed.deployment_of(candidate)
     if dep is None or dep.deleting:
         if dep is None:
-            create_deployment(state, vd, candidate, target, labels.ROLE_CANDIDATE)
+            create_deployment(state, vd, launch, candidate, target, role=labels.ROLE_CANDIDATE)
             state.event(
                 "Normal", EventReason.CandidateCreated, f"revision {candidate}: {target} replica(s)"
             )

@@ -132,11 +132,11 @@ def placement(state: Pass, revision: str, pods: list[PodView]) -> Placement:
     nodes = {p.node_name for p in pods if p.node_name}
     gpus = {state.observed.node_gpu.get(n, "") for n in nodes} - {""}
     dep = state.observed.deployment_of(revision)
-    version = dep.launch_plan.get("version") if dep is not None else None
+    launch = dep.launch if dep is not None else None
     return Placement(
         node=_joined(nodes),
         gpu_product=_joined(gpus),
-        vllm_version=str(version) if version else None,
+        vllm_version=launch.version if launch is not None and launch.version else None,
     )
 
 

@@ -28,8 +28,9 @@ from typing import IO, Any
 from aiohttp import web
 
 from vllm_operator.sim.config import SimConfig
-from vllm_operator.sim.server import SimState, build_app
+from vllm_operator.sim.server import build_app
 from vllm_operator.sim.startup import check_cublas, warmup_stages
+from vllm_operator.sim.state import SimState
 
 log = logging.getLogger("vllm_operator.sim")
 LISTENING_PREFIX = "SIM LISTENING "

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
@@ -29,12 +27,11 @@ from typing import Any
 from aiohttp import web
 
 from vllm_operator.sim import generation
-from vllm_operator.sim.config import SimConfig
-from vllm_operator.sim.engine import Engine
-from vllm_operator.sim.ledger import Ledger, RequestRecord, TimingStats
-from vllm_operator.sim.metrics import CONTENT_TYPE, SimMetrics
+from vllm_operator.sim.ledger import RequestRecord
+from vllm_operator.sim.metrics import CONTENT_TYPE
 from vllm_operator.sim.openai_format import error_body
 from vllm_operator.sim.requests import RequestError, parse
+from vllm_operator.sim.state import SimState
 from vllm_operator.sim.streaming import Generation
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -42,33 +39,6 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def error_response(status: int, message: str, param: str | None = None) -> web.Response:
     return web.json_response(error_body(status, message, param=param), status=status)
-
-
-class SimState:
-    """Everything the handlers of one simulator share."""
-
-    def __init__(self, config: SimConfig, *, wall: Callable[[], float] = time.time) -> None:
-        self.config = config
-        self.wall = wall
-        self.engine = Engine(
-            config.profile,
-            max_num_seqs=config.max_num_seqs,
-            time_scale=config.time_scale,
-            noise=config.noise,
-            rng=random.Random(config.seed),  # None: a fresh draw per start
-        )
-        self.ledger = Ledger(config.ledger_size)
-        self.timing = TimingStats()
-        engine = self.engine
-        self.metrics = SimMetrics(
-            config.model_names[0],
-            running=lambda: float(engine.running),
-            waiting=lambda: float(engine.waiting),
-            kv_usage=engine.kv_usage,
-        )
-        self.rng = random.Random(0 if config.seed is None else config.seed)
-        self.created = int(wall())
-        self.dead = False  # the engine died (fault): /health 503, completions 500
 
 
 def build_app(state: SimState) -> web.Application:

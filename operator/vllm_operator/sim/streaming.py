@@ -15,7 +15,6 @@ import json
 import socket
 import struct
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -25,9 +24,7 @@ from vllm_operator.sim.generation import Plan
 from vllm_operator.sim.ledger import RequestRecord
 from vllm_operator.sim.openai_format import StreamFormat
 from vllm_operator.sim.requests import CompletionRequest
-
-if TYPE_CHECKING:
-    from vllm_operator.sim.server import SimState
+from vllm_operator.sim.state import SimState
 
 
 def reset_connection(request: web.Request) -> None:

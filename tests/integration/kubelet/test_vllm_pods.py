@@ -13,6 +13,7 @@ from devcluster import DevCluster
 from devcluster.kubelet import Kubelet
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.api.summary import BenchSummary
+from vllm_operator.engine.policy import plan_launch
 from vllm_operator.render import (
     render_candidate_service,
     render_deployment,
@@ -42,7 +43,7 @@ def test_library_path_fix_decides_whether_017_starts(
     # The kubelet gives 0.17 images their real LD_LIBRARY_PATH (CUDA toolkit included).
     fixed, broken = _resource("fixed", "auto"), _resource("broken", "none")
     for vd in (fixed, broken):
-        devcluster.create(render_deployment(vd, "r1", 1))
+        devcluster.create(render_deployment(vd, plan_launch(vd.spec), "r1", 1))
     devcluster.create(render_serving_service(fixed, "r1"))
 
     wait(
@@ -73,7 +74,7 @@ def test_rendered_bench_job_measures_the_candidate(
     devcluster: DevCluster, kubelet: Kubelet
 ) -> None:
     vd = _resource("cand", "auto")
-    devcluster.create(render_deployment(vd, "r1", 1))
+    devcluster.create(render_deployment(vd, plan_launch(vd.spec), "r1", 1))
     devcluster.create(render_candidate_service(vd, "r1"))
     wait(
         lambda: (

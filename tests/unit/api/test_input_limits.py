@@ -24,6 +24,7 @@ from vllm_operator.api.yaml_input import (
     YAMLInputError,
     load_documents,
 )
+from vllm_operator.engine.policy import plan_launch
 from vllm_operator.errors import SpecErrors
 from vllm_operator.render import render_all
 from vllm_operator.render.revision import revision_hash
@@ -95,7 +96,7 @@ def test_a_real_affinity_parses_hashes_and_renders() -> None:
         },
     }
     vd = parse_vllm_deployment(resource(affinity))
-    assert revision_hash(vd.spec)
+    assert revision_hash(vd.spec, plan_launch(vd.spec))
     (deployment, *_) = render_all(vd)
     assert deployment["spec"]["template"]["spec"]["affinity"] == affinity
 

@@ -9,6 +9,7 @@ import kubernetes_validate
 import pytest
 
 from vllm_operator.api import parse_vllm_deployment
+from vllm_operator.engine.policy import plan_launch
 from vllm_operator.render import labels
 from vllm_operator.render.autoscaling import (
     quantity,
@@ -95,7 +96,7 @@ def test_keda_scaled_object_queries_only_the_revisions_pods(resource: dict[str, 
 
 def test_pdb_selects_the_server_pods_of_one_revision(resource: dict[str, Any]) -> None:
     vd = _with(resource)
-    rev = revision_hash(vd.spec)
+    rev = revision_hash(vd.spec, plan_launch(vd.spec))
     pdb = render_pdb(vd, rev)
     assert pdb["spec"]["selector"]["matchLabels"] == labels.server_selector(vd.metadata.name, rev)
     assert pdb["spec"]["maxUnavailable"] == 1
@@ -106,9 +107,10 @@ def test_pdb_selects_the_server_pods_of_one_revision(resource: dict[str, Any]) -
 
 
 def test_autoscaling_and_disruption_roll_no_revision(resource: dict[str, Any]) -> None:
-    before = revision_hash(parse_vllm_deployment(resource).spec)
+    spec = parse_vllm_deployment(resource).spec
+    before = revision_hash(spec, plan_launch(spec))
     vd = _with(resource, autoscaling={"maxReplicas": 3}, disruption={"maxUnavailable": 2})
-    assert revision_hash(vd.spec) == before
+    assert revision_hash(vd.spec, plan_launch(vd.spec)) == before
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from render_cases import EXAMPLES, load_example
 
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.engine import entrypoint
+from vllm_operator.engine.policy import plan_launch
 from vllm_operator.render import (
     render_all,
     render_candidate_service,
@@ -179,8 +180,9 @@ def test_api_key_secret_reaches_vllm_as_env_never_as_argv(
 
 def test_names_labels_and_selectors_are_consistent(resource: dict[str, Any]) -> None:
     vd = parse_vllm_deployment(resource)
-    revision = revision_hash(vd.spec)
-    deployment = render_deployment(vd, revision, 3)
+    launch = plan_launch(vd.spec)
+    revision = revision_hash(vd.spec, launch)
+    deployment = render_deployment(vd, launch, revision, 3)
     serving = render_serving_service(vd, revision)
     candidate = render_candidate_service(vd, revision)
     assert deployment["metadata"]["name"] == f"qwen--{revision}"

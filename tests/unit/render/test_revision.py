@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vllm_operator.api import parse_spec
+from vllm_operator.engine.policy import plan_launch
 from vllm_operator.render import revision_hash
 
 BASE: dict[str, Any] = {
@@ -29,7 +30,8 @@ BASE: dict[str, Any] = {
 
 
 def h(raw: dict[str, Any]) -> str:
-    return revision_hash(parse_spec(raw))
+    spec = parse_spec(raw)
+    return revision_hash(spec, plan_launch(spec))
 
 
 def shuffled(value: Any, rng: random.Random) -> Any:

@@ -59,7 +59,8 @@ def changed(value: Any) -> Any:
 
 def deployment_of(raw: dict[str, Any]) -> dict[str, Any]:
     vd = parse_vllm_deployment(raw)
-    return render_deployment(vd, revision_hash(vd.spec), 2)
+    launch = plan_launch(vd.spec)
+    return render_deployment(vd, launch, revision_hash(vd.spec, launch), 2)
 
 
 def rich_resource() -> dict[str, Any]:

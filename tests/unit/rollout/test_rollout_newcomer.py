@@ -23,6 +23,7 @@ from vllm_operator.api.status import (
     GateRecord,
     VLLMDeploymentStatus,
 )
+from vllm_operator.engine.policy import plan_launch
 from vllm_operator.render.revision import revision_hash
 from vllm_operator.rollout import advice, ledger
 from vllm_operator.rollout.ledger import PROMOTE_ANNOTATION
@@ -75,7 +76,9 @@ def test_more_trials_roll_no_new_revision() -> None:
         {**base, "metadata": {"name": "qwen"}, "spec": spec(gate={"trials": n})} for n in (3, 6)
     ]
     three, six = (parse_vllm_deployment(d) for d in docs)
-    assert revision_hash(three.spec) == revision_hash(six.spec)
+    assert revision_hash(three.spec, plan_launch(three.spec)) == revision_hash(
+        six.spec, plan_launch(six.spec)
+    )
 
 
 def test_a_person_promoting_shows_in_the_gate_column_and_condition() -> None:

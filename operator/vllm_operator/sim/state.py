@@ -1,0 +1,43 @@
+"""What the handlers of one simulator share: its config, engine, ledger, timing and metrics.
+
+A module of its own so that the routes (:mod:`.server`) and the generation loop
+(:mod:`.streaming`) both depend on it, and not on each other.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+
+from vllm_operator.sim.config import SimConfig
+from vllm_operator.sim.engine import Engine
+from vllm_operator.sim.ledger import Ledger, TimingStats
+from vllm_operator.sim.metrics import SimMetrics
+
+
+class SimState:
+    """Everything the handlers of one simulator share."""
+
+    def __init__(self, config: SimConfig, *, wall: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.wall = wall
+        self.engine = Engine(
+            config.profile,
+            max_num_seqs=config.max_num_seqs,
+            time_scale=config.time_scale,
+            noise=config.noise,
+            rng=random.Random(config.seed),  # None: a fresh draw per start
+        )
+        self.ledger = Ledger(config.ledger_size)
+        self.timing = TimingStats()
+        engine = self.engine
+        self.metrics = SimMetrics(
+            config.model_names[0],
+            running=lambda: float(engine.running),
+            waiting=lambda: float(engine.waiting),
+            kv_usage=engine.kv_usage,
+        )
+        self.rng = random.Random(0 if config.seed is None else config.seed)
+        self.created = int(wall())
+        self.dead = False  # the engine died (fault): /health 503, completions 500
