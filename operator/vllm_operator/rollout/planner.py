@@ -34,6 +34,7 @@ from vllm_operator.engine.policy import LaunchPlan, plan_launch
 from vllm_operator.errors import SpecErrors
 from vllm_operator.render import names
 from vllm_operator.render.revision import revision_hash, spec_digest
+from vllm_operator.render.validate import object_errors
 from vllm_operator.rollout import (
     baseline,
     conflicts,
@@ -61,7 +62,9 @@ def _spec_problems(
 ) -> tuple[VLLMDeployment, LaunchPlan] | SpecErrors:
     try:
         vd = parse_vllm_deployment(dict(observed.body))
-        name_errors = names.check_name(vd.metadata.name)
+        # Names, quantities and tolerations too: render_deployment would refuse them in the
+        # middle of a pass, and they would reach the catch-all instead of naming the field.
+        name_errors = object_errors(vd)
         launch = plan_launch(vd.spec)
     except SpecErrors as exc:
         return exc

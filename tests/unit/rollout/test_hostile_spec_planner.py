@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from rollout_world import World, spec, summary
 
 from vllm_operator.rollout.fallback import unhandled
@@ -57,6 +58,37 @@ def test_deep_affinity_on_a_serving_resource_is_invalid_spec_and_touches_nothing
     assert w.objects == before
     assert w.serving() == stable
     assert w.status["stable"]["revision"] == stable
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"resources": {"gpus": 1, "cpu": "64GB"}}, "spec.resources.cpu"),
+        ({"resources": {"gpus": 1, "memory": "lots"}}, "spec.resources.memory"),
+        (
+            {"scheduling": {"tolerations": [{"key": "gpu", "operator": "Exists", "value": "yes"}]}},
+            "spec.scheduling.tolerations[0]",
+        ),
+    ],
+    ids=["cpu", "memory", "toleration"],
+)
+def test_values_only_the_objects_reveal_are_invalid_spec_naming_the_field(
+    change: dict[str, Any], field: str
+) -> None:
+    # The planner checks what render_deployment would refuse before it renders anything: a
+    # named InvalidSpec, not the catch-all's "cannot handle this resource".
+    w = deployed()
+    stable = w.serving()
+    before = copy.deepcopy(w.objects)
+    bump(w, **change)
+    p = w.step()
+    assert p.actions == ()
+    message = w.condition("Stalled")["message"]
+    assert w.condition("Stalled")["reason"] == "InvalidSpec"
+    assert field in message
+    assert "cannot handle" not in message
+    assert w.objects == before
+    assert w.serving() == stable
 
 
 def test_unforeseen_exception_keeps_stable_and_history() -> None:
