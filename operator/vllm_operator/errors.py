@@ -2,7 +2,7 @@
 
 Every failure the operator, the benchmark or the simulator can explain is one of these.
 Nothing translates them in the shell: the pure planner returns ``SpecErrors`` as a value and
-turns them into an ``InvalidSpec`` status and Event itself (``rollout.held``); the API client
+turns them into an ``InvalidSpec`` status and Event itself (``rollout.stopped``); the API client
 raises ``KubeTransientError`` (a ``TransientError``) for what a retry may fix; the CLIs print
 a ``SpecError`` as ``field: message (fix: ...)`` and exit 2 (usage).
 """

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+import builders
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.errors import SpecErrors
 from vllm_operator.render import render_all
@@ -30,15 +31,7 @@ PROG = "vllm-operator render"
 
 
 def base() -> dict[str, Any]:
-    return {
-        "apiVersion": "vllm-operator.dev/v1alpha1",
-        "kind": "VLLMDeployment",
-        "metadata": {"name": "qwen"},
-        "spec": {
-            "model": {"name": "Qwen/Qwen3-30B-A3B-Instruct-2507-GPTQ-Int4"},
-            "engine": {"image": "vllm/vllm-openai:v0.17.0"},
-        },
-    }
+    return builders.resource(builders.minimal_spec(builders.MODEL_30B))
 
 
 def cli(argv: list[str], stdin: str = "", now: datetime | None = None) -> tuple[int, str, str]:

@@ -128,10 +128,16 @@ class Placement(APIModel):
     )
 
 
-class PairedBaseline(APIModel):
-    """The baseline's own figures, measured in the same run as the candidate (interleaved)."""
+class Figures(APIModel):
+    """What one run measured on one server: the candidate's (``BenchSummary``) and the
+    paired baseline's (``PairedBaseline``) are this one shape, so the gate compares like with
+    like and nothing copies one into the other.
 
-    placement: Placement | None = Field(default=None, description="Where the baseline ran.")
+    A new figure of both sides is a new field here (give it a default, so summaries written
+    before it still parse); ``bench.summary.fit`` decides whether it may be cut to fit 4,096
+    bytes.
+    """
+
     latency: list[LatencyFigures] = Field(
         default_factory=list, description="Latency per prompt class."
     )
@@ -140,8 +146,17 @@ class PairedBaseline(APIModel):
     )
     quality: QualityFigures | None = Field(default=None, description="Quality suite result.")
     errors: dict[str, int] = Field(
-        default_factory=dict, description="The baseline's failed requests by class."
+        default_factory=dict,
+        description="Failed requests by class (timeout, http_5xx, no_done, ...).",
     )
+    placement: Placement | None = Field(
+        default=None,
+        description="Where this server ran (the candidate; in pairedBaseline, the baseline).",
+    )
+
+
+class PairedBaseline(Figures):
+    """The baseline's own figures, measured in the same run as the candidate (interleaved)."""
 
 
 class TrialPlan(APIModel):
@@ -193,23 +208,12 @@ class Verdict(APIModel):
     reasons: list[str] = Field(default_factory=list, description="Why, one line per reason.")
 
 
-class BenchSummary(APIModel):
-    """What one benchmark run measured, small enough for a termination message."""
+class BenchSummary(Figures):
+    """What one benchmark run measured, small enough for a termination message: the
+    candidate's figures (``Figures``), the paired baseline's, and what the run was."""
 
     schema_: str = Field(default=SUMMARY_SCHEMA, alias="schema", description="Format id.")
     model: str = Field(default="", description="Model name the benchmark requested.")
-    latency: list[LatencyFigures] = Field(
-        default_factory=list, description="Latency per prompt class."
-    )
-    concurrency: list[ConcurrencyFigures] = Field(
-        default_factory=list, description="Aggregate tokens/s per concurrency level."
-    )
-    quality: QualityFigures | None = Field(default=None, description="Quality suite result.")
-    errors: dict[str, int] = Field(
-        default_factory=dict,
-        description="Failed requests by class (timeout, http_5xx, no_done, ...).",
-    )
-    placement: Placement | None = Field(default=None, description="Where the candidate ran.")
     paired_baseline: PairedBaseline | None = Field(
         default=None,
         description=(

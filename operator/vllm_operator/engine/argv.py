@@ -167,9 +167,24 @@ def rewrite(table: FlagTable, args: list[str]) -> tuple[list[str], list[int | No
     Returns the rewritten list and, for each item, the index in ``args`` it came from.
     Raises ``ValueError`` where vLLM raises one (``--model`` on 0.10/0.11.0).
     """
+    _refuse(table, args)
+    style = _o_style(table)
+    args, origin = _move_model(table, args)
+    out: list[str] = []
+    src: list[int | None] = []
+    for i, arg in enumerate(args):
+        following = args[i + 1] if i + 1 < len(args) else None
+        items = [_dash_name(arg)] if arg.startswith("--") else _o_option(arg, following, style)
+        out += items
+        src += [origin[i]] * len(items)
+    return _fold_dotted(table, out, src)
+
+
+def _refuse(table: FlagTable, args: list[str]) -> None:
+    """What vLLM (or this reading of it) refuses before any rewrite: ``--config FILE``
+    (flags read from a file) and, on 0.10-0.11.0, ``--model``."""
     if len(args) > _MAX_TOKENS:
         raise ValueError(f"more than {_MAX_TOKENS} arguments")
-    style = _o_style(table)
     if "--config" in args and "config" in table.by_dest:
         raise ConfigFile("--config FILE: vLLM reads flags from the file before argparse")
     if args and any(a == "--model" for a in args) and _model_style(table) == "refuse":
@@ -177,50 +192,55 @@ def rewrite(table: FlagTable, args: list[str]) -> tuple[list[str], list[int | No
             "With `vllm serve`, you should provide the model as a positional argument or in "
             "a config file instead of via the `--model` option."
         )
+
+
+def _move_model(table: FlagTable, args: list[str]) -> tuple[list[str], list[int | None]]:
+    """Later releases: the first ``--model M`` (or ``--model=M``) becomes the positional
+    model, moved to the front. Returns the list and each item's index in ``args``."""
     origin: list[int | None] = list(range(len(args)))
-    if _model_style(table) == "move":
-        for i, a in enumerate(args):
-            if a == "--model" or a.startswith("--model="):
-                if a == "--model":
-                    if i + 1 >= len(args):
-                        raise IndexError("list index out of range")
-                    tag, rest = args[i + 1], i + 2
-                else:
-                    tag, rest = a.removeprefix("--model="), i + 1
-                args = [tag, *args[:i], *args[rest:]]
-                origin = [i, *origin[:i], *origin[rest:]]
-                break
-    out: list[str] = []
-    src: list[int | None] = []
-    for i, arg in enumerate(args):
-        o = origin[i]
-        if arg.startswith("--"):
-            if "=" in arg:
-                key, value = arg.split("=", 1)
-                out.append(
-                    _NAME_PART.sub(lambda m: m.group(0).replace("_", "-"), key, 1) + "=" + value
-                )
+    if _model_style(table) != "move":
+        return args, origin
+    for i, a in enumerate(args):
+        if a == "--model" or a.startswith("--model="):
+            if a == "--model":
+                if i + 1 >= len(args):
+                    raise IndexError("list index out of range")
+                tag, rest = args[i + 1], i + 2
             else:
-                out.append(_NAME_PART.sub(lambda m: m.group(0).replace("_", "-"), arg, 1))
-            src.append(o)
-        elif arg.startswith("-O") and arg != "-O" and (style == "optlevel" or arg[2] != "."):
-            level = arg[3:] if arg[2] == "=" else arg[2:]
-            if style in ("optlevel", "optlevel-cc"):
-                out += ["--optimization-level", level]
-                src += [o, o]
-            else:
-                out.append(f"-O.{style}={level}")
-                src.append(o)
-        elif arg == "-O" and i + 1 < len(args) and args[i + 1] in {"0", "1", "2", "3"}:
-            out.append("--optimization-level" if style.startswith("optlevel") else f"-O.{style}")
-            src.append(o)
-        elif style == "optlevel-cc" and arg.startswith("-O."):
-            out.append(arg.replace("-O", "-cc", 1))
-            src.append(o)
-        else:
-            out.append(arg)
-            src.append(o)
-    # Dotted keys (-cc.mode=0, --hf-overrides.a.b 1) become one JSON value per option.
+                tag, rest = a.removeprefix("--model="), i + 1
+            return [tag, *args[:i], *args[rest:]], [i, *origin[:i], *origin[rest:]]
+    return args, origin
+
+
+def _dash_name(arg: str) -> str:
+    """``--foo_bar`` -> ``--foo-bar``: the name only, up to the first ``.`` or ``=``."""
+    if "=" in arg:
+        key, value = arg.split("=", 1)
+        return _NAME_PART.sub(lambda m: m.group(0).replace("_", "-"), key, 1) + "=" + value
+    return _NAME_PART.sub(lambda m: m.group(0).replace("_", "-"), arg, 1)
+
+
+def _o_option(arg: str, following: str | None, style: str) -> list[str]:
+    """``-O3``, ``-O=3`` and ``-O 3`` -> the optimization level (``style`` "optlevel*") or
+    the compilation config's level/mode; "optlevel-cc": ``-O.x`` -> ``-cc.x``. Any other
+    short token stays as written."""
+    if arg.startswith("-O") and arg != "-O" and (style == "optlevel" or arg[2] != "."):
+        level = arg[3:] if arg[2] == "=" else arg[2:]
+        if style in ("optlevel", "optlevel-cc"):
+            return ["--optimization-level", level]
+        return [f"-O.{style}={level}"]
+    if arg == "-O" and following in {"0", "1", "2", "3"}:
+        return ["--optimization-level" if style.startswith("optlevel") else f"-O.{style}"]
+    if style == "optlevel-cc" and arg.startswith("-O."):
+        return [arg.replace("-O", "-cc", 1)]
+    return [arg]
+
+
+def _fold_dotted(
+    table: FlagTable, out: list[str], src: list[int | None]
+) -> tuple[list[str], list[int | None]]:
+    """Dotted keys (-cc.mode=0, --hf-overrides.a.b 1) become one JSON value per option,
+    appended at the end; ``key+`` takes a comma-separated list."""
     suffixes = _dotted_suffixes(table)
     delete: set[int] = set()
     merged: dict[str, dict[str, Any]] = {}

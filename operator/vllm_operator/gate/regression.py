@@ -39,6 +39,7 @@ from vllm_operator.api.summary import (
     SUMMARY_SCHEMA,
     BenchSummary,
     ConcurrencyFigures,
+    Figures,
     LatencyFigures,
     Placement,
     TrialPlan,
@@ -111,34 +112,27 @@ def judge_all(
     if allowed is None:
         return []
     paired = summary.paired_baseline is not None
-    if summary.paired_baseline is not None:
-        pb = summary.paired_baseline
-        baseline = BenchSummary(
-            latency=pb.latency,
-            concurrency=pb.concurrency,
-            quality=pb.quality,
-            errors=pb.errors,
-            placement=pb.placement,
-        )
-    if baseline is None:
-        return [Judged(Finding("note", "no baseline: regressions not checked (first revision)"))]
-    if baseline.schema_ != SUMMARY_SCHEMA:
+    if baseline is not None and not paired and baseline.schema_ != SUMMARY_SCHEMA:
         return [
             Judged(Finding("inconclusive", f"baseline format {baseline.schema_!r} not comparable"))
         ]
-    broken = sorted(k for k, v in baseline.errors.items() if v > 0)
+    # Candidate and baseline are one shape (``Figures``): the paired one, else the stored.
+    base: Figures | None = summary.paired_baseline if paired else baseline
+    if base is None:
+        return [Judged(Finding("note", "no baseline: regressions not checked (first revision)"))]
+    broken = sorted(k for k, v in base.errors.items() if v > 0)
     if broken:
         text = f"baseline has failed requests ({', '.join(broken)})"
         return [Judged(Finding("inconclusive", text))]
-    quality = [Judged(f) for f in _quality_regression(summary, baseline, allowed)]
-    gpus = _gpu_products(summary.placement, baseline.placement)
+    quality = [Judged(f) for f in _quality_regression(summary, base, allowed)]
+    gpus = _gpu_products(summary.placement, base.placement)
     if gpus is not None:
         return [Judged(Finding("inconclusive", gpus)), *quality]
     judge = _Judge(thresholds, paired, plan)
     return [
-        *(Judged(f) for f in _placement_note(summary.placement, baseline.placement, paired)),
-        *_latency(summary, baseline, judge),
-        *_throughput(summary, baseline, judge),
+        *(Judged(f) for f in _placement_note(summary.placement, base.placement, paired)),
+        *_latency(summary, base, judge),
+        *_throughput(summary, base, judge),
         *quality,
     ]
 
@@ -307,7 +301,7 @@ def _level_trials(figure: ConcurrencyFigures) -> list[float]:
     return list(figure.trials) or [figure.aggregate_tokens_per_second]
 
 
-def _latency(summary: BenchSummary, baseline: BenchSummary, judge: _Judge) -> list[Judged]:
+def _latency(summary: Figures, baseline: Figures, judge: _Judge) -> list[Judged]:
     base_by_class = {f.prompt_class: f for f in baseline.latency}
     found: list[Judged] = []
     for figure in summary.latency:
@@ -338,7 +332,7 @@ def _latency(summary: BenchSummary, baseline: BenchSummary, judge: _Judge) -> li
     return found
 
 
-def _throughput(summary: BenchSummary, baseline: BenchSummary, judge: _Judge) -> list[Judged]:
+def _throughput(summary: Figures, baseline: Figures, judge: _Judge) -> list[Judged]:
     base_by_level = {f.concurrency: f for f in baseline.concurrency}
     found: list[Judged] = []
     for figure in summary.concurrency:
@@ -381,9 +375,7 @@ def _throughput(summary: BenchSummary, baseline: BenchSummary, judge: _Judge) ->
     return found
 
 
-def _quality_regression(
-    summary: BenchSummary, baseline: BenchSummary, allowed: float
-) -> list[Finding]:
+def _quality_regression(summary: Figures, baseline: Figures, allowed: float) -> list[Finding]:
     quality, base = summary.quality, baseline.quality
     if quality is None:
         return []

@@ -9,7 +9,7 @@ handled-requests annotation, then the actions (each idempotent: 409 on create an
 delete mean "already so"), then Events (best effort). Every write is made only when it
 changes what the cache holds (``kube.changes``), and is recorded in the caches so the next
 pass sees it even before the watch brings it back (``kube.own_writes``).
-A planner that raises on what the API accepted does not fail the pass: ``rollout.fallback``
+A planner that raises on what the API accepted does not fail the pass: ``rollout.stopped``
 turns the exception into an ``InvalidSpec`` status and Event, so no status stays empty and
 no retry loop runs.
 """
@@ -40,7 +40,6 @@ from vllm_operator.kube.client import Kube, KubeError, KubeTransientError
 from vllm_operator.metrics import OperatorMetrics
 from vllm_operator.render import labels
 from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, observe, plan
-from vllm_operator.rollout.fallback import unhandled
 from vllm_operator.rollout.observed import (
     JOB_LABEL,
     PROGRESS_SECONDS,
@@ -53,6 +52,7 @@ from vllm_operator.rollout.observed import (
     running_job_pods,
 )
 from vllm_operator.rollout.status import merge_patch
+from vllm_operator.rollout.stopped import unhandled
 from vllm_operator.rollout.trust import BENCH_CONTAINER
 
 logger = logging.getLogger(__name__)

@@ -37,12 +37,11 @@ from vllm_operator.render.revision import revision_hash, spec_digest
 from vllm_operator.render.validate import object_errors
 from vllm_operator.rollout import (
     baseline,
-    conflicts,
-    held,
     ledger,
     references,
     scaling,
     steps,
+    stopped,
     twin,
     upgrade,
 )
@@ -87,7 +86,7 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
     stable = serving.revision if serving is not None else None
     parsed = _spec_problems(observed, state.settings)
     if isinstance(parsed, SpecErrors):
-        status = held.invalid_spec(state, parsed, stable)
+        status = stopped.invalid_spec(state, parsed, stable)
         return _finish(state, status)
     vd, launch = parsed
     rendered = revision_hash(vd.spec, launch)
@@ -98,7 +97,7 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
     desired = upgrade.target(update, rendered)
     if observed.foreign:
         # A child name is held by an object this resource does not own: touch nothing.
-        status = conflicts.name_conflict(state, stable, desired, vd.spec.gate.enabled)
+        status = stopped.name_conflict(state, stable, desired, vd.spec.gate.enabled)
         return _finish(state, status)
     if launch.warnings and previous.observed_generation != observed.generation:
         for warning in launch.warnings:

@@ -1,46 +1,36 @@
 """The steps of one planning pass: requests, gating, promotion, rejection, retirement.
 
-Each step reads the observed state, appends actions and events to the ``Pass`` and returns
+The benchmark Job a gate runs (start, wait, judge and record) is ``rollout.benchmark``. Each
+step reads the observed state, appends actions and events to the ``Pass`` and returns
 where the rollout stands. Order inside a pass matters only for verdicts: a verdict is
 recorded (status is written first by the shell) before the objects it condemns are deleted.
 """
 
 from __future__ import annotations
 
-from vllm_operator.api.progress import NOW
-from vllm_operator.api.progress import describe as describe_progress
 from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord
-from vllm_operator.api.summary import TrialPlan
 from vllm_operator.engine.policy import LaunchPlan
 from vllm_operator.render import labels, names
-from vllm_operator.render.job import render_job
 from vllm_operator.render.services import render_candidate_service, render_serving_service
 from vllm_operator.rollout import (
     advice,
     baseline,
+    benchmark,
     causes,
-    ledger,
     reruns,
     scaling,
-    trust,
     twin,
     waiting,
 )
-from vllm_operator.rollout.actions import Delete, EventType, Patch
+from vllm_operator.rollout.actions import Delete, Patch
 from vllm_operator.rollout.context import Pass
-from vllm_operator.rollout.held import serving_ok
 from vllm_operator.rollout.objects import create_deployment, ensure_service, patch_deployment
-from vllm_operator.rollout.observed import (
-    BASELINE_MODE_ANNOTATION,
-    BASELINE_REASON_ANNOTATION,
-    PROGRESS_SECONDS,
-    JobView,
-    parse_time,
-)
+from vllm_operator.rollout.observed import parse_time
 from vllm_operator.rollout.overrides import handle_requests
 from vllm_operator.rollout.status import Outcome
+from vllm_operator.rollout.stopped import serving_ok
 
 
 def steady(state: Pass, vd: VLLMDeployment, launch: LaunchPlan, revision: str) -> Outcome:
@@ -113,7 +103,7 @@ def _start_candidate(
     observed = state.observed
     wanted = vd.spec.rollout.candidate_replicas
     ensure_service(state, render_candidate_service(vd, candidate), candidate)
-    job = _current_job(state, candidate)
+    job = benchmark.current_job(state, candidate)
     with_twin = baseline.keeps_twin(state, vd, candidate, stable, job)
     if with_twin:
         assert stable is not None
@@ -164,163 +154,9 @@ def _start_candidate(
             return waited
         if waited is not None:  # mode auto gives up on the twin: it goes in this pass
             fallback, with_twin, state.twin = waited, False, None
-    return _benchmark(state, vd, candidate, stable, job=job, with_twin=with_twin, fallback=fallback)
-
-
-def _current_job(state: Pass, candidate: str) -> JobView | None:
-    floor = reruns.attempt_floor(state, candidate)
-    jobs = [
-        j
-        for j in state.observed.jobs
-        if j.revision == candidate and j.attempt >= floor and not j.deleting
-    ]
-    return max(jobs, key=lambda j: j.attempt) if jobs else None
-
-
-def _benchmark(
-    state: Pass,
-    vd: VLLMDeployment,
-    candidate: str,
-    stable: str | None,
-    *,
-    job: JobView | None,
-    with_twin: bool,
-    fallback: baseline.Fallback | None,
-) -> Outcome:
-    observed = state.observed
-    stored = baseline.stored_summary(state, stable)
-    if job is None:
-        floor = reruns.attempt_floor(state, candidate)
-        attempt = max(ledger.verdicts_on(state.history, candidate) + 1, floor)
-        where = twin.candidate_placement(state, candidate)
-        twin_where = twin.twin_placement(state, stable) if with_twin and stable else None
-        manifest = render_job(
-            vd,
-            candidate,
-            attempt,
-            image=state.settings.bench_image,
-            baseline=None if with_twin else stored,
-            extra_env=dict(state.settings.job_env),
-            ttl_seconds=state.settings.job_ttl_seconds,
-            baseline_url=twin.url(state, stable) if with_twin and stable else None,
-            placement=twin.flags(where, twin_where),
-        )
-        choice = baseline.choose(vd, stable, with_twin, stored, fallback)
-        annotations = manifest["metadata"]["annotations"]
-        annotations[BASELINE_MODE_ANNOTATION] = choice.mode
-        annotations[BASELINE_REASON_ANNOTATION] = choice.reason
-        state.create(manifest)
-        if fallback is not None:
-            baseline.announce(state, candidate, choice)
-        state.event(
-            "Normal",
-            EventReason.BenchmarkStarted,
-            f"revision {candidate}: Job {manifest['metadata']['name']}; baseline: {choice.reason}",
-        )
-        state.after(state.scaled(state.settings.job_start_seconds))
-        return Outcome(
-            "Benchmarking",
-            f"benchmarking revision {candidate} (baseline: {choice.reason})",
-            ConditionReason.Benchmarking,
-        )
-    pods = observed.job_pods(job)
-    paired = stable is not None and (job.baseline_mode or vd.spec.gate.baseline.mode) == "twin"
-    if job.finished:
-        # Believed only if the Job ended as documented and the summary names this run.
-        judged = trust.judge(
-            observed,
-            job,
-            vd.spec.gate.thresholds,
-            None if paired else stored,
-            require_paired=paired,
-            plan=TrialPlan(min_trials=vd.spec.gate.trials, max_trials=vd.spec.gate.max_trials),
-        )
-        outcome, reasons, summary = (
-            judged.verdict.outcome,
-            list(judged.verdict.reasons),
-            judged.summary,
-        )
-        if outcome == "Error":
-            reasons += causes.job_error_details(job, pods, reasons, summary)
-        why = job.baseline_reason or baseline.choose(vd, stable, paired, stored, None).reason
-        if outcome != "Error":  # figures were judged: say what they were compared with
-            reasons += baseline.notes(state, job, stable, paired=paired, stored=stored, reason=why)
-        entry = state.record(
-            GateRecord(
-                revision=candidate,
-                outcome=outcome,
-                reasons=reasons,
-                summary=summary,
-                baseline_revision=stable if paired or stored is not None else None,
-                attempt=job.attempt,
-                baseline_mode="twin" if paired else "stored" if stored is not None else None,
-                baseline_reason=why,
-                candidate_placement=twin.recorded(
-                    twin.candidate_placement(state, candidate),
-                    summary.placement if summary is not None else None,
-                ),
-                # Stored: where the stable revision's own gate measured it.
-                baseline_placement=twin.recorded(
-                    twin.twin_placement(state, stable),
-                    summary.paired_baseline.placement
-                    if summary is not None and summary.paired_baseline is not None
-                    else None,
-                )
-                if paired and stable
-                else (stored.placement if stored is not None else None),
-            )
-        )
-        kind: EventType = "Normal" if outcome == "Passed" else "Warning"
-        state.event(
-            kind,
-            EventReason(f"Gate{outcome}"),
-            f"revision {candidate}: " + "; ".join(entry.reasons),
-        )
-        if outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "rerun":
-            reruns.announce(state, vd, candidate, job.attempt)
-        elif outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "hold":
-            state.event(
-                "Warning",
-                EventReason.GateHolding,
-                f"revision {candidate}: held for a person; "
-                + "; ".join(advice.holding_advice(vd, candidate)),
-            )
-        return Outcome("Benchmarking", f"gate {outcome}", ConditionReason(f"Gate{outcome}"))
-    failure = causes.start_failure(pods)
-    limit = state.scaled(state.settings.job_start_seconds)
-    age = state.elapsed(job.created_at)
-    if failure is not None:
-        cause, hopeless = failure
-        if hopeless or age >= limit:
-            reasons = [f"benchmark Job {job.name} never started: {cause}"]
-            state.record(
-                GateRecord(
-                    revision=candidate,
-                    outcome="Error",
-                    reasons=reasons,
-                    baseline_revision=stable,
-                    attempt=job.attempt,
-                )
-            )
-            state.event("Warning", EventReason.GateError, f"revision {candidate}: {reasons[0]}")
-            return Outcome("Benchmarking", "gate Error", ConditionReason.GateError)
-        state.after(limit - age)
-        return Outcome(
-            "Benchmarking", f"benchmark Job waiting: {cause}", ConditionReason.Benchmarking
-        )
-    message = f"benchmarking revision {candidate} (Job {job.name}" + (
-        f"; baseline: {job.baseline_reason})" if job.baseline_reason else ")"
+    return benchmark.gate(
+        state, vd, candidate, stable, job=job, with_twin=with_twin, fallback=fallback
     )
-    event = observed.progress.get(job.name)
-    if event is not None:
-        progress = describe_progress(event, vd.spec.gate.max_trials)
-        message += f"{NOW}{progress}"
-        if state.previous.message != message:
-            state.event(
-                "Normal", EventReason.BenchmarkProgress, f"revision {candidate}: {progress}"
-            )
-    state.after(state.scaled(PROGRESS_SECONDS))
-    return Outcome("Benchmarking", message, ConditionReason.Benchmarking)
 
 
 def _promote(
@@ -425,7 +261,7 @@ def retire(state: Pass, keep: set[str]) -> None:
     for revision in keep:
         decided = state.decision(revision)
         if decided is None or (decided.outcome == "Inconclusive" and decided.attempt):
-            current = _current_job(state, revision) or current
+            current = benchmark.current_job(state, revision) or current
     for job in observed.jobs:
         if job.deleting or (current is not None and job.name == current.name):
             continue

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from builders import minimal_spec, resource
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -41,24 +43,14 @@ def test_answer_code_forging_its_pass_ends_failed_never_passed(tmp_path: Path) -
     code["text"] = FORGERY
     book = tmp_path / "answers.yaml"
     book.write_text(yaml.safe_dump(answers, sort_keys=False))
-    cr = {
-        "apiVersion": "vllm-operator.dev/v1alpha1",
-        "kind": "VLLMDeployment",
-        "metadata": {"name": "forged", "namespace": "default"},
-        "spec": {
-            "model": {"name": "Qwen/Qwen3-0.6B"},
-            "engine": {
-                "image": "vllm/vllm-openai:v0.17.0",
-                "env": [{"name": "VLLMOP_SIM_ANSWERS", "value": str(book)}],
-            },
-            # The reference answers pass 12 of 13 here: code-1 decides the verdict.
-            "gate": {
-                "iterations": 1,
-                "concurrency": [1],
-                "thresholds": {"quality": {"minPassed": 12}},
-            },
-        },
+    spec = minimal_spec("Qwen/Qwen3-0.6B", env=[{"name": "VLLMOP_SIM_ANSWERS", "value": str(book)}])
+    # The reference answers pass 12 of 13 here: code-1 decides the verdict.
+    spec["gate"] = {
+        "iterations": 1,
+        "concurrency": [1],
+        "thresholds": {"quality": {"minPassed": 12}},
     }
+    cr = resource(spec, name="forged", namespace="default")
     file = tmp_path / "forged.yaml"
     file.write_text(yaml.safe_dump(cr))
     out = subprocess.run(

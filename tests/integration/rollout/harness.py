@@ -19,6 +19,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+import builders
 from devcluster import DevCluster, OperatorThread
 from devcluster.kubelet import Kubelet
 from devcluster.kubelet_faults import Faults
@@ -31,7 +32,7 @@ from vllm_operator_demo.pods import vllm_images
 
 ROOT = Path(__file__).resolve().parents[3]
 CRD = ROOT / "crds" / "vllm-operator.dev_vllmdeployments.yaml"
-API = "vllm-operator.dev/v1alpha1"
+API = builders.API_VERSION
 SIM_TIME_SCALE = "0.01"
 # What the operator reads from the (only) Node: the GPU product of where a gate ran.
 GPU_PRODUCT = "NVIDIA-H200-SIM"
@@ -48,16 +49,14 @@ def resource(
     **spec: Any,
 ) -> Obj:
     env = {"VLLMOP_SIM_TIME_SCALE": SIM_TIME_SCALE, **(sim_env or {})}
-    body: Obj = {
-        "model": {
-            "name": "Qwen/Qwen3-30B-A3B-Instruct-2507-GPTQ-Int4",
-            "servedModelName": "qwen3-30b-a3b",
-        },
-        "engine": {
-            "image": image,
-            "performanceMode": mode,
-            "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
-        },
+    body = builders.minimal_spec(
+        builders.MODEL_30B,
+        image,
+        performanceMode=mode,
+        env=[{"name": k, "value": v} for k, v in sorted(env.items())],
+    )
+    body["model"]["servedModelName"] = "qwen3-30b-a3b"
+    body |= {
         "replicas": 1,
         "gate": {"iterations": 3, "concurrency": [1, 4], "timeoutSeconds": 120},
     }
@@ -66,12 +65,7 @@ def resource(
             body[key] = {**body[key], **value}
         else:
             body[key] = value
-    return {
-        "apiVersion": API,
-        "kind": "VLLMDeployment",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": body,
-    }
+    return builders.resource(body, name=name, namespace="default")
 
 
 def _reap(workdir: Path) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import builders
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.api.resource import parse_spec
 from vllm_operator.errors import SpecErrors
@@ -20,17 +21,9 @@ PREF = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
 def resource(affinity: Any, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "vllm-operator.dev/v1alpha1",
-        "kind": "VLLMDeployment",
-        "metadata": {"name": "qwen"},
-        "spec": {
-            "model": {"name": "Qwen/Qwen3-8B"},
-            "engine": {"image": "vllm/vllm-openai:v0.17.0"},
-            "scheduling": {"affinity": affinity},
-            **spec,
-        },
-    }
+    return builders.resource(
+        {**builders.minimal_spec(), "scheduling": {"affinity": affinity}, **spec}
+    )
 
 
 def node_pref(weight: Any) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from builders import MODEL_30B, minimal_spec, resource
 from vllm_operator.api import VLLMDeploymentSpec, VLLMDeploymentStatus
 from vllm_operator.api.crd import CRD_FILENAME, crd_document, render_crd_yaml
 from vllm_operator.api.spec import PerformanceMode
@@ -149,21 +150,13 @@ def _errors(obj: dict[str, Any]) -> list[str]:
 
 
 def _cr(spec: dict[str, Any], status: dict[str, Any] | None = None) -> dict[str, Any]:
-    obj: dict[str, Any] = {
-        "apiVersion": "vllm-operator.dev/v1alpha1",
-        "kind": "VLLMDeployment",
-        "metadata": {"name": "qwen", "namespace": "default"},
-        "spec": spec,
-    }
+    obj = resource(spec, namespace="default")
     if status is not None:
         obj["status"] = status
     return obj
 
 
-MINIMAL_SPEC: dict[str, Any] = {
-    "model": {"name": "Qwen/Qwen3-30B-A3B-Instruct-2507-GPTQ-Int4"},
-    "engine": {"image": "vllm/vllm-openai:v0.17.0"},
-}
+MINIMAL_SPEC = minimal_spec(MODEL_30B)
 
 FULL_SPEC: dict[str, Any] = {
     "model": {

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+import builders
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.api.limits import INT_MAX, INT_MIN, MAX_DEPTH, MAX_STRING, MAX_VALUES, check_raw
 from vllm_operator.api.resource import parse_spec
@@ -31,15 +32,7 @@ from vllm_operator.render.revision import revision_hash
 
 
 def resource(affinity: Any = None) -> dict[str, Any]:
-    raw: dict[str, Any] = {
-        "apiVersion": "vllm-operator.dev/v1alpha1",
-        "kind": "VLLMDeployment",
-        "metadata": {"name": "qwen"},
-        "spec": {
-            "model": {"name": "Qwen/Qwen3-8B"},
-            "engine": {"image": "vllm/vllm-openai:v0.17.0"},
-        },
-    }
+    raw = builders.resource()
     if affinity is not None:
         raw["spec"]["scheduling"] = {"affinity": affinity}
     return raw

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from builders import resource
 from devcluster.schema import validate
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.api.crd import crd_document
@@ -24,15 +25,7 @@ from vllm_operator.rollout.render_cli import run
 
 
 def base() -> dict[str, Any]:
-    return {
-        "apiVersion": "vllm-operator.dev/v1alpha1",
-        "kind": "VLLMDeployment",
-        "metadata": {"name": "qwen"},
-        "spec": {
-            "model": {"name": "Qwen/Qwen3-8B"},
-            "engine": {"image": "vllm/vllm-openai:v0.17.0"},
-        },
-    }
+    return resource()
 
 
 def with_value(path: str, value: Any) -> dict[str, Any]:

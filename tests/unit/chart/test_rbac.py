@@ -18,6 +18,7 @@ import helm_python
 import pytest
 import yaml
 
+import builders
 from vllm_operator.kube.permissions import PERMISSIONS
 from vllm_operator.rollout import Settings, observe, plan
 from vllm_operator.rollout.actions import Create
@@ -157,12 +158,9 @@ def test_children_with_block_owner_deletion_come_with_finalizers_update() -> Non
     """OwnerReferencesPermissionEnforcement (OpenShift's default) refuses to create an object
     whose ownerReference sets blockOwnerDeletion unless the creator may update the owner's
     finalizers: the operator's children set it, so both scopes must grant it."""
-    body = {
-        "apiVersion": "vllm-operator.dev/v1alpha1",
-        "kind": "VLLMDeployment",
-        "metadata": {"name": "q", "namespace": "ml", "uid": "u1", "generation": 1},
-        "spec": {"model": {"name": "m"}, "engine": {"image": "vllm/vllm-openai:v0.17.0"}},
-    }
+    body = builders.resource(
+        builders.minimal_spec("m"), name="q", namespace="ml", uid="u1", generation=1
+    )
     creates = [
         a
         for a in plan(observe(body), datetime(2026, 1, 1, tzinfo=UTC), Settings()).actions

@@ -7,14 +7,12 @@ from typing import Any
 
 import pytest
 
+from builders import MODEL_30B, minimal_spec
 from vllm_operator.api import VLLMDeploymentSpec, parse_spec
 
 
 def spec_dict(image: str = "vllm/vllm-openai:v0.17.0", **engine: Any) -> dict[str, Any]:
-    return {
-        "model": {"name": "Qwen/Qwen3-30B-A3B-Instruct-2507-GPTQ-Int4"},
-        "engine": {"image": image, **engine},
-    }
+    return minimal_spec(MODEL_30B, image, **engine)
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from lupa import lua51
 
+from builders import minimal_spec, resource
 from vllm_operator.api.status import Phase, VLLMDeploymentStatus
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -111,12 +112,7 @@ def _operator_status(phase: str) -> dict[str, Any]:
 
 
 def _resource(status: dict[str, Any] | None, generation: int = 7) -> dict[str, Any]:
-    obj: dict[str, Any] = {
-        "apiVersion": "vllm-operator.dev/v1alpha1",
-        "kind": "VLLMDeployment",
-        "metadata": {"name": "qwen", "namespace": "llm", "generation": generation},
-        "spec": {"model": {"name": "m"}, "engine": {"image": "vllm/vllm-openai:v0.17.0"}},
-    }
+    obj = resource(minimal_spec("m"), namespace="llm", generation=generation)
     if status is not None:
         obj["status"] = status
     return obj

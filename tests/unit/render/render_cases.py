@@ -10,20 +10,14 @@ from typing import Any
 
 import yaml
 
+from builders import MODEL_30B, minimal_spec, resource
+
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
 
 def base_resource() -> dict[str, Any]:
-    return {
-        "apiVersion": "vllm-operator.dev/v1alpha1",
-        "kind": "VLLMDeployment",
-        "metadata": {"name": "qwen", "namespace": "ml"},
-        "spec": {
-            "model": {"name": "Qwen/Qwen3-30B-A3B-Instruct-2507-GPTQ-Int4"},
-            "engine": {"image": "vllm/vllm-openai:v0.17.0", "performanceMode": "throughput"},
-        },
-    }
+    return resource(minimal_spec(MODEL_30B, performanceMode="throughput"), namespace="ml")
 
 
 def load_example(path: Path) -> dict[str, Any]:

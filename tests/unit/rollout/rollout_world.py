@@ -13,6 +13,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from builders import minimal_spec, resource
 from vllm_operator.api.summary import BenchSummary, PairedBaseline, Placement, RunIdentity
 from vllm_operator.render import labels
 from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, observe, plan
@@ -30,11 +31,7 @@ def spec(
     mode: str = "throughput",
     **extra: Any,
 ) -> dict[str, Any]:
-    doc: dict[str, Any] = {
-        "model": {"name": "Qwen/Qwen3-8B"},
-        "engine": {"image": image, "performanceMode": mode},
-        "replicas": 2,
-    }
+    doc = {**minimal_spec(image=image, performanceMode=mode), "replicas": 2}
     return merge(doc, extra)
 
 
@@ -100,18 +97,7 @@ class World:
     def __init__(self, spec_doc: dict[str, Any], settings: Settings | None = None) -> None:
         self.now = T0
         self.settings = settings or Settings(bench_image="op:1", job_start_seconds=120)
-        self.body: dict[str, Any] = {
-            "apiVersion": "vllm-operator.dev/v1alpha1",
-            "kind": "VLLMDeployment",
-            "metadata": {
-                "name": "qwen",
-                "namespace": "ml",
-                "uid": "uid-1",
-                "generation": 1,
-                "annotations": {},
-            },
-            "spec": spec_doc,
-        }
+        self.body = resource(spec_doc, namespace="ml", uid="uid-1", generation=1, annotations={})
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}
         self.logs: dict[str, str] = {}
         self.progress: dict[str, dict[str, Any]] = {}  # Job -> the newest progress event

@@ -1,7 +1,7 @@
 """A serving resource whose new spec the operator cannot handle keeps its stable revision.
 
 The planner turns values the API accepted but the operator refuses (nesting past the
-limit, integers past int64) into InvalidSpec, and ``rollout.fallback`` does the same for
+limit, integers past int64) into InvalidSpec, and ``rollout.stopped`` does the same for
 an exception it did not foresee: no action, the stable revision untouched, one Event.
 """
 
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from rollout_world import World, spec, summary
 
-from vllm_operator.rollout.fallback import unhandled
 from vllm_operator.rollout.observed import observe
+from vllm_operator.rollout.stopped import unhandled
 
 
 def deployed() -> World:

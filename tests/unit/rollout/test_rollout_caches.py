@@ -10,6 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from rollout_world import merge, spec
 
+from builders import resource
 from vllm_operator.config import OperatorConfig
 from vllm_operator.handlers.caches import (
     CACHED_CHILDREN,
@@ -34,19 +35,9 @@ KINDS = ("Deployment", "Service", "Job", "Pod")
 
 
 def vllmd(rv: str = "10", **meta: Any) -> Obj:
-    return {
-        "apiVersion": "vllm-operator.dev/v1alpha1",
-        "kind": "VLLMDeployment",
-        "metadata": {
-            "name": NAME,
-            "namespace": NS,
-            "uid": UID,
-            "generation": 1,
-            "resourceVersion": rv,
-            **meta,
-        },
-        "spec": spec(),
-    }
+    return resource(
+        spec(), name=NAME, namespace=NS, uid=UID, generation=1, resourceVersion=rv, **meta
+    )
 
 
 def child(kind: str, name: str, *, owner: str = NAME, uid: str | None = UID, rv: str = "5") -> Obj:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from rollout_world import World, spec
 
+from builders import API_VERSION, KIND
+
 V16 = spec(image="vllm/vllm-openai:v0.16.0", mode="eager")
 V17 = spec(image="vllm/vllm-openai:v0.17.0")
-OTHER = {"apiVersion": "vllm-operator.dev/v1alpha1", "kind": "VLLMDeployment"}
+OTHER = {"apiVersion": API_VERSION, "kind": KIND}
 
 
 def test_foreign_service_at_the_serving_name_stalls_without_a_hot_loop() -> None:

@@ -8,25 +8,17 @@ import kubernetes_validate
 import pytest
 from rollout_world import summary
 
+from builders import minimal_spec, resource
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.bench.cli import identity_from_args, parser
 from vllm_operator.render.job import EXCHANGE_MOUNT, render_job
 
 
 def _vd(engine: dict[str, object] | None = None, **gate: object) -> object:
-    return parse_vllm_deployment(
-        {
-            "apiVersion": "vllm-operator.dev/v1alpha1",
-            "kind": "VLLMDeployment",
-            "metadata": {"name": "qwen", "namespace": "ml"},
-            "spec": {
-                "model": {"name": "Qwen/Qwen3-8B", "servedModelName": "qwen3"},
-                "engine": {"image": "vllm/vllm-openai:v0.17.0", **(engine or {})},
-                "service": {"port": 8000},
-                "gate": {"timeoutSeconds": 900, **gate},
-            },
-        }
-    )
+    spec = minimal_spec(**(engine or {}))
+    spec["model"]["servedModelName"] = "qwen3"
+    spec |= {"service": {"port": 8000}, "gate": {"timeoutSeconds": 900, **gate}}
+    return parse_vllm_deployment(resource(spec, namespace="ml"))
 
 
 @pytest.mark.parametrize("version", ["1.30", kubernetes_validate.latest_version()])

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 from rollout_world import World, paired, spec, summary
 
+from builders import resource
 from vllm_operator.api.resource import parse_vllm_deployment
 from vllm_operator.api.status import (
     HISTORY_BYTES,
@@ -71,10 +72,7 @@ def test_holding_says_what_decides_it_with_the_exact_commands() -> None:
 
 def test_more_trials_roll_no_new_revision() -> None:
     """The advice to raise gate.trials is safe: the pods stay as they are."""
-    base = {"apiVersion": "vllm-operator.dev/v1alpha1", "kind": "VLLMDeployment"}
-    docs = [
-        {**base, "metadata": {"name": "qwen"}, "spec": spec(gate={"trials": n})} for n in (3, 6)
-    ]
+    docs = [resource(spec(gate={"trials": n})) for n in (3, 6)]
     three, six = (parse_vllm_deployment(d) for d in docs)
     assert revision_hash(three.spec, plan_launch(three.spec)) == revision_hash(
         six.spec, plan_launch(six.spec)
