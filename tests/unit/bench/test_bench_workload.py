@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from vllm_operator.api.spec import VLLMDeploymentSpec
 from vllm_operator.api.workload import WorkloadSpec
 from vllm_operator.bench import dataset as dataset_mod
 from vllm_operator.bench.dataset import DatasetTraffic, read_dataset_file
@@ -363,3 +364,14 @@ def test_request_body_without_messages_is_unchanged() -> None:
         messages=({"role": "user", "content": "x"},),
     )
     assert json.loads(full.body("m"))["messages"] == [{"role": "user", "content": "x"}]
+
+
+def test_any_slo_needs_a_non_study_workload_as_the_crd_says() -> None:
+    """The CRD's CEL rule cannot tell an empty slo from a set one; the model agrees with it."""
+    base = {"model": {"name": "m"}, "engine": {"image": "vllm/vllm-openai:v0.17.0"}}
+    for slo in ({}, {"ttftMs": {"p99": 500}}):
+        with pytest.raises(ValueError, match=r"gate\.thresholds\.slo needs gate\.workload"):
+            VLLMDeploymentSpec.model_validate({**base, "gate": {"thresholds": {"slo": slo}}})
+    synthetic = {"synthetic": {"inputTokens": {"mean": 8}, "outputTokens": {"mean": 8}}}
+    gate = {"thresholds": {"slo": {}}, "workload": synthetic}
+    VLLMDeploymentSpec.model_validate({**base, "gate": gate})
