@@ -8,6 +8,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.api.resource import VLLMDeployment
@@ -128,3 +129,26 @@ def test_bench_reads_the_rendered_arguments(tmp_path: Path) -> None:
     assert isinstance(config.traffic, DatasetTraffic)
     assert config.workload.seed == 9
     assert config.traffic.request(0).max_tokens == 256
+
+
+def test_the_readme_example_is_a_valid_dataset_gate(tmp_path: Path) -> None:
+    """README's "Gate on your own traffic" CR and ConfigMap: parsed, rendered, read by bench."""
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Gate on your own traffic", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    config_map, cr = yaml.safe_load_all(block)
+    cr["metadata"]["namespace"] = "default"
+    job = render_job(parse_vllm_deployment(cr), "0123456789", 1, image="op:1")
+    args, volumes, _ = parts(job)
+    (volume,) = [v for v in volumes if v["name"] == "dataset"]
+    key = volume["configMap"]["items"][0]["key"]
+    assert volume["configMap"]["name"] == config_map["metadata"]["name"]
+    local = tmp_path / "dataset"
+    local.write_text(config_map["data"][key])
+    args[args.index("--dataset") + 1] = str(local)
+    args[args.index("--sandbox-dir") + 1] = str(tmp_path)
+    config = config_from_args(parser("bench").parse_args(args[1:]))
+    assert isinstance(config.traffic, DatasetTraffic)
+    assert config.traffic.describe()["records"] == 3
+    assert config.thresholds is not None
+    assert config.thresholds.slo is not None
