@@ -97,8 +97,8 @@ def read_dataset_file(path: str) -> str:
     return decode(data)
 
 
-def _too_big(size: int) -> str:
-    return f"the file has {size} bytes, more than the {MAX_DATASET_BYTES} allowed"
+def _too_big(size: int, unit: str = "bytes") -> str:
+    return f"the file has {size} {unit}, more than the {MAX_DATASET_BYTES} allowed"
 
 
 def decode(data: bytes) -> str:
@@ -113,11 +113,11 @@ def decode(data: bytes) -> str:
 def parse_dataset(text: str, ref: DatasetRef) -> list[Record]:
     """Every record of ``text`` in file order; the first malformed one raises."""
     if len(text) > MAX_DATASET_BYTES:
-        raise DatasetError(None, _too_big(len(text)), _SAMPLE_FIX)
-    lines = text.count("\n") + 1
-    if lines > MAX_LINES:
-        raise DatasetError(MAX_LINES + 1, f"more than {MAX_LINES} lines", _SAMPLE_FIX)
+        raise DatasetError(None, _too_big(len(text), "characters"), _SAMPLE_FIX)
     stripped = text.lstrip()
+    lines = text.count("\n") + (not text.endswith("\n"))
+    if not stripped.startswith("[") and lines > MAX_LINES:
+        raise DatasetError(MAX_LINES + 1, f"more than {MAX_LINES} lines", _SAMPLE_FIX)
     if stripped.startswith("["):
         if ref.format != "sharegpt":
             raise DatasetError(
@@ -163,8 +163,14 @@ def _array_items(text: str) -> list[tuple[int, Any]]:
             at += 1
         return at
 
+    counted = [0, 1]  # (position, its line): positions only grow, so counting stays linear
+
     def line_of(at: int) -> int:
-        return text.count("\n", 0, at) + 1
+        if at < counted[0]:
+            return text.count("\n", 0, at) + 1
+        counted[1] += text.count("\n", counted[0], at)
+        counted[0] = at
+        return counted[1]
 
     pos = skip(pos)
     if text.startswith("]", pos):

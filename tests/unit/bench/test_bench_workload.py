@@ -322,9 +322,17 @@ def test_bounds_refuse_hostile_files(tmp_path: Path) -> None:
     error = bad(GOOD + "\n" + big_line)
     assert error.line == 2
     assert "longer than" in str(error)
-    many = "\n" * dataset_mod.MAX_LINES
+    many = "\n" * (dataset_mod.MAX_LINES + 1)
     error = bad(many)
     assert "more than 100000 lines" in str(error)
+    assert len(dataset((GOOD + "\n") * dataset_mod.MAX_LINES).records) == dataset_mod.MAX_LINES
+    # A pretty-printed array spends many lines per entry: its limit is on entries.
+    entry = {"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}
+    pretty = json.dumps([entry] * 12_000, indent=2)
+    assert pretty.count("\n") > dataset_mod.MAX_LINES
+    assert len(dataset(pretty, "sharegpt").records) == 12_000
+    too_many = "[" + ",".join(['{"conversations": []}'] * (dataset_mod.MAX_LINES + 1)) + "]"
+    assert "more than 100000 entries" in str(bad(too_many, "sharegpt"))
     deep = '{"conversations": ' + "[" * 5000 + "]" * 5000 + "}"
     assert "nested deeper" in str(bad("[" + deep + "]", "sharegpt"))
     assert "nested deeper" in str(bad(deep, "sharegpt"))
