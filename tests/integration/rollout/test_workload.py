@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from vllm_operator.render.job import DATASET_MOUNT
+from vllm_operator.render.job import DATASET_CLAIM_MOUNT, DATASET_MOUNT
 
 from .harness import Rollout, resource
 
@@ -114,3 +114,29 @@ def test_a_malformed_dataset_line_is_an_error_naming_it_and_sends_nothing(
     for figures in ("latency", "concurrency", "quality"):
         assert not summary.get(figures), summary
     assert rollout.serving_revision() is None
+
+
+def test_a_dataset_on_a_claim_is_read_from_its_path(rollout: Rollout) -> None:
+    """The local kubelet keeps claim ``data`` of ``default`` under ``kubelet/pvc/default``."""
+    sharegpt = [
+        {"conversations": [{"from": "human", "value": p}, {"from": "gpt", "value": "ok then"}]}
+        for p in PROMPTS
+    ]
+    claim = rollout.workdir / "kubelet" / "pvc" / "default" / "data" / "sets"
+    claim.mkdir(parents=True)
+    (claim / "support.json").write_text(json.dumps(sharegpt, indent=2))
+    workload = {
+        **WORKLOAD,
+        "dataset": {
+            "persistentVolumeClaim": "data",
+            "path": "sets/support.json",
+            "format": "sharegpt",
+        },
+    }
+    rollout.apply(resource(gate={**gate(), "workload": workload}))
+    st = rollout.wait_phase("Serving", gate="Passed", timeout=90)
+    assert st["lastGate"]["outcome"] == "Passed", st["lastGate"]
+    name = st["history"][0]["summary"]["identity"]["job"]
+    job = rollout.cluster.history("batch/v1", "jobs", name)[0]  # deleted once judged
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--dataset") + 1] == f"{DATASET_CLAIM_MOUNT}/sets/support.json"
