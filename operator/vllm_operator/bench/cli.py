@@ -71,6 +71,8 @@ examples:
       --baseline-json @stable-summary.json
   vllm-operator bench --url http://cand:8000 --baseline-url http://stable:8000 --model m \
       --trials 3 --max-trials 10 --thresholds-json '{"maxRegressionPercent": 10}'
+  vllm-operator bench --url http://cand:8000 --model m --workload gate-workload.yaml \\
+      --dataset prompts.jsonl      # your own requests (docs/workloads.md)
 JSON options take the JSON itself or @FILE. python-tests checks run code from the server's
 answers only with --allow-code-execution (local sandbox) or --sandbox-dir (the Job's
 sandbox container); otherwise they are refused. See docs/bench.md for every rule.
