@@ -31,6 +31,19 @@ class SpecError(VLLMOperatorError):
         super().__init__(text)
 
 
+class DatasetError(SpecError):
+    """A workload dataset (``bench --dataset``) that cannot be sent as written.
+
+    ``line`` is the 1-based line of the file where the problem is (None when it concerns the
+    whole file, e.g. its size); the message starts with it so a person finds the line.
+    """
+
+    def __init__(self, line: int | None, message: str, fix: str = "") -> None:
+        self.line = line
+        where = f"line {line}: " if line is not None else ""
+        super().__init__("--dataset", f"{where}{message}", fix)
+
+
 class SpecErrors(VLLMOperatorError):
     """Several ``SpecError`` found at once: users fix them all in one edit."""
 

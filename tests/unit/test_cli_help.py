@@ -94,7 +94,7 @@ spec:
     enabled: maybe
     thresholds:
       maxRegressionPercent: 1000
-    workload:
+    workloads:
       concurrency: [1, 1]
   rollout:
     candidateReplicas: 0
@@ -132,7 +132,7 @@ def test_render_gives_every_pydantic_error_a_field_and_a_fix(
     assert "(fix: use a value of at least 0)" in text
     assert "(fix: use a value of at most 100)" in text
     assert "(fix: write true or false)" in text
-    assert "kubectl explain vllmd.spec.gate`" in text  # the unknown `workload` key
+    assert "kubectl explain vllmd.spec.gate`" in text  # the unknown `workloads` key
 
 
 @pytest.mark.parametrize(

@@ -166,6 +166,127 @@ CASES = [
 ]
 
 
+_WORKLOAD = "spec.gate.workload"
+_TOKENS = {"inputTokens": {"mean": 8}, "outputTokens": {"mean": 8}}
+
+
+def _token_cases(field: str) -> list[RuleCase]:
+    """The three rules of a token-count distribution, on one of its two fields."""
+    path = f"{_WORKLOAD}.synthetic.{field}"
+
+    def synthetic(counts: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+        return _set(f"{_WORKLOAD}.synthetic", {**_TOKENS, field: counts})
+
+    return [
+        RuleCase(
+            f"{field}-min-max",
+            path,
+            "(has(self.min) ? self.min : 1) <= (has(self.max)",
+            synthetic({"mean": 5, "min": 6, "max": 4}),
+            synthetic({"mean": 5, "min": 4, "max": 6}),
+            f"{path}: Invalid value: min must not exceed max",
+        ),
+        RuleCase(
+            f"{field}-mean-in-range",
+            path,
+            "(has(self.min) ? self.min : 1) > (has(self.max)",
+            synthetic({"mean": 9, "max": 8}),
+            synthetic({"mean": 8, "max": 8}),
+            f"{path}: Invalid value: mean must lie within [min, max]",
+        ),
+        RuleCase(
+            f"{field}-fixed-spread",
+            path,
+            "!has(self.spread)",
+            synthetic({"mean": 50, "spread": 5}),
+            synthetic({"mean": 50, "spread": 5, "distribution": "lognormal"}),
+            f"{path}: Invalid value: spread must be 0 with distribution fixed: use normal or "
+            "lognormal",
+        ),
+    ]
+
+
+CASES += [
+    RuleCase(
+        "workload-one-kind",
+        _WORKLOAD,
+        "(has(self.builtin)",
+        _set(_WORKLOAD, {"builtin": "study", "dataset": {"configMap": "d"}}),
+        _set(_WORKLOAD, {"dataset": {"configMap": "d"}}),
+        f"{_WORKLOAD}: Invalid value: set one of builtin, synthetic or dataset",
+    ),
+    RuleCase(
+        "dataset-one-source",
+        f"{_WORKLOAD}.dataset",
+        "has(self.configMap) !=",
+        _set(f"{_WORKLOAD}.dataset", {"format": "sharegpt"}),
+        _set(f"{_WORKLOAD}.dataset", {"format": "sharegpt", "configMap": "d"}),
+        f"{_WORKLOAD}.dataset: Invalid value: set exactly one of configMap (with key) or "
+        "persistentVolumeClaim (with path)",
+    ),
+    RuleCase(
+        "dataset-claim-needs-path",
+        f"{_WORKLOAD}.dataset",
+        "!has(self.persistentVolumeClaim)",
+        _set(f"{_WORKLOAD}.dataset", {"persistentVolumeClaim": "data"}),
+        _set(f"{_WORKLOAD}.dataset", {"persistentVolumeClaim": "data", "path": "a.jsonl"}),
+        f"{_WORKLOAD}.dataset: Invalid value: persistentVolumeClaim needs path: the dataset "
+        "file in the claim",
+    ),
+    RuleCase(
+        "dataset-path-only-with-claim",
+        f"{_WORKLOAD}.dataset",
+        "!has(self.configMap)",
+        _set(f"{_WORKLOAD}.dataset", {"configMap": "d", "path": "a.jsonl"}),
+        _set(f"{_WORKLOAD}.dataset", {"configMap": "d", "key": "a.jsonl"}),
+        f"{_WORKLOAD}.dataset: Invalid value: path is for persistentVolumeClaim; a "
+        "ConfigMap's file is its key",
+    ),
+    RuleCase(
+        "dataset-path",
+        f"{_WORKLOAD}.dataset.path",
+        "!self.startsWith('/')",
+        _set(f"{_WORKLOAD}.dataset", {"persistentVolumeClaim": "data", "path": "../a"}),
+        _set(f"{_WORKLOAD}.dataset", {"persistentVolumeClaim": "data", "path": "a/..b"}),
+        f'{_WORKLOAD}.dataset.path: Invalid value: "../a": {_SUBPATH}',
+    ),
+    RuleCase(
+        "load-mode-needs-levels",
+        f"{_WORKLOAD}.load",
+        "(has(self.mode) && self.mode == 'rate') ? (has(self.rates)",
+        _set(f"{_WORKLOAD}.load", {"mode": "rate"}),
+        _set(f"{_WORKLOAD}.load", {"mode": "rate", "rates": [5]}),
+        f"{_WORKLOAD}.load: Invalid value: mode rate needs at least one level in rates; mode "
+        "concurrency in concurrency",
+    ),
+    RuleCase(
+        "load-levels-ascending",
+        f"{_WORKLOAD}.load",
+        "(has(self.mode) && self.mode == 'rate') ? (!has(self.rates)",
+        _set(f"{_WORKLOAD}.load", {"mode": "rate", "rates": [5, 5]}),
+        _set(f"{_WORKLOAD}.load", {"mode": "rate", "rates": [5, 10], "concurrency": [2, 1]}),
+        f"{_WORKLOAD}.load: Invalid value: load levels must be distinct and ascending",
+    ),
+    *_token_cases("inputTokens"),
+    *_token_cases("outputTokens"),
+    RuleCase(
+        "gate-slo-needs-a-workload",
+        "spec.gate",
+        "!has(self.thresholds)",
+        _set("spec.gate", {"thresholds": {"slo": {"ttftMs": {"p99": 500}}}}),
+        _set(
+            "spec.gate",
+            {
+                "thresholds": {"slo": {"ttftMs": {"p99": 500}}},
+                "workload": {"synthetic": _TOKENS, "load": {"mode": "rate", "rates": [1]}},
+            },
+        ),
+        "spec.gate: Invalid value: gate.thresholds.slo needs gate.workload.synthetic or "
+        "gate.workload.dataset: the study's classes have no load levels to hold objectives at",
+    ),
+]
+
+
 def _schema() -> dict[str, Any]:
     crd = load_crd()
     schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]

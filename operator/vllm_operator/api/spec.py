@@ -28,7 +28,7 @@ from vllm_operator.api.kube_rules import (
     check_gpu_resource,
     check_sub_path,
 )
-from vllm_operator.api.workload import SloThresholds, WorkloadSpec
+from vllm_operator.api.workload import WORKLOAD_RULES, SloThresholds, WorkloadSpec
 
 PerformanceMode = Literal["balanced", "interactivity", "throughput", "eager"]
 LibraryPathFix = Literal["auto", "strip-cuda", "unset", "none"]
@@ -490,7 +490,17 @@ TRIAL_PLAN_RULES: list[JsonValue] = [
             "(has(self.maxTrials) ? self.maxTrials : 10) >= (has(self.trials) ? self.trials : 3)"
         ),
         "message": "gate.maxTrials must be >= gate.trials (equal: a fixed number of trials)",
-    }
+    },
+    {
+        "rule": (
+            "!has(self.thresholds) || !has(self.thresholds.slo) || (has(self.workload) && "
+            "(has(self.workload.synthetic) || has(self.workload.dataset)))"
+        ),
+        "message": (
+            "gate.thresholds.slo needs gate.workload.synthetic or gate.workload.dataset: the "
+            "study's classes have no load levels to hold objectives at"
+        ),
+    },
 ]
 
 
@@ -527,6 +537,7 @@ class GateSpec(APIModel):
             "The requests measured: the study's classes (default), a synthetic distribution "
             "or a dataset, and how they arrive (load)."
         ),
+        json_schema_extra={"x-kubernetes-validations": WORKLOAD_RULES},
     )
     trials: int = Field(
         default=3,
@@ -560,8 +571,9 @@ class GateSpec(APIModel):
 
     @model_validator(mode="after")
     def _slo_needs_a_workload(self) -> GateSpec:
-        slo = self.thresholds.slo
-        if slo is not None and not slo.is_empty and self.workload.is_study:
+        # Any slo (even an empty one) with the study: the CRD's CEL rule cannot tell an
+        # empty objective from a set one, and an SLO with nothing to judge it on is a mistake.
+        if self.thresholds.slo is not None and self.workload.is_study:
             raise ValueError(
                 "gate.thresholds.slo needs gate.workload.synthetic or gate.workload.dataset: "
                 "the study's classes have no load levels to hold objectives at"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field, JsonValue, model_validator
 
 from vllm_operator.api.base import APIModel
 from vllm_operator.api.kube_rules import SUB_PATH_RULES, ConfigKey, ObjectName, check_sub_path
@@ -30,6 +30,71 @@ Percentile = Literal["p50", "p90", "p95", "p99"]
 PERCENTILES: tuple[Percentile, ...] = ("p50", "p90", "p95", "p99")
 LatencyMetric = Literal["ttft", "itl", "tpot", "e2e"]
 LATENCY_METRICS: tuple[LatencyMetric, ...] = ("ttft", "itl", "tpot", "e2e")
+
+
+# The CRD's CEL rules say what the model validators below say, so `kubectl apply` refuses
+# the same specs the operator would (each has a case in the embedded cluster's CEL tests).
+# Defaults are spelled out (`has(...) ? ... : default`) so a rule holds with or without the
+# API server's defaulting.
+_MIN = "(has(self.min) ? self.min : 1)"
+_MAX = f"(has(self.max) ? self.max : {MAX_TOKENS})"
+TOKEN_COUNT_RULES: list[JsonValue] = [
+    {"rule": f"{_MIN} <= {_MAX}", "message": "min must not exceed max"},
+    {
+        # Only judged when min <= max (the rule above speaks otherwise).
+        "rule": f"{_MIN} > {_MAX} || ({_MIN} <= self.mean && self.mean <= {_MAX})",
+        "message": "mean must lie within [min, max]",
+    },
+    {
+        "rule": (
+            "!has(self.spread) || self.spread == 0.0 || "
+            "(has(self.distribution) && self.distribution != 'fixed')"
+        ),
+        "message": "spread must be 0 with distribution fixed: use normal or lognormal",
+    },
+]
+DATASET_RULES: list[JsonValue] = [
+    {
+        "rule": "has(self.configMap) != has(self.persistentVolumeClaim)",
+        "message": "set exactly one of configMap (with key) or persistentVolumeClaim (with path)",
+    },
+    {
+        "rule": "!has(self.persistentVolumeClaim) || has(self.path)",
+        "message": "persistentVolumeClaim needs path: the dataset file in the claim",
+    },
+    {
+        "rule": "!has(self.configMap) || !has(self.path)",
+        "message": "path is for persistentVolumeClaim; a ConfigMap's file is its key",
+    },
+]
+_RATE = "(has(self.mode) && self.mode == 'rate')"
+LOAD_RULES: list[JsonValue] = [
+    {
+        "rule": (
+            f"{_RATE} ? (has(self.rates) && size(self.rates) > 0) "
+            ": (!has(self.concurrency) || size(self.concurrency) > 0)"
+        ),
+        "message": "mode rate needs at least one level in rates; mode concurrency in concurrency",
+    },
+    {
+        "rule": (
+            f"{_RATE} ? (!has(self.rates) || (self.rates.isSorted() && "
+            "self.rates.all(x, self.rates.exists_one(y, y == x)))) "
+            ": (!has(self.concurrency) || (self.concurrency.isSorted() && "
+            "self.concurrency.all(x, self.concurrency.exists_one(y, y == x))))"
+        ),
+        "message": "load levels must be distinct and ascending",
+    },
+]
+WORKLOAD_RULES: list[JsonValue] = [
+    {
+        "rule": (
+            "(has(self.builtin) ? 1 : 0) + (has(self.synthetic) ? 1 : 0) "
+            "+ (has(self.dataset) ? 1 : 0) <= 1"
+        ),
+        "message": "set one of builtin, synthetic or dataset",
+    }
+]
 
 
 class TokenCounts(APIModel):
@@ -65,9 +130,13 @@ class TokenCounts(APIModel):
 class SyntheticWorkload(APIModel):
     """Requests drawn from token-count distributions; every prompt differs from the others."""
 
-    input_tokens: TokenCounts = Field(description="Prompt length in tokens.")
+    input_tokens: TokenCounts = Field(
+        description="Prompt length in tokens.",
+        json_schema_extra={"x-kubernetes-validations": TOKEN_COUNT_RULES},
+    )
     output_tokens: TokenCounts = Field(
-        description="Output length in tokens (max_tokens with ignore_eos, so it is exact)."
+        description="Output length in tokens (max_tokens with ignore_eos, so it is exact).",
+        json_schema_extra={"x-kubernetes-validations": TOKEN_COUNT_RULES},
     )
     shared_prefix_percent: float = Field(
         default=0.0,
@@ -189,7 +258,9 @@ class WorkloadSpec(APIModel):
         default=None, description="Requests drawn from token-count distributions."
     )
     dataset: DatasetRef | None = Field(
-        default=None, description="The team's own requests, sampled with `seed`."
+        default=None,
+        description="The team's own requests, sampled with `seed`.",
+        json_schema_extra={"x-kubernetes-validations": DATASET_RULES},
     )
     seed: int = Field(
         default=0,
@@ -200,6 +271,7 @@ class WorkloadSpec(APIModel):
     load: LoadSpec = Field(
         default_factory=LoadSpec,
         description="How requests arrive (synthetic and dataset workloads).",
+        json_schema_extra={"x-kubernetes-validations": LOAD_RULES},
     )
 
     @model_validator(mode="after")

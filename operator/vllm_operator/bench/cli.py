@@ -24,11 +24,14 @@ from types import FrameType
 from typing import Any, NoReturn, TextIO, TypeVar
 from urllib.parse import urlsplit
 
+import yaml
 from pydantic import ValidationError
 
 from vllm_operator.api.fixes import fix_for
 from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, Placement, RunIdentity
+from vllm_operator.api.workload import WorkloadSpec
+from vllm_operator.api.yaml_input import MAX_INPUT_BYTES, YAMLInputError, load_documents
 from vllm_operator.bench import bounded, human
 from vllm_operator.bench import summary as summary_mod
 from vllm_operator.bench.config import (
@@ -39,6 +42,7 @@ from vllm_operator.bench.config import (
     MAX_WARMUP,
     BenchConfig,
 )
+from vllm_operator.bench.dataset import read_dataset_file
 from vllm_operator.bench.progress import JsonLinesProgress, TerminalProgress
 from vllm_operator.bench.prompts import parse_classes
 from vllm_operator.bench.report import (
@@ -50,9 +54,11 @@ from vllm_operator.bench.report import (
 )
 from vllm_operator.bench.runner import NoProgress, Progress, run
 from vllm_operator.bench.suite import load_suite
+from vllm_operator.bench.traffic import Traffic
+from vllm_operator.bench.workload import build_traffic
 from vllm_operator.errors import SpecError
 
-ModelT = TypeVar("ModelT", Thresholds, BenchSummary)
+ModelT = TypeVar("ModelT", Thresholds, BenchSummary, WorkloadSpec)
 
 EPILOG = """\
 exit codes: 0 passed (or no gate), 1 failed or inconclusive, 2 usage error, 3 could not measure
@@ -65,6 +71,8 @@ examples:
       --baseline-json @stable-summary.json
   vllm-operator bench --url http://cand:8000 --baseline-url http://stable:8000 --model m \
       --trials 3 --max-trials 10 --thresholds-json '{"maxRegressionPercent": 10}'
+  vllm-operator bench --url http://cand:8000 --model m --workload gate-workload.yaml \\
+      --dataset prompts.jsonl      # your own requests (docs/workloads.md)
 JSON options take the JSON itself or @FILE. python-tests checks run code from the server's
 answers only with --allow-code-execution (local sandbox) or --sandbox-dir (the Job's
 sandbox container); otherwise they are refused. See docs/bench.md for every rule.
@@ -134,6 +142,29 @@ def parser(prog: str) -> argparse.ArgumentParser:
         help="closed-loop requests per stream (default: %(default)s)",
     )
     p.add_argument("--thresholds-json", metavar="JSON", help="gate limits (Thresholds, camelCase)")
+    workload = p.add_mutually_exclusive_group()
+    workload.add_argument(
+        "--workload-json",
+        metavar="JSON",
+        help=(
+            "the requests measured (gate.workload: WorkloadSpec, camelCase): synthetic token "
+            "distributions or a dataset; default: the study's classes"
+        ),
+    )
+    workload.add_argument(
+        "--workload",
+        metavar="study|FILE",
+        help="the same as --workload-json from a YAML or JSON file, or 'study' (the default)",
+    )
+    p.add_argument(
+        "--dataset",
+        metavar="PATH",
+        help=(
+            "the dataset file of a dataset workload (chat-jsonl or sharegpt, as the workload "
+            "says); checked whole before any request is sent, a malformed line is a usage "
+            "error naming it"
+        ),
+    )
     p.add_argument(
         "--baseline-json", metavar="JSON", help="the stable revision's stored BenchSummary"
     )
@@ -406,6 +437,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
                 f"{', '.join(unknown)} not in suite {suite.name}",
                 f"name tests of the suite: {', '.join(suite.ids[:10])}",
             )
+    workload, traffic = workload_from_args(args)
     _check_url(args.url)
     levels = _levels(args.concurrency)
     for name, value in (
@@ -481,7 +513,42 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         baseline_placement=_placement(args.baseline_node, args.baseline_gpu_product),
         allow_code_execution=args.allow_code_execution,
         sandbox_dir=args.sandbox_dir,
+        workload=workload,
+        traffic=traffic,
     )
+
+
+def workload_from_args(args: argparse.Namespace) -> tuple[WorkloadSpec, Traffic | None]:
+    """The workload of --workload-json/--workload and, for a dataset, its checked requests."""
+    if args.workload is not None and args.workload != "study":
+        workload = _workload_file(args.workload)
+    else:
+        workload = model_arg(WorkloadSpec, args.workload_json, "--workload-json") or WorkloadSpec()
+    dataset = None if args.dataset is None else read_dataset_file(args.dataset)
+    return workload, build_traffic(workload, dataset, source=args.dataset or "")
+
+
+def _workload_file(path: str) -> WorkloadSpec:
+    """A WorkloadSpec from a YAML or JSON file (bounded: ``api.yaml_input``)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_INPUT_BYTES + 1)
+    except OSError as exc:
+        raise SpecError(
+            "--workload", f"cannot read {path}: {exc.strerror or exc}", "name a readable file"
+        ) from exc
+    try:
+        documents = load_documents(data)
+    except (YAMLInputError, yaml.YAMLError) as exc:
+        raise SpecError("--workload", f"{path}: {exc}", "a YAML or JSON WorkloadSpec") from exc
+    if len(documents) != 1:
+        raise SpecError("--workload", f"{path} holds {len(documents)} documents", "give one")
+    try:
+        return WorkloadSpec.model_validate(documents[0])
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise SpecError(f"--workload: {where}", first["msg"], fix_for(first, where, HELP)) from exc
 
 
 def _placement(node: str | None, gpu: str | None) -> Placement:

@@ -50,17 +50,26 @@ and ``--stream-interval`` put several tokens in one chunk, a lying usage puts hu
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """What to send: one user message (plus optional system), sizes and sampling."""
+    """What to send: one user message (plus optional system), sizes and sampling.
+
+    ``messages`` (a dataset's whole conversation, JSON-ready) replaces ``prompt`` and
+    ``system`` in the body when set; ``prompt`` then only names the request in logs.
+    """
 
     prompt: str
     max_tokens: int
     ignore_eos: bool = True
     system: str | None = None
     temperature: float = 0.0
+    messages: tuple[dict[str, Any], ...] | None = None
 
     def body(self, model: str) -> bytes:
-        messages = [] if self.system is None else [{"role": "system", "content": self.system}]
-        messages.append({"role": "user", "content": self.prompt})
+        messages: list[dict[str, Any]]
+        if self.messages is not None:
+            messages = list(self.messages)
+        else:
+            messages = [] if self.system is None else [{"role": "system", "content": self.system}]
+            messages.append({"role": "user", "content": self.prompt})
         payload: dict[str, Any] = {
             "model": model,
             "messages": messages,

@@ -23,6 +23,11 @@ from vllm_operator.render.names import candidate_service_name, job_name
 ATTEMPT_ANNOTATION = labels.ATTEMPT_ANNOTATION
 JOB_LABEL = labels.JOB_LABEL
 SUITE_MOUNT = "/etc/vllm-operator/suite"
+# A dataset workload's file: the ConfigMap's key projected under a fixed name (the key is
+# the user's; the path bench reads is ours), or the claim mounted read-only with its path.
+DATASET_MOUNT = "/etc/vllm-operator/dataset"
+DATASET_FILE = "dataset"
+DATASET_CLAIM_MOUNT = "/var/lib/vllm-operator/dataset-claim"
 TERMINATION_LOG = "/dev/termination-log"
 TTL_SECONDS_AFTER_FINISHED = 3600
 # The bench stops measuring this long before the Job's hard deadline, so it still has time
@@ -76,6 +81,45 @@ def _suite_argument(vd: VLLMDeployment) -> tuple[str, list[dict[str, Any]], list
     return f"builtin:{suite.builtin or 'default'}", [], []
 
 
+def _workload_arguments(
+    vd: VLLMDeployment,
+) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]:
+    """``--workload-json`` (and ``--dataset`` with its volume) unless the study is measured.
+
+    The study's Job stays exactly as it was: no argument, no volume.
+    """
+    workload = vd.spec.gate.workload
+    if workload.is_study:
+        return [], [], []
+    wire = json.dumps(workload.to_wire(), sort_keys=True, separators=(",", ":"))
+    args = ["--workload-json", wire]
+    dataset = workload.dataset
+    if dataset is None:
+        return args, [], []
+    if dataset.config_map is not None:
+        volume: dict[str, Any] = {
+            "name": "dataset",
+            "configMap": {
+                "name": dataset.config_map,
+                "items": [{"key": dataset.key, "path": DATASET_FILE}],
+            },
+        }
+        mount = {"name": "dataset", "mountPath": DATASET_MOUNT, "readOnly": True}
+        path = f"{DATASET_MOUNT}/{DATASET_FILE}"
+    else:
+        assert dataset.persistent_volume_claim is not None  # the model allows only these two
+        volume = {
+            "name": "dataset",
+            "persistentVolumeClaim": {
+                "claimName": dataset.persistent_volume_claim,
+                "readOnly": True,
+            },
+        }
+        mount = {"name": "dataset", "mountPath": DATASET_CLAIM_MOUNT, "readOnly": True}
+        path = f"{DATASET_CLAIM_MOUNT}/{dataset.path}"
+    return [*args, "--dataset", path], [volume], [mount]
+
+
 def bench_args(
     vd: VLLMDeployment,
     baseline: BenchSummary | None,
@@ -116,6 +160,7 @@ def bench_args(
     if gate.concurrency:
         args += ["--concurrency", ",".join(str(c) for c in gate.concurrency)]
     args += ["--trials", str(gate.trials), "--max-trials", str(gate.max_trials)]
+    args += _workload_arguments(vd)[0]
     for flag, value in sorted((placement or {}).items()):
         args += [f"--{flag}", value]
     if baseline_url is not None:
@@ -170,6 +215,8 @@ def render_job(
         JOB_LABEL: name,
     }
     _, volumes, mounts = _suite_argument(vd)
+    _, dataset_volumes, dataset_mounts = _workload_arguments(vd)
+    volumes, mounts = [*volumes, *dataset_volumes], [*mounts, *dataset_mounts]
     # Bench writes only its summary (the termination message) and, for the sandbox, the
     # exchange volume: no /tmp, its root stays read-only (hack/image_roles.py checks it).
     volumes = [
