@@ -21,10 +21,9 @@ import yaml
 from vllm_operator.api.limits import describe
 from vllm_operator.api.resource import KIND, VLLMDeployment, parse_vllm_deployment
 from vllm_operator.api.yaml_input import MAX_INPUT_BYTES, YAMLInputError, load_documents
-from vllm_operator.config import DEFAULT_BENCH_IMAGE
 from vllm_operator.errors import SpecError, SpecErrors
 from vllm_operator.render.validate import check
-from vllm_operator.rollout.context import Settings
+from vllm_operator.rollout.context import DEFAULT_BENCH_IMAGE, Settings
 from vllm_operator.rollout.preview import first_revision
 
 EXIT_OK = 0
