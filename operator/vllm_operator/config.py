@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_operator.booleans import ACCEPTED, parse_bool
 from vllm_operator.election import ElectionSettingsError, Timings
 from vllm_operator.rollout.context import Settings
 
@@ -79,19 +80,6 @@ class OperatorConfig(Settings):
 
 
 # -- how one value is read ----------------------------------------------------------------
-
-TRUE_WORDS = ("1", "true", "yes", "on")
-FALSE_WORDS = ("0", "false", "no", "off")
-
-
-def parse_bool(text: str) -> bool:
-    """The one reading of a boolean environment variable: these words, in any case."""
-    word = text.strip().lower()
-    if word in TRUE_WORDS:
-        return True
-    if word in FALSE_WORDS:
-        return False
-    raise ValueError(text)
 
 
 class Kind:
@@ -174,7 +162,7 @@ def _log_level(text: str) -> str:
     return text.strip().upper()
 
 
-BOOL = Kind("bool", parse_bool, "a boolean: 1/true/yes/on or 0/false/no/off, any case")
+BOOL = Kind("bool", parse_bool, f"a boolean: {ACCEPTED}")
 TEXT = Kind("text", str.strip, "text")
 COUNT = Kind("int", _at_least(1), "a whole number")
 WHOLE_SECONDS = Kind("int", _at_least(0), "whole seconds")
@@ -317,7 +305,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
             "Start the vllm-operator controller: reconcile VLLMDeployments into revisions, "
             "benchmark each candidate with a Job and promote or reject it. Configuration is "
             "read once at start-up: flags first, then the environment variables named below, "
-            "then defaults. Boolean variables take 1/true/yes/on or 0/false/no/off in any case."
+            f"then defaults. Boolean variables take {ACCEPTED}."
         ),
         epilog="exit status: 0 stopped cleanly (SIGTERM), 2 usage error, 130 interrupted (Ctrl-C).",
     )
@@ -409,11 +397,7 @@ def options_markdown() -> str:
     rows.append("")
     rows.append(
         "A flag wins over its variable, a variable over the default; a blank variable counts "
-        "as unset. Boolean variables take "
-        + "/".join(TRUE_WORDS)
-        + " or "
-        + "/".join(FALSE_WORDS)
-        + " in any case. A value an option cannot take, from a flag "
-        "or a variable, stops the start with exit status 2 and a message naming it."
+        f"as unset. Boolean variables take {ACCEPTED}. A value an option cannot take, from a "
+        "flag or a variable, stops the start with exit status 2 and a message naming it."
     )
     return "\n".join(rows) + "\n"

@@ -18,11 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from vllm_operator.booleans import FALSE_WORDS, TRUE_WORDS
 from vllm_operator.config import (
     BOOL,
-    FALSE_WORDS,
     OPTIONS,
-    TRUE_WORDS,
     OperatorConfig,
     Option,
     config_from_args,
@@ -30,6 +29,7 @@ from vllm_operator.config import (
 )
 from vllm_operator.render.job import TTL_SECONDS_AFTER_FINISHED, render_job
 from vllm_operator.rollout import Settings
+from vllm_operator.sim import cli as sim_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "rollout.md"
@@ -106,8 +106,30 @@ def test_any_other_boolean_word_is_an_error_naming_the_variable(
         config_from_args([], {name: value}, PROG)
     assert stop.value.code == 2
     err = capsys.readouterr().err
-    assert f"{name}={value!r} is not a boolean: 1/true/yes/on or 0/false/no/off" in err
+    assert f"{name}={value!r} is not a boolean: 1/true/yes/on or 0/false/no/off, any case" in err
     assert "Traceback" not in err
+
+
+SIM_BOOLEANS = [k for k in sim_cli.KNOBS if k.kind is sim_cli._bool]
+
+
+@pytest.mark.parametrize("knob", SIM_BOOLEANS, ids=lambda k: k.env)
+def test_the_simulator_reads_its_boolean_variables_the_same_way(
+    knob: sim_cli.Knob, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def read(text: str) -> object:
+        config = sim_cli.config_from_args(["m"], "vllm serve", {knob.env: text})
+        dest = knob.dest.removeprefix("sim_")  # a fault knob lives on config.faults
+        return getattr(config if hasattr(config, dest) else config.faults, dest)
+
+    for word in (*TRUE_WORDS, *FALSE_WORDS):
+        for spelled in (word, word.upper(), f" {word.capitalize()} "):
+            assert read(spelled) is (word in TRUE_WORDS), spelled
+    assert read("") is False
+    with pytest.raises(sim_cli._Exit) as stop:
+        sim_cli.config_from_args(["m"], "vllm serve", {knob.env: "ja"})
+    assert stop.value.status == 2
+    assert f"{knob.env}='ja': not a boolean: 'ja' (use 1/true/yes/on" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
