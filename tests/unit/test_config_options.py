@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from vllm_operator.booleans import FALSE_WORDS, TRUE_WORDS
+from vllm_operator.commands import sim as sim_cli
 from vllm_operator.config import (
     BOOL,
     OPTIONS,
@@ -29,7 +30,6 @@ from vllm_operator.config import (
 )
 from vllm_operator.render.job import TTL_SECONDS_AFTER_FINISHED, render_job
 from vllm_operator.rollout import Settings
-from vllm_operator.sim import cli as sim_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "rollout.md"

@@ -2,8 +2,8 @@
 
 It runs the operator's own planner over an empty in-memory cluster (``rollout/preview.py``),
 so the preview is exactly what the operator creates for the first revision, in order, and
-cannot drift from it; that is why the command lives in ``rollout`` (``render`` sits below
-the planner and may not import it). An invalid CR prints every problem as
+cannot drift from it (``render`` sits below the planner, so the preview is the planner's,
+not the renderer's). An invalid CR prints every problem as
 ``field: message (fix: ...)`` and exits 2 without printing any manifest, so a pipe into
 ``kubectl apply -f -`` never applies half a set.
 """

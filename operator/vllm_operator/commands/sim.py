@@ -16,7 +16,7 @@ when the new one is absent, with a warning. The emulated version is never a sile
 operator resolved and renders into every vLLM pod), else the old ``VLLM_SIM_VERSION``, else
 the version a ``--sim-preset`` was calibrated on, else ``DEFAULT_VERSION`` with a warning
 naming the variable to set. ``--api-key`` falls back to ``VLLM_API_KEY`` as in vLLM.
-``LD_LIBRARY_PATH`` feeds the CUBLAS start-up failure of 0.16/0.17 (see :mod:`.startup`).
+``LD_LIBRARY_PATH`` feeds the CUBLAS start-up failure of 0.16/0.17 (see ``sim/startup.py``).
 The environment is read here, in :func:`run`, and nowhere else.
 """
 
