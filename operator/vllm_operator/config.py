@@ -99,6 +99,12 @@ class Kind:
         return self.parse(text)
 
 
+def _text(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty value: leave the option out for its default")
+    return text.strip()
+
+
 def _at_least(low: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         value = int(text)
@@ -163,7 +169,7 @@ def _log_level(text: str) -> str:
 
 
 BOOL = Kind("bool", parse_bool, f"a boolean: {ACCEPTED}")
-TEXT = Kind("text", str.strip, "text")
+TEXT = Kind("text", _text, "text")
 COUNT = Kind("int", _at_least(1), "a whole number")
 WHOLE_SECONDS = Kind("int", _at_least(0), "whole seconds")
 SECONDS = Kind("seconds", _positive, "a number")

@@ -176,6 +176,16 @@ def test_each_variable_reaches_its_field_and_its_flag_wins() -> None:
     assert checked >= 12
 
 
+@pytest.mark.parametrize("flag", ["--bench-image", "--lease-name", "--kubeconfig", "-n"])
+def test_an_empty_flag_is_refused_not_taken_for_the_default(
+    flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        config_from_args([flag, " "], {}, PROG)
+    assert stop.value.code == 2
+    assert "an empty value: leave the option out for its default" in capsys.readouterr().err
+
+
 def test_the_log_level_is_read_in_any_case() -> None:
     assert config_from_args(["--log-level", "debug"], {}, PROG).log_level == "DEBUG"
     assert config_from_args([], {"VLLM_OPERATOR_LOG_LEVEL": "Warning"}, PROG).log_level == "WARNING"
