@@ -58,7 +58,7 @@ def _bench(url: str, mode: list[str]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         summary_path = Path(tmp) / "summary.json"
         argv = [
-            sys.executable, "-m", "vllm_operator.cli", "bench", "--url", url,
+            sys.executable, "-m", "vllm_operator.commands", "bench", "--url", url,
             "--model", "hostile-model", "--suite", "builtin:none", "--warmup", "0",
             "--deadline-seconds", str(DEADLINE), "--request-timeout", "8",
             "--output", "jsonl", "--summary-path", str(summary_path), *mode,

@@ -27,7 +27,7 @@ STEP = re.compile(r"\[\s*([\d.]+)s\] step (\d): verdict (\w+) \(expected (\w+)\)
 def run_once() -> dict[str, object]:
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "vllm_operator.cli", "demo"],
+        [sys.executable, "-m", "vllm_operator.commands", "demo"],
         capture_output=True,
         text=True,
         check=False,

@@ -28,7 +28,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time-scale", type=float, default=None)
     args = parser.parse_args()
-    cmd = [sys.executable, "-m", "vllm_operator.cli", "demo"]
+    cmd = [sys.executable, "-m", "vllm_operator.commands", "demo"]
     if args.time_scale is not None:
         cmd += ["--time-scale", str(args.time_scale)]
     started = time.monotonic()

@@ -53,7 +53,7 @@ class Replicas:
                 [
                     sys.executable,
                     "-m",
-                    "vllm_operator.cli",
+                    "vllm_operator.commands",
                     "run",
                     f"--kubeconfig={self.kubeconfig}",
                     "--leader-election",

@@ -74,7 +74,7 @@ def run(path: Path) -> dict[str, Any]:
     with tempfile.TemporaryFile() as err:
         started = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "vllm_operator.cli", "render", "-f", str(path)],
+            [sys.executable, "-m", "vllm_operator.commands", "render", "-f", str(path)],
             stdout=subprocess.DEVNULL,
             stderr=err,
         )

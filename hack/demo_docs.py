@@ -200,7 +200,15 @@ def _kubectl() -> str:
 
 def run_demo(workdir: Path) -> tuple[str, str, float]:
     """(printed output, kubectl session, wall seconds) of one ``demo --keep`` run."""
-    cmd = [sys.executable, "-m", "vllm_operator.cli", "demo", "--keep", "--workdir", str(workdir)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm_operator.commands",
+        "demo",
+        "--keep",
+        "--workdir",
+        str(workdir),
+    ]
     started = time.monotonic()
     proc = subprocess.Popen(
         cmd,

@@ -1,4 +1,13 @@
-"""The operator's configuration, read once at start-up and passed down.
+"""The operator's configuration: one table of options, read once at start-up and passed down.
+
+Each option of ``vllm-operator run`` is one row of ``OPTIONS``: its flags, its environment
+variables, how its text is read (a ``Kind``) and what it does. The argument parser
+(``build_parser``), the environment reading (``config_from_args``) and the table in
+docs/rollout.md (``options_markdown``; a test keeps the document equal to it) all come from
+those rows, and each default from the field of ``OperatorConfig`` the row sets, so no
+default, spelling or boolean rule is written twice. The planner's settings (bench image,
+Job TTL, Job start deadline, ...) and their defaults belong to ``rollout.Settings``:
+``OperatorConfig`` extends it, and the reconciler hands the config to the planner as is.
 
 Flags first, then environment variables (``VLLM_OPERATOR_*``, what a Helm chart sets), then
 defaults. Nothing reads the environment anywhere else, and nothing at import time, so a
@@ -15,59 +24,25 @@ reached through ``--kubeconfig``/``KUBECONFIG`` or the in-cluster service accoun
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from vllm_operator.booleans import ACCEPTED, parse_bool
 from vllm_operator.election import ElectionSettingsError, Timings
-
-DEFAULT_BENCH_IMAGE = "ghcr.io/vllm-operator/vllm-operator:0.1.0"
-
-ENV = {
-    "namespaces": "VLLM_OPERATOR_NAMESPACES",
-    "all_namespaces": "VLLM_OPERATOR_ALL_NAMESPACES",
-    "metrics_port": "VLLM_OPERATOR_METRICS_PORT",
-    "liveness_port": "VLLM_OPERATOR_LIVENESS_PORT",
-    "bench_image": "VLLM_OPERATOR_BENCH_IMAGE",
-    "resync_seconds": "VLLM_OPERATOR_RESYNC_SECONDS",
-    "workers": "VLLM_OPERATOR_WORKERS",
-    "job_start_seconds": "VLLM_OPERATOR_JOB_START_SECONDS",
-    "job_ttl_seconds": "VLLM_OPERATOR_JOB_TTL_SECONDS",
-    "allowed_secrets": "VLLM_OPERATOR_ALLOWED_SECRETS",
-    "autoscaling_engines": "VLLM_OPERATOR_AUTOSCALING_ENGINES",
-    "kubeconfig": "KUBECONFIG",
-    "log_level": "VLLM_OPERATOR_LOG_LEVEL",
-    "leader_election": "VLLM_OPERATOR_LEADER_ELECTION",
-    "lease_name": "VLLM_OPERATOR_LEASE_NAME",
-    "lease_namespace": "VLLM_OPERATOR_LEASE_NAMESPACE",
-    "lease_duration_seconds": "VLLM_OPERATOR_LEASE_DURATION_SECONDS",
-    "renew_deadline_seconds": "VLLM_OPERATOR_RENEW_DEADLINE_SECONDS",
-    "retry_period_seconds": "VLLM_OPERATOR_RETRY_PERIOD_SECONDS",
-    "shutdown_grace_seconds": "VLLM_OPERATOR_SHUTDOWN_GRACE_SECONDS",
-    "pod_name": "POD_NAME",
-    "pod_namespace": "POD_NAMESPACE",
-}
+from vllm_operator.rollout.context import Settings
 
 
 @dataclass(frozen=True)
-class OperatorConfig:
-    """Everything ``vllm-operator run`` can be told."""
+class OperatorConfig(Settings):
+    """Everything ``vllm-operator run`` can be told: the planner's ``Settings`` and the shell's."""
 
     namespaces: tuple[str, ...] = ()  # empty: every namespace (cluster scope)
     metrics_port: int | None = 8080  # None: no metrics endpoint
     liveness_port: int | None = 8081  # None: no liveness endpoint
-    bench_image: str = DEFAULT_BENCH_IMAGE
     resync_seconds: float = 300.0  # safety net: every resource is reconciled this often
     workers: int = 8  # resources reconciled at the same time
-    job_start_seconds: float = 300.0  # benchmark pod may stay unschedulable/pulling this long
-    job_ttl_seconds: int = 3600
-    # < 1 shrinks every deadline; set in code by the demo and test harnesses, not a flag
-    deadline_scale: float = 1.0
-    job_env: tuple[tuple[str, str], ...] = ()  # extra env for benchmark Jobs (demos, proxies)
-    # "<namespace>/<secret>" patterns a VLLMDeployment may reference; None: any Secret of its
-    # namespace (creating a VLLMDeployment is creating pods; docs/security.md).
-    allowed_secrets: tuple[str, ...] | None = None
-    # Autoscalers the operator may manage (what its RBAC grants): "hpa", "keda".
-    autoscaling_engines: tuple[str, ...] = ("hpa",)
     # talk to this API URL without auth; set in code for an embedded dev cluster, not a flag
     api_url: str | None = None
     kubeconfig: str | None = None
@@ -104,20 +79,40 @@ class OperatorConfig:
         return None if port is None else f"http://0.0.0.0:{port}/healthz"
 
 
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port {value} is not in 1..65535 (0 disables)")
-    return value
+# -- how one value is read ----------------------------------------------------------------
 
 
-def _port_or_off(flag: int | None, env_text: str | None, default: int | None) -> int | None:
-    """A port from the flag, else the environment, else ``default``; 0 means off."""
-    if flag is None and env_text:
-        flag = _port(env_text)
-    if flag is None:
-        return default
-    return None if flag == 0 else flag
+class Kind:
+    """How one value of an option is read from text (a flag's or an environment variable's).
+
+    ``parse`` raises ``ValueError`` for text that is not of the kind at all (argparse then
+    says "invalid NAME value", the environment reading "is not NOUN") and
+    ``argparse.ArgumentTypeError`` with its own message for a value out of range.
+    """
+
+    def __init__(self, name: str, parse: Callable[[str], Any], noun: str) -> None:
+        self.__name__ = name
+        self.parse = parse
+        self.noun = noun
+
+    def __call__(self, text: str) -> Any:
+        return self.parse(text)
+
+
+def _text(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty value: leave the option out for its default")
+    return text.strip()
+
+
+def _at_least(low: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} must be >= {low}")
+        return value
+
+    return parse
 
 
 def _positive(text: str) -> float:
@@ -125,6 +120,13 @@ def _positive(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text} must be > 0")
     return value
+
+
+def _port(text: str) -> int | None:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port {value} is not in 1..65535 (0 disables)")
+    return None if value == 0 else value
 
 
 def _secret_pattern(text: str) -> str:
@@ -157,278 +159,251 @@ def _env_pair(text: str) -> tuple[str, str]:
     return name, value
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def _log_level(text: str) -> str:
+    if text.strip().upper() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(LOG_LEVELS)}")
+    return text.strip().upper()
+
+
+BOOL = Kind("bool", parse_bool, f"a boolean: {ACCEPTED}")
+TEXT = Kind("text", _text, "text")
+COUNT = Kind("int", _at_least(1), "a whole number")
+WHOLE_SECONDS = Kind("int", _at_least(0), "whole seconds")
+SECONDS = Kind("seconds", _positive, "a number")
+PORT = Kind("port", _port, "a port number")
+SECRET = Kind("NS/NAME", _secret_pattern, "NAMESPACE/NAME")
+ENGINES = Kind("engines", _engines, "a list of autoscalers")
+ENV_PAIR = Kind("NAME=VALUE", _env_pair, "NAME=VALUE")
+LOG_LEVEL = Kind("level", _log_level, "a log level")
+
+
+# -- the table ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of ``vllm-operator run``: where it is read from and what it sets."""
+
+    field: str  # the OperatorConfig field it sets (all_namespaces: namespaces, emptied)
+    kind: Kind
+    help: str
+    flags: tuple[str, ...] = ()  # none: only from the environment
+    env: tuple[str, ...] = ()  # read in this order, the first one set wins; none: flag only
+    repeat: bool = False  # the flag repeats; the variable holds a comma-separated list
+    metavar: str | None = None
+    group: str = ""  # a section of --help (GROUPS)
+    exclusive: str = ""  # flags sharing it exclude each other
+    default: str | None = None  # how --help and the docs say the default; None: the field's
+
+
+ENV_PREFIX = "VLLM_OPERATOR_"
+GROUPS = {
+    "high availability": "Run several replicas: only the one holding a coordination.k8s.io/v1 "
+    "Lease reconciles; another takes over within about the lease duration when it dies, at "
+    "once when it stops on SIGTERM.",
+}
+OPTIONS: tuple[Option, ...] = (
+    Option("namespaces", TEXT, "watch only this namespace", ("-n", "--namespace"),
+           (f"{ENV_PREFIX}NAMESPACES",), repeat=True, metavar="NS", exclusive="scope",
+           default="every namespace"),
+    Option("all_namespaces", BOOL, "watch every namespace", ("-A", "--all-namespaces"),
+           (f"{ENV_PREFIX}ALL_NAMESPACES",), exclusive="scope",
+           default="on when no namespace is given"),
+    Option("metrics_port", PORT, "Prometheus metrics port, 0 disables", ("--metrics-port",),
+           (f"{ENV_PREFIX}METRICS_PORT",)),
+    Option("liveness_port", PORT, "kopf liveness endpoint /healthz port, 0 disables",
+           ("--liveness-port",), (f"{ENV_PREFIX}LIVENESS_PORT",)),
+    Option("bench_image", TEXT, "image of the benchmark Jobs: this operator's own image",
+           ("--bench-image",), (f"{ENV_PREFIX}BENCH_IMAGE",), metavar="IMAGE"),
+    Option("resync_seconds", SECONDS, "reconcile every resource at least this often",
+           ("--resync-seconds",), (f"{ENV_PREFIX}RESYNC_SECONDS",)),
+    Option("workers", COUNT, "resources reconciled concurrently", ("--workers",),
+           (f"{ENV_PREFIX}WORKERS",)),
+    Option("job_start_seconds", SECONDS, "a benchmark pod unschedulable or in image-pull "
+           "back-off this long makes the gate an Error", ("--job-start-seconds",),
+           (f"{ENV_PREFIX}JOB_START_SECONDS",)),
+    Option("job_ttl_seconds", WHOLE_SECONDS, "ttlSecondsAfterFinished of benchmark Jobs",
+           ("--job-ttl-seconds",), (f"{ENV_PREFIX}JOB_TTL_SECONDS",)),
+    Option("job_env", ENV_PAIR, "extra environment variable for benchmark Jobs",
+           ("--job-env",), repeat=True, metavar="NAME=VALUE"),
+    Option("allowed_secrets", SECRET, "a Secret VLLMDeployments may reference in "
+           "hfTokenSecret/apiKeySecret, as namespace/name with shell-style * and ?; when any "
+           "is given, a reference to another Secret is an invalid spec", ("--allowed-secret",),
+           (f"{ENV_PREFIX}ALLOWED_SECRETS",), repeat=True, metavar="NS/NAME",
+           default="any Secret of the resource's namespace"),
+    Option("autoscaling_engines", ENGINES, "autoscalers the operator may create for "
+           "spec.autoscaling, as its RBAC allows: hpa, keda, hpa,keda or none; a spec asking "
+           "for another engine is an invalid spec", ("--autoscaling-engines",),
+           (f"{ENV_PREFIX}AUTOSCALING_ENGINES",), metavar="LIST"),
+    Option("kubeconfig", TEXT, "kubeconfig file when not running in a cluster",
+           ("--kubeconfig",), ("KUBECONFIG",), metavar="FILE",
+           default="in-cluster service account"),
+    Option("context", TEXT, "kubeconfig context to use", ("--context",),
+           metavar="NAME", default="the kubeconfig's current context"),
+    Option("log_level", LOG_LEVEL, "log level: " + ", ".join(LOG_LEVELS), ("--log-level",),
+           (f"{ENV_PREFIX}LOG_LEVEL",), metavar="LEVEL"),
+    Option("leader_election", BOOL, "reconcile only while holding the Lease",
+           ("--leader-election",), (f"{ENV_PREFIX}LEADER_ELECTION",),
+           group="high availability", default="off: a single replica"),
+    Option("lease_name", TEXT, "name of the Lease", ("--lease-name",),
+           (f"{ENV_PREFIX}LEASE_NAME",), metavar="NAME", group="high availability"),
+    Option("lease_namespace", TEXT, "namespace of the Lease", ("--lease-namespace",),
+           (f"{ENV_PREFIX}LEASE_NAMESPACE", "POD_NAMESPACE"), metavar="NS",
+           group="high availability", default='"default"'),
+    Option("lease_duration_seconds", WHOLE_SECONDS, "a standby takes over when the Lease has "
+           "not been renewed for this long", ("--lease-duration-seconds",),
+           (f"{ENV_PREFIX}LEASE_DURATION_SECONDS",), group="high availability"),
+    Option("renew_deadline_seconds", SECONDS, "the leader stops writing when it could not "
+           "renew for this long; less than the lease duration", ("--renew-deadline-seconds",),
+           (f"{ENV_PREFIX}RENEW_DEADLINE_SECONDS",), group="high availability"),
+    Option("retry_period_seconds", SECONDS, "how often the leader renews and a standby tries "
+           "to acquire", ("--retry-period-seconds",), (f"{ENV_PREFIX}RETRY_PERIOD_SECONDS",),
+           group="high availability"),
+    Option("pod_name", TEXT, "the replica's identity in the Lease (plus a random suffix); "
+           "the chart sets it from the downward API", env=("POD_NAME",),
+           group="high availability"),
+    Option("shutdown_grace_seconds", SECONDS, "on SIGTERM, let reconciles in flight finish "
+           "for at most this long, then release the Lease and exit 0; keep it below the pod's "
+           "terminationGracePeriodSeconds", ("--shutdown-grace-seconds",),
+           (f"{ENV_PREFIX}SHUTDOWN_GRACE_SECONDS",)),
+)  # fmt: skip
+
+_FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(OperatorConfig)}
+
+
+def default_text(option: Option) -> str:
+    """The default as --help and the docs say it: the option's words, else the field's value."""
+    if option.default is not None:
+        return option.default
+    value = _FIELD_DEFAULTS[option.field]
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value) or "none"
+    if value is None:
+        return "none"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def metavar(option: Option) -> str:
+    return option.metavar or option.kind.__name__.upper()
+
+
+def _where(option: Option) -> str:
+    """Where else the value comes from, and the default: the tail of an option's help."""
+    parts = ["repeatable"] if option.repeat and option.flags else []
+    if option.env:
+        listed = ", else ".join(option.env)
+        parts.append(f"env {listed}" + (", comma-separated" if option.repeat else ""))
+    parts.append(f"default {default_text(option)}")
+    return "; ".join(parts)
+
+
+# -- the parser, the environment, the docs -------------------------------------------------
+
+
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    env = ENV
+    """``vllm-operator run``'s parser; a flag not given leaves its field out (argparse.SUPPRESS)."""
     parser = argparse.ArgumentParser(
         prog=prog,
         description=(
             "Start the vllm-operator controller: reconcile VLLMDeployments into revisions, "
             "benchmark each candidate with a Job and promote or reject it. Configuration is "
             "read once at start-up: flags first, then the environment variables named below, "
-            "then defaults."
+            f"then defaults. Boolean variables take {ACCEPTED}."
         ),
         epilog="exit status: 0 stopped cleanly (SIGTERM), 2 usage error, 130 interrupted (Ctrl-C).",
     )
-    scope = parser.add_mutually_exclusive_group()
-    scope.add_argument(
-        "-n",
-        "--namespace",
-        action="append",
-        dest="namespaces",
-        metavar="NS",
-        help=f"watch only this namespace (repeatable; env {env['namespaces']}, comma-separated)",
-    )
-    scope.add_argument(
-        "-A",
-        "--all-namespaces",
-        action="store_true",
-        default=None,
-        help=f"watch every namespace (the default; env {env['all_namespaces']}=1)",
-    )
-    parser.add_argument(
-        "--metrics-port",
-        type=_port,
-        default=None,
-        help=f"Prometheus metrics port, 0 disables (env {env['metrics_port']}; default 8080)",
-    )
-    parser.add_argument(
-        "--liveness-port",
-        type=_port,
-        default=None,
-        help=f"kopf liveness endpoint /healthz port, 0 disables (env {env['liveness_port']}; "
-        "default 8081)",
-    )
-    parser.add_argument(
-        "--bench-image",
-        default=None,
-        help=f"image of the benchmark Jobs: this operator's own image (env {env['bench_image']}; "
-        f"default {DEFAULT_BENCH_IMAGE})",
-    )
-    parser.add_argument(
-        "--resync-seconds",
-        type=_positive,
-        default=None,
-        help=f"reconcile every resource at least this often (env {env['resync_seconds']}; "
-        "default 300)",
-    )
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help=f"resources reconciled concurrently (env {env['workers']}; default 8)",
-    )
-    parser.add_argument(
-        "--job-start-seconds",
-        type=_positive,
-        default=None,
-        help="a benchmark pod unschedulable or in image-pull back-off this long makes the gate "
-        f"an Error (env {env['job_start_seconds']}; default 300)",
-    )
-    parser.add_argument(
-        "--job-ttl-seconds",
-        type=int,
-        default=None,
-        help=f"ttlSecondsAfterFinished of benchmark Jobs (env {env['job_ttl_seconds']}; "
-        "default 3600)",
-    )
-    parser.add_argument(
-        "--job-env",
-        action="append",
-        type=_env_pair,
-        default=None,
-        metavar="NAME=VALUE",
-        help="extra environment variable for benchmark Jobs (repeatable)",
-    )
-    parser.add_argument(
-        "--allowed-secret",
-        action="append",
-        type=_secret_pattern,
-        default=None,
-        metavar="NS/NAME",
-        help="a Secret VLLMDeployments may reference in hfTokenSecret/apiKeySecret, as "
-        "namespace/name with shell-style * and ? (repeatable; env "
-        f"{env['allowed_secrets']}, comma-separated); when any is given, a reference to "
-        "another Secret is an invalid spec; by default any Secret of the resource's namespace",
-    )
-    parser.add_argument(
-        "--autoscaling-engines",
-        type=_engines,
-        default=None,
-        metavar="LIST",
-        help="autoscalers the operator may create for spec.autoscaling, as its RBAC allows: "
-        "hpa, keda, hpa,keda or none (env "
-        f"{env['autoscaling_engines']}; default hpa); a spec asking for another engine is "
-        "an invalid spec",
-    )
-    parser.add_argument(
-        "--kubeconfig",
-        default=None,
-        help=f"kubeconfig file when not running in a cluster (env {env['kubeconfig']})",
-    )
-    parser.add_argument("--context", default=None, help="kubeconfig context to use")
-    election = parser.add_argument_group(
-        "high availability",
-        "Run several replicas: only the one holding a coordination.k8s.io/v1 Lease "
-        "reconciles; another takes over within about the lease duration when it dies, at "
-        "once when it stops on SIGTERM.",
-    )
-    election.add_argument(
-        "--leader-election",
-        action="store_true",
-        default=None,
-        help=f"reconcile only while holding the Lease (env {env['leader_election']}=1; "
-        "default off: a single replica)",
-    )
-    election.add_argument(
-        "--lease-name",
-        default=None,
-        help=f"name of the Lease (env {env['lease_name']}; default vllm-operator)",
-    )
-    election.add_argument(
-        "--lease-namespace",
-        default=None,
-        help=f"namespace of the Lease (env {env['lease_namespace']}; default the pod's "
-        f"namespace from {env['pod_namespace']}, else default)",
-    )
-    election.add_argument(
-        "--lease-duration-seconds",
-        type=int,
-        default=None,
-        help="a standby takes over when the Lease has not been renewed for this long "
-        f"(env {env['lease_duration_seconds']}; default 15)",
-    )
-    election.add_argument(
-        "--renew-deadline-seconds",
-        type=_positive,
-        default=None,
-        help="the leader stops writing when it could not renew for this long; less than "
-        f"the lease duration (env {env['renew_deadline_seconds']}; default 10)",
-    )
-    election.add_argument(
-        "--retry-period-seconds",
-        type=_positive,
-        default=None,
-        help="how often the leader renews and a standby tries to acquire "
-        f"(env {env['retry_period_seconds']}; default 2)",
-    )
-    parser.add_argument(
-        "--shutdown-grace-seconds",
-        type=_positive,
-        default=None,
-        help="on SIGTERM, let reconciles in flight finish for at most this long, then "
-        "release the Lease and exit 0; keep it below the pod's "
-        f"terminationGracePeriodSeconds (env {env['shutdown_grace_seconds']}; default 20)",
-    )
-    parser.add_argument(
-        "--log-level",
-        default=None,
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help=f"log level (env {env['log_level']}; default INFO)",
-    )
+    groups: dict[str, Any] = {}
+    exclusive: dict[str, Any] = {}
+    for option in OPTIONS:
+        if not option.flags:
+            continue
+        where: Any = parser
+        if option.group:
+            if option.group not in groups:
+                groups[option.group] = parser.add_argument_group(option.group, GROUPS[option.group])
+            where = groups[option.group]
+        if option.exclusive:
+            if option.exclusive not in exclusive:
+                exclusive[option.exclusive] = where.add_mutually_exclusive_group()
+            where = exclusive[option.exclusive]
+        how: dict[str, Any] = {"dest": option.field, "default": argparse.SUPPRESS}
+        if option.kind is BOOL:
+            how["action"] = "store_true"
+        else:
+            how.update(type=option.kind, action="append" if option.repeat else "store")
+            how["metavar"] = metavar(option)
+        where.add_argument(*option.flags, help=f"{option.help} ({_where(option)})", **how)
     return parser
+
+
+def _from_environment(
+    environ: Mapping[str, str], parser: argparse.ArgumentParser
+) -> dict[str, Any]:
+    """Each option's value from the first of its variables that is set (and not blank)."""
+    values: dict[str, Any] = {}
+    for option in OPTIONS:
+        name = next((n for n in option.env if environ.get(n, "").strip()), None)
+        if name is None:
+            continue
+        text = environ[name]
+        items = [t for t in text.split(",") if t.strip()] if option.repeat else [text]
+        try:
+            parsed = [option.kind.parse(item) for item in items]
+        except argparse.ArgumentTypeError as exc:
+            parser.error(f"{name}: {exc}")
+        except ValueError:
+            parser.error(f"{name}={text[:64]!r} is not {option.kind.noun}")
+        values[option.field] = tuple(parsed) if option.repeat else parsed[0]
+    return values
+
+
+SCOPE = {"namespaces", "all_namespaces"}
 
 
 def config_from_args(argv: Sequence[str], environ: Mapping[str, str], prog: str) -> OperatorConfig:
     """Parse flags with environment fallbacks into an ``OperatorConfig``."""
-    args = build_parser(prog).parse_args(list(argv))
-
-    def pick(flag: object, key: str, convert: type | None = None) -> object:
-        if flag is not None:
-            return flag
-        text = environ.get(ENV[key])
-        if text is None or text == "":
-            return None
-        try:
-            return convert(text) if convert is not None else text
-        except ValueError:
-            build_parser(prog).error(f"{ENV[key]}={text[:64]!r} is not a number")
-
-    namespaces: tuple[str, ...] = ()
-    all_ns = args.all_namespaces or environ.get(ENV["all_namespaces"], "") in ("1", "true")
-    if args.namespaces:
-        namespaces = tuple(args.namespaces)
-    elif not all_ns and environ.get(ENV["namespaces"]):
-        namespaces = tuple(n.strip() for n in environ[ENV["namespaces"]].split(",") if n.strip())
-    base = OperatorConfig()
-    metrics_port = _port_or_off(
-        args.metrics_port, environ.get(ENV["metrics_port"]), base.metrics_port
-    )
-    liveness_port = _port_or_off(
-        args.liveness_port, environ.get(ENV["liveness_port"]), base.liveness_port
-    )
-
-    def number(flag: object, key: str, default: float) -> float:
-        value = pick(flag, key, float)
-        return default if value is None else float(str(value))
-
-    allowed_secrets: tuple[str, ...] | None = None
-    if args.allowed_secret:
-        allowed_secrets = tuple(args.allowed_secret)
-    elif environ.get(ENV["allowed_secrets"], "").strip():
-        try:
-            allowed_secrets = tuple(
-                _secret_pattern(p) for p in environ[ENV["allowed_secrets"]].split(",") if p.strip()
-            )
-        except argparse.ArgumentTypeError as exc:
-            build_parser(prog).error(f"{ENV['allowed_secrets']}: {exc}")
-    leader_election = bool(args.leader_election) or environ.get(
-        ENV["leader_election"], ""
-    ).strip().lower() in ("1", "true", "yes")
-    lease_duration = number(
-        args.lease_duration_seconds, "lease_duration_seconds", base.lease_duration_seconds
-    )
-    timings = Timings(
-        lease_duration=int(lease_duration),
-        renew_deadline=number(
-            args.renew_deadline_seconds, "renew_deadline_seconds", base.renew_deadline_seconds
-        ),
-        retry_period=number(
-            args.retry_period_seconds, "retry_period_seconds", base.retry_period_seconds
-        ),
-    )
+    parser = build_parser(prog)
+    flags = vars(parser.parse_args(list(argv)))
+    from_env = _from_environment(environ, parser)
+    if SCOPE & flags.keys():  # a scope flag overrides both scope variables
+        from_env = {k: v for k, v in from_env.items() if k not in SCOPE}
+    values = {**from_env, **{k: tuple(v) if isinstance(v, list) else v for k, v in flags.items()}}
+    if values.pop("all_namespaces", False):
+        values["namespaces"] = ()
+    config = OperatorConfig(**values)
     try:
-        if lease_duration != int(lease_duration):
-            raise ElectionSettingsError("lease duration must be whole seconds")
-        timings.check()
+        config.timings.check()
     except ElectionSettingsError as exc:
-        build_parser(prog).error(
+        parser.error(
             f"--lease-duration-seconds/--renew-deadline-seconds/--retry-period-seconds: {exc}"
         )
-    engines = args.autoscaling_engines
-    if engines is None and environ.get(ENV["autoscaling_engines"], "").strip():
-        try:
-            engines = _engines(environ[ENV["autoscaling_engines"]])
-        except argparse.ArgumentTypeError as exc:
-            build_parser(prog).error(f"{ENV['autoscaling_engines']}: {exc}")
-    return OperatorConfig(
-        namespaces=namespaces,
-        metrics_port=metrics_port,
-        liveness_port=liveness_port,
-        bench_image=str(pick(args.bench_image, "bench_image") or base.bench_image),
-        resync_seconds=number(args.resync_seconds, "resync_seconds", base.resync_seconds),
-        workers=int(number(args.workers, "workers", base.workers)),
-        job_start_seconds=number(
-            args.job_start_seconds, "job_start_seconds", base.job_start_seconds
-        ),
-        job_ttl_seconds=int(number(args.job_ttl_seconds, "job_ttl_seconds", base.job_ttl_seconds)),
-        job_env=tuple(args.job_env or ()),
-        allowed_secrets=allowed_secrets,
-        autoscaling_engines=base.autoscaling_engines if engines is None else engines,
-        kubeconfig=str(pick(args.kubeconfig, "kubeconfig") or "") or None,
-        context=args.context,
-        log_level=str(pick(args.log_level, "log_level") or base.log_level),
-        leader_election=leader_election,
-        lease_name=str(pick(args.lease_name, "lease_name") or base.lease_name),
-        lease_namespace=str(
-            pick(args.lease_namespace, "lease_namespace")
-            or environ.get(ENV["pod_namespace"])
-            or "default"
-        ),
-        lease_duration_seconds=timings.lease_duration,
-        renew_deadline_seconds=timings.renew_deadline,
-        retry_period_seconds=timings.retry_period,
-        pod_name=environ.get(ENV["pod_name"]) or None,
-        shutdown_grace_seconds=number(
-            args.shutdown_grace_seconds, "shutdown_grace_seconds", base.shutdown_grace_seconds
-        ),
+    return config
+
+
+def options_markdown() -> str:
+    """The table of every option, as docs/rollout.md carries it (a test compares the two)."""
+    rows = [
+        "| Flag | Environment | Default | What it does |",
+        "|---|---|---|---|",
+    ]
+    for option in OPTIONS:
+        flag = ", ".join(
+            f"`{f}`" if option.kind is BOOL else f"`{f} {metavar(option)}`" for f in option.flags
+        )
+        env = ", else ".join(f"`{n}`" for n in option.env)
+        if option.repeat and option.flags:
+            flag += " (repeatable)"
+        if option.repeat and option.env:
+            env += " (comma-separated)"
+        what = option.help + (f" ({option.group})" if option.group else "")
+        rows.append(f"| {flag or '-'} | {env or '-'} | {default_text(option)} | {what} |")
+    rows.append("")
+    rows.append(
+        "A flag wins over its variable, a variable over the default; a blank variable counts "
+        f"as unset. Boolean variables take {ACCEPTED}. A value an option cannot take, from a "
+        "flag or a variable, stops the start with exit status 2 and a message naming it."
     )
+    return "\n".join(rows) + "\n"

@@ -16,7 +16,7 @@ PROGRAM = """
 import sys
 sys.meta_path[:] = [f for f in sys.meta_path if "devcluster" not in repr(f)]
 sys.path[:] = [p for p in sys.path if "embedded-cluster" not in p]
-from vllm_operator.cli import main
+from vllm_operator.commands import main
 sys.exit(main(["demo"]))
 """
 

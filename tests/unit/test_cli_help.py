@@ -1,6 +1,6 @@
 """What a newcomer reads first: `--help` of each command, exit codes, README's lists.
 
-Each check runs the real entry point (``vllm_operator.cli.main``) with captured streams, so
+Each check runs the real entry point (``vllm_operator.commands.main``) with captured streams, so
 a help text that drifts from the behaviour, or a README list that misses a command or a
 document, fails here rather than in a newcomer's first ten minutes.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_operator.cli import COMMANDS, main
+from vllm_operator.commands import COMMANDS, main
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

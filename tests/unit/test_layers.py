@@ -20,10 +20,26 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "operator" / "vllm_operator"
 
-CORE_PURE = "The pure core does no I/O: no kopf, kubernetes, HTTP client, shell or test cluster"
+CORE_PURE = (
+    "The pure core does no I/O: no kopf, kubernetes, HTTP client, shell, command or test cluster"
+)
 LAYERS = "The core in layers: api < engine < render, gate < rollout"
-TOOLS = "bench and sim are independent of the operator's shell"
+TOOLS = "bench and sim, and their commands, are independent of the operator's shell"
+COMMANDS_TOP = "The commands are the top: nothing else imports them"
+KUBE_BELOW = "The API client is below the handlers: kube imports no handlers"
+SHELL_HELPERS = "metrics and election serve the handlers, never the reverse"
+FOUNDATION = "errors and booleans are the foundation: they import nothing from the package"
 PRODUCT = "Product code never imports the embedded cluster or the demo"
+CONTRACTS = [
+    CORE_PURE,
+    LAYERS,
+    TOOLS,
+    COMMANDS_TOP,
+    KUBE_BELOW,
+    SHELL_HELPERS,
+    FOUNDATION,
+    PRODUCT,
+]
 
 
 def _lint_imports(cwd: Path, pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -50,7 +66,7 @@ def test_every_contract_is_kept_on_the_tree() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
     names = [c["name"] for c in declared["contracts"]]
-    assert sorted(names) == sorted([CORE_PURE, LAYERS, TOOLS, PRODUCT])
+    assert sorted(names) == sorted(CONTRACTS)
     for name in names:
         assert f"{name} KEPT" in result.stdout, result.stdout
 
@@ -69,9 +85,48 @@ FORBIDDEN: dict[str, tuple[list[tuple[str, str]], str]] = {
         [("config.py", "import httpx"), ("render/labels.py", "from vllm_operator import config")],
         CORE_PURE,
     ),
+    "api parses arguments": ([("api/crd.py", "import argparse")], CORE_PURE),
+    "rollout starts a process": ([("rollout/steps.py", "import subprocess")], CORE_PURE),
+    "render opens a socket": ([("render/job.py", "import socket")], CORE_PURE),
+    "engine imports a command": (
+        [("engine/version.py", "import vllm_operator.commands.render")],
+        CORE_PURE,
+    ),
+    "rollout reads the operator's config": (
+        [("rollout/context.py", "from vllm_operator import config")],
+        CORE_PURE,
+    ),
+    "election imports kopf": ([("election.py", "import kopf")], CORE_PURE),
     "bench imports the handlers": ([("bench/stats.py", "import vllm_operator.handlers")], TOOLS),
     "sim imports kopf": ([("sim/noise.py", "import kopf")], TOOLS),
-    "the CLI imports devcluster": ([("cli.py", "import devcluster")], PRODUCT),
+    "the bench command imports kopf": ([("commands/bench.py", "import kopf")], TOOLS),
+    "the sim command imports the planner": (
+        [("commands/sim.py", "import vllm_operator.rollout")],
+        TOOLS,
+    ),
+    "handlers import a command": (
+        [("handlers/queue.py", "from vllm_operator.commands import run")],
+        COMMANDS_TOP,
+    ),
+    "bench imports a command": (
+        [("bench/stats.py", "import vllm_operator.commands.judge")],
+        COMMANDS_TOP,
+    ),
+    "kube imports the handlers": (
+        [("kube/changes.py", "import vllm_operator.handlers.caches")],
+        KUBE_BELOW,
+    ),
+    "metrics imports the handlers": (
+        [("metrics.py", "from vllm_operator.handlers import queue")],
+        SHELL_HELPERS,
+    ),
+    "election imports the kube client": (
+        [("election.py", "import vllm_operator.kube.client")],
+        SHELL_HELPERS,
+    ),
+    "errors imports the api": ([("errors.py", "from vllm_operator.api import status")], FOUNDATION),
+    "booleans imports config": ([("booleans.py", "import vllm_operator.config")], FOUNDATION),
+    "a command imports devcluster": ([("commands/render.py", "import devcluster")], PRODUCT),
     "handlers import the demo": ([("handlers/queue.py", "import vllm_operator_demo")], PRODUCT),
 }
 

@@ -19,11 +19,11 @@ import yaml
 
 import builders
 from vllm_operator.api import parse_vllm_deployment
+from vllm_operator.commands.render import run
 from vllm_operator.errors import SpecErrors
 from vllm_operator.render import render_all
 from vllm_operator.render.labels import REVISION_LABEL, ROLE_LABEL
 from vllm_operator.rollout import Create, Settings, observe, plan
-from vllm_operator.rollout.render_cli import run
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -294,7 +294,7 @@ def test_help_has_an_example_and_exit_codes(capsys: pytest.CaptureFixture[str]) 
 def test_console_script_end_to_end() -> None:
     example = next(p for p in EXAMPLES if "v0.17" in p.name)
     proc = subprocess.run(
-        [sys.executable, "-m", "vllm_operator.cli", "render", "-f", str(example)],
+        [sys.executable, "-m", "vllm_operator.commands", "render", "-f", str(example)],
         capture_output=True,
         text=True,
         check=False,

@@ -23,7 +23,7 @@ Translation rules (pydantic's draft 2020-12 output -> Kubernetes' OpenAPI v3 sub
   defaults are dropped (they mean "absent", which needs no default).
 
 Everything here is pure: ``crd_document()`` returns a dict and ``render_crd_yaml()`` its
-deterministic YAML text; ``api.cli`` writes the files.
+deterministic YAML text; ``commands.crds`` writes the files.
 """
 
 from __future__ import annotations

@@ -72,18 +72,6 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def settings_from(config: OperatorConfig) -> Settings:
-    return Settings(
-        bench_image=config.bench_image,
-        deadline_scale=config.deadline_scale,
-        job_start_seconds=config.job_start_seconds,
-        job_env=config.job_env,
-        job_ttl_seconds=config.job_ttl_seconds,
-        allowed_secrets=config.allowed_secrets,
-        autoscaling_engines=config.autoscaling_engines,
-    )
-
-
 def _owned_by(uid: str | None, obj: Mapping[str, Any]) -> bool:
     """Only objects this resource controls are its children; a look-alike is not."""
     return owned_by(uid, obj)
@@ -123,7 +111,8 @@ class Reconciler:
         self.kube = kube
         self.caches = caches if caches is not None else Caches()
         self.planner = planner
-        self.settings = settings_from(config)
+        # The config is the planner's Settings (it extends them): nothing is copied.
+        self.settings: Settings = config
         self.metrics = metrics
         self.clock = clock
         self.on_plan = on_plan

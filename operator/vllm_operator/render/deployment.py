@@ -60,7 +60,7 @@ def _env(spec: VLLMDeploymentSpec, plan: LaunchPlan) -> list[dict[str, Any]]:
         {"name": k, "value": v} for k, v in entrypoint.environment(plan.library_path_fix).items()
     ]
     # The version the flags were checked against; the simulator standing in for vLLM
-    # emulates it (sim/cli.py), real vLLM ignores it (outside its VLLM_ namespace).
+    # emulates it (commands/sim.py), real vLLM ignores it (outside its VLLM_ namespace).
     env.append({"name": "VLLMOP_VLLM_VERSION", "value": str(plan.version)})
     env.append({"name": "HF_HOME", "value": HF_HOME})
     env.append({"name": "VLLM_CACHE_ROOT", "value": VLLM_CACHE_ROOT})

@@ -10,27 +10,37 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from vllm_operator import __version__
 from vllm_operator.api.reasons import EventReason
 from vllm_operator.api.resource import API_VERSION, KIND
 from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
 from vllm_operator.render import labels
+from vllm_operator.render.job import TTL_SECONDS_AFTER_FINISHED
 from vllm_operator.rollout import ledger
 from vllm_operator.rollout.actions import Action, Create, Delete, Event, EventType, Kind
 from vllm_operator.rollout.observed import Observed
 from vllm_operator.rollout.status import previous_status
 
+# The benchmark client is versioned with the operator that reads its summary: by default the
+# operator's own image, at its own version (the chart passes the image it runs).
+DEFAULT_BENCH_IMAGE = f"ghcr.io/vllm-operator/vllm-operator:{__version__}"
+
 
 @dataclass(frozen=True)
 class Settings:
-    """Operator-wide settings the planner needs (from ``config.OperatorConfig``)."""
+    """Operator-wide settings the planner needs, and the one owner of their defaults.
 
-    bench_image: str = "ghcr.io/vllm-operator/vllm-operator:latest"
+    ``config.OperatorConfig`` extends this with the shell's own settings and reads every
+    field from ``vllm-operator run``'s options; the reconciler passes it to the planner as is.
+    """
+
+    bench_image: str = DEFAULT_BENCH_IMAGE
     # Multiplies every deadline (progress, Job start); < 1 only for demos and tests.
     deadline_scale: float = 1.0
     # How long a benchmark pod may stay unschedulable or in image-pull back-off.
     job_start_seconds: float = 300.0
     job_env: tuple[tuple[str, str], ...] = ()
-    job_ttl_seconds: int = 3600
+    job_ttl_seconds: int = TTL_SECONDS_AFTER_FINISHED
     # Patterns "<namespace>/<secret>" a VLLMDeployment may reference; None: any (references.py).
     allowed_secrets: tuple[str, ...] | None = None
     # Autoscaler kinds this operator may manage ("hpa", "keda"): what its RBAC grants.

@@ -8,7 +8,7 @@ died, and the summary was promoted). The operator believes a summary only when:
 
 - the Job's own pod (controlled by this Job's uid) has exactly one bench container, and it
   *exited* (no signal, not OOM-killed) with a documented code: 0 with the bench's verdict
-  Passed, or 1 with Failed or Inconclusive (``bench/cli.py``'s exit-code contract);
+  Passed, or 1 with Failed or Inconclusive (``commands/bench.py``'s exit-code contract);
 - the Job did not fail for a deadline;
 - the summary names this run (``identity``: Job, revision, attempt) exactly.
 

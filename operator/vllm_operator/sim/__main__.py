@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from vllm_operator.sim.cli import main
+from vllm_operator.commands.sim import main
 
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:], "vllm serve"))

@@ -19,7 +19,7 @@ FAST = [
 
 
 def bench(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "vllm_operator.cli", "bench", "--model", MODEL, *args]
+    cmd = [sys.executable, "-m", "vllm_operator.commands", "bench", "--model", MODEL, *args]
     return subprocess.run(
         cmd, capture_output=True, text=True, timeout=120, check=False, env=env or dict(os.environ)
     )

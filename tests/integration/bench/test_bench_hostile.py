@@ -164,7 +164,7 @@ def test_sigterm_mid_run_still_writes_an_error_summary(tmp_path: Path) -> None:
             [
                 sys.executable,
                 "-m",
-                "vllm_operator.cli",
+                "vllm_operator.commands",
                 "bench",
                 "--url",
                 url,

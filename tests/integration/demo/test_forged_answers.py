@@ -57,7 +57,7 @@ def test_answer_code_forging_its_pass_ends_failed_never_passed(tmp_path: Path) -
         [
             sys.executable,
             "-m",
-            "vllm_operator.cli",
+            "vllm_operator.commands",
             "demo",
             "--apply",
             str(file),

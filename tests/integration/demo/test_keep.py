@@ -43,7 +43,7 @@ def test_keep_serves_kubectl(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "vllm_operator.cli",
+            "vllm_operator.commands",
             "demo",
             "--apply",
             str(cr),

@@ -51,7 +51,7 @@ def test_live_line_changes_at_least_every_five_seconds(tmp_path: Path) -> None:
     session = f"demo-{uuid.uuid4().hex[:8]}"
     done = tmp_path / "exit-code"
     demo = shlex.join(
-        [sys.executable, "-m", "vllm_operator.cli", "demo", "--workdir", str(tmp_path / "w")]
+        [sys.executable, "-m", "vllm_operator.commands", "demo", "--workdir", str(tmp_path / "w")]
     )
     env = {**os.environ, "TMUX": ""}  # a session of its own even when run inside tmux
     subprocess.run(

@@ -50,7 +50,7 @@ class Replicas:
         command = [
             sys.executable,
             "-m",
-            "vllm_operator.cli",
+            "vllm_operator.commands",
             "run",
             f"--kubeconfig={self.kubeconfig}",
             "--leader-election",

@@ -104,7 +104,7 @@ async def test_api_key_takes_several_keys_as_vllm_does(
     start_sim: Any, http: aiohttp.ClientSession
 ) -> None:
     """vLLM's --api-key takes one or more keys (nargs "+"); any of them opens /v1."""
-    from vllm_operator.sim import cli
+    from vllm_operator.commands import sim as cli
 
     config = cli.config_from_args(["m", "--api-key", "first", "second"], "vllm serve", {})
     assert config.api_key == ("first", "second")
@@ -312,7 +312,7 @@ async def test_idle_connections_are_closed_like_vllm_does(
     """Silent, half-sent and finished keep-alive connections close after the keep-alive;
     a stream that lasts longer than it is not cut (issue 20: 2,000 idle connections stayed
     open for over 60 s)."""
-    from vllm_operator.sim import cli
+    from vllm_operator.commands import sim as cli
     from vllm_operator.sim.config import KEEP_ALIVE_SECONDS
 
     assert cli.config_from_args(["m"], "vllm serve", {}).keep_alive_seconds == KEEP_ALIVE_SECONDS

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from vllm_operator.api.cli import main
 from vllm_operator.api.crd import CRD_FILENAME, render_crd_yaml
-from vllm_operator.cli import main as top_main
+from vllm_operator.commands import main as top_main
+from vllm_operator.commands.crds import main
 
 
 def _args(tmp_path: Path, *extra: str) -> list[str]:

@@ -282,7 +282,7 @@ def test_a_key_given_twice_is_refused_with_both_lines() -> None:
 def test_the_render_command_names_the_duplicate_key() -> None:
     import io
 
-    from vllm_operator.rollout.render_cli import run
+    from vllm_operator.commands.render import run
 
     example = (Path(__file__).resolve().parents[3] / "examples").glob("*.yaml")
     text = next(iter(sorted(example))).read_text(encoding="utf-8")

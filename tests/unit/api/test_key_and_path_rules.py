@@ -20,8 +20,8 @@ from builders import resource
 from devcluster.schema import validate
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.api.crd import crd_document
+from vllm_operator.commands.render import run
 from vllm_operator.errors import SpecErrors
-from vllm_operator.rollout.render_cli import run
 
 
 def base() -> dict[str, Any]:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from vllm_operator.api.summary import BenchSummary
-from vllm_operator.bench.cli import main, parser
-from vllm_operator.cli import main as top_main
+from vllm_operator.commands import main as top_main
+from vllm_operator.commands.bench import main, parser
 
 BASE = ["--url", "http://127.0.0.1:9", "--model", "m"]
 
@@ -93,7 +93,7 @@ def test_usage_errors_exit_2_with_a_summary(
 
 
 def test_api_key_file_is_read_and_never_shown(tmp_path: Path) -> None:
-    from vllm_operator.bench.cli import config_from_args
+    from vllm_operator.commands.bench import config_from_args
 
     key = tmp_path / "key"
     key.write_text("s3cret-value\n")
@@ -142,7 +142,7 @@ def test_usage_error_summary_still_names_the_run(tmp_path: Path) -> None:
 
 
 def test_placement_and_pairing_flags_reach_the_config() -> None:
-    from vllm_operator.bench.cli import config_from_args
+    from vllm_operator.commands.bench import config_from_args
 
     args = parser("bench").parse_args(
         [

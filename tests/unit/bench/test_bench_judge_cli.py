@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_operator.bench.judge_cli import main
+from vllm_operator.commands.judge import main
 
 ROOT = Path(__file__).resolve().parents[3]
 PAIRED = ROOT / "docs/calibration/h200-paired-2026-12-01"
@@ -84,14 +84,14 @@ def test_a_full_report_is_judged_by_its_summary(capsys: pytest.CaptureFixture[st
 
 def test_as_a_real_subprocess_through_the_top_level_cli() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "vllm_operator.cli", "judge", "--summary",
+        [sys.executable, "-m", "vllm_operator.commands", "judge", "--summary",
          str(PAIRED / "summary-reg-seqs4.json"), "--thresholds-json", TEN, "--output", "json"],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
     assert json.loads(done.stdout)["outcome"] == "Failed"
     passed = subprocess.run(
-        [sys.executable, "-m", "vllm_operator.cli", "judge", "--summary", "-",
+        [sys.executable, "-m", "vllm_operator.commands", "judge", "--summary", "-",
          "--thresholds-json", TEN],
         input=(PAIRED / "summary-aa2.json").read_text(),
         capture_output=True, text=True, timeout=120, check=False,

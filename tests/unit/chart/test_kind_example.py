@@ -45,7 +45,7 @@ def test_example_renders_with_the_fake_gpu_the_script_advertises() -> None:
 
 
 def test_simulator_accepts_the_rendered_container() -> None:
-    sim_cli = pytest.importorskip("vllm_operator.sim.cli")
+    sim_cli = pytest.importorskip("vllm_operator.commands.sim")
     container = _container()
     env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
     # The entrypoint ends in `exec vllm serve "$@"`; the shim drops `serve`.

@@ -25,10 +25,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from vllm_operator.api import parse_vllm_deployment
+from vllm_operator.commands.render import run
 from vllm_operator.errors import SpecErrors
 from vllm_operator.render import render_all
 from vllm_operator.render.validate import check
-from vllm_operator.rollout.render_cli import run
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = [yaml.safe_load(p.read_text()) for p in sorted((ROOT / "examples").glob("*.yaml"))]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vllm_operator.rollout.render_cli import run
+from vllm_operator.commands.render import run
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "qwen3-30b-a3b-v0.17-throughput.yaml"
@@ -72,7 +72,7 @@ def test_hostile_file_exits_2_naming_the_problem(tmp_path: Path, data: bytes, ne
 def test_hostile_stdin_bytes_through_the_console_script() -> None:
     data = EXAMPLE.read_bytes() + b"# \xff\n"
     proc = subprocess.run(
-        [sys.executable, "-m", "vllm_operator.cli", "render", "-f", "-"],
+        [sys.executable, "-m", "vllm_operator.commands", "render", "-f", "-"],
         input=data,
         capture_output=True,
         check=False,

@@ -10,7 +10,7 @@ from rollout_world import summary
 
 from builders import minimal_spec, resource
 from vllm_operator.api import parse_vllm_deployment
-from vllm_operator.bench.cli import identity_from_args, parser
+from vllm_operator.commands.bench import identity_from_args, parser
 from vllm_operator.render.job import EXCHANGE_MOUNT, render_job
 
 

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry
 from rollout_world import summary
 
 from vllm_operator.api.status import GateRecord
-from vllm_operator.cli import main as cli_main
+from vllm_operator.commands import main as cli_main
 from vllm_operator.config import OperatorConfig, config_from_args
 from vllm_operator.handlers.queue import WorkQueue
 from vllm_operator.handlers.reconcile import Reconciler

@@ -10,10 +10,11 @@ import pytest
 import yaml
 
 from vllm_operator.api import parse_vllm_deployment
+from vllm_operator.commands import sim as cli
 from vllm_operator.engine import flagdata
 from vllm_operator.engine.version import v
 from vllm_operator.render import render_all
-from vllm_operator.sim import cli, startup
+from vllm_operator.sim import startup
 
 PROG = "vllm serve"
 ROOT = Path(__file__).resolve().parents[3]

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from vllm_operator.sim.cli import config_from_args
+from vllm_operator.commands.sim import config_from_args
 from vllm_operator.sim.noise import Noise, NoiseState, bucket
 
 

@@ -1,10 +1,11 @@
 """`vllm-operator`: one entry point, one subcommand per job.
 
-Each subcommand lives next to the code it drives and exposes ``main(argv, prog) -> int``;
-this module only dispatches, so importing the CLI never pulls kopf into ``bench`` or ``sim``
-and each subcommand owns its complete ``--help``. ``demo`` lives in the separate devcluster
-distribution (``embedded-cluster/``): the product never imports it, this table names it by string
-and says what to install when it is absent.
+Each subcommand is a module of this package exposing ``main(argv, prog) -> int``: argument
+parsing and the file, stdin and clock of the command live here, never in the pure core it
+drives. This module only dispatches, lazily, so importing the CLI never pulls kopf into
+``bench`` or ``sim`` and each subcommand owns its complete ``--help``. ``demo`` lives in
+the separate devcluster distribution (``embedded-cluster/``): the product never imports it,
+this table names it by string and says what to install when it is absent.
 """
 
 from __future__ import annotations
@@ -24,19 +25,20 @@ class Command(NamedTuple):
 
 
 COMMANDS: dict[str, Command] = {
-    "run": Command("vllm_operator.handlers.cli", "start the operator (kopf) against a cluster"),
+    "run": Command("vllm_operator.commands.run", "start the operator (kopf) against a cluster"),
     "render": Command(
-        "vllm_operator.rollout.render_cli",
+        "vllm_operator.commands.render",
         "print the manifests a VLLMDeployment becomes (no cluster)",
     ),
     "crds": Command(
-        "vllm_operator.api.cli", "write the CustomResourceDefinition from the API models"
+        "vllm_operator.commands.crds", "write the CustomResourceDefinition from the API models"
     ),
     "bench": Command(
-        "vllm_operator.bench.cli", "benchmark and quality-gate an OpenAI-compatible vLLM server"
+        "vllm_operator.commands.bench",
+        "benchmark and quality-gate an OpenAI-compatible vLLM server",
     ),
     "judge": Command(
-        "vllm_operator.bench.judge_cli",
+        "vllm_operator.commands.judge",
         "re-judge a stored benchmark summary with the gate's own code (offline)",
     ),
     "sandbox": Command(
@@ -44,7 +46,8 @@ COMMANDS: dict[str, Command] = {
         "run python-tests code apart from bench (the benchmark Job's sandbox container)",
     ),
     "sim": Command(
-        "vllm_operator.sim.cli", "run the vLLM simulator (accepts `vllm serve` flags of a version)"
+        "vllm_operator.commands.sim",
+        "run the vLLM simulator (accepts `vllm serve` flags of a version)",
     ),
     "demo": Command(
         "vllm_operator_demo.demo",
@@ -99,7 +102,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     entry: Callable[[list[str], str], int] = module.main
     return entry(rest, f"vllm-operator {name}")
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -23,8 +23,8 @@ from pydantic import ValidationError
 from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, TrialPlan, Verdict
 from vllm_operator.bench import bounded
-from vllm_operator.bench.cli import model_arg
 from vllm_operator.bench.report import REPORT_SCHEMA
+from vllm_operator.commands.bench import model_arg
 from vllm_operator.errors import SpecError
 from vllm_operator.gate import verdict
 

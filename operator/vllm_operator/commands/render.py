@@ -2,8 +2,8 @@
 
 It runs the operator's own planner over an empty in-memory cluster (``rollout/preview.py``),
 so the preview is exactly what the operator creates for the first revision, in order, and
-cannot drift from it; that is why the command lives in ``rollout`` (``render`` sits below
-the planner and may not import it). An invalid CR prints every problem as
+cannot drift from it (``render`` sits below the planner, so the preview is the planner's,
+not the renderer's). An invalid CR prints every problem as
 ``field: message (fix: ...)`` and exits 2 without printing any manifest, so a pipe into
 ``kubectl apply -f -`` never applies half a set.
 """
@@ -21,10 +21,9 @@ import yaml
 from vllm_operator.api.limits import describe
 from vllm_operator.api.resource import KIND, VLLMDeployment, parse_vllm_deployment
 from vllm_operator.api.yaml_input import MAX_INPUT_BYTES, YAMLInputError, load_documents
-from vllm_operator.config import DEFAULT_BENCH_IMAGE
 from vllm_operator.errors import SpecError, SpecErrors
 from vllm_operator.render.validate import check
-from vllm_operator.rollout.context import Settings
+from vllm_operator.rollout.context import DEFAULT_BENCH_IMAGE, Settings
 from vllm_operator.rollout.preview import first_revision
 
 EXIT_OK = 0

@@ -16,7 +16,7 @@ when the new one is absent, with a warning. The emulated version is never a sile
 operator resolved and renders into every vLLM pod), else the old ``VLLM_SIM_VERSION``, else
 the version a ``--sim-preset`` was calibrated on, else ``DEFAULT_VERSION`` with a warning
 naming the variable to set. ``--api-key`` falls back to ``VLLM_API_KEY`` as in vLLM.
-``LD_LIBRARY_PATH`` feeds the CUBLAS start-up failure of 0.16/0.17 (see :mod:`.startup`).
+``LD_LIBRARY_PATH`` feeds the CUBLAS start-up failure of 0.16/0.17 (see ``sim/startup.py``).
 The environment is read here, in :func:`run`, and nowhere else.
 """
 
@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vllm_operator.booleans import parse_bool
 from vllm_operator.engine import argv as vllm_argv
 from vllm_operator.engine import catalog, extra_args, flagdata
 from vllm_operator.engine.version import Version
@@ -53,12 +54,8 @@ log = logging.getLogger("vllm_operator.sim")
 
 
 def _bool(text: str) -> bool:
-    low = text.strip().lower()
-    if low in ("1", "true", "yes", "on"):
-        return True
-    if low in ("", "0", "false", "no", "off"):
-        return False
-    raise ValueError(f"not a boolean: {text!r}")
+    """A boolean knob's variable (``booleans.parse_bool``); blank is its default, off."""
+    return False if not text.strip() else parse_bool(text)
 
 
 ENV_PREFIX = "VLLMOP_SIM_"
