@@ -22,7 +22,7 @@ WORKLOAD = json.dumps({"dataset": {"configMap": "ds"}, "seed": 1})
 
 
 def bench(*args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "vllm_operator.cli", "bench", "--model", MODEL, *args]
+    cmd = [sys.executable, "-m", "vllm_operator.commands", "bench", "--model", MODEL, *args]
     return subprocess.run(
         cmd, capture_output=True, text=True, timeout=120, check=False, env=dict(os.environ)
     )

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from vllm_operator.api.summary import BenchSummary
-from vllm_operator.bench.cli import config_from_args, main, parser
 from vllm_operator.bench.dataset import DatasetTraffic
 from vllm_operator.bench.workload import SyntheticTraffic
+from vllm_operator.commands.bench import config_from_args, main, parser
 
 BASE = ["--url", "http://127.0.0.1:9", "--model", "m", "--suite", "builtin:none"]
 DATASET = '{"dataset": {"configMap": "ds", "key": "d.jsonl"}, "seed": 5}'

@@ -13,8 +13,8 @@ import yaml
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.workload import WorkloadSpec
-from vllm_operator.bench.cli import config_from_args, parser
 from vllm_operator.bench.dataset import DatasetTraffic
+from vllm_operator.commands.bench import config_from_args, parser
 from vllm_operator.render.job import (
     DATASET_CLAIM_MOUNT,
     DATASET_MOUNT,
