@@ -64,9 +64,23 @@ SKIP_DIRS = {".git", ".venv", "node_modules", "__pycache__"}
 
 
 def shell_scripts() -> list[Path]:
-    """Every shell script in the repository: *.sh, or a sh/bash shebang (e.g. .ci/run)."""
+    """Every shell script of the repository: *.sh, or a sh/bash shebang (e.g. .ci/run).
+
+    Files git ignores (a venv, a local .gpu/ kit) are not the project's and are left out;
+    new files not yet added are checked.
+    """
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT,
+        capture_output=True,
+        check=False,
+    )
+    if listed.returncode == 0:
+        candidates = [ROOT / name for name in listed.stdout.decode().split("\0") if name]
+    else:  # not a git checkout (an unpacked archive): every file
+        candidates = sorted(ROOT.rglob("*"))
     found = []
-    for path in sorted(ROOT.rglob("*")):
+    for path in sorted(candidates):
         if SKIP_DIRS & set(path.relative_to(ROOT).parts) or not path.is_file():
             continue
         with path.open("rb") as f:
