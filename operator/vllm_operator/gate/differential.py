@@ -45,7 +45,8 @@ def differential_limits(summary: BenchSummary, thresholds: Thresholds) -> list[F
     fields = " and ".join(asked)
     quality = summary.quality
     if quality is None:
-        return [Finding("error", f"quality {fields} is set but no quality suite was run")]
+        verb = "are" if len(asked) > 1 else "is"
+        return [Finding("error", f"quality {fields} {verb} set but no quality suite was run")]
     if summary.paired_baseline is None:
         return [
             Finding(
