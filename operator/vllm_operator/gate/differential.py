@@ -22,8 +22,8 @@ from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import BenchSummary, QualityDifferential
 from vllm_operator.gate.finding import Finding
 
-IDS_NAMED = 5
-"""Test ids a reason names before "+N more"."""
+IDS_NAMED = 3
+"""Test ids a reason names before "+N more" (a summary keeps 200 characters of a reason)."""
 
 EXACT = 1e-9
 """Shares this close to a limit count as on it (float rounding, not data)."""
