@@ -4,9 +4,11 @@ Quality requests stream like the others (so a broken stream is caught and counte
 too) but without ``ignore_eos``: the model decides where its answer ends.
 
 **Concurrency.** Tests are sent ``concurrency`` at a time (``--quality-concurrency``,
-default ``DEFAULT_CONCURRENCY``), started in suite order, and the outcomes are kept in suite
-order whatever order the answers arrive in. Sequentially the built-in suite took 123 s on a
-real eager server, most of it one long answer after another. The price: at temperature 0 a
+default ``DEFAULT_CONCURRENCY``), the longest first (``start_order``: by ``maxTokens``, then
+suite order), and the outcomes are kept in suite order whatever order the answers arrive
+in. Sequentially the built-in suite took 123 s on a real eager server, most of it one long
+answer after another; started in suite order, its longest test (the last) ran alone at the
+end. The price: at temperature 0 a
 real model's answer can still change with the batch it was computed in (vLLM's kernels are
 not batch-invariant unless the server runs with ``VLLM_BATCH_INVARIANT=1``,
 https://docs.vllm.ai/en/stable/features/batch_invariance/), so with several tests in flight
@@ -120,7 +122,7 @@ async def run_suite(
 ) -> None:
     """Ask and judge every test of ``outcome.suite``, at most ``concurrency`` in flight.
 
-    Tests start in suite order and ``outcome.outcomes`` stays in suite order as answers
+    Tests start in ``start_order`` and ``outcome.outcomes`` stays in suite order as answers
     arrive (a test not yet answered is simply absent). When one request raises (the run
     aborts) no further test starts; the tests already in flight finish first. When the run
     is cancelled (the deadline), every test in flight keeps its record, already marked
@@ -129,6 +131,7 @@ async def run_suite(
     if not 1 <= concurrency <= MAX_CONCURRENCY:
         raise ValueError(f"quality concurrency must be 1..{MAX_CONCURRENCY}, not {concurrency}")
     tests = outcome.suite.tests
+    order = start_order(tests, concurrency)
     slots: list[TestOutcome | None] = [None] * len(tests)
     holders: list[list[RequestRecord]] = [[] for _ in tests]
     judging = asyncio.Lock()
@@ -141,7 +144,7 @@ async def run_suite(
     async def worker() -> None:
         nonlocal taken, stopped
         while taken < len(tests) and not stopped:
-            i = taken
+            i = order[taken]
             taken += 1
             try:
                 record = await ask(tests[i], holders[i])
@@ -169,6 +172,19 @@ async def run_suite(
     for result in results:
         if isinstance(result, BaseException):
             raise result
+
+
+def start_order(tests: list[QualityTest], concurrency: int) -> list[int]:
+    """Indices of ``tests`` in the order they start (their outcomes stay in suite order).
+
+    One at a time: suite order. Otherwise the largest ``maxTokens`` first, ties in suite
+    order, so the longest answers do not start last and run alone at the end: the suite's
+    wall time stays near its total work divided by ``concurrency``.
+    """
+    indices = list(range(len(tests)))
+    if concurrency == 1:
+        return indices
+    return sorted(indices, key=lambda i: -tests[i].max_tokens)
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,11 @@ from vllm_operator.bench.request import RequestRecord
 from vllm_operator.bench.suite import QualityTest, Suite, parse_suite
 
 
-def suite_of(n: int, name: str = "s") -> Suite:
+def suite_of(n: int, name: str = "s", max_tokens: list[int] | None = None) -> Suite:
+    sizes = max_tokens or [512] * n
     lines = "\n".join(
-        f'  - {{id: t{i}, category: c, prompt: "p{i}", assert: [{{type: equals, value: "a{i}"}}]}}'
+        f'  - {{id: t{i}, category: c, prompt: "p{i}", maxTokens: {sizes[i]}, '
+        f'assert: [{{type: equals, value: "a{i}"}}]}}'
         for i in range(n)
     )
     return parse_suite(f"name: {name}\ntests:\n{lines}\n", "s.yaml")
@@ -111,6 +113,31 @@ async def test_results_stay_in_suite_order_while_answers_are_still_missing() -> 
     ask.answer("t3")
     await asyncio.wait_for(task, 5)
     assert [o.test.id for o in outcome.outcomes] == ["t0", "t1", "t2", "t3"]
+
+
+async def test_the_longest_answers_start_first_results_stay_in_suite_order() -> None:
+    ask = Scripted()
+    outcome = SuiteOutcome(suite_of(5, max_tokens=[16, 384, 16, 128, 384]))
+    task = asyncio.create_task(run_suite(outcome, ask, concurrency=2, done=ask.done))
+    await ask.until(lambda: len(ask.in_flight) == 2)
+    assert ask.in_flight == {"t1", "t4"}  # both 384-token tests
+    for test_id in ["t4", "t3", "t1", "t0", "t2"]:
+        ask.answer(test_id)
+        await ask.until(lambda t=test_id: t in ask.finished)
+    await asyncio.wait_for(task, 5)
+    assert ask.started == ["t1", "t4", "t3", "t0", "t2"]
+    assert [o.test.id for o in outcome.outcomes] == ["t0", "t1", "t2", "t3", "t4"]
+
+
+async def test_one_at_a_time_keeps_suite_order_whatever_the_sizes() -> None:
+    ask = Scripted()
+    outcome = SuiteOutcome(suite_of(3, max_tokens=[16, 384, 128]))
+    task = asyncio.create_task(run_suite(outcome, ask, concurrency=1, done=ask.done))
+    for test_id in ["t0", "t1", "t2"]:
+        await ask.until(lambda t=test_id: ask.in_flight == {t})
+        ask.answer(test_id)
+    await asyncio.wait_for(task, 5)
+    assert ask.started == ["t0", "t1", "t2"]
 
 
 async def test_concurrency_one_is_one_at_a_time() -> None:
