@@ -347,6 +347,17 @@ class SuiteRef(APIModel):
         default="suite.yaml",
         description="Key of the suite file in the ConfigMap ([-._a-zA-Z0-9]+, no '/').",
     )
+    concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,  # bench.quality.MAX_CONCURRENCY
+        description=(
+            "Quality tests in flight at once (default: the benchmark's, 4). A real model's "
+            "greedy answer can change with the batch it is computed in, so 1 (one test at a "
+            "time) gives the strictest repeatability, e.g. with "
+            "thresholds.quality.minIdenticalPercent; higher is faster."
+        ),
+    )
 
 
 class QualityThresholds(APIModel):
