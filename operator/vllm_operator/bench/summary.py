@@ -3,11 +3,12 @@
 Kubernetes keeps at most 4,096 bytes of a container's termination message; a longer one is
 cut mid-JSON and the operator would read garbage. So the summary is built small (rounded
 figures, per-trial figures but no per-request data) and then fitted: if it is still too
-large, it drops, in this order and deterministically, the tail of ``reasons`` (leaving a
-"+N more" line), the tail of ``quality.failed`` (must-pass ids are listed first and counted
-in ``failedOmitted``), then the reasons and the failed list entirely, then the tail of the
-quality differential's ``differing`` ids and then of its ``lost`` ids (counted in
-``omitted``; its counts stay, so the gate still judges it), then the concurrency
+large, it drops, in this order and deterministically, the tail of the quality
+differential's ``differing`` ids and then of its ``lost`` ids (counted in ``omitted``; its
+counts stay, so the gate judges it the same, and the reasons name the first ids), the tail
+of ``reasons`` (leaving a "+N more" line), the tail of ``quality.failed`` (must-pass ids
+are listed first and counted in ``failedOmitted``), then the reasons and the failed list
+entirely, then the concurrency
 and latency figures (the baseline's first; the gate calls a comparison with one side
 missing Inconclusive, so a cut never passes silently). Error counts,
 placements and the verdict are never dropped.
@@ -115,6 +116,10 @@ def fit(summary: BenchSummary, limit: int = LIMIT) -> BenchSummary:
     )
     if size(s) <= limit:
         return s
+    if s.quality is not None and s.quality.differential is not None:
+        s = _fit_differential(s, limit)
+        if size(s) <= limit:
+            return s
     reasons = s.reasons
     for keep in range(len(reasons) - 1, -1, -1):
         more = [f"+{len(reasons) - keep} more reason(s) in the report"]
@@ -135,10 +140,6 @@ def fit(summary: BenchSummary, limit: int = LIMIT) -> BenchSummary:
             s = s.model_copy(update={"quality": cut})
             if size(s) <= limit:
                 return s
-    if s.quality is not None and s.quality.differential is not None and size(s) > limit:
-        s = _fit_differential(s, limit)
-        if size(s) <= limit:
-            return s
     for dropped in ("concurrency", "latency"):
         if size(s) <= limit:
             return s

@@ -171,3 +171,24 @@ def test_failed_ids_are_cut_after_reasons() -> None:
     assert fitted.quality is not None
     assert fitted.quality.failed == failed[: len(fitted.quality.failed)]
     assert fitted.quality.failed_omitted == 200 - len(fitted.quality.failed) > 0
+
+
+def test_differential_ids_go_before_reasons_and_failed_ids_counts_stay() -> None:
+    names = [f"test-{i:03d}-" + "x" * 70 for i in range(60)]  # lost alone overflows
+    diff = QualityDifferential(
+        compared=60, identical=0, baseline_passed=60, still_passing=0, differing=names, lost=names
+    )
+    quality = QualityFigures(suite="big", passed=0, total=60, failed=names[:5], differential=diff)
+    s = BenchSummary(model="m", quality=quality, reasons=[f"reason {i}" for i in range(5)])
+    fitted = fit(s)
+    assert size(fitted) <= LIMIT
+    assert fitted.reasons == s.reasons  # untouched: the ids went first
+    assert fitted.quality is not None
+    assert fitted.quality.failed == names[:5]
+    cut = fitted.quality.differential
+    assert cut is not None
+    assert cut.differing == []  # differing goes before lost
+    assert cut.lost == names[: len(cut.lost)]
+    assert 0 < len(cut.lost) < 60
+    assert cut.omitted == 120 - len(cut.lost)
+    assert (cut.compared, cut.identical, cut.baseline_passed, cut.still_passing) == (60, 0, 60, 0)
