@@ -8,15 +8,15 @@ default ``DEFAULT_CONCURRENCY``), the longest first (``start_order``: by ``maxTo
 suite order), and the outcomes are kept in suite order whatever order the answers arrive
 in. Sequentially the built-in suite took 123 s on a real eager server, most of it one long
 answer after another; started in suite order, its longest test (the last) ran alone at the
-end. The price: at temperature 0 a
-real model's answer can still change with the batch it was computed in (vLLM's kernels are
-not batch-invariant unless the server runs with ``VLLM_BATCH_INVARIANT=1``,
-https://docs.vllm.ai/en/stable/features/batch_invariance/), so with several tests in flight
-an answer may differ from run to run, and between candidate and baseline, for reasons that
-are not the revision's. ``concurrency`` 1 restores one test at a time, the strictest
-repeatability the server allows; use it (or batch-invariant servers) when
-``minIdenticalPercent`` demands identical answers. Checks run one at a time even when
-requests overlap: a python-tests sandbox run kills every leftover process of its uid.
+end. The price: at temperature 0 a real model's answer can still change with the batch it
+was computed in (vLLM's kernels are not batch-invariant unless the server runs with
+``VLLM_BATCH_INVARIANT=1``, https://docs.vllm.ai/en/stable/features/batch_invariance/), so
+with several tests in flight an answer may differ from run to run, and between candidate
+and baseline, for reasons that are not the revision's. ``concurrency`` 1 restores one test
+at a time, the strictest repeatability the server allows; use it (or batch-invariant
+servers) when ``minIdenticalPercent`` demands identical answers. Checks run one at a time
+even when requests overlap: a python-tests sandbox run kills every leftover process of its
+uid.
 
 **Differential** (``differential``): the same prompts, greedy, to the candidate and to the
 paired baseline, compared test by test from the answers the suite already collected on both

@@ -31,7 +31,6 @@ then quality.
   until none is open, ``max_trials`` is reached, or starting another round would leave less
   than ``RESERVE_FRACTION`` of the deadline (the time budget).
 - **Quality** runs once per server at the end: answers at temperature 0 do not vary by trial.
-  ``quality_concurrency`` tests are in flight at once (``bench.quality.run_suite``).
 """
 
 from __future__ import annotations
