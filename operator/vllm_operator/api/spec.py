@@ -347,6 +347,17 @@ class SuiteRef(APIModel):
         default="suite.yaml",
         description="Key of the suite file in the ConfigMap ([-._a-zA-Z0-9]+, no '/').",
     )
+    concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,  # bench.quality.MAX_CONCURRENCY
+        description=(
+            "Quality tests in flight at once (default: the benchmark's, 4). A real model's "
+            "greedy answer can change with the batch it is computed in, so 1 (one test at a "
+            "time) gives the strictest repeatability, e.g. with "
+            "thresholds.quality.minIdenticalPercent; higher is faster."
+        ),
+    )
 
 
 class QualityThresholds(APIModel):
@@ -357,6 +368,33 @@ class QualityThresholds(APIModel):
     )
     must_pass: list[str] = Field(
         default_factory=list, description="Test ids that must pass whatever the count."
+    )
+    min_identical_percent: float | None = Field(
+        default=None,
+        ge=0,
+        le=100,
+        description=(
+            "Lowest share, in percent of the suite's tests, whose answer from the candidate is "
+            "character for character the answer of the baseline measured in the same run "
+            "(gate.baseline.mode twin, bench --baseline-url): the same prompts at temperature "
+            "0, compared from the suite's own answers. A test either server did not answer "
+            "counts as differing. Judged only with a paired baseline (a note otherwise). A "
+            "real model's greedy answer can change with its batch: for a high limit run the "
+            "suite one test at a time (bench --quality-concurrency 1) or the servers with "
+            "VLLM_BATCH_INVARIANT=1. Unset: not judged."
+        ),
+    )
+    min_still_passing_percent: float | None = Field(
+        default=None,
+        ge=0,
+        le=100,
+        description=(
+            "Of the suite's tests the paired baseline passed, the lowest share, in percent, "
+            "the candidate must pass too (the same test ids, judged by the suite's own "
+            "assertions); a candidate that fixes one test and breaks another keeps its pass "
+            "count but not this share. Judged only with a paired baseline (a note "
+            "otherwise); nothing to keep when the baseline passed none. Unset: not judged."
+        ),
     )
 
 

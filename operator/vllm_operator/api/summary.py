@@ -87,6 +87,45 @@ class ConcurrencyFigures(APIModel):
     )
 
 
+class QualityDifferential(APIModel):
+    """The candidate's quality answers against the paired baseline's, test by test.
+
+    Both servers got the same prompts at temperature 0 (the suite's own requests, no extra
+    ones); the gate judges ``minIdenticalPercent`` and ``minStillPassingPercent`` on these
+    counts. A test either server did not answer counts as differing and as not passed there.
+    """
+
+    compared: int = Field(ge=0, description="Suite tests compared (the identical share's base).")
+    identical: int = Field(
+        ge=0, description="Tests whose two answers are the same text, character for character."
+    )
+    baseline_passed: int = Field(
+        ge=0, description="Tests the baseline passed (the still-passing share's base)."
+    )
+    still_passing: int = Field(
+        ge=0, description="Tests the baseline passed that the candidate passed too."
+    )
+    differing: list[str] = Field(
+        default_factory=list,
+        description="Ids whose answers differ, in suite order (cut to fit 4,096 bytes).",
+    )
+    lost: list[str] = Field(
+        default_factory=list,
+        description="Ids the baseline passed and the candidate did not (cut to fit).",
+    )
+    omitted: int = Field(
+        default=0, ge=0, description="Ids left out of `differing` and `lost` to fit 4,096 bytes."
+    )
+
+    @property
+    def identical_percent(self) -> float:
+        return 100.0 * self.identical / self.compared if self.compared else 100.0
+
+    @property
+    def still_passing_percent(self) -> float:
+        return 100.0 * self.still_passing / self.baseline_passed if self.baseline_passed else 100.0
+
+
 class QualityFigures(APIModel):
     """Quality suite outcome."""
 
@@ -99,6 +138,13 @@ class QualityFigures(APIModel):
     )
     failed_omitted: int = Field(
         default=0, ge=0, description="Failed ids left out of `failed` to fit 4,096 bytes."
+    )
+    differential: QualityDifferential | None = Field(
+        default=None,
+        description=(
+            "The candidate's answers against the paired baseline's (absent without a paired "
+            "baseline that ran the same suite)."
+        ),
     )
 
 

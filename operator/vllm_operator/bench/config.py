@@ -14,6 +14,8 @@ from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, Placement, TrialPlan
 from vllm_operator.api.workload import WorkloadSpec
 from vllm_operator.bench.prompts import CONCURRENCY_CLASS, DEFAULT_CLASSES, PromptClass
+from vllm_operator.bench.quality import DEFAULT_CONCURRENCY as DEFAULT_QUALITY_CONCURRENCY
+from vllm_operator.bench.quality import MAX_CONCURRENCY as MAX_QUALITY_CONCURRENCY
 from vllm_operator.bench.suite import EMPTY_SUITE, Suite
 from vllm_operator.bench.traffic import Traffic
 
@@ -63,6 +65,8 @@ class BenchConfig:
     """No warm-up pass starts after this long."""
     candidate_placement: Placement = field(default_factory=Placement)
     baseline_placement: Placement = field(default_factory=Placement)
+    quality_concurrency: int = DEFAULT_QUALITY_CONCURRENCY
+    """Quality tests in flight at once (1: one at a time, the strictest repeatability)."""
     allow_code_execution: bool = False
     """Run python-tests code in a local sandbox process (laptop; weaker than the Job's)."""
     sandbox_dir: str | None = None
@@ -97,6 +101,8 @@ class BenchConfig:
             raise ValueError(f"at most {MAX_LEVELS} concurrency levels, each >= 1")
         if self.deadline_seconds <= 0:
             raise ValueError("deadline must be > 0")
+        if not 1 <= self.quality_concurrency <= MAX_QUALITY_CONCURRENCY:
+            raise ValueError(f"quality concurrency must be 1..{MAX_QUALITY_CONCURRENCY}")
 
     @property
     def plan(self) -> TrialPlan:
@@ -140,6 +146,7 @@ class BenchConfig:
             ],
             "concurrency": list(self.concurrency),
             "requests_per_stream": self.requests_per_stream,
+            "quality_concurrency": self.quality_concurrency,
             "deadline_seconds": self.deadline_seconds,
             "request_timeout_seconds": self.request_timeout,
             "stall_seconds": self.stall_seconds,

@@ -2,7 +2,8 @@
 
 Layout as in the study (shared/docs/published-study.md): one row per configuration with
 latency and tok/s for short, medium and long prompts; aggregate tok/s by concurrent
-streams; the quality tests with a pass/fail mark. Detail tables (TTFT, decode rate, spread)
+streams; the quality tests with a pass/fail mark (against a paired baseline also its mark
+and whether the two answers are the same text). Detail tables (TTFT, decode rate, spread)
 follow, labelled, because the study's "tok/s" is output tokens over end-to-end latency and
 readers confuse it with the decode rate.
 """
@@ -146,19 +147,48 @@ def _baseline_notes(base: dict[str, Any]) -> list[str]:
 def _quality(data: dict[str, Any] | None) -> list[str]:
     if data is None:
         return []
+    diff = data.get("differential")
+    rows = {} if diff is None else {t["id"]: t for t in diff["tests"]}
+    head = ["Test", "Category", "Result", "Why"]
+    if diff is not None:
+        head[3:3] = ["Baseline", "Same answer"]
     out = [
         f"## Quality: {data['passed']}/{data['total']} passed (suite {data['suite']})",
-        _row(["Test", "Category", "Result", "Why"]),
-        _row(["---"] * 4),
+        _row(head),
+        _row(["---"] * len(head)),
     ]
     for test in data["tests"]:
         mark = "✓ pass" if test["passed"] else "✗ FAIL"
         why = "" if test["passed"] else test["reason"][:120].replace("|", "/").replace("\n", " ")
-        out.append(_row([test["id"], test["category"], mark, why]))
+        cells = [test["id"], test["category"], mark, why]
+        row = rows.get(test["id"])
+        if diff is not None:
+            cells[3:3] = (
+                ["-", "-"]
+                if row is None
+                else [
+                    "✓ pass" if row["baseline_passed"] else "✗ FAIL",
+                    "yes" if row["identical"] else "differs",
+                ]
+            )
+        out.append(_row(cells))
     run = len(data["tests"])
     if run < data["total"]:
         out.append(f"({data['total'] - run} test(s) not run)")
+    if diff is not None:
+        kept = (
+            f"{diff['still_passing']} of the baseline's {diff['baseline_passed']} passing "
+            f"test(s) still pass ({_pct(diff['still_passing_percent'])})"
+        )
+        out.append(
+            f"Against the baseline: {diff['identical']}/{diff['compared']} answers identical "
+            f"({_pct(diff['identical_percent'])}); {kept}"
+        )
     return [*out, ""]
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}%"
 
 
 def _errors(errors: dict[str, Any]) -> list[str]:

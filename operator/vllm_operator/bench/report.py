@@ -15,6 +15,7 @@ from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import BenchSummary, PairedBaseline, Placement, Verdict, Warmup
 from vllm_operator.bench import summary as summary_mod
 from vllm_operator.bench.config import BenchConfig
+from vllm_operator.bench.quality import differential
 from vllm_operator.bench.request import RequestRecord
 from vllm_operator.bench.runner import RunState, ServerRun
 from vllm_operator.bench.stats import MIN_DECODE_GAPS, Stats, decode_rate, level_figures
@@ -91,6 +92,8 @@ class BenchReport:
             "exit_code": self.exit_code,
         }
         base = state.baseline
+        if data["quality"] is not None:
+            data["quality"]["differential"] = _differential_json(state)
         if base is not None:
             data["baseline"] = {
                 "url": data["config"]["baseline_url"],
@@ -199,7 +202,9 @@ def raw_summary(config: BenchConfig, state: RunState) -> BenchSummary:
         latency=[summary_mod.latency_figures(n, t) for n, t in cand.latency.items()],
         concurrency=[summary_mod.concurrency_figures(c, t) for c, t in cand.concurrency.items()],
         quality=(
-            summary_mod.quality_figures(cand.quality, must_pass)
+            summary_mod.quality_figures(
+                cand.quality, must_pass, state.baseline.quality if state.baseline else None
+            )
             if cand.quality is not None
             else None
         ),
@@ -344,6 +349,36 @@ def _quality_json(server: ServerRun) -> dict[str, Any] | None:
                 "answer": o.record.text[:2000],
             }
             for o in quality.outcomes
+        ],
+    }
+
+
+def _differential_json(state: RunState) -> dict[str, Any] | None:
+    """The candidate's answers against the paired baseline's, per test (None: no baseline)."""
+    cand = state.candidate.quality
+    base = state.baseline.quality if state.baseline is not None else None
+    compared = differential(cand, base) if cand is not None and base is not None else None
+    if compared is None:
+        return None
+    return {
+        "compared": compared.compared,
+        "identical": compared.identical,
+        "identical_percent": round(100 * compared.identical / compared.compared, 2)
+        if compared.compared
+        else None,
+        "baseline_passed": compared.baseline_passed,
+        "still_passing": compared.still_passing,
+        "still_passing_percent": round(100 * compared.still_passing / compared.baseline_passed, 2)
+        if compared.baseline_passed
+        else None,
+        "tests": [
+            {
+                "id": t.id,
+                "identical": t.identical,
+                "baseline_passed": t.baseline_passed,
+                "candidate_passed": t.candidate_passed,
+            }
+            for t in compared.tests
         ],
     }
 

@@ -47,9 +47,10 @@ from vllm_operator.bench import bounded
 from vllm_operator.bench.config import BenchConfig, root_url
 from vllm_operator.bench.prompts import PromptClass, prompt_for
 from vllm_operator.bench.pyexec import executor_for
-from vllm_operator.bench.quality import SuiteOutcome, judge, request_of
+from vllm_operator.bench.quality import SuiteOutcome, TestOutcome, request_of, run_suite
 from vllm_operator.bench.request import ChatRequest, RequestRecord, send
 from vllm_operator.bench.stats import level_figures
+from vllm_operator.bench.suite import QualityTest
 from vllm_operator.bench.transport import (
     ConnectFailed,
     Limits,
@@ -507,6 +508,7 @@ class _Context:
                 raise result
 
     async def quality(self, server: ServerRun) -> None:
+        """The suite on ``server``, ``quality_concurrency`` tests at a time (``run_suite``)."""
         suite = self.config.suite
         if not suite.tests:
             return
@@ -516,18 +518,26 @@ class _Context:
             allow_code_execution=self.config.allow_code_execution,
             sandbox_dir=self.config.sandbox_dir,
         )
-        for test in suite.tests:
-            holder: list[RequestRecord] = []
-            rec = await self.request(server, request_of(test), holder, keep_text=True)
-            result = await judge(test, rec, executor)
-            outcome.outcomes.append(result)
+
+        async def ask(test: QualityTest, into: list[RequestRecord]) -> RequestRecord:
+            return await self.request(server, request_of(test), into, keep_text=True)
+
+        def done(result: TestOutcome) -> None:
             self.progress.emit(
                 "quality",
                 server=server.role,
-                id=test.id,
+                id=result.test.id,
                 passed=result.passed,
                 reason=result.reason[:200],
             )
+
+        await run_suite(
+            outcome,
+            ask,
+            concurrency=self.config.quality_concurrency,
+            executor=executor,
+            done=done,
+        )
 
     def _emit_request(  # noqa: PLR0917 - private, three call sites
         self,

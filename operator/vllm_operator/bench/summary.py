@@ -3,9 +3,12 @@
 Kubernetes keeps at most 4,096 bytes of a container's termination message; a longer one is
 cut mid-JSON and the operator would read garbage. So the summary is built small (rounded
 figures, per-trial figures but no per-request data) and then fitted: if it is still too
-large, it drops, in this order and deterministically, the tail of ``reasons`` (leaving a
-"+N more" line), the tail of ``quality.failed`` (must-pass ids are listed first and counted
-in ``failedOmitted``), then the reasons and the failed list entirely, then the concurrency
+large, it drops, in this order and deterministically, the tail of the quality
+differential's ``differing`` ids and then of its ``lost`` ids (counted in ``omitted``; its
+counts stay, so the gate judges it the same, and the reasons name the first ids), the tail
+of ``reasons`` (leaving a "+N more" line), the tail of ``quality.failed`` (must-pass ids
+are listed first and counted in ``failedOmitted``), then the reasons and the failed list
+entirely, then the concurrency
 and latency figures (the baseline's first; the gate calls a comparison with one side
 missing Inconclusive, so a cut never passes silently). Error counts,
 placements and the verdict are never dropped.
@@ -23,9 +26,10 @@ from vllm_operator.api.summary import (
     BenchSummary,
     ConcurrencyFigures,
     LatencyFigures,
+    QualityDifferential,
     QualityFigures,
 )
-from vllm_operator.bench.quality import SuiteOutcome
+from vllm_operator.bench.quality import SuiteOutcome, differential
 from vllm_operator.bench.request import RequestRecord
 from vllm_operator.bench.stats import decode_rate, level_figures
 
@@ -68,12 +72,28 @@ def concurrency_figures(level: int, trials: list[list[list[RequestRecord]]]) -> 
     )
 
 
-def quality_figures(outcome: SuiteOutcome, must_pass: tuple[str, ...]) -> QualityFigures:
+def quality_figures(
+    outcome: SuiteOutcome, must_pass: tuple[str, ...], baseline: SuiteOutcome | None = None
+) -> QualityFigures:
+    """The suite's counts; with the paired ``baseline``'s run, the differential too."""
+    compared = None if baseline is None else differential(outcome, baseline)
     return QualityFigures(
         suite=outcome.suite.name,
         passed=outcome.passed,
         total=len(outcome.suite.tests),
         failed=outcome.failed_ids(must_pass),
+        differential=(
+            None
+            if compared is None
+            else QualityDifferential(
+                compared=compared.compared,
+                identical=compared.identical,
+                baseline_passed=compared.baseline_passed,
+                still_passing=compared.still_passing,
+                differing=compared.differing,
+                lost=compared.lost,
+            )
+        ),
     )
 
 
@@ -96,6 +116,10 @@ def fit(summary: BenchSummary, limit: int = LIMIT) -> BenchSummary:
     )
     if size(s) <= limit:
         return s
+    if s.quality is not None and s.quality.differential is not None:
+        s = _fit_differential(s, limit)
+        if size(s) <= limit:
+            return s
     reasons = s.reasons
     for keep in range(len(reasons) - 1, -1, -1):
         more = [f"+{len(reasons) - keep} more reason(s) in the report"]
@@ -128,6 +152,41 @@ def fit(summary: BenchSummary, limit: int = LIMIT) -> BenchSummary:
     if size(s) > limit:
         s = s.model_copy(update={"model": _cut(s.model, 32)})
     return s
+
+
+def _fit_differential(s: BenchSummary, limit: int) -> BenchSummary:
+    """``s`` with ids cut from the end of ``differing``, then of ``lost`` (counted)."""
+    assert s.quality is not None
+    assert s.quality.differential is not None
+    quality, diff = s.quality, s.quality.differential
+    total = len(diff.differing) + len(diff.lost)
+
+    def with_ids(differing: list[str], lost: list[str]) -> BenchSummary:
+        omitted = diff.omitted + total - len(differing) - len(lost)
+        cut = diff.model_copy(update={"differing": differing, "lost": lost, "omitted": omitted})
+        return s.model_copy(update={"quality": quality.model_copy(update={"differential": cut})})
+
+    # ids past ``limit`` bytes cannot fit: never try them one by one (a suite has no size cap)
+    differing, lost = _prefix_within(diff.differing, limit), _prefix_within(diff.lost, limit)
+    for keep in range(len(differing), -1, -1):
+        fitted = with_ids(differing[:keep], lost)
+        if size(fitted) <= limit:
+            return fitted
+    for keep in range(len(lost) - 1, -1, -1):
+        fitted = with_ids([], lost[:keep])
+        if size(fitted) <= limit:
+            return fitted
+    return fitted
+
+
+def _prefix_within(ids: list[str], limit: int) -> list[str]:
+    """The longest prefix of ``ids`` whose JSON strings take at most ``limit`` bytes."""
+    used = 0
+    for n, item in enumerate(ids):
+        used += len(json.dumps(item, ensure_ascii=False).encode("utf-8")) + 1
+        if used > limit:
+            return ids[:n]
+    return ids
 
 
 def _cut(text: str, limit: int) -> str:

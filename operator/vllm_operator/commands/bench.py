@@ -45,6 +45,8 @@ from vllm_operator.bench.config import (
 from vllm_operator.bench.dataset import read_dataset_file
 from vllm_operator.bench.progress import JsonLinesProgress, TerminalProgress
 from vllm_operator.bench.prompts import parse_classes
+from vllm_operator.bench.quality import DEFAULT_CONCURRENCY as DEFAULT_QUALITY_CONCURRENCY
+from vllm_operator.bench.quality import MAX_CONCURRENCY as MAX_QUALITY_CONCURRENCY
 from vllm_operator.bench.report import (
     EXIT_UNMEASURED,
     EXIT_USAGE,
@@ -112,6 +114,18 @@ def parser(prog: str) -> argparse.ArgumentParser:
         "--suite",
         default="builtin:default",
         help="builtin:default (13 tests), builtin:none, or a suite file (default: %(default)s)",
+    )
+    p.add_argument(
+        "--quality-concurrency",
+        type=int,
+        default=DEFAULT_QUALITY_CONCURRENCY,
+        metavar="N",
+        help=(
+            f"quality tests in flight at once, 1..{MAX_QUALITY_CONCURRENCY}; a real model's "
+            "greedy answer can change with its batch, so 1 (one at a time) is the strictest "
+            "repeatability, e.g. with thresholds.quality.minIdenticalPercent (default: "
+            "%(default)s)"
+        ),
     )
     p.add_argument(
         "--iterations",
@@ -443,6 +457,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     for name, value in (
         ("--iterations", args.iterations),
         ("--requests-per-stream", args.requests_per_stream),
+        ("--quality-concurrency", args.quality_concurrency),
     ):
         if value < 1:
             raise SpecError(name, "must be >= 1", f"{name} 1 or more")
@@ -462,6 +477,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         ("--warmup", args.warmup, MAX_WARMUP),
         ("--requests-per-stream", args.requests_per_stream, MAX_REQUESTS_PER_STREAM),
         ("--settle-max-passes", args.settle_max_passes, MAX_SETTLE_PASSES),
+        ("--quality-concurrency", args.quality_concurrency, MAX_QUALITY_CONCURRENCY),
     ):
         if value > most:
             raise SpecError(name, f"must be at most {most}", f"{name} {most}")
@@ -496,6 +512,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         prompt_classes=parse_classes(args.prompt_classes),
         concurrency=levels,
         requests_per_stream=args.requests_per_stream,
+        quality_concurrency=args.quality_concurrency,
         thresholds=thresholds,
         baseline=baseline,
         deadline_seconds=args.deadline_seconds,

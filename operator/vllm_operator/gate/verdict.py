@@ -10,7 +10,8 @@ Outcomes, strongest first: **Failed** (a limit was broken or the server misbehav
 not comparable: too few samples, the baseline lacks the figure, or the interval of a
 regression straddles its limit, see ``gate.regression``), **Passed**. Failed and Error never
 promote; nothing with a failed request in it can pass. Absolute limits (latency, tokens/s,
-quality) are here; comparisons with the baseline in ``gate.regression``.
+quality) are here; comparisons with the baseline in ``gate.regression``, and the quality
+differential (the candidate's answers against the paired baseline's) in ``gate.differential``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from vllm_operator.api.summary import (
     VerdictOutcome,
 )
 from vllm_operator.gate.classes import describe, kind_of
+from vllm_operator.gate.differential import differential_limits
 from vllm_operator.gate.finding import Finding, Severity
 from vllm_operator.gate.regression import (
     MIN_LATENCY_SAMPLES,
@@ -61,6 +63,7 @@ def verdict(
         *_paired(summary, require_paired),
         *_errors(summary),
         *_quality_limits(summary, thresholds),
+        *differential_limits(summary, thresholds),
         *_latency_limits(summary, thresholds),
         *_throughput_limits(summary, thresholds),
         *regressions(summary, thresholds, baseline, plan),

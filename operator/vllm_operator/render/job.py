@@ -161,6 +161,8 @@ def bench_args(
         args += ["--concurrency", ",".join(str(c) for c in gate.concurrency)]
     args += ["--trials", str(gate.trials), "--max-trials", str(gate.max_trials)]
     args += _workload_arguments(vd)[0]
+    if gate.suite.concurrency is not None:
+        args += ["--quality-concurrency", str(gate.suite.concurrency)]
     for flag, value in sorted((placement or {}).items()):
         args += [f"--{flag}", value]
     if baseline_url is not None:

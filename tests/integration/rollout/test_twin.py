@@ -25,7 +25,10 @@ GATE: dict[str, Any] = {
     "concurrency": [1, 4],
     "timeoutSeconds": 120,
     "trials": 3,
-    "thresholds": {"quality": {"minPassed": 12}, "maxRegressionPercent": 50},
+    "thresholds": {
+        "quality": {"minPassed": 12, "minIdenticalPercent": 100},
+        "maxRegressionPercent": 50,
+    },
 }
 # As in the published upgrade story: at 0.01 a short request is a few ms of model time and
 # loopback jitter alone makes the interval straddle a limit.
@@ -99,6 +102,9 @@ def test_twin_is_benchmarked_beside_the_candidate_then_removed(rollout: Rollout)
     assert gate["baselinePlacement"] == {**where, "vllmVersion": "0.17.0"}
     assert gate["summary"]["pairedBaseline"]["placement"]["node"] == "devcluster"
     assert any("interval" in r or "point comparison" in r for r in gate["reasons"]), gate
+    # the candidate's quality answers, compared with the twin's by the bench and re-judged
+    assert gate["summary"]["quality"]["differential"]["identical"] == 13
+    assert any("13/13 answers (100.0%) identical" in r for r in gate["reasons"]), gate
     args = _job_args(rollout, f"qwen--gate-{candidate}-1")
     assert args[args.index("--baseline-url") + 1] == "http://qwen--twin.default.svc:8000"
     assert args[args.index("--trials") + 1] == "3"
@@ -119,6 +125,11 @@ def test_twin_is_removed_after_failed_and_after_error(rollout: Rollout) -> None:
     st = rollout.wait_phase("Degraded", timeout=90)
     assert st["lastGate"]["outcome"] == "Failed", st["lastGate"]
     assert st["lastGate"]["baselineMode"] == "twin"
+    assert any(
+        r.startswith("quality differential: 6/13 answers (46.2%) identical to the paired")
+        and "below minIdenticalPercent 100" in r
+        for r in st["lastGate"]["reasons"]
+    ), st["lastGate"]
     _gone(rollout)
     faulty = {"VLLMOP_SIM_ERROR_RATE": "1", "VLLMOP_SIM_ERROR_STATUS": "400"}
     rollout.apply(resource(mode="interactivity", sim_env=faulty, gate=GATE))

@@ -76,6 +76,12 @@ def test_argparse_errors_exit_2_and_still_write_a_summary(
         (["--baseline-url", "stable:8000"], "--baseline-url"),
         (["--candidate-node", "n" * 254], "--*-node/--*-gpu-product"),
         (["--thresholds-json", '{"confidencePercent": 100}'], "confidencePercent"),
+        (["--quality-concurrency", "0"], "--quality-concurrency: must be >= 1"),
+        (["--quality-concurrency", "65"], "--quality-concurrency: must be at most 64"),
+        (
+            ["--thresholds-json", '{"quality": {"minIdenticalPercent": 101}}'],
+            "minIdenticalPercent",
+        ),
     ],
 )
 def test_usage_errors_exit_2_with_a_summary(
@@ -164,3 +170,12 @@ def test_placement_and_pairing_flags_reach_the_config() -> None:
     assert config.gated
     assert config.public()["baseline_url"] == "http://stable:8000"
     assert parser("bench").parse_args(BASE).trials == 3
+
+
+def test_quality_concurrency_defaults_to_4_and_1_is_one_at_a_time() -> None:
+    from vllm_operator.commands.bench import config_from_args
+
+    assert config_from_args(parser("bench").parse_args(BASE)).quality_concurrency == 4
+    one = config_from_args(parser("bench").parse_args([*BASE, "--quality-concurrency", "1"]))
+    assert one.quality_concurrency == 1
+    assert one.public()["quality_concurrency"] == 1

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import httpx
 import pytest
-from test_bench_runner import config, counter, server
+from test_bench_runner import config, counter, server, sse
 
 from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import Placement
@@ -141,3 +141,76 @@ def test_decode_rate_needs_enough_gaps() -> None:
     assert decode_rate(record(2)) is None
     assert decode_rate(record(MIN_DECODE_GAPS)) is None
     assert decode_rate(record(MIN_DECODE_GAPS + 1)) == pytest.approx(200.0)
+
+
+def baseline_says_no() -> Callable[[BenchConfig, Clock], Transport]:
+    """Both servers as ``server``, but the baseline answers "Say no" right ("no")."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": "m"}]})
+        if request.url.path == "/version":
+            return httpx.Response(200, json={"version": "0.17.0"})
+        body = json.loads(request.content)
+        if request.url.host == "base.test" and body["messages"][-1]["content"] == "Say no":
+            chunks = [
+                sse({"choices": [{"index": 0, "delta": {"content": "no"}}]}),
+                sse({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}),
+                sse("[DONE]"),
+            ]
+            return httpx.Response(
+                200, headers={"content-type": "text/event-stream"}, content=b"".join(chunks)
+            )
+        return server(body)
+
+    def make(cfg: BenchConfig, clock: Clock) -> Transport:
+        return HttpxTransport(clock=clock, transport=httpx.MockTransport(handler))
+
+    return make
+
+
+async def test_the_differential_from_the_answers_both_servers_gave() -> None:
+    limits = Thresholds.model_validate(
+        {"quality": {"minIdenticalPercent": 50, "minStillPassingPercent": 100}}
+    )
+    report = await run_benchmark(
+        paired_config(thresholds=limits), transport_factory=baseline_says_no(), clock=counter()
+    )
+    quality = report.summary.quality
+    assert quality is not None
+    assert quality.differential is not None
+    assert quality.differential.to_wire() == {
+        "compared": 2,
+        "identical": 1,
+        "baselinePassed": 2,
+        "stillPassing": 1,
+        "differing": ["no-1"],
+        "lost": ["no-1"],
+        "omitted": 0,
+    }
+    assert report.summary.verdict == "Failed"
+    assert report.summary.reasons[0] == (
+        "quality differential: 1 of the baseline's 2 passing test(s) (50.0%) still pass on the "
+        "candidate, below minStillPassingPercent 100 (no longer passing: no-1)"
+    )
+    assert any(
+        "1/2 answers (50.0%) identical" in r and "within" in r for r in report.summary.reasons
+    )
+    data = report.to_json()
+    assert data["quality"]["differential"]["tests"] == [
+        {"id": "yes-1", "identical": True, "baseline_passed": True, "candidate_passed": True},
+        {"id": "no-1", "identical": False, "baseline_passed": True, "candidate_passed": False},
+    ]
+    assert data["baseline"]["quality"]["passed"] == 2
+    text = render(report)
+    assert "| Test | Category | Result | Baseline | Same answer | Why |" in text
+    assert "| no-1 | c | ✗ FAIL | ✓ pass | differs | expected 'no', got 'maybe' |" in text
+    assert "Against the baseline: 1/2 answers identical (50.0%); 1 of the baseline's 2" in text
+
+
+async def test_no_differential_without_a_paired_baseline() -> None:
+    report = await run_benchmark(config(), transport_factory=baseline_says_no(), clock=counter())
+    assert report.summary.quality is not None
+    assert report.summary.quality.differential is None
+    assert report.to_json()["quality"]["differential"] is None
+    assert "Same answer" not in render(report)

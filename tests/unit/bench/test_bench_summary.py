@@ -13,6 +13,7 @@ from vllm_operator.api.summary import (
     LatencyFigures,
     PairedBaseline,
     Placement,
+    QualityDifferential,
     QualityFigures,
 )
 from vllm_operator.bench.summary import LIMIT, fit, size, wire
@@ -62,6 +63,16 @@ paired = st.none() | st.builds(
     ),
     errors=st.dictionaries(st.sampled_from(sorted(ERROR_CLASSES)), st.integers(0, 10**9)),
 )
+differentials = st.fixed_dictionaries(
+    {
+        "compared": st.integers(0, 500),
+        "identical": st.integers(0, 500),
+        "baseline_passed": st.integers(0, 500),
+        "still_passing": st.integers(0, 500),
+        "differing": st.lists(ids, max_size=300),
+        "lost": st.lists(ids, max_size=300),
+    }
+).map(lambda kw: QualityDifferential(**kw))
 summaries = st.fixed_dictionaries(
     {
         "model": names,
@@ -74,6 +85,7 @@ summaries = st.fixed_dictionaries(
                 "passed": st.integers(0, 500),
                 "total": st.integers(0, 500),
                 "failed": st.lists(ids, max_size=300),
+                "differential": st.none() | differentials,
             }
         ).map(lambda kw: QualityFigures(**kw)),
         "errors": st.dictionaries(st.sampled_from(sorted(ERROR_CLASSES)), st.integers(0, 10**9)),
@@ -122,6 +134,16 @@ def test_fitted_summary_is_under_4096_bytes_and_keeps_what_gates(summary: BenchS
         shown = fitted.quality.failed
         assert shown == summary.quality.failed[: len(shown)]
         assert len(shown) + fitted.quality.failed_omitted == len(summary.quality.failed)
+        diff, cut = summary.quality.differential, fitted.quality.differential
+        assert (diff is None) == (cut is None)
+        if diff is not None and cut is not None:
+            # the counts the gate judges are never cut; the ids are cut from the tail
+            counts = ("compared", "identical", "baseline_passed", "still_passing")
+            assert [getattr(cut, c) for c in counts] == [getattr(diff, c) for c in counts]
+            assert cut.differing == diff.differing[: len(cut.differing)]
+            assert cut.lost == diff.lost[: len(cut.lost)]
+            kept = len(cut.differing) + len(cut.lost)
+            assert kept + cut.omitted == len(diff.differing) + len(diff.lost)
 
 
 def test_small_summary_is_untouched() -> None:
@@ -149,3 +171,24 @@ def test_failed_ids_are_cut_after_reasons() -> None:
     assert fitted.quality is not None
     assert fitted.quality.failed == failed[: len(fitted.quality.failed)]
     assert fitted.quality.failed_omitted == 200 - len(fitted.quality.failed) > 0
+
+
+def test_differential_ids_go_before_reasons_and_failed_ids_counts_stay() -> None:
+    names = [f"test-{i:03d}-" + "x" * 70 for i in range(60)]  # lost alone overflows
+    diff = QualityDifferential(
+        compared=60, identical=0, baseline_passed=60, still_passing=0, differing=names, lost=names
+    )
+    quality = QualityFigures(suite="big", passed=0, total=60, failed=names[:5], differential=diff)
+    s = BenchSummary(model="m", quality=quality, reasons=[f"reason {i}" for i in range(5)])
+    fitted = fit(s)
+    assert size(fitted) <= LIMIT
+    assert fitted.reasons == s.reasons  # untouched: the ids went first
+    assert fitted.quality is not None
+    assert fitted.quality.failed == names[:5]
+    cut = fitted.quality.differential
+    assert cut is not None
+    assert cut.differing == []  # differing goes before lost
+    assert cut.lost == names[: len(cut.lost)]
+    assert 0 < len(cut.lost) < 60
+    assert cut.omitted == 120 - len(cut.lost)
+    assert (cut.compared, cut.identical, cut.baseline_passed, cut.still_passing) == (60, 0, 60, 0)

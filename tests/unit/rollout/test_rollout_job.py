@@ -11,6 +11,7 @@ from rollout_world import summary
 from builders import minimal_spec, resource
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.commands.bench import identity_from_args, parser
+from vllm_operator.errors import SpecErrors
 from vllm_operator.render.job import EXCHANGE_MOUNT, render_job
 
 
@@ -73,6 +74,23 @@ def test_custom_suite_comes_from_a_configmap_volume() -> None:
     } in pod["volumes"]
     args = pod["containers"][0]["args"]
     assert args[args.index("--suite") + 1] == "/etc/vllm-operator/suite/s.yaml"
+
+
+def test_quality_concurrency_is_passed_only_when_set() -> None:
+    from vllm_operator.commands.bench import config_from_args
+
+    from vllm_operator.bench.quality import MAX_CONCURRENCY
+
+    plain = render_job(_vd(), "0123456789", 1, image="op")
+    assert "--quality-concurrency" not in plain["spec"]["template"]["spec"]["containers"][0]["args"]
+    job = render_job(_vd(suite={"concurrency": 1}), "0123456789", 1, image="op")
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--quality-concurrency") + 1] == "1"
+    suite = args.index("--suite")
+    args[suite + 1] = "builtin:default"  # the mounted path does not exist here
+    assert config_from_args(parser("bench").parse_args(args[1:])).quality_concurrency == 1
+    with pytest.raises(SpecErrors, match=r"spec\.gate\.suite\.concurrency: Input should be less"):
+        _vd(suite={"concurrency": MAX_CONCURRENCY + 1})
 
 
 def test_thresholds_and_baseline_are_passed_as_json() -> None:
