@@ -41,6 +41,10 @@ COMMANDS: dict[str, Command] = {
         "vllm_operator.commands.judge",
         "re-judge a stored benchmark summary with the gate's own code (offline)",
     ),
+    "report": Command(
+        "vllm_operator.bench.report_cli",
+        "write a benchmark report as one self-contained HTML page (charts, verdict, quality)",
+    ),
     "sandbox": Command(
         "vllm_operator.bench.sandbox_server",
         "run python-tests code apart from bench (the benchmark Job's sandbox container)",

@@ -1,0 +1,317 @@
+"""Read a benchmark report into what the page draws: typed, bounded, with named errors.
+
+The report is written by ``bench``, but the file a person hands to ``vllm-operator report``
+may come from anywhere (another cluster, a log copied by hand, a forged line), and much of
+it was written by the measured side or by users (model and class names, server versions,
+reasons, test ids). So nothing here trusts it: the file is read up to ``MAX_REPORT_BYTES``
+and parsed with a nesting limit, every string is clipped, lists are capped (per-request
+samples evenly thinned, so a huge run still draws its whole time span), numbers that are not
+finite count as missing, and anything that is not a report is a ``ReportError`` naming the
+field, never a traceback. Escaping is not done here: ``document`` and ``charts`` escape at
+the point where text meets HTML.
+
+Only what the page shows is modelled; other fields of the report are ignored, so a report
+gaining fields (the ``load`` section, new quality figures) still opens.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from vllm_operator.bench import bounded
+from vllm_operator.bench.report import REPORT_SCHEMA
+from vllm_operator.errors import SpecError
+
+MAX_REPORT_BYTES = 128 << 20
+"""Largest report read: 16 load levels x 10 trials x 2 servers x 2,000 samples is ~110 MB."""
+MAX_JSON_DEPTH = 48
+MAX_TEXT = 2_000
+"""Longest reason, detail or answer kept (characters); longer ones end in an ellipsis."""
+MAX_NAME = 200
+"""Longest name kept: model, prompt class, test id, server version."""
+MAX_ROWS = 64
+"""Most prompt classes, concurrency levels, trials per figure and error classes kept."""
+MAX_REASONS = 200
+MAX_TESTS = 1_000
+MAX_RUNS = 400
+"""Most load runs: 2 servers x 16 levels x 10 trials is 320."""
+MAX_SAMPLES = 2_000
+"""Per-request samples kept per run or prompt class (evenly thinned beyond)."""
+
+
+class ReportError(SpecError):
+    """A file that is not a readable benchmark report (exit 2, ``field: message (fix)``)."""
+
+
+def _clip(limit: int) -> Callable[[Any], Any]:
+    def clip(value: Any) -> Any:
+        if isinstance(value, str) and len(value) > limit:
+            return value[: limit - 1] + "…"
+        return value
+
+    return clip
+
+
+def _thin(limit: int) -> Callable[[Any], Any]:
+    """At most ``limit`` items, evenly spread over the whole list (first and last kept)."""
+
+    def thin(value: Any) -> Any:
+        if isinstance(value, list) and len(value) > limit:
+            last = len(value) - 1
+            return [value[round(i * last / (limit - 1))] for i in range(limit)]
+        return value
+
+    return thin
+
+
+def _head(limit: int) -> Callable[[Any], Any]:
+    def head(value: Any) -> Any:
+        if isinstance(value, list):
+            return value[:limit]
+        if isinstance(value, dict):
+            return dict(list(value.items())[:limit])
+        return value
+
+    return head
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities (json.loads accepts them) are missing values, not points."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, int) and abs(value) > 1e15:
+        return None
+    return value
+
+
+Text = Annotated[str, BeforeValidator(_clip(MAX_TEXT))]
+Name = Annotated[str, BeforeValidator(_clip(MAX_NAME))]
+Num = Annotated[float | None, BeforeValidator(_finite)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+
+class Stats(_Model):
+    median: Num = None
+
+
+class RequestSample(_Model):
+    """One measured request of a prompt class (``per_request``)."""
+
+    trial: int = 1
+    ttft_ms: Num = None
+    e2e_ms: Num = None
+
+
+class LatencyClass(_Model):
+    name: Name = Field(alias="class")
+    requests: int = 0
+    ok: int = 0
+    e2e_ms: Stats | None = None
+    ttft_ms: Stats | None = None
+    trials_median_e2e_ms: Annotated[list[Num], BeforeValidator(_head(MAX_ROWS))] = []
+    per_request: Annotated[list[RequestSample], BeforeValidator(_thin(MAX_SAMPLES))] = []
+
+
+class TrialAggregate(_Model):
+    trial: int = 0
+    aggregate_tokens_per_second: Num = None
+
+
+class ConcurrencyRow(_Model):
+    concurrency: int = Field(ge=1, le=1 << 20)
+    aggregate_tokens_per_second: Num = None
+    trials: Annotated[list[TrialAggregate], BeforeValidator(_head(MAX_ROWS))] = []
+
+
+class QualityTest(_Model):
+    id: Name
+    category: Name = ""
+    passed: bool
+    reason: Text = ""
+
+
+class Quality(_Model):
+    suite: Name = ""
+    passed: int = 0
+    total: int = 0
+    tests: Annotated[list[QualityTest], BeforeValidator(_head(MAX_TESTS))] = []
+
+
+class ErrorClass(_Model):
+    count: int = 0
+    meaning: Text = ""
+
+
+class Server(_Model):
+    """What one server measured: the report's top level (candidate) or its ``baseline``."""
+
+    server_version: Name | None = None
+    latency: Annotated[list[LatencyClass], BeforeValidator(_head(MAX_ROWS))] = []
+    concurrency: Annotated[list[ConcurrencyRow], BeforeValidator(_head(MAX_ROWS))] = []
+    quality: Quality | None = None
+    errors: Annotated[dict[Name, ErrorClass], BeforeValidator(_head(MAX_ROWS))] = {}
+
+
+class Percentiles(_Model):
+    p50: Num = None
+    p90: Num = None
+    p95: Num = None
+    p99: Num = None
+
+
+class RunPercentiles(_Model):
+    ttft_ms: Percentiles | None = None
+    itl_ms: Percentiles | None = None
+    tpot_ms: Percentiles | None = None
+    e2e_ms: Percentiles | None = None
+
+
+class Sample(_Model):
+    """One request of a load run."""
+
+    t: Num = None
+    ttft_ms: Num = None
+    itl_ms: Num = None
+    tpot_ms: Num = None
+    e2e_ms: Num = None
+    ok: bool = True
+    met_slo: bool | None = None
+
+
+Role = Literal["candidate", "baseline"]
+
+
+class LoadRun(_Model):
+    """One (server, level, trial) of the load sweep."""
+
+    server: Role
+    level: float = Field(gt=0, le=1e9, allow_inf_nan=False)
+    trial: int = 0
+    seconds: Num = None
+    asked_rate: Num = None
+    achieved_rate: Num = None
+    requests: int = 0
+    completed: int = 0
+    errors: Annotated[dict[Name, int], BeforeValidator(_head(MAX_ROWS))] = {}
+    error_percent: Num = None
+    goodput_percent: Num = None
+    goodput_rps: Num = None
+    request_throughput: Num = None
+    output_tokens_per_second: Num = None
+    percentiles: RunPercentiles = RunPercentiles()
+    samples: Annotated[list[Sample], BeforeValidator(_thin(MAX_SAMPLES))] = []
+
+
+class Load(_Model):
+    """``report["load"]``: the sweep over load levels (absent for the study)."""
+
+    mode: Literal["rate", "concurrency"]
+    workload: dict[str, Any] = {}
+    levels_asked: Annotated[list[Num], BeforeValidator(_head(MAX_ROWS))] = []
+    capacity: Num = None
+    stopped_at: Num = None
+    runs: list[LoadRun] = Field(default=[], max_length=MAX_RUNS)
+
+
+class Verdict(_Model):
+    outcome: Literal["Passed", "Failed", "Inconclusive", "Error"]
+    reasons: Annotated[list[Text], BeforeValidator(_head(MAX_REASONS))] = []
+
+
+class Config(_Model):
+    model: Name = ""
+    url: Name = ""
+    baseline_url: Name | None = None
+    trials: int | None = None
+
+
+class Report(Server):
+    """A whole report: the candidate's figures at the top level, as ``bench`` writes it."""
+
+    schema_: Literal["vllm-operator.dev/bench-report/v1"] = Field(alias="schema")
+    config: Config = Config()
+    started_unix: Num = None
+    duration_seconds: Num = None
+    deadline_hit: bool = False
+    aborted: Text | None = None
+    verdict: Verdict | None = None
+    baseline: Server | None = None
+    load: Load | None = None
+
+
+assert REPORT_SCHEMA == "vllm-operator.dev/bench-report/v1"  # the Literal above follows it
+
+
+def parse(data: object, where: str) -> Report:
+    """``data`` (parsed JSON) as a report; ``ReportError`` names ``where`` and the field."""
+    if isinstance(data, dict) and data.get("event") == "report":
+        data = data.get("report")  # one JSON line of a benchmark Job's log
+    if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise ReportError(
+            where,
+            f"not a benchmark report (schema {str(found)[:80]!r}, expected {REPORT_SCHEMA})",
+            "give the file `vllm-operator bench --report-path` wrote, or a benchmark Job's log",
+        )
+    try:
+        return Report.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ReportError(
+            f"{where}: {field}",
+            str(first["msg"]),
+            "give a report as `vllm-operator bench --report-path` writes it",
+        ) from exc
+
+
+def loads(text: bytes, where: str) -> Report:
+    """A report from a JSON document, or from JSON lines (the last ``report`` event)."""
+    try:
+        return parse(
+            bounded.loads(text, max_bytes=MAX_REPORT_BYTES, max_depth=MAX_JSON_DEPTH), where
+        )
+    except bounded.BoundError as exc:
+        whole_error = exc
+    found: object = None
+    for line in reversed(text.splitlines()):
+        if not line.strip().startswith(b"{") or b'"report"' not in line:
+            continue
+        try:
+            event = bounded.loads(line, max_bytes=MAX_REPORT_BYTES, max_depth=MAX_JSON_DEPTH)
+        except bounded.BoundError:
+            continue
+        if isinstance(event, dict) and event.get("event") == "report":
+            found = event
+            break
+    if found is None:
+        raise ReportError(
+            where,
+            f"not JSON, and no report event among its lines ({whole_error})",
+            "give the file `vllm-operator bench --report-path` wrote, or a benchmark Job's log",
+        )
+    return parse(found, where)
+
+
+def read(path: str, where: str) -> Report:
+    """The report at ``path`` ('-': standard input), at most ``MAX_REPORT_BYTES``."""
+    try:
+        if path == "-":
+            raw = sys.stdin.buffer.read(MAX_REPORT_BYTES + 1)
+        else:
+            with Path(path).open("rb") as handle:
+                raw = handle.read(MAX_REPORT_BYTES + 1)
+    except OSError as exc:
+        raise ReportError(where, f"cannot read {path}: {exc.strerror or exc}") from exc
+    if len(raw) > MAX_REPORT_BYTES:
+        raise ReportError(where, f"{path} is larger than {MAX_REPORT_BYTES >> 20} MiB")
+    return loads(raw, where)
