@@ -22,7 +22,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from vllm_operator.bench import bounded
 from vllm_operator.bench.report import REPORT_SCHEMA
@@ -176,15 +183,26 @@ class RunPercentiles(_Model):
 
 
 class Sample(_Model):
-    """One request of a load run."""
+    """One request of a load run (there are up to 640,000: one check per sample, not per
+    field, keeps a worst-case report's parse at seconds)."""
 
-    t: Num = None
-    ttft_ms: Num = None
-    itl_ms: Num = None
-    tpot_ms: Num = None
-    e2e_ms: Num = None
+    t: float | None = None
+    ttft_ms: float | None = None
+    itl_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
     ok: bool = True
     met_slo: bool | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _finite_figures(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: _finite(v) for k, v in data.items() if k in _SAMPLE_FIELDS}
+        return data
+
+
+_SAMPLE_FIELDS = frozenset(Sample.model_fields)
 
 
 Role = Literal["candidate", "baseline"]
