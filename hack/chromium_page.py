@@ -1,4 +1,4 @@
-"""Open an HTML page in headless Chromium and report what a person would see.
+"""Open a report page in headless Chromium and report what a person would see.
 
 Why: ``vllm-operator report`` writes pages people open in a browser; only a browser can say
 that a page renders without console errors, that its charts were drawn with data, and what
@@ -15,7 +15,8 @@ PNG screenshot. ``tests/integration/report/`` imports this file; people run it:
 
     .venv/bin/python hack/chromium_page.py report.html --screenshot docs/report.png
 
-Exit status: 0 no console errors, 1 errors (printed), 2 usage error or no Chromium.
+Exit status: 0 the page rendered without errors, asked for nothing but itself and every
+chart drew each revision (``--roles``); 1 otherwise (printed); 2 usage error or no Chromium.
 """
 
 from __future__ import annotations
@@ -48,6 +49,27 @@ RENDERED = """(() => {
        : b.getAttribute("data-render-error") ? "error: " + b.getAttribute("data-render-error")
        : null;
 })()"""
+
+
+REPORT_STATE = """(() => ({
+  charts: Array.from(document.querySelectorAll(".js-plotly-plot")).map(gd => ({
+    id: gd.id,
+    points: gd.data.map(t => [t.meta, (t.y || []).filter(v => v !== null).length]),
+    drawn: Array.from(gd.querySelectorAll("g.trace")).map(g => {
+      const d = g.__data__;
+      const first = Array.isArray(d) ? d[0] : d;
+      return [first && first.trace ? first.trace.meta : null, g.querySelectorAll("path").length];
+    }),
+  })),
+  sections: Object.fromEntries(Array.from(document.querySelectorAll("section[id]"))
+    .map(s => [s.id, s.innerText])),
+  title: document.title,
+  pwned: typeof window.__pwned,
+}))()"""
+"""What a person sees of a ``vllm-operator report`` page: per chart, the points of each
+trace (plotly's ``div.data``, by ``meta``: candidate or baseline) and the trace groups
+plotly drew (each SVG ``g.trace`` with its trace's ``meta`` and its ``path`` count); the
+text of each section (verdict, load, quality, errors)."""
 
 
 def find_chromium() -> str | None:
@@ -181,8 +203,27 @@ def _collect(result: PageResult, events: Sequence[dict[str, Any]]) -> None:
             result.requests.append(params.get("request", {}).get("url", ""))
 
 
+def report_problems(result: PageResult, page: Path, roles: Sequence[str]) -> list[str]:
+    """What is wrong with a report page as a person would see it (``REPORT_STATE``): it did
+    not render, logged an error, asked for anything but its own file, or a chart lacks a
+    revision's data or drawing."""
+    problems = [f"not rendered: {result.state}"] if result.state != "rendered" else []
+    problems += result.errors
+    problems += [f"requested {u}" for u in result.requests if u != page.resolve().as_uri()]
+    state = result.value or {}
+    if not state.get("charts"):
+        problems.append("no charts")
+    for chart in state.get("charts", []):
+        for role in roles:
+            points = sum(n for meta, n in chart["points"] if meta == role)
+            drawn = sum(paths for meta, paths in chart["drawn"] if meta == role)
+            if points == 0 or drawn == 0:
+                problems.append(f"chart {chart['id']}: {role}: {points} points, {drawn} drawn")
+    return problems
+
+
 async def _open(
-    url: str, expression: str | None, screenshot: bool, width: int, seconds: float
+    page_url: str, expression: str | None, screenshot: bool, width: int, seconds: float
 ) -> PageResult:
     chromium = find_chromium()
     if chromium is None:
@@ -190,11 +231,11 @@ async def _open(
     deadline = time.monotonic() + seconds
     result = PageResult()
     with tempfile.TemporaryDirectory(prefix="chromium-page-") as profile:
-        proc, url = await asyncio.to_thread(_launch, chromium, Path(profile))
+        proc, devtools = await asyncio.to_thread(_launch, chromium, Path(profile))
         try:
             async with (
                 aiohttp.ClientSession() as http,
-                http.ws_connect(url, max_msg_size=0) as ws,
+                http.ws_connect(devtools, max_msg_size=0) as ws,
             ):
                 browser = _Browser(ws)
                 pump = asyncio.create_task(browser.pump())
@@ -211,7 +252,7 @@ async def _open(
                     session=session,
                 )
                 browser.events.clear()
-                await browser.call("Page.navigate", {"url": url}, session)
+                await browser.call("Page.navigate", {"url": page_url}, session)
                 await browser.wait_event("Page.loadEventFired", deadline)
                 while time.monotonic() < deadline:
                     answer = await browser.call(
@@ -278,12 +319,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("page", type=Path)
     parser.add_argument("--screenshot", type=Path, metavar="PNG")
     parser.add_argument("--width", type=int, default=1280)
+    parser.add_argument(
+        "--roles",
+        default="candidate,baseline",
+        help="revisions every chart of a report page must draw (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     if not args.page.is_file():
         print(f"chromium_page: {args.page}: no such file", file=sys.stderr)
         return 2
     try:
-        result = open_page(args.page, screenshot=args.screenshot is not None, width=args.width)
+        result = open_page(
+            args.page,
+            expression=REPORT_STATE,
+            screenshot=args.screenshot is not None,
+            width=args.width,
+        )
     except FileNotFoundError as exc:
         print(f"chromium_page: {exc}", file=sys.stderr)
         return 2
@@ -291,11 +342,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.screenshot.write_bytes(result.screenshot)
         print(f"wrote {args.screenshot} ({len(result.screenshot):,} bytes)")
     print(f"state: {result.state}")
-    for url in result.requests:
-        print(f"requested: {url}")
-    for error in result.errors:
-        print(f"ERROR {error}")
-    return 1 if result.errors or result.state != "rendered" else 0
+    for chart in (result.value or {}).get("charts", []):
+        print(f"chart {chart['id']}: points {chart['points']}")
+    problems = report_problems(result, args.page, args.roles.split(","))
+    for problem in problems:
+        print(f"PROBLEM {problem}")
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ from vllm_operator.bench.report import (
     build_report,
     open_figures,
 )
+from vllm_operator.bench.report_cli import page_from_data, plotly_missing, write_page
 from vllm_operator.bench.runner import NoProgress, Progress, run
 from vllm_operator.bench.suite import load_suite
 from vllm_operator.bench.traffic import Traffic
@@ -246,6 +247,12 @@ def parser(prog: str) -> argparse.ArgumentParser:
             help=f"GPU product of the {role}'s node (label nvidia.com/gpu.product)",
         )
     p.add_argument("--report-path", metavar="PATH", help="write the full JSON report here")
+    p.add_argument(
+        "--html",
+        metavar="PATH",
+        help="also write the report as one self-contained HTML page (`vllm-operator report`; "
+        "needs plotly: pip install 'vllm-operator[report]')",
+    )
     p.add_argument("--summary-path", metavar="PATH", help="write the compact summary here")
     p.add_argument(
         "--deadline-seconds",
@@ -440,6 +447,8 @@ def _identity_or_none(args: argparse.Namespace) -> RunIdentity | None:
 
 def config_from_args(args: argparse.Namespace) -> BenchConfig:
     """Validate every option into a ``BenchConfig``; ``SpecError`` names the bad option."""
+    if args.html is not None and (missing := plotly_missing()) is not None:
+        raise SpecError("--html", "plotly is not installed", missing)  # before any load is sent
     suite = load_suite(args.suite)
     thresholds = model_arg(Thresholds, args.thresholds_json, "--thresholds-json")
     baseline = model_arg(BenchSummary, args.baseline_json, "--baseline-json")
@@ -679,6 +688,14 @@ def _publish(
         _write(args.report_path, json.dumps(data, indent=2, default=str) + "\n")
     if args.summary_path:
         _write(args.summary_path, summary_mod.wire(report.summary))
+    if args.html:
+        try:
+            plain = json.loads(json.dumps(data, default=str))  # as --report-path has it
+            write_page(args.html, page_from_data(plain, "the bench report"))
+        except (OSError, SpecError) as exc:
+            err.write(f"bench: --html {args.html}: {exc}\n")
+        else:
+            err.write(f"bench: report page written to {args.html}\n")
 
 
 def _write(path: str, text: str) -> None:
