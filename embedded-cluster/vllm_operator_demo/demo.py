@@ -33,6 +33,7 @@ import yaml
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.api.resource import KIND
 from vllm_operator.errors import SpecErrors
+from vllm_operator_demo.demo_reports import reports_dir
 from vllm_operator_demo.demo_session import Printer, Session
 from vllm_operator_demo.demo_story import (
     STORY,
@@ -160,6 +161,14 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument(
         "--workdir", type=Path, help="keep pod directories and logs here (default: a temp dir)"
     )
+    parser.add_argument(
+        "--reports",
+        type=Path,
+        metavar="DIR",
+        help="write one report page per step here (the verdict, charts of candidate and "
+        "baseline, the quality table; `vllm-operator report`); default: a new temporary "
+        "folder, kept, whose pages are printed",
+    )
     parser.add_argument("--verbose", action="store_true", help="log the operator and kubelet")
     return parser
 
@@ -179,6 +188,11 @@ def main(argv: list[str], prog: str) -> int:
         except SpecErrors as exc:
             sys.stderr.write(f"{prog}: {doc['metadata'].get('name')}: invalid spec\n{exc}\n")
             return 2
+    try:
+        reports = reports_dir(args.reports)
+    except OSError as exc:
+        sys.stderr.write(f"{prog}: --reports {args.reports}: {exc.strerror or exc}\n")
+        return 2
     say = Printer(sys.stdout)
     say("vllm-operator demo: starting the embedded cluster, kubelet and operator")
     # SIGTERM unwinds like Ctrl-C, so the kubelet kills every pod process on the way out.
@@ -194,9 +208,9 @@ def main(argv: list[str], prog: str) -> int:
             printer=say,
         ) as session:
             if args.apply:
-                code = run_apply(session, args.apply, args.timeout, keep=args.keep)
+                code = run_apply(session, args.apply, args.timeout, keep=args.keep, reports=reports)
             else:
-                code = run_story(session, args.timeout)
+                code = run_story(session, args.timeout, reports=reports)
             say(f"finished in {time.monotonic() - say.t0:.1f} s", stamp=False)
             if args.keep:
                 keep_running(session, sys.stdout)

@@ -28,6 +28,7 @@ from vllm_operator.engine.policy import plan_launch
 from vllm_operator.render import deployment_name, revision_hash, serving_service_name
 from vllm_operator.render.labels import REVISION_LABEL
 from vllm_operator.rollout.advice import split_holding
+from vllm_operator_demo.demo_reports import write_report
 from vllm_operator_demo.demo_session import Printer, Session
 from vllm_operator_demo.demo_tables import Row, render
 
@@ -197,7 +198,8 @@ def serving_violations(cluster: DevCluster, name: str, namespace: str) -> list[s
     return problems
 
 
-def run_story(session: Session, timeout: float) -> int:
+def run_story(session: Session, timeout: float, *, reports: Path | None = None) -> int:
+    """The three steps; with ``reports``, one report page per step written there."""
     say = session.say
     watcher = Watcher(say)
     rows: list[Row] = []
@@ -211,6 +213,9 @@ def run_story(session: Session, timeout: float) -> int:
         ok &= good
         mark = "ok" if good else "UNEXPECTED"
         say(f"step {number}: verdict {outcome} (expected {step.expect}) {mark}")
+        if reports is not None:
+            page = reports / f"step{number}-{revision}.html"
+            say(write_report(session, str(doc["metadata"]["name"]), "default", record, page))
         rows.append(
             Row(
                 step.label,
@@ -235,7 +240,14 @@ def run_story(session: Session, timeout: float) -> int:
     return 0 if ok else 1
 
 
-def run_apply(session: Session, files: list[str], timeout: float, *, keep: bool = False) -> int:
+def run_apply(
+    session: Session,
+    files: list[str],
+    timeout: float,
+    *,
+    keep: bool = False,
+    reports: Path | None = None,
+) -> int:
     docs: list[Obj] = []
     for file in files:
         text = sys.stdin.read() if file == "-" else Path(file).read_text()
@@ -249,9 +261,11 @@ def run_apply(session: Session, files: list[str], timeout: float, *, keep: bool 
             session.say(f"applied {doc.get('kind')} {doc['metadata']['name']}")
             continue
         revision, record = run_step(session, doc, watcher, timeout)
-        status = _status(
-            session.resource(doc["metadata"]["name"], doc["metadata"].get("namespace", "default"))
-        )
+        name, namespace = doc["metadata"]["name"], doc["metadata"].get("namespace", "default")
+        status = _status(session.resource(name, namespace))
+        if reports is not None:
+            page = reports / f"{name}-{revision}.html"
+            session.say(write_report(session, name, namespace, record, page))
         promoted = status.stable is not None and status.stable.revision == revision
         ok &= promoted
         if status.phase == "Holding":

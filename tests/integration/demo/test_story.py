@@ -10,7 +10,9 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import os
 import re
+import sys
 import threading
 from pathlib import Path
 from types import ModuleType
@@ -76,7 +78,7 @@ def test_demo_story(tmp_path: Path) -> None:
         for recorder in (services, deployments):
             recorder.start()
             assert recorder.started_watch.wait(5)
-        code = demo.run_story(session, timeout=150)
+        code = demo.run_story(session, timeout=150, reports=tmp_path / "reports")
     for recorder in (services, deployments):
         recorder.close()
     text = out.getvalue()
@@ -122,7 +124,34 @@ def test_demo_story(tmp_path: Path) -> None:
         live[obj["metadata"]["name"]] = kind
     assert all(live[name] == "DELETED" for name in twins), live
 
+    _reports_open(text, tmp_path / "reports")
     _quoted_runs_match(text, services, deployments)
+
+
+def _reports_open(text: str, folder: Path) -> None:
+    """One page per step, printed; step 2's (a twin as baseline, rejected) opens in headless
+    Chromium with both revisions drawn in every chart and its verdict shown."""
+    printed = re.findall(r"report: (\S+\.html)$", text, re.MULTILINE)
+    assert [Path(p).name.split("-")[0] for p in printed] == ["step1", "step2", "step3"], text
+    assert all(Path(p).parent == folder for p in printed)
+    rejected = Path(printed[1])
+    assert "Verdict: FAILED" in rejected.read_text()
+    spec = importlib.util.spec_from_file_location(
+        "report_chromium", ROOT / "tests" / "integration" / "report" / "chromium.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    chromium = importlib.util.module_from_spec(spec)
+    sys.modules["report_chromium"] = chromium
+    spec.loader.exec_module(chromium)
+    if chromium.chromium_page.find_chromium() is None and not os.environ.get(
+        "VLLMOP_REQUIRE_CHROMIUM"
+    ):
+        return  # the pages' content is checked above; Chromium's view where it is installed
+    browser = chromium.chromium_page
+    result = browser.open_page(rejected, expression=browser.REPORT_STATE)
+    assert browser.report_problems(result, rejected, ("candidate", "baseline")) == []
+    assert "regression beyond the limit" in result.value["sections"]["verdict"]
 
 
 def _quoted_runs_match(fresh: str, services: Recorder, deployments: Recorder) -> None:

@@ -1,0 +1,60 @@
+"""One report page per step of the demo: the verdict, the charts and the quality table.
+
+Each benchmark Job logs its full report as its last JSON line (``{"event": "report", ...}``)
+and the operator keeps only the compact summary in status; the page needs the full report
+(per-trial figures, per-request samples, every quality test). The Job is deleted once the
+operator has decided, but the local kubelet keeps each pod's log in its work directory
+(``<workdir>/<namespace>/<pod>/logs/``, ``Kubelet.pod_log``), so the report is read from
+there after the verdict, as ``kubectl logs job/NAME`` would have shown it while the Job
+existed. The page is the one ``vllm-operator report`` writes (``bench/page/``).
+
+A missing report or a page that cannot be drawn is said in one line and never changes the
+demo's outcome: the verdicts are what the demo checks.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from vllm_operator.api.status import GateRecord
+from vllm_operator.errors import SpecError
+from vllm_operator.render import job_name
+from vllm_operator_demo.demo_session import Session
+
+
+def reports_dir(given: Path | None) -> Path:
+    """Where the pages go: ``given`` (created), or a new temporary folder kept after exit."""
+    if given is not None:
+        given.mkdir(parents=True, exist_ok=True)
+        return given
+    return Path(tempfile.mkdtemp(prefix="vllm-operator-demo-reports-"))
+
+
+def bench_log(session: Session, job: str, namespace: str) -> str:
+    """The logs of the Job's pods (every attempt of the pod, oldest name first)."""
+    folder = session.kubelet.workdir / namespace
+    if not folder.is_dir():
+        return ""
+    pods = sorted(p.name for p in folder.glob(f"{job}-*") if p.is_dir())
+    return "".join(session.kubelet.pod_log(namespace, pod) for pod in pods)
+
+
+def write_report(
+    session: Session, name: str, namespace: str, record: GateRecord | None, path: Path
+) -> str:
+    """Write the page of ``record``'s benchmark to ``path``; the line to print about it."""
+    if record is None or record.decided_by != "gate":
+        return "report: none (no benchmark decided this step)"
+    job = job_name(name, record.revision, record.attempt or 1)
+    log = bench_log(session, job, namespace)
+    if not log:
+        return f"report: none (Job {job} left no log)"
+    try:
+        from vllm_operator.bench.page import document, view  # noqa: PLC0415 (plotly)
+
+        page = document.render_report(view.loads(log.encode("utf-8"), f"Job {job}'s log"))
+        path.write_text(page, encoding="utf-8")
+    except (ImportError, SpecError, OSError) as exc:
+        return f"report: not written ({exc})"
+    return f"report: {path}"
