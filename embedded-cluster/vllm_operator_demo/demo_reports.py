@@ -54,6 +54,7 @@ def write_report(
         from vllm_operator.bench.page import document, view  # noqa: PLC0415 (plotly)
 
         page = document.render_report(view.loads(log.encode("utf-8"), f"Job {job}'s log"))
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(page, encoding="utf-8")
     except (ImportError, SpecError, OSError) as exc:
         return f"report: not written ({exc})"
