@@ -85,8 +85,9 @@ def test_load_page_draws_percentiles_distributions_and_throughput_for_both() -> 
     p99 = next(t for t in curves if t["name"] == "candidate p99" and t["xaxis"] == "x")
     assert p99["x"] == [5.0, 10.0, 20.0]
     assert p99["y"][2] > p99["y"][0]  # TTFT p99 grows with the rate
-    violins = figs["load-ttft-ms"]["data"]
-    assert {t["side"] for t in violins} == {"negative", "positive"}
+    boxes = figs["load-ttft-ms"]["data"]
+    assert [(t["type"], t["meta"]) for t in boxes] == [("box", "candidate"), ("box", "baseline")]
+    assert sorted(set(boxes[0]["x"])) == ["10 requests/s", "20 requests/s", "5 requests/s"]
     assert drawn(figs["load-ttft-ms"], "candidate") <= 3 * 2 * 120
     shapes = figs["load-throughput"]["layout"]["shapes"]
     assert {s["x0"] for s in shapes} == {10.0, 20.0}  # capacity and where the sweep stopped

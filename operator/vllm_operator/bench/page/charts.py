@@ -53,12 +53,16 @@ class Chart:
     figure: Any  # plotly.graph_objects.Figure (untyped library)
 
 
-def _layout(fig: Any, height: int, **extra: Any) -> None:
+def _layout(fig: Any, height: int, *, legend_below: bool = False, **extra: Any) -> None:
+    """Common looks; a figure of subplots keeps its legend below, clear of their titles."""
+    legend = {"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0}
+    if legend_below:
+        legend = {"orientation": "h", "yanchor": "top", "y": -0.12, "x": 0}
     fig.update_layout(
         template="plotly_white",
         height=height,
-        margin={"l": 70, "r": 20, "t": 40, "b": 60},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
+        margin={"l": 70, "r": 20, "t": 40, "b": 140 if legend_below else 60},
+        legend=legend,
         font={"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 13},
         **extra,
     )
@@ -263,7 +267,7 @@ def _percentile_curves(sides: Sequence[Side], load: Load) -> Chart:
         fig.update_yaxes(title_text="ms", row=row, col=col)
         fig.update_xaxes(title_text=level_word(load), row=row, col=col)
     _marks(fig, load, row="all", col="all")
-    _layout(fig, 720)
+    _layout(fig, 800, legend_below=True)
     return Chart(
         "load-percentiles",
         "Latency percentiles against load",
@@ -292,36 +296,35 @@ def _distribution(sides: Sequence[Side], load: Load, metric: str, title: str) ->
             xs += [_label(load, level)] * len(kept)
             ys += kept
         fig.add_trace(
-            go.Violin(
+            go.Box(
                 x=xs,
                 y=ys,
                 name=side.role,
                 meta=side.role,
                 legendgroup=side.role,
-                side=(
-                    "both"
-                    if len(sides) == 1
-                    else "negative"
-                    if side.role == "candidate"
-                    else "positive"
-                ),
-                line={"color": COLORS[side.role]},
-                points=False,
-                meanline={"visible": True},
-                spanmode="hard",
-                scalemode="width",
+                marker={"color": COLORS[side.role], "size": 3},
+                boxpoints="outliers",
             )
         )
     order = [_label(load, level) for level in all_levels]
-    _layout(fig, 440, violinmode="overlay", violingap=0.05, yaxis_title=f"{metric[:-3]} (ms)")
+    _layout(fig, 440, boxmode="group", yaxis_title=f"{metric[:-3]} (ms)")
+    if _wide(fig):
+        fig.update_yaxes(type="log")  # a queue at a high level spans decades: keep both ends
     fig.update_xaxes(title=level_word(load), categoryorder="array", categoryarray=order)
     return Chart(
         f"load-{metric.replace('_', '-')}",
         title,
-        "Each level's successful requests, pooled over trials: the candidate's on the left of "
-        "each violin, the baseline's on the right; the line inside is the mean.",
+        "Each level's successful requests, pooled over trials: boxes from the first to the "
+        "third quartile with the median inside, whiskers to 1.5 interquartile ranges, the "
+        "requests beyond them as points (a log axis when the values span decades).",
         fig,
     )
+
+
+def _wide(fig: Any) -> bool:
+    """Whether a chart's values span more than 20x (then a log axis shows both ends)."""
+    values = [v for trace in fig.data for v in (trace.y or ()) if v is not None and v > 0]
+    return bool(values) and max(values) > 20 * min(values)
 
 
 def _throughput(sides: Sequence[Side], load: Load) -> Chart:
@@ -358,7 +361,7 @@ def _throughput(sides: Sequence[Side], load: Load) -> Chart:
             )
     fig.update_xaxes(title_text=level_word(load))
     _marks(fig, load, row="all", col="all")
-    _layout(fig, 460)
+    _layout(fig, 540, legend_below=True)
     return Chart(
         "load-throughput",
         "Throughput and goodput against load",
