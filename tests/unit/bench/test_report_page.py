@@ -267,3 +267,19 @@ def test_without_plotly_the_command_says_what_to_install(tmp_path: Path) -> None
     assert done.returncode == 2
     assert "plotly: not installed (fix: pip install 'vllm-operator[report]'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_real_sweeps_report_draws_both_revisions() -> None:
+    """A report the load sweep wrote (branch issue-25s at 18b7d20: a paired open-loop sweep
+    at 5/12/30/60 requests/s against simulators, stopped at 30; samples thinned to 20 a run
+    to keep the file small), so the page follows the sweep's real output, not only the
+    contract's example."""
+    data = json.loads((Path(__file__).parent / "data" / "load-report-sweep.json").read_text())
+    text = page(data)
+    figs = figures(text)
+    assert set(figs) == {"load-percentiles", "load-ttft-ms", "load-itl-ms", "load-throughput"}
+    for fig in figs.values():
+        assert drawn(fig, "candidate") > 0
+        assert drawn(fig, "baseline") > 0
+    assert "the sweep stopped at 30 requests/s" in text
+    assert "ttft p99 at 30 req/s: 1318 ms [999, 1739] above the 300 ms limit" in text
