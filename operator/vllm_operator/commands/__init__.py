@@ -42,7 +42,7 @@ COMMANDS: dict[str, Command] = {
         "re-judge a stored benchmark summary with the gate's own code (offline)",
     ),
     "report": Command(
-        "vllm_operator.bench.report_cli",
+        "vllm_operator.commands.report",
         "write a benchmark report as one self-contained HTML page (charts, verdict, quality)",
     ),
     "sandbox": Command(

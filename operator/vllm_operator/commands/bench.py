@@ -54,11 +54,11 @@ from vllm_operator.bench.report import (
     build_report,
     open_figures,
 )
-from vllm_operator.bench.report_cli import page_from_data, plotly_missing, write_page
 from vllm_operator.bench.runner import NoProgress, Progress, run
 from vllm_operator.bench.suite import load_suite
 from vllm_operator.bench.traffic import Traffic
 from vllm_operator.bench.workload import build_traffic
+from vllm_operator.commands.report import page_from_data, plotly_missing, write_page
 from vllm_operator.errors import SpecError
 
 ModelT = TypeVar("ModelT", Thresholds, BenchSummary, WorkloadSpec)

@@ -65,7 +65,7 @@ def test_a_paired_run_writes_a_page_with_both_revisions(sim: StartSim, tmp_path:
 def test_html_without_plotly_is_refused_before_any_request(tmp_path: Path) -> None:
     code = (
         "import sys; sys.modules['plotly'] = None\n"  # as if plotly were not installed
-        "from vllm_operator.cli import main\n"
+        "from vllm_operator.commands import main\n"
         "raise SystemExit(main(sys.argv[1:]))"
     )
     summary = tmp_path / "summary.json"

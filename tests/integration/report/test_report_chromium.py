@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from chromium import chromium_page, report_fixtures, require_chromium
 
-from vllm_operator.cli import main
+from vllm_operator.commands import main
 
 pytestmark = pytest.mark.slow
 

@@ -23,7 +23,7 @@ from report_fixtures import HOSTILE, hostile, load_report, study_report
 
 from vllm_operator.bench.page import charts, view
 from vllm_operator.bench.page.document import render_report
-from vllm_operator.cli import main
+from vllm_operator.commands import main
 
 ISLAND = re.compile(r'<script type="application/json" id="report-figures">(.*?)</script>', re.S)
 
@@ -258,7 +258,7 @@ def test_without_plotly_the_command_says_what_to_install(tmp_path: Path) -> None
     src = write(tmp_path, "r.json", study_report())
     code = (
         "import sys; sys.modules['plotly'] = None\n"  # as if plotly were not installed
-        "from vllm_operator.cli import main\n"
+        "from vllm_operator.commands import main\n"
         f"raise SystemExit(main(['report', {str(src)!r}, '-o', {str(tmp_path / 'r.html')!r}]))"
     )
     done = subprocess.run(

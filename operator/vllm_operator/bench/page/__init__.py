@@ -5,5 +5,5 @@ into bounded, typed figures, refusing what is not a report with a named error; `
 turns them into plotly figures, candidate and baseline on the same axes; ``document``
 assembles the page: the verdict with its reasons, the charts, the quality table, every
 script and style inline and every string from the report escaped. The command is
-``vllm-operator report`` (``bench/report_cli.py``); ``bench --html`` writes the same page.
+``vllm-operator report`` (``commands/report.py``); ``bench --html`` writes the same page.
 """
