@@ -114,7 +114,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
             "and walk the published vLLM 0.16 -> 0.17 upgrade story: 0.16 eager becomes "
             "stable, 0.17 still eager is rejected on regression, 0.17 throughput is "
             "promoted. Prints progress, each verdict with its reasons, and the study's "
-            "comparison tables built from the measured figures. No cluster, no GPU."
+            "comparison tables built from the measured figures, and writes one HTML report page "
+            "per step (--reports). No cluster, no GPU."
         ),
         epilog=(
             "exit status: 0 when every verdict is as expected (with --apply: every revision "
