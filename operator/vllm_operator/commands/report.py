@@ -109,6 +109,9 @@ def main(argv: list[str], prog: str) -> int:
             other = view.read(args.baseline, f"--baseline {args.baseline}")
         page = document.render_report(report, other, args.baseline or "")
         try:
+            if args.output == "-":
+                sys.stdout.write(page)
+                return 0
             write_page(args.output, page)
         except OSError as exc:
             raise SpecError(

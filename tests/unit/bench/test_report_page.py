@@ -188,6 +188,14 @@ def test_command_writes_the_page(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp left
 
 
+def test_dash_writes_the_page_to_stdout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = write(tmp_path, "r.json", study_report())
+    code, out, err = run_cli(str(src), "-o", "-", capsys=capsys)
+    assert (code, err) == (0, "")
+    assert out.startswith("<!DOCTYPE html>")
+    assert out.endswith("</body></html>\n")
+
+
 def test_a_jobs_log_is_a_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     lines = [
         json.dumps({"event": "progress", "phase": "latency"}),
