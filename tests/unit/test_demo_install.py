@@ -38,3 +38,13 @@ def test_the_kubectl_beside_this_python_is_found() -> None:
     found = demo.find_kubectl()
     assert found is not None
     assert Path(found).name == "kubectl"
+
+
+def test_the_demo_distribution_brings_what_its_report_pages_need() -> None:
+    """The demo writes a report page per step: its install brings plotly, pinned as the
+    operator's own ``report`` extra (which the benchmark image leaves out)."""
+    demo_deps = tomllib.loads((ROOT / "embedded-cluster" / "pyproject.toml").read_text())
+    operator = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    plotly = [d for d in demo_deps["project"]["dependencies"] if d.startswith("plotly")]
+    assert plotly == operator["optional-dependencies"]["report"]
+    assert not any(d.startswith("plotly") for d in operator["dependencies"])
