@@ -238,6 +238,25 @@ def test_a_wrong_field_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert f"REPORT {src}: load.runs.3.level: Input should be a valid number" in err
 
 
+def test_absurd_numbers_are_named_or_dropped() -> None:
+    report = load_report()
+    report["load"]["runs"][0]["trial"] = 10**100
+    with pytest.raises(view.ReportError, match=r"load\.runs\.0\.trial: Input should be less"):
+        view.parse(report, "REPORT")
+    report = load_report()
+    report["load"]["runs"][0]["percentiles"]["ttft_ms"]["p99"] = float("nan")
+    report["load"]["runs"][0]["samples"][0]["ttft_ms"] = float("inf")
+    parsed = view.parse(report, "REPORT")
+    assert parsed.load is not None
+    run = parsed.load.runs[0]
+    assert run.percentiles.ttft_ms is not None
+    assert (run.percentiles.ttft_ms.p99, run.samples[0].ttft_ms) == (None, None)
+    island = ISLAND.search(render_report(parsed))
+    assert island is not None
+    assert "NaN" not in island.group(1)  # JSON.parse would refuse the page's figures
+    assert "Infinity" not in island.group(1)
+
+
 def test_unreadable_and_oversized_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(str(tmp_path / "absent.json"), "-o", "x.html", capsys=capsys)
     assert code == 2

@@ -100,6 +100,8 @@ def _finite(value: Any) -> Any:
 Text = Annotated[str, BeforeValidator(_clip(MAX_TEXT))]
 Name = Annotated[str, BeforeValidator(_clip(MAX_NAME))]
 Num = Annotated[float | None, BeforeValidator(_finite)]
+Count = Annotated[int, Field(ge=0, le=10**12)]
+"""Counts and trial numbers: a 4,000-digit integer is valid JSON, not a count."""
 
 
 class _Model(BaseModel):
@@ -113,15 +115,15 @@ class Stats(_Model):
 class RequestSample(_Model):
     """One measured request of a prompt class (``per_request``)."""
 
-    trial: int = 1
+    trial: Count = 1
     ttft_ms: Num = None
     e2e_ms: Num = None
 
 
 class LatencyClass(_Model):
     name: Name = Field(alias="class")
-    requests: int = 0
-    ok: int = 0
+    requests: Count = 0
+    ok: Count = 0
     e2e_ms: Stats | None = None
     ttft_ms: Stats | None = None
     trials_median_e2e_ms: Annotated[list[Num], BeforeValidator(_head(MAX_ROWS))] = []
@@ -129,7 +131,7 @@ class LatencyClass(_Model):
 
 
 class TrialAggregate(_Model):
-    trial: int = 0
+    trial: Count = 0
     aggregate_tokens_per_second: Num = None
 
 
@@ -148,13 +150,13 @@ class QualityTest(_Model):
 
 class Quality(_Model):
     suite: Name = ""
-    passed: int = 0
-    total: int = 0
+    passed: Count = 0
+    total: Count = 0
     tests: Annotated[list[QualityTest], BeforeValidator(_head(MAX_TESTS))] = []
 
 
 class ErrorClass(_Model):
-    count: int = 0
+    count: Count = 0
     meaning: Text = ""
 
 
@@ -213,13 +215,13 @@ class LoadRun(_Model):
 
     server: Role
     level: float = Field(gt=0, le=1e9, allow_inf_nan=False)
-    trial: int = 0
+    trial: Count = 0
     seconds: Num = None
     asked_rate: Num = None
     achieved_rate: Num = None
-    requests: int = 0
-    completed: int = 0
-    errors: Annotated[dict[Name, int], BeforeValidator(_head(MAX_ROWS))] = {}
+    requests: Count = 0
+    completed: Count = 0
+    errors: Annotated[dict[Name, Count], BeforeValidator(_head(MAX_ROWS))] = {}
     error_percent: Num = None
     goodput_percent: Num = None
     goodput_rps: Num = None
@@ -249,7 +251,7 @@ class Config(_Model):
     model: Name = ""
     url: Name = ""
     baseline_url: Name | None = None
-    trials: int | None = None
+    trials: Count | None = None
 
 
 class Report(Server):
