@@ -9,7 +9,9 @@ stops the demo, and writes
 - ``docs/demo.md``: the same run (between ``<!-- demo-run -->`` markers), the kubectl
   session (``<!-- demo-keep -->``) and the sentence quoting its figures
   (``<!-- demo-figures -->``);
-- ``README.md``: the shortened excerpt (``<!-- demo-excerpt -->``), cut by ``excerpt``.
+- ``README.md``: the shortened excerpt (``<!-- demo-excerpt -->``), cut by ``excerpt``;
+- ``docs/report-demo.png``: a screenshot of step 2's report page (headless Chromium, through
+  ``hack/chromium_page.py``; left as it is, with a note, where Chromium is not installed).
 
 ``tests/integration/demo/test_story.py`` compares the names and the shape of what is
 quoted (``shape``, ``names``) with a fresh run's, so a change to what the demo prints fails
@@ -25,6 +27,7 @@ error.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import shutil
@@ -40,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DEMO_DOC = ROOT / "docs" / "demo.md"
 OUTPUT = ROOT / "benchmarks" / "results" / "demo_output.txt"
+SCREENSHOT = ROOT / "docs" / "report-demo.png"
 KUBECTL_COMMANDS = (
     ("get", "vllmd"),
     ("get", "vllmd", "-o", "wide"),
@@ -208,6 +212,8 @@ def run_demo(workdir: Path) -> tuple[str, str, float]:
         "--keep",
         "--workdir",
         str(workdir),
+        "--reports",
+        str(workdir / "reports"),
     ]
     started = time.monotonic()
     proc = subprocess.Popen(
@@ -273,6 +279,28 @@ def regenerate(output: str, session: str, wall: float) -> list[Path]:
     return [OUTPUT, DEMO_DOC, README]
 
 
+def screenshot(output: str) -> str:
+    """Write ``SCREENSHOT`` from step 2's report page; what was done, in words."""
+    found = re.search(r"report: (\S+/step2-[0-9a-f]{10}\.html)$", output, re.MULTILINE)
+    if found is None:
+        return f"{SCREENSHOT.relative_to(ROOT)} kept: the run printed no report for step 2"
+    spec = importlib.util.spec_from_file_location(
+        "chromium_page", ROOT / "hack" / "chromium_page.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    chromium = importlib.util.module_from_spec(spec)
+    sys.modules["chromium_page"] = chromium
+    spec.loader.exec_module(chromium)
+    if chromium.find_chromium() is None:
+        return f"{SCREENSHOT.relative_to(ROOT)} kept: chromium is not installed"
+    result = chromium.open_page(Path(found.group(1)), screenshot=True)
+    if result.screenshot is None or result.state != "rendered":
+        return f"{SCREENSHOT.relative_to(ROOT)} kept: the page did not render ({result.errors})"
+    SCREENSHOT.write_bytes(result.screenshot)
+    return f"wrote {SCREENSHOT.relative_to(ROOT)}"
+
+
 def main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Regenerate every quoted demo run (README, docs/demo.md, "
@@ -281,8 +309,10 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.parse_args(list(argv) if argv is not None else None)
     with tempfile.TemporaryDirectory(prefix="demo-docs-") as tmp:
         output, session, wall = run_demo(Path(tmp))
+        shot = screenshot(output)
     for path in regenerate(output, session, wall):
         print(f"wrote {path.relative_to(ROOT)}")
+    print(shot)
     last = [line for line in output.splitlines() if line.startswith(("[", "RESULT"))][-2:]
     print("\n".join(last))
     return 0
