@@ -185,8 +185,9 @@ def study_report(
     baseline: bool = True,
     classes: tuple[str, ...] = ("short", "medium", "long"),
 ) -> dict[str, Any]:
-    """A study report (no ``load``): the candidate 20% slower than its paired baseline."""
-    return {
+    """A study report (no ``load``): the candidate 20% slower than its paired baseline, with
+    the differential quality check (same prompts, greedy: 11 of 13 answers identical)."""
+    report: dict[str, Any] = {
         "schema": SCHEMA,
         "config": {
             "url": "http://candidate:8000",
@@ -213,6 +214,17 @@ def study_report(
         "load": None,
         "exit_code": 1,
     }
+    if baseline:
+        report["quality"]["differential"] = {
+            "compared": 13,
+            "identical": 11,
+            "identical_percent": 84.62,
+            "baseline_passed": 12,
+            "still_passing": 12,
+            "still_passing_percent": 100.0,
+            "tests": [{"id": f"test-{n}", "identical": n not in (4, 7)} for n in range(13)],
+        }
+    return report
 
 
 def hostile(report: dict[str, Any]) -> dict[str, Any]:

@@ -71,6 +71,9 @@ def test_study_page_has_both_revisions_in_every_chart_the_verdict_and_quality() 
     assert "+20.0% vs baseline 900 ms" in text
     assert "candidate 12/13 passed (default); baseline 12/13 passed (default)" in text
     assert text.count('<td class="fail">FAIL</td>') == 2  # test-3 on both
+    assert "same answer as the baseline: 11/13 (84.6%)" in text
+    assert "baseline&#x27;s passes still passing: 12/12 (100.0%)" in text
+    assert text.count("<td>differs</td>") == 2
 
 
 def test_load_page_draws_percentiles_distributions_and_throughput_for_both() -> None:

@@ -281,23 +281,39 @@ def _quality(comparison: Comparison) -> str:
     totals = [f"candidate {_total(cand)}"]
     if comparison.baseline is not None:
         totals.append(f"baseline {_total(base)}")
+    diff = cand.differential if cand is not None else None
+    same = {t.id: t.identical for t in diff.tests} if diff is not None else {}
+    if diff is not None and diff.compared:
+        totals.append(
+            f"same answer as the baseline: {diff.identical}/{diff.compared} "
+            f"({_fmt(diff.identical_percent)}%)"
+        )
+        totals.append(
+            f"baseline's passes still passing: {diff.still_passing}/{diff.baseline_passed} "
+            f"({_fmt(diff.still_passing_percent)}%)"
+        )
     base_by_id = {t.id: t for t in base.tests} if base is not None else {}
     rows = []
     tests = cand.tests if cand is not None else []
     for test in tests:
         other = base_by_id.get(test.id)
-        rows.append(
+        row = (
             f"<tr><td>{esc(test.id)}</td><td>{esc(test.category)}</td>{_mark(test.passed)}"
             f"<td>{esc(test.reason)}</td>"
-            + (_mark(None if other is None else other.passed) if comparison.baseline else "")
-            + "</tr>"
         )
+        if comparison.baseline is not None:
+            row += _mark(None if other is None else other.passed)
+        if same:
+            identical = same.get(test.id)
+            row += f"<td>{'–' if identical is None else 'same' if identical else 'differs'}</td>"
+        rows.append(row + "</tr>")
     head = "<tr><th>test</th><th>category</th><th>candidate</th><th>why</th>"
-    head += "<th>baseline</th></tr>" if comparison.baseline else "</tr>"
+    head += "<th>baseline</th>" if comparison.baseline is not None else ""
+    head += "<th>answer vs baseline</th>" if same else ""
     return (
         '<section id="quality"><h2>Quality</h2>'
         f'<p class="muted">{esc("; ".join(totals))}</p>'
-        f"<table>{head}{''.join(rows)}</table></section>"
+        f"<table>{head}</tr>{''.join(rows)}</table></section>"
     )
 
 

@@ -148,11 +148,29 @@ class QualityTest(_Model):
     reason: Text = ""
 
 
+class DifferentialTest(_Model):
+    id: Name
+    identical: bool | None = None
+
+
+class Differential(_Model):
+    """The same prompts, greedy, to candidate and baseline (``quality.differential``)."""
+
+    compared: Count = 0
+    identical: Count = 0
+    identical_percent: Num = None
+    baseline_passed: Count = 0
+    still_passing: Count = 0
+    still_passing_percent: Num = None
+    tests: Annotated[list[DifferentialTest], BeforeValidator(_head(MAX_TESTS))] = []
+
+
 class Quality(_Model):
     suite: Name = ""
     passed: Count = 0
     total: Count = 0
     tests: Annotated[list[QualityTest], BeforeValidator(_head(MAX_TESTS))] = []
+    differential: Differential | None = None
 
 
 class ErrorClass(_Model):
