@@ -167,8 +167,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         type=Path,
         metavar="DIR",
         help="write one report page per step here (the verdict, charts of candidate and "
-        "baseline, the quality table; `vllm-operator report`); default: a new temporary "
-        "folder, kept, whose pages are printed",
+        "baseline, the quality table; `vllm-operator report`); default: WORKDIR/reports "
+        "with --workdir, else a new temporary folder, kept; the pages are printed",
     )
     parser.add_argument("--verbose", action="store_true", help="log the operator and kubelet")
     return parser
@@ -189,10 +189,11 @@ def main(argv: list[str], prog: str) -> int:
         except SpecErrors as exc:
             sys.stderr.write(f"{prog}: {doc['metadata'].get('name')}: invalid spec\n{exc}\n")
             return 2
+    where = args.reports or (args.workdir / "reports" if args.workdir else None)
     try:
-        reports = reports_dir(args.reports)
+        reports = reports_dir(where)
     except OSError as exc:
-        sys.stderr.write(f"{prog}: --reports {args.reports}: {exc.strerror or exc}\n")
+        sys.stderr.write(f"{prog}: --reports {where}: {exc.strerror or exc}\n")
         return 2
     say = Printer(sys.stdout)
     say("vllm-operator demo: starting the embedded cluster, kubelet and operator")
