@@ -45,11 +45,13 @@ from typing import Any, Protocol
 
 from vllm_operator.bench import bounded
 from vllm_operator.bench.config import BenchConfig, root_url
+from vllm_operator.bench.load import LoadRun
 from vllm_operator.bench.prompts import PromptClass, prompt_for
 from vllm_operator.bench.pyexec import executor_for
 from vllm_operator.bench.quality import SuiteOutcome, judge, request_of
 from vllm_operator.bench.request import ChatRequest, RequestRecord, send
 from vllm_operator.bench.stats import level_figures
+from vllm_operator.bench.sweep import Sweep
 from vllm_operator.bench.transport import (
     ConnectFailed,
     Limits,
@@ -71,6 +73,9 @@ RESERVE_FRACTION = 0.25
 
 OpenFigures = Callable[["RunState"], set[tuple[str, str]]]
 """The figures (``gate.regression.FigureKey``) still undecided on what was measured so far."""
+
+Breached = Callable[["RunState", float], bool]
+"""Did the candidate break an SLO limit at this load level (``gate.slo.breached``)?"""
 
 
 class Progress(Protocol):
@@ -123,11 +128,21 @@ class ServerRun:
     warmed: set[str] = field(default_factory=set)
     settle: list[SettlePass] = field(default_factory=list)
     """The settling warm-up's passes, in order."""
+    load: list[LoadRun] = field(default_factory=list)
+    """A workload's load sweep (``bench.load``): one run per level and trial, in order."""
+    load_warmup: list[LoadRun] = field(default_factory=list)
+    """Its discarded warm-up run(s)."""
+
+    def load_runs(self, level: float) -> list[LoadRun]:
+        """The measured runs at ``level`` in trial order."""
+        return [r for r in self.load if r.level == level]
 
     def records(self) -> Iterator[RequestRecord]:
         if self.preflight is not None:
             yield self.preflight
         yield from self.warmups
+        for load_run in (*self.load_warmup, *self.load):
+            yield from load_run.records
         for trials in self.latency.values():
             for recs in trials:
                 yield from recs
@@ -173,6 +188,8 @@ class RunState:
     """None: no settling warm-up; else whether it ended with agreeing passes."""
     rounds: list[RoundRecord] = field(default_factory=list)
     """Every measured round: which figures it measured and how long it took."""
+    load_stopped_at: float | None = None
+    """The load level where the sweep ended early (an SLO broken on the candidate)."""
 
     @property
     def server_version(self) -> str | None:
@@ -206,11 +223,14 @@ async def run(
     transport_factory: TransportFactory | None = None,
     clock: Clock | None = None,
     open_figures: OpenFigures | None = None,
+    breached: Breached | None = None,
 ) -> RunState:
     """Measure everything ``config`` asks for, within its deadline; return the state.
 
     ``open_figures``: the gate's view of which figures are still undecided; without it (or
     with ``max_trials == trials``) the run measures exactly ``trials`` rounds.
+    ``breached``: the gate's view of whether the candidate broke an SLO at a load level;
+    without it a load sweep never stops early.
     """
     clock = clock or asyncio.get_running_loop().time
     progress = progress or NoProgress()
@@ -230,6 +250,11 @@ async def run(
         async with asyncio.timeout(config.deadline_seconds):
             for server in state.servers:
                 await ctx.preflight(server)
+            if config.traffic is not None:
+                await ctx.sweep(open_figures, breached)
+                for server in state.servers:
+                    await ctx.quality(server)
+                return state
             await ctx.settle()
             classes = tuple(c.name for c in config.prompt_classes)
             for trial in range(config.trials):
@@ -280,6 +305,18 @@ class _Context:
     ) -> RequestRecord:
         record = RequestRecord(scheduled_at=self.clock())
         into.append(record)
+        await self.send_into(server, request, record, keep_text=keep_text)
+        return record
+
+    async def send_into(
+        self,
+        server: ServerRun,
+        request: ChatRequest,
+        record: RequestRecord,
+        *,
+        keep_text: bool = False,
+    ) -> None:
+        """Send ``request`` into ``record`` (already stored), within the request's limit."""
         try:
             async with asyncio.timeout(self.config.request_timeout):
                 await send(
@@ -295,7 +332,16 @@ class _Context:
         except TimeoutError:
             pass  # the record is already marked "timeout"
         self._count(record)
-        return record
+
+    async def sweep(self, open_figures: OpenFigures | None, breached: Breached | None) -> None:
+        """The workload's load sweep (``bench.sweep``) in place of the study's phases."""
+        assert self.config.traffic is not None
+
+        async def send(server: ServerRun, request: ChatRequest, record: RequestRecord) -> None:
+            await self.send_into(server, request, record)
+
+        sweep = Sweep(self.config, self.config.traffic, self.state, self.clock, self.progress, send)
+        await sweep.run(open_figures, breached)
 
     def _count(self, record: RequestRecord) -> None:
         if record.ok:

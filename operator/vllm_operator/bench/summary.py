@@ -7,7 +7,9 @@ large, it drops, in this order and deterministically, the tail of ``reasons`` (l
 "+N more" line), the tail of ``quality.failed`` (must-pass ids are listed first and counted
 in ``failedOmitted``), then the reasons and the failed list entirely, then the concurrency
 and latency figures (the baseline's first; the gate calls a comparison with one side
-missing Inconclusive, so a cut never passes silently). Error counts,
+missing Inconclusive, so a cut never passes silently), then a load sweep's figures level by
+level from the highest (the baseline's first at each level; the level and its request count
+stay, and the gate calls a limit without figures Inconclusive). Error counts,
 placements and the verdict are never dropped.
 
 The per-trial figures are what the gate's interval is computed from (``gate.regression``):
@@ -23,6 +25,8 @@ from vllm_operator.api.summary import (
     BenchSummary,
     ConcurrencyFigures,
     LatencyFigures,
+    LoadLevelFigures,
+    LoadSweep,
     QualityFigures,
 )
 from vllm_operator.bench.quality import SuiteOutcome
@@ -125,9 +129,35 @@ def fit(summary: BenchSummary, limit: int = LIMIT) -> BenchSummary:
             if size(s) <= limit:
                 return s
         s = s.model_copy(update={dropped: []})
+    s = _fit_load(s, limit)
     if size(s) > limit:
         s = s.model_copy(update={"model": _cut(s.model, 32)})
     return s
+
+
+def _fit_load(s: BenchSummary, limit: int) -> BenchSummary:
+    """Empty a load sweep's levels from the highest down until the summary fits."""
+    if s.load is None or size(s) <= limit:
+        return s
+    for index in range(len(s.load.levels) - 1, -1, -1):
+        pb = s.paired_baseline
+        if pb is not None and pb.load is not None and index < len(pb.load.levels):
+            s = s.model_copy(
+                update={"paired_baseline": pb.model_copy(update={"load": _emptied(pb.load, index)})}
+            )
+            if size(s) <= limit:
+                return s
+        assert s.load is not None
+        s = s.model_copy(update={"load": _emptied(s.load, index)})
+        if size(s) <= limit:
+            return s
+    return s
+
+
+def _emptied(sweep: LoadSweep, index: int) -> LoadSweep:
+    levels = list(sweep.levels)
+    levels[index] = LoadLevelFigures(level=levels[index].level, requests=levels[index].requests)
+    return sweep.model_copy(update={"levels": levels})
 
 
 def _cut(text: str, limit: int) -> str:
