@@ -239,7 +239,10 @@ class SloLimits(APIModel):
     tpot_ms: PercentileLimits | None = Field(
         default=None, description="Time per output token: (end-to-end - TTFT) / (tokens - 1)."
     )
-    e2e_ms: PercentileLimits | None = Field(default=None, description="End-to-end latency.")
+    # Explicit alias: to_camel would give "e2EMs" (it capitalises after a digit).
+    e2e_ms: PercentileLimits | None = Field(
+        default=None, alias="e2eMs", description="End-to-end latency."
+    )
     min_goodput_percent: float | None = Field(
         default=None,
         ge=0,
