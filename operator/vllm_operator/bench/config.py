@@ -13,6 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, Placement, TrialPlan
 from vllm_operator.api.workload import WorkloadSpec
+from vllm_operator.bench.load import MAX_RUN_REQUESTS
 from vllm_operator.bench.prompts import CONCURRENCY_CLASS, DEFAULT_CLASSES, PromptClass
 from vllm_operator.bench.suite import EMPTY_SUITE, Suite
 from vllm_operator.bench.traffic import Traffic
@@ -97,6 +98,15 @@ class BenchConfig:
             raise ValueError(f"at most {MAX_LEVELS} concurrency levels, each >= 1")
         if self.deadline_seconds <= 0:
             raise ValueError("deadline must be > 0")
+        load = self.workload.load
+        if self.traffic is not None and load.mode == "rate":
+            most = max(load.rates) * load.seconds_per_level
+            if round(most) > MAX_RUN_REQUESTS:
+                raise ValueError(
+                    f"gate.workload.load: {max(load.rates):g} requests/s for "
+                    f"{load.seconds_per_level} s is {round(most)} requests, more than "
+                    f"{MAX_RUN_REQUESTS} per level: lower secondsPerLevel or the rate"
+                )
 
     @property
     def plan(self) -> TrialPlan:

@@ -21,6 +21,7 @@ from bench_simproc import MODEL, StartSim
 
 from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.workload import WorkloadSpec
+from vllm_operator.bench import human
 from vllm_operator.bench.config import BenchConfig
 from vllm_operator.bench.prompts import PromptClass, prompt_for
 from vllm_operator.bench.report import BenchReport, build_report, open_figures, slo_breached
@@ -102,6 +103,9 @@ def test_rate_sweep_passes_where_the_profile_keeps_up_fails_beyond_and_stops(
     summary = report.summary
     assert summary.load is not None
     assert summary.load.stopped_at == 60
+    tables = human.render(report)
+    assert "## Load sweep (rate; workload fixed)" in tables
+    assert "sweep stopped at its first breach: 60 req/s" in tables
     assert [lv.requests for lv in summary.load.levels] == [30, 360, 0]
 
 
