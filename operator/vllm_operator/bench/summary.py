@@ -137,20 +137,20 @@ def fit(summary: BenchSummary, limit: int = LIMIT) -> BenchSummary:
 
 def _fit_load(s: BenchSummary, limit: int) -> BenchSummary:
     """Empty a load sweep's levels from the highest down until the summary fits."""
-    if s.load is None or size(s) <= limit:
-        return s
-    for index in range(len(s.load.levels) - 1, -1, -1):
-        pb = s.paired_baseline
-        if pb is not None and pb.load is not None and index < len(pb.load.levels):
-            s = s.model_copy(
-                update={"paired_baseline": pb.model_copy(update={"load": _emptied(pb.load, index)})}
-            )
-            if size(s) <= limit:
-                return s
-        assert s.load is not None
-        s = s.model_copy(update={"load": _emptied(s.load, index)})
+    pb = s.paired_baseline
+    ours = len(s.load.levels) if s.load is not None else 0
+    theirs = len(pb.load.levels) if pb is not None and pb.load is not None else 0
+    for index in range(max(ours, theirs) - 1, -1, -1):
         if size(s) <= limit:
             return s
+        pb = s.paired_baseline
+        if pb is not None and pb.load is not None and index < len(pb.load.levels):
+            emptied = pb.model_copy(update={"load": _emptied(pb.load, index)})
+            s = s.model_copy(update={"paired_baseline": emptied})
+            if size(s) <= limit:
+                return s
+        if s.load is not None and index < len(s.load.levels):
+            s = s.model_copy(update={"load": _emptied(s.load, index)})
     return s
 
 
