@@ -3,9 +3,11 @@
 The profile is flat (TTFT 20 ms, 5 ms between tokens, 16 output tokens: about 95 ms a
 request) with two batch slots (``--max-num-seqs 2``), so it sustains about 21 requests/s:
 at 5 requests/s a request rarely waits, at 60 the queue grows by about 39 requests a
-second and TTFT p99 reaches seconds. The limits sit far from both (measured on the loaded
-2-core machine, two busy loops beside it: see the module's figures in docs/bench.md), so the
-verdict does not depend on the machine's load.
+second and TTFT p99 reaches seconds. The limits sit far from both, so the verdict does not
+depend on the machine's load. Measured on the shared 2-core machine with two busy loops
+beside it (95% intervals over 3 trials): TTFT p99 at 5 req/s 102 ms [51, 202] and at 60
+req/s 4,090 ms [3,526, 4,745] against the 1,000 ms limit; TTFT p50 at 1 stream 37 ms
+[21, 67] and at 16 streams 708 ms [680, 737] against the 250 ms limit.
 
 The workload is a stand-in Traffic (unique fixed-size prompts) built in-process until the
 bench CLI takes ``--workload-json`` (issue 25, helper 25w).
@@ -135,13 +137,13 @@ def test_closed_loop_streams_fail_where_requests_queue_for_the_batch(sim: StartS
     report = measure(
         sim(*PROFILE),
         {"mode": "concurrency", "concurrency": [1, 16], "secondsPerLevel": 2},
-        {"slo": {"ttftMs": {"p50": 150}}},
+        {"slo": {"ttftMs": {"p50": 250}}},
         trials=3,
     )
     reasons = report.verdict.reasons
     assert report.verdict.outcome == "Failed", reasons
-    assert any(r.startswith("ttft p50 at 16 streams: ") and "above the 150" in r for r in reasons)
-    assert any(r.startswith("ttft p50 at 1 stream: ") and "within the 150" in r for r in reasons)
+    assert any(r.startswith("ttft p50 at 16 streams: ") and "above the 250" in r for r in reasons)
+    assert any(r.startswith("ttft p50 at 1 stream: ") and "within the 250" in r for r in reasons)
     data = report.to_json()["load"]
     assert data["capacity"] == 1
     assert all(r["asked_rate"] is None for r in data["runs"])
