@@ -31,6 +31,11 @@ then quality.
   until none is open, ``max_trials`` is reached, or starting another round would leave less
   than ``RESERVE_FRACTION`` of the deadline (the time budget).
 - **Quality** runs once per server at the end: answers at temperature 0 do not vary by trial.
+
+With a synthetic or dataset workload (``config.traffic``), the load sweep of
+``bench.sweep`` (closed or open loop per level, paired trials, extra rounds of undecided
+levels, stop at the first SLO breach) replaces the warm-up, rounds and extra rounds above;
+preflight and quality stay.
 """
 
 from __future__ import annotations
