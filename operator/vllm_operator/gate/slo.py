@@ -98,21 +98,23 @@ def capacity(summary: BenchSummary, thresholds: Thresholds, plan: TrialPlan | No
     """The highest level that met every limit, every level below it too; None if none did."""
     if summary.load is None or thresholds.slo is None or thresholds.slo.is_empty:
         return None
-    return _capacity(_limits_by_level(summary.load, thresholds, plan))
+    return _capacity(_limits_by_level(summary.load, thresholds, plan), summary.load)
 
 
-def _capacity(by_level: dict[float, list[Judged]]) -> float | None:
+def _capacity(by_level: dict[float, list[Judged]], sweep: LoadSweep) -> float | None:
+    """The highest level measured and met, every level below it measured and met too."""
+    measured = {f.level for f in sweep.levels if f.requests > 0}
     best = None
     for level in sorted(by_level):
         judged = by_level[level]
-        if not judged or any(j.finding.severity != "note" for j in judged):
+        if level not in measured or any(j.finding.severity != "note" for j in judged):
             break
-        best = level
+        best = level  # a level without limits of its own has nothing to miss
     return best
 
 
 def _capacity_note(sweep: LoadSweep, by_level: dict[float, list[Judged]]) -> list[Judged]:
-    best = _capacity(by_level)
+    best = _capacity(by_level, sweep)
     if best is None:
         text = f"capacity: none, the first level ({where(sweep.mode, sweep.levels[0].level)})"
         return [Judged(Finding("note", text + " did not meet every SLO"))] if sweep.levels else []

@@ -254,3 +254,12 @@ def test_one_stalled_trial_is_left_out_as_in_the_regression_judge() -> None:
     result, reasons = outcome(summary(lv(20, trials)), slo(ttftMs={"p99": 150}))
     assert result == "Passed", reasons
     assert "outlier trial 4 left out" in reasons[0]
+
+
+def test_a_level_without_limits_of_its_own_has_nothing_to_miss() -> None:
+    th = slo(levels=[{"at": 40, "ttftMs": {"p99": 500}}])
+    s = summary(lv(20, [900.0]), lv(40, [100.0]))
+    result, reasons = outcome(s, th)
+    assert result == "Passed", reasons
+    assert capacity(s, th, None) == 40
+    assert capacity(summary(lv(20, [900.0]), lv(40, requests=0)), th, None) == 20
