@@ -116,8 +116,11 @@ def _capacity(by_level: dict[float, list[Judged]], sweep: LoadSweep) -> float | 
 def _capacity_note(sweep: LoadSweep, by_level: dict[float, list[Judged]]) -> list[Judged]:
     best = _capacity(by_level, sweep)
     if best is None:
-        text = f"capacity: none, the first level ({where(sweep.mode, sweep.levels[0].level)})"
-        return [Judged(Finding("note", text + " did not meet every SLO"))] if sweep.levels else []
+        if not sweep.levels:
+            return []
+        first = where(sweep.mode, sweep.levels[0].level)[3:]
+        text = f"capacity: none, the first level ({first}) did not meet every SLO"
+        return [Judged(Finding("note", text))]
     text = f"capacity: {where(sweep.mode, best)[3:]}, the highest level that met every SLO"
     return [Judged(Finding("note", text))]
 

@@ -263,3 +263,10 @@ def test_a_level_without_limits_of_its_own_has_nothing_to_miss() -> None:
     assert result == "Passed", reasons
     assert capacity(s, th, None) == 40
     assert capacity(summary(lv(20, [900.0]), lv(40, requests=0)), th, None) == 20
+
+
+def test_capacity_none_names_the_first_level_and_an_empty_sweep_says_nothing() -> None:
+    th = slo(ttftMs={"p99": 500})
+    reasons = outcome(summary(lv(5, [900.0])), th)[1]
+    assert "capacity: none, the first level (5 req/s) did not meet every SLO" in reasons
+    assert judge_slo(summary(), th, None, None) == []
