@@ -23,12 +23,11 @@ from bench_simproc import MODEL, StartSim
 
 from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.workload import WorkloadSpec
-from vllm_operator.bench import human
+from vllm_operator.bench import human, run_benchmark
 from vllm_operator.bench.config import BenchConfig
 from vllm_operator.bench.prompts import PromptClass, prompt_for
-from vllm_operator.bench.report import BenchReport, build_report, open_figures, slo_breached
+from vllm_operator.bench.report import BenchReport
 from vllm_operator.bench.request import ChatRequest
-from vllm_operator.bench.runner import run
 
 pytestmark = pytest.mark.slow
 
@@ -59,14 +58,7 @@ def measure(url: str, load: dict[str, Any], thresholds: dict[str, Any], **more: 
         request_timeout=60,
         **more,
     )
-    state = asyncio.run(
-        run(
-            config,
-            open_figures=lambda so_far: open_figures(config, so_far),
-            breached=lambda so_far, level: slo_breached(config, so_far, level),
-        )
-    )
-    return build_report(config, state)
+    return asyncio.run(run_benchmark(config))  # the gate's callbacks included
 
 
 def test_rate_sweep_passes_where_the_profile_keeps_up_fails_beyond_and_stops(
