@@ -7,7 +7,9 @@ second and TTFT p99 reaches seconds. The limits sit far from both, so the verdic
 depend on the machine's load. Measured on the shared 2-core machine with two busy loops
 beside it (95% intervals over 3 trials): TTFT p99 at 5 req/s 102 ms [51, 202] and at 60
 req/s 4,090 ms [3,526, 4,745] against the 1,000 ms limit; TTFT p50 at 1 stream 37 ms
-[21, 67] and at 16 streams 708 ms [680, 737] against the 250 ms limit.
+[21, 67] and at 16 streams 708 ms [680, 737] against the 250 ms limit; a candidate at half
+speed against its paired baseline, E2E p50 at 5 req/s +79% [+56%, +105%] and +88% [+69%,
++108%] against the 10% limit.
 
 The workload is a stand-in Traffic (unique fixed-size prompts) built in-process until the
 bench CLI takes ``--workload-json`` (issue 25, helper 25w).
@@ -139,3 +141,21 @@ def test_closed_loop_streams_fail_where_requests_queue_for_the_batch(sim: StartS
     data = report.to_json()["load"]
     assert data["capacity"] == 1
     assert all(r["asked_rate"] is None for r in data["runs"])
+
+
+def test_a_slower_candidate_fails_against_the_paired_baseline_at_the_level(
+    sim: StartSim,
+) -> None:
+    report = measure(
+        sim(*PROFILE, "--sim-speed", "0.5"),
+        {"mode": "rate", "rates": [5], "secondsPerLevel": 2},
+        {"slo": {"e2eMs": {"p50": 1000}}, "maxRegressionPercent": 10},
+        trials=3,
+        baseline_url=sim(*PROFILE),
+    )
+    reasons = report.verdict.reasons
+    assert report.verdict.outcome == "Failed", reasons
+    failed = next(r for r in reasons if r.endswith("regression beyond the limit"))
+    assert failed.startswith("e2e p50 at 5 req/s: ")
+    assert "paired, 3 trials" in failed
+    assert any(r.startswith("e2e p50 at 5 req/s: ") and "within the 1000 ms" in r for r in reasons)
