@@ -247,7 +247,11 @@ class SloLimits(APIModel):
         default=None,
         ge=0,
         le=100,
-        description="Least share of requests that met every latency limit above (goodput).",
+        description=(
+            "Least share of requests that met every latency limit above (goodput): a request "
+            "meets a metric when it is within the limit of that metric's highest limited "
+            "percentile (with p50 200 and p99 500, within 500 ms); failed requests never do."
+        ),
     )
     max_error_percent: float | None = Field(
         default=None, ge=0, le=100, description="Largest share of failed requests."
