@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from vllm_operator.api.base import APIModel
 
@@ -28,6 +28,11 @@ SUMMARY_SCHEMA = "vllm-operator.dev/bench-summary/v1"
 
 MAX_TRIALS = 10
 """Trials per compared figure (bounds the summary: two servers x 19 figures x 10 numbers)."""
+
+PERCENTILE_KEYS = frozenset(
+    f"{m}.{p}" for m in ("ttft", "itl", "tpot", "e2e") for p in ("p50", "p90", "p95", "p99")
+)
+"""Keys of ``LoadLevelFigures.percentiles`` (api.workload's metrics and percentiles)."""
 
 TrialFigures = Annotated[list[Annotated[float, Field(ge=0)]], Field(max_length=MAX_TRIALS)]
 
@@ -174,6 +179,60 @@ class Placement(APIModel):
     )
 
 
+class LoadLevelFigures(APIModel):
+    """One load level of a sweep (gate.workload.load): the figures its SLO limits reference.
+
+    Compact on purpose (the summary must fit 4,096 bytes): only the percentiles that a limit
+    of ``gate.thresholds.slo`` names at this level, and goodput and error share, each one
+    value per trial in trial order. The full per-request figures are in the report.
+    """
+
+    level: float = Field(gt=0, description="Streams (concurrency) or requests/s (rate).")
+    requests: int = Field(
+        default=0, ge=0, description="Requests sent at this level over every trial (0: not run)."
+    )
+    percentiles: dict[str, TrialFigures] = Field(
+        default_factory=dict,
+        description=(
+            "Per-trial values (ms) of each limited percentile, keyed metric.percentile "
+            "(ttft.p99, itl.p50, tpot.p90, e2e.p95)."
+        ),
+    )
+    goodput_percent: TrialFigures = Field(
+        default_factory=list,
+        description="Share of each trial's requests that met every latency limit (percent).",
+    )
+    error_percent: TrialFigures = Field(
+        default_factory=list, description="Share of each trial's requests that failed (percent)."
+    )
+
+    @field_validator("percentiles")
+    @classmethod
+    def _known_keys(cls, value: dict[str, list[float]]) -> dict[str, list[float]]:
+        unknown = sorted(set(value) - PERCENTILE_KEYS)[:3]
+        if unknown:
+            raise ValueError(f"unknown percentile keys {unknown}: use metric.pNN, e.g. ttft.p99")
+        return value
+
+
+class LoadSweep(APIModel):
+    """A load sweep over the levels of gate.workload.load (absent for the study's shapes)."""
+
+    mode: Literal["concurrency", "rate"] = Field(
+        description="concurrency: levels are streams; rate: levels are requests/s."
+    )
+    levels: list[LoadLevelFigures] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Every level asked, in order; one the sweep did not reach has requests 0.",
+    )
+    stopped_at: float | None = Field(
+        default=None,
+        gt=0,
+        description="The level where the sweep ended early (an SLO broken, stopAtFirstBreach).",
+    )
+
+
 class Figures(APIModel):
     """What one run measured on one server: the candidate's (``BenchSummary``) and the
     paired baseline's (``PairedBaseline``) are this one shape, so the gate compares like with
@@ -198,6 +257,14 @@ class Figures(APIModel):
     placement: Placement | None = Field(
         default=None,
         description="Where this server ran (the candidate; in pairedBaseline, the baseline).",
+    )
+
+    load: LoadSweep | None = Field(
+        default=None,
+        description=(
+            "The load sweep of a synthetic or dataset workload (gate.workload): the figures "
+            "its SLO limits name, per level and trial; absent for the study's shapes."
+        ),
     )
 
 

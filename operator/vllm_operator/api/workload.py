@@ -311,12 +311,19 @@ class SloLimits(APIModel):
     tpot_ms: PercentileLimits | None = Field(
         default=None, description="Time per output token: (end-to-end - TTFT) / (tokens - 1)."
     )
-    e2e_ms: PercentileLimits | None = Field(default=None, description="End-to-end latency.")
+    # Explicit alias: to_camel would give "e2EMs" (it capitalises after a digit).
+    e2e_ms: PercentileLimits | None = Field(
+        default=None, alias="e2eMs", description="End-to-end latency."
+    )
     min_goodput_percent: float | None = Field(
         default=None,
         ge=0,
         le=100,
-        description="Least share of requests that met every latency limit above (goodput).",
+        description=(
+            "Least share of requests that met every latency limit above (goodput): a request "
+            "meets a metric when it is within the limit of that metric's highest limited "
+            "percentile (with p50 200 and p99 500, within 500 ms); failed requests never do."
+        ),
     )
     max_error_percent: float | None = Field(
         default=None, ge=0, le=100, description="Largest share of failed requests."

@@ -8,8 +8,9 @@ runs this package alone.
 from __future__ import annotations
 
 from vllm_operator.bench.config import BenchConfig
-from vllm_operator.bench.report import BenchReport, build_report, open_figures
-from vllm_operator.bench.runner import Clock, Progress, TransportFactory, run
+from vllm_operator.bench.report import BenchReport, build_report, open_figures, slo_breached
+from vllm_operator.bench.run_state import Clock, Progress
+from vllm_operator.bench.runner import TransportFactory, run
 
 
 async def run_benchmark(
@@ -26,6 +27,7 @@ async def run_benchmark(
         transport_factory=transport_factory,
         clock=clock,
         open_figures=lambda so_far: open_figures(config, so_far),
+        breached=lambda so_far, level: slo_breached(config, so_far, level),
     )
     return build_report(config, state)
 

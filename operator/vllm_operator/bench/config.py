@@ -13,6 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, Placement, TrialPlan
 from vllm_operator.api.workload import WorkloadSpec
+from vllm_operator.bench.load import MAX_RUN_REQUESTS
 from vllm_operator.bench.prompts import CONCURRENCY_CLASS, DEFAULT_CLASSES, PromptClass
 from vllm_operator.bench.quality import DEFAULT_CONCURRENCY as DEFAULT_QUALITY_CONCURRENCY
 from vllm_operator.bench.quality import MAX_CONCURRENCY as MAX_QUALITY_CONCURRENCY
@@ -103,6 +104,15 @@ class BenchConfig:
             raise ValueError("deadline must be > 0")
         if not 1 <= self.quality_concurrency <= MAX_QUALITY_CONCURRENCY:
             raise ValueError(f"quality concurrency must be 1..{MAX_QUALITY_CONCURRENCY}")
+        load = self.workload.load
+        if self.traffic is not None and load.mode == "rate":
+            most = max(load.rates) * load.seconds_per_level
+            if round(most) > MAX_RUN_REQUESTS:
+                raise ValueError(
+                    f"gate.workload.load: {max(load.rates):g} requests/s for "
+                    f"{load.seconds_per_level} s is {round(most)} requests, more than "
+                    f"{MAX_RUN_REQUESTS} per level: lower secondsPerLevel or the rate"
+                )
 
     @property
     def plan(self) -> TrialPlan:

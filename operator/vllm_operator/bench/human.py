@@ -25,6 +25,7 @@ def render(report: BenchReport, label: str | None = None) -> str:
         out += [f"({paired}{report.config.trials} trial(s) per figure; medians over trials)", ""]
     out += _latency(data["latency"], name, base["latency"] if base else None)
     out += _concurrency(data["concurrency"], name, base["concurrency"] if base else None)
+    out += _load(data["load"])
     out += _quality(data["quality"])
     out += _errors(data["errors"])
     if base is not None:
@@ -207,6 +208,40 @@ def _verdict(report: BenchReport) -> list[str]:
     out = [f"## Gate: {report.verdict.outcome} (exit {report.exit_code})"]
     out += [f"- {reason}" for reason in report.verdict.reasons]
     return out
+
+
+def _load(load: dict[str, Any] | None) -> list[str]:
+    """One row per (level, trial, server) of a workload's sweep."""
+    if load is None:
+        return []
+    unit = "req/s" if load["mode"] == "rate" else "streams"
+    head = [unit, "trial", "server", "sent/s", "TTFT p50", "TTFT p99", "ITL p99", "E2E p99"]
+    head += ["goodput", "errors"]
+    out = [f"## Load sweep ({load['mode']}; workload {load['workload'].get('kind', '?')})"]
+    out += [_row(head), _row(["---"] * len(head))]
+    for run in load["runs"]:
+        p = run["percentiles"]
+        out.append(
+            _row(
+                [
+                    f"{run['level']:g}",
+                    str(run["trial"] + 1),
+                    run["server"],
+                    _num(run["achieved_rate"]),
+                    _ms(p["ttft_ms"]["p50"]),
+                    _ms(p["ttft_ms"]["p99"]),
+                    _ms(p["itl_ms"]["p99"]),
+                    _ms(p["e2e_ms"]["p99"]),
+                    f"{run['goodput_percent']:.1f}%",
+                    f"{run['error_percent']:.1f}%",
+                ]
+            )
+        )
+    capacity = load["capacity"]
+    out.append(f"capacity: {'-' if capacity is None else f'{capacity:g} {unit}'}")
+    if load["stopped_at"] is not None:
+        out.append(f"sweep stopped at its first breach: {load['stopped_at']:g} {unit}")
+    return [*out, ""]
 
 
 def _row(cells: list[str]) -> str:

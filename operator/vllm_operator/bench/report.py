@@ -15,13 +15,15 @@ from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import BenchSummary, PairedBaseline, Placement, Verdict, Warmup
 from vllm_operator.bench import summary as summary_mod
 from vllm_operator.bench.config import BenchConfig
+from vllm_operator.bench.load_report import counted, judged_errors, load_json, sweep_of
 from vllm_operator.bench.quality import differential
 from vllm_operator.bench.request import RequestRecord
-from vllm_operator.bench.runner import RunState, ServerRun
+from vllm_operator.bench.run_state import RunState, ServerRun
 from vllm_operator.bench.stats import MIN_DECODE_GAPS, Stats, decode_rate, level_figures
 from vllm_operator.gate import verdict as gate_verdict
 from vllm_operator.gate.classes import describe, kind_of
 from vllm_operator.gate.regression import judge_all
+from vllm_operator.gate.slo import breached, capacity, judge_slo
 
 REPORT_SCHEMA = "vllm-operator.dev/bench-report/v1"
 
@@ -39,6 +41,8 @@ class BenchReport:
     state: RunState
     summary: BenchSummary
     verdict: Verdict  # the gate's, with the run's own notes (deadline, early stop) first
+    capacity: float | None = None
+    """A load sweep's highest level that met every SLO (``gate.slo.capacity``)."""
 
     @property
     def exit_code(self) -> int:
@@ -87,6 +91,7 @@ class BenchReport:
             **_server_json(state.candidate),
             "errors": _errors_json(state.candidate, state.errors()),
             "baseline": None,
+            "load": load_json(self.config, state, self.capacity),
             "summary": self.summary.to_wire(),
             "verdict": self.verdict.to_wire() if self.config.gated else None,
             "exit_code": self.exit_code,
@@ -149,7 +154,8 @@ def _paired_baseline(
         latency=[summary_mod.latency_figures(n, t) for n, t in base.latency.items()],
         concurrency=[summary_mod.concurrency_figures(c, t) for c, t in base.concurrency.items()],
         quality=quality,
-        errors=dict(sorted(base.errors().items())),
+        errors=counted(base.errors(), judged_errors(config, base)),
+        load=sweep_of(config, base, None),
     )
 
 
@@ -170,9 +176,17 @@ def open_figures(config: BenchConfig, state: RunState) -> set[tuple[str, str]]:
     if any(count > 0 and kind_of(name) == "server" for name, count in raw.errors.items()):
         return set()
     judged = judge_all(raw, config.thresholds, config.baseline, config.plan)
+    judged += judge_slo(raw, config.thresholds, config.baseline, config.plan)
     if any(j.finding.severity == "fail" and j.figure is not None for j in judged):
         return set()  # final whatever the open figures would show: no more trials
     return {j.figure for j in judged if j.undecided and j.figure is not None}
+
+
+def slo_breached(config: BenchConfig, state: RunState, level: float) -> bool:
+    """Did the candidate break an SLO limit at ``level`` on what was measured so far?"""
+    if config.thresholds is None:
+        return False
+    return breached(raw_summary(config, state), config.thresholds, level, config.plan)
 
 
 def build_report(config: BenchConfig, state: RunState) -> BenchReport:
@@ -189,7 +203,8 @@ def build_report(config: BenchConfig, state: RunState) -> BenchReport:
     summary = raw.model_copy(
         update={"verdict": verdict.outcome if config.gated else None, "reasons": verdict.reasons}
     )
-    return BenchReport(config, state, summary_mod.fit(summary), verdict)
+    most = capacity(raw, thresholds, config.plan)
+    return BenchReport(config, state, summary_mod.fit(summary), verdict, most)
 
 
 def raw_summary(config: BenchConfig, state: RunState) -> BenchSummary:
@@ -208,13 +223,14 @@ def raw_summary(config: BenchConfig, state: RunState) -> BenchSummary:
             if cand.quality is not None
             else None
         ),
-        errors=dict(sorted(state.errors().items())),
+        errors=counted(state.errors(), judged_errors(config, cand)),
         placement=_placement(config.candidate_placement, cand),
         paired_baseline=(
             None if state.baseline is None else _paired_baseline(config, state.baseline, must_pass)
         ),
         trial_plan=config.plan,
         warmup=_warmup(state),
+        load=sweep_of(config, cand, state.load_stopped_at),
     )
 
 

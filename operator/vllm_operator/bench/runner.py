@@ -31,6 +31,11 @@ then quality.
   until none is open, ``max_trials`` is reached, or starting another round would leave less
   than ``RESERVE_FRACTION`` of the deadline (the time budget).
 - **Quality** runs once per server at the end: answers at temperature 0 do not vary by trial.
+
+With a synthetic or dataset workload (``config.traffic``), the load sweep of
+``bench.sweep`` (closed or open loop per level, paired trials, extra rounds of undecided
+levels, stop at the first SLO breach) replaces the warm-up, rounds and extra rounds above;
+preflight and quality stay.
 """
 
 from __future__ import annotations
@@ -38,10 +43,9 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from vllm_operator.bench import bounded
 from vllm_operator.bench.config import BenchConfig, root_url
@@ -49,8 +53,21 @@ from vllm_operator.bench.prompts import PromptClass, prompt_for
 from vllm_operator.bench.pyexec import executor_for
 from vllm_operator.bench.quality import SuiteOutcome, TestOutcome, request_of, run_suite
 from vllm_operator.bench.request import ChatRequest, RequestRecord, send
+from vllm_operator.bench.run_state import (
+    Aborted,
+    Breached,
+    Clock,
+    NoProgress,
+    OpenFigures,
+    Progress,
+    RoundRecord,
+    RunState,
+    ServerRun,
+    SettlePass,
+)
 from vllm_operator.bench.stats import level_figures
 from vllm_operator.bench.suite import QualityTest
+from vllm_operator.bench.sweep import Sweep
 from vllm_operator.bench.transport import (
     ConnectFailed,
     Limits,
@@ -61,7 +78,6 @@ from vllm_operator.bench.transport import (
     named_class,
 )
 
-Clock = Callable[[], float]
 TransportFactory = Callable[[BenchConfig, Clock], Transport]
 
 MAX_CONSECUTIVE_FAILURES = 3
@@ -69,130 +85,6 @@ MAX_CONSECUTIVE_FAILURES = 3
 
 RESERVE_FRACTION = 0.25
 """Share of the deadline an extra round may not eat into (left for quality and the report)."""
-
-OpenFigures = Callable[["RunState"], set[tuple[str, str]]]
-"""The figures (``gate.regression.FigureKey``) still undecided on what was measured so far."""
-
-
-class Progress(Protocol):
-    """Where progress goes (terminal line, JSON lines, nowhere)."""
-
-    def emit(self, event: str, **fields: Any) -> None: ...
-
-
-class NoProgress:
-    """Progress for in-process callers that want none."""
-
-    def emit(self, event: str, **fields: Any) -> None:
-        return None
-
-
-class Aborted(Exception):
-    """The server failed too many requests in a row; the run stops early."""
-
-
-@dataclass
-class SettlePass:
-    """One warm-up pass on one server: its figures and whether they matched the pass before."""
-
-    number: int
-    latency_ms: dict[str, float]
-    """Prompt class -> median end-to-end latency of the pass's requests."""
-    tokens_per_second: dict[int, float]
-    """Concurrency level -> aggregate tokens/s over the pass's steady window."""
-    seconds: float
-    started_unix: float = 0.0
-    """Wall-clock start, to match against a server's log (e.g. vLLM's JIT warnings)."""
-    agreed: bool = False
-    """True when every figure was within the tolerance of the previous pass's."""
-
-
-@dataclass
-class ServerRun:
-    """What one server (the candidate, or the baseline of a paired run) measured."""
-
-    role: str
-    url: str
-    server_version: str | None = None
-    preflight: RequestRecord | None = None
-    warmups: list[RequestRecord] = field(default_factory=list)
-    latency: dict[str, list[list[RequestRecord]]] = field(default_factory=dict)
-    """Prompt class -> one list of records per trial."""
-    concurrency: dict[int, list[list[list[RequestRecord]]]] = field(default_factory=dict)
-    """Concurrency level -> one list of streams (each a list of records) per trial."""
-    quality: SuiteOutcome | None = None
-    warmed: set[str] = field(default_factory=set)
-    settle: list[SettlePass] = field(default_factory=list)
-    """The settling warm-up's passes, in order."""
-
-    def records(self) -> Iterator[RequestRecord]:
-        if self.preflight is not None:
-            yield self.preflight
-        yield from self.warmups
-        for trials in self.latency.values():
-            for recs in trials:
-                yield from recs
-        for level_trials in self.concurrency.values():
-            for streams in level_trials:
-                for stream in streams:
-                    yield from stream
-        if self.quality is not None:
-            yield from (o.record for o in self.quality.outcomes)
-
-    def errors(self) -> Counter[str]:
-        counts = Counter(r.error for r in self.records() if r.error is not None)
-        if self.quality is not None and self.quality.refused:
-            counts["code_refused"] += self.quality.refused
-        return counts
-
-
-@dataclass(frozen=True)
-class RoundRecord:
-    """One round of trials: its number, the figures it measured, its duration."""
-
-    number: int
-    classes: tuple[str, ...]
-    levels: tuple[int, ...]
-    seconds: float
-    started_unix: float = 0.0
-    """Wall-clock start, to match against a server's log (e.g. vLLM's JIT warnings)."""
-
-
-@dataclass
-class RunState:
-    """Everything measured so far; the report is built from it, complete or not."""
-
-    started: float
-    wall_started: float
-    candidate: ServerRun
-    baseline: ServerRun | None = None
-    finished: float | None = None
-    deadline_hit: bool = False
-    aborted: str | None = None
-    consecutive_failures: int = 0
-    settled: bool | None = None
-    """None: no settling warm-up; else whether it ended with agreeing passes."""
-    rounds: list[RoundRecord] = field(default_factory=list)
-    """Every measured round: which figures it measured and how long it took."""
-
-    @property
-    def server_version(self) -> str | None:
-        return self.candidate.server_version
-
-    @property
-    def servers(self) -> tuple[ServerRun, ...]:
-        return (self.candidate,) if self.baseline is None else (self.candidate, self.baseline)
-
-    def records(self) -> Iterator[RequestRecord]:
-        for server in self.servers:
-            yield from server.records()
-
-    def errors(self) -> Counter[str]:
-        """The candidate's failed requests by class, plus ``deadline`` if it was reached."""
-        counts = self.candidate.errors()
-        if self.deadline_hit:
-            counts["deadline"] += 1
-        return counts
 
 
 def default_transport(config: BenchConfig, clock: Clock) -> Transport:
@@ -207,11 +99,14 @@ async def run(
     transport_factory: TransportFactory | None = None,
     clock: Clock | None = None,
     open_figures: OpenFigures | None = None,
+    breached: Breached | None = None,
 ) -> RunState:
     """Measure everything ``config`` asks for, within its deadline; return the state.
 
     ``open_figures``: the gate's view of which figures are still undecided; without it (or
     with ``max_trials == trials``) the run measures exactly ``trials`` rounds.
+    ``breached``: the gate's view of whether the candidate broke an SLO at a load level;
+    without it a load sweep never stops early.
     """
     clock = clock or asyncio.get_running_loop().time
     progress = progress or NoProgress()
@@ -231,6 +126,11 @@ async def run(
         async with asyncio.timeout(config.deadline_seconds):
             for server in state.servers:
                 await ctx.preflight(server)
+            if config.traffic is not None:
+                await ctx.sweep(open_figures, breached)
+                for server in state.servers:
+                    await ctx.quality(server)
+                return state
             await ctx.settle()
             classes = tuple(c.name for c in config.prompt_classes)
             for trial in range(config.trials):
@@ -281,6 +181,18 @@ class _Context:
     ) -> RequestRecord:
         record = RequestRecord(scheduled_at=self.clock())
         into.append(record)
+        await self.send_into(server, request, record, keep_text=keep_text)
+        return record
+
+    async def send_into(
+        self,
+        server: ServerRun,
+        request: ChatRequest,
+        record: RequestRecord,
+        *,
+        keep_text: bool = False,
+    ) -> None:
+        """Send ``request`` into ``record`` (already stored), within the request's limit."""
         try:
             async with asyncio.timeout(self.config.request_timeout):
                 await send(
@@ -296,7 +208,16 @@ class _Context:
         except TimeoutError:
             pass  # the record is already marked "timeout"
         self._count(record)
-        return record
+
+    async def sweep(self, open_figures: OpenFigures | None, breached: Breached | None) -> None:
+        """The workload's load sweep (``bench.sweep``) in place of the study's phases."""
+        assert self.config.traffic is not None
+
+        async def send(server: ServerRun, request: ChatRequest, record: RequestRecord) -> None:
+            await self.send_into(server, request, record)
+
+        sweep = Sweep(self.config, self.config.traffic, self.state, self.clock, self.progress, send)
+        await sweep.run(open_figures, breached)
 
     def _count(self, record: RequestRecord) -> None:
         if record.ok:

@@ -10,7 +10,9 @@ of ``reasons`` (leaving a "+N more" line), the tail of ``quality.failed`` (must-
 are listed first and counted in ``failedOmitted``), then the reasons and the failed list
 entirely, then the concurrency
 and latency figures (the baseline's first; the gate calls a comparison with one side
-missing Inconclusive, so a cut never passes silently). Error counts,
+missing Inconclusive, so a cut never passes silently), then a load sweep's figures level by
+level from the highest (the baseline's first at each level; the level and its request count
+stay, and the gate calls a limit without figures Inconclusive). Error counts,
 placements and the verdict are never dropped.
 
 The per-trial figures are what the gate's interval is computed from (``gate.regression``):
@@ -26,6 +28,8 @@ from vllm_operator.api.summary import (
     BenchSummary,
     ConcurrencyFigures,
     LatencyFigures,
+    LoadLevelFigures,
+    LoadSweep,
     QualityDifferential,
     QualityFigures,
 )
@@ -149,6 +153,7 @@ def fit(summary: BenchSummary, limit: int = LIMIT) -> BenchSummary:
             if size(s) <= limit:
                 return s
         s = s.model_copy(update={dropped: []})
+    s = _fit_load(s, limit)
     if size(s) > limit:
         s = s.model_copy(update={"model": _cut(s.model, 32)})
     return s
@@ -187,6 +192,31 @@ def _prefix_within(ids: list[str], limit: int) -> list[str]:
         if used > limit:
             return ids[:n]
     return ids
+
+
+def _fit_load(s: BenchSummary, limit: int) -> BenchSummary:
+    """Empty a load sweep's levels from the highest down until the summary fits."""
+    pb = s.paired_baseline
+    ours = len(s.load.levels) if s.load is not None else 0
+    theirs = len(pb.load.levels) if pb is not None and pb.load is not None else 0
+    for index in range(max(ours, theirs) - 1, -1, -1):
+        if size(s) <= limit:
+            return s
+        pb = s.paired_baseline
+        if pb is not None and pb.load is not None and index < len(pb.load.levels):
+            emptied = pb.model_copy(update={"load": _emptied(pb.load, index)})
+            s = s.model_copy(update={"paired_baseline": emptied})
+            if size(s) <= limit:
+                return s
+        if s.load is not None and index < len(s.load.levels):
+            s = s.model_copy(update={"load": _emptied(s.load, index)})
+    return s
+
+
+def _emptied(sweep: LoadSweep, index: int) -> LoadSweep:
+    levels = list(sweep.levels)
+    levels[index] = LoadLevelFigures(level=levels[index].level, requests=levels[index].requests)
+    return sweep.model_copy(update={"levels": levels})
 
 
 def _cut(text: str, limit: int) -> str:

@@ -53,8 +53,10 @@ from vllm_operator.bench.report import (
     BenchReport,
     build_report,
     open_figures,
+    slo_breached,
 )
-from vllm_operator.bench.runner import NoProgress, Progress, run
+from vllm_operator.bench.run_state import NoProgress, Progress
+from vllm_operator.bench.runner import run
 from vllm_operator.bench.suite import load_suite
 from vllm_operator.bench.traffic import Traffic
 from vllm_operator.bench.workload import build_traffic
@@ -406,7 +408,12 @@ def _measure_and_publish(
         terminal = TerminalProgress(sys.stderr)
         progress = terminal
     state = asyncio.run(
-        run(config, progress=progress, open_figures=lambda so_far: open_figures(config, so_far))
+        run(
+            config,
+            progress=progress,
+            open_figures=lambda so_far: open_figures(config, so_far),
+            breached=lambda so_far, level: slo_breached(config, so_far, level),
+        )
     )
     if terminal is not None:
         terminal.close()

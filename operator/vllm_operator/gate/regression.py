@@ -128,7 +128,7 @@ def judge_all(
     gpus = _gpu_products(summary.placement, base.placement)
     if gpus is not None:
         return [Judged(Finding("inconclusive", gpus)), *quality]
-    judge = _Judge(thresholds, paired, plan)
+    judge = Judge(thresholds, paired, plan)
     return [
         *(Judged(f) for f in _placement_note(summary.placement, base.placement, paired)),
         *_latency(summary, base, judge),
@@ -145,8 +145,11 @@ class _Bound:
     why: str
 
 
-class _Judge:
-    """Turns two lists of trial figures into a finding about one compared figure."""
+class Judge:
+    """Turns two lists of trial figures into a finding about one compared figure.
+
+    Also used by ``gate.slo`` for the load sweep's percentiles against the baseline.
+    """
 
     def __init__(self, thresholds: Thresholds, paired: bool, plan: TrialPlan | None) -> None:
         assert thresholds.max_regression_percent is not None
@@ -301,7 +304,7 @@ def _level_trials(figure: ConcurrencyFigures) -> list[float]:
     return list(figure.trials) or [figure.aggregate_tokens_per_second]
 
 
-def _latency(summary: Figures, baseline: Figures, judge: _Judge) -> list[Judged]:
+def _latency(summary: Figures, baseline: Figures, judge: Judge) -> list[Judged]:
     base_by_class = {f.prompt_class: f for f in baseline.latency}
     found: list[Judged] = []
     for figure in summary.latency:
@@ -332,7 +335,7 @@ def _latency(summary: Figures, baseline: Figures, judge: _Judge) -> list[Judged]
     return found
 
 
-def _throughput(summary: Figures, baseline: Figures, judge: _Judge) -> list[Judged]:
+def _throughput(summary: Figures, baseline: Figures, judge: Judge) -> list[Judged]:
     base_by_level = {f.concurrency: f for f in baseline.concurrency}
     found: list[Judged] = []
     for figure in summary.concurrency:

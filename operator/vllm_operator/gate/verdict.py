@@ -10,8 +10,10 @@ Outcomes, strongest first: **Failed** (a limit was broken or the server misbehav
 not comparable: too few samples, the baseline lacks the figure, or the interval of a
 regression straddles its limit, see ``gate.regression``), **Passed**. Failed and Error never
 promote; nothing with a failed request in it can pass. Absolute limits (latency, tokens/s,
-quality) are here; comparisons with the baseline in ``gate.regression``, and the quality
-differential (the candidate's answers against the paired baseline's) in ``gate.differential``.
+quality) are here; comparisons with the baseline in ``gate.regression``, the quality
+differential (the candidate's answers against the paired baseline's) in ``gate.differential``,
+and service-level objectives of a load sweep (absolute and against the baseline) in
+``gate.slo``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from vllm_operator.gate.regression import (
     thin_latency,
     thin_level,
 )
+from vllm_operator.gate.slo import judge_slo
 
 __all__ = ["MIN_LATENCY_SAMPLES", "Finding", "Severity", "verdict"]
 
@@ -67,6 +70,7 @@ def verdict(
         *_latency_limits(summary, thresholds),
         *_throughput_limits(summary, thresholds),
         *regressions(summary, thresholds, baseline, plan),
+        *(j.finding for j in judge_slo(summary, thresholds, baseline, plan)),
         *_warmup(summary),
     ]
     severities = {f.severity for f in findings}

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import (
     MAX_TRIALS,
+    PERCENTILE_KEYS,
     BenchSummary,
     ConcurrencyFigures,
     LatencyFigures,
+    LoadLevelFigures,
+    LoadSweep,
     PairedBaseline,
     Placement,
     QualityDifferential,
@@ -49,6 +54,21 @@ level = st.fixed_dictionaries(
         "trials": trials,
     }
 ).map(lambda kw: ConcurrencyFigures(**kw))
+load_level = st.builds(
+    LoadLevelFigures,
+    level=st.integers(1, 10_000).map(float),
+    requests=st.integers(1, 100_000),
+    percentiles=st.dictionaries(st.sampled_from(sorted(PERCENTILE_KEYS)), trials, max_size=16),
+    goodput_percent=st.lists(st.floats(0, 100).map(lambda x: round(x, 2)), max_size=MAX_TRIALS),
+    error_percent=st.lists(st.floats(0, 100).map(lambda x: round(x, 2)), max_size=MAX_TRIALS),
+)
+sweeps = st.none() | st.builds(
+    LoadSweep,
+    mode=st.sampled_from(["rate", "concurrency"]),
+    levels=st.lists(load_level, max_size=16, unique_by=lambda x: x.level).map(
+        lambda xs: sorted(xs, key=lambda x: x.level)
+    ),
+)
 paired = st.none() | st.builds(
     PairedBaseline,
     placement=placement,
@@ -62,6 +82,7 @@ paired = st.none() | st.builds(
         total=st.integers(0, 500),
     ),
     errors=st.dictionaries(st.sampled_from(sorted(ERROR_CLASSES)), st.integers(0, 10**9)),
+    load=sweeps,
 )
 differentials = st.fixed_dictionaries(
     {
@@ -93,8 +114,22 @@ summaries = st.fixed_dictionaries(
         "reasons": st.lists(names, max_size=60),
         "placement": placement,
         "paired_baseline": paired,
+        "load": sweeps,
     }
-).map(lambda kw: BenchSummary(**kw))
+).map(lambda kw: BenchSummary(**_one_kind(kw)))
+
+
+def _one_kind(kw: dict[str, Any]) -> dict[str, Any]:
+    """A run measures the study's shapes or a workload's load sweep, never both."""
+    if kw["load"] is None:
+        base = kw["paired_baseline"]
+        if base is not None:
+            kw["paired_baseline"] = base.model_copy(update={"load": None})
+        return kw
+    base = kw["paired_baseline"]
+    if base is not None:
+        kw["paired_baseline"] = base.model_copy(update={"latency": [], "concurrency": []})
+    return {**kw, "latency": [], "concurrency": []}
 
 
 @settings(max_examples=60, deadline=None)
@@ -129,6 +164,16 @@ def test_fitted_summary_is_under_4096_bytes_and_keeps_what_gates(summary: BenchS
             assert verdict(fitted, limits, None).outcome != "Passed", lost
     for figure in [*fitted.latency, *fitted.concurrency]:
         assert len(figure.trials) <= MAX_TRIALS
+    if summary.load is not None:
+        # levels and their request counts stay; figures cut away are never passed silently
+        assert fitted.load is not None
+        assert [(x.level, x.requests) for x in fitted.load.levels] == [
+            (x.level, x.requests) for x in summary.load.levels
+        ]
+        cut = [a for a, b in zip(fitted.load.levels, summary.load.levels, strict=True) if a != b]
+        if cut:
+            every = Thresholds.model_validate({"slo": {"ttftMs": {"p99": 1e6}}})
+            assert verdict(fitted, every, None).outcome != "Passed"
     if summary.quality is not None:
         assert fitted.quality is not None
         shown = fitted.quality.failed

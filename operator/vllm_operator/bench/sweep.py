@@ -1,0 +1,176 @@
+"""The load sweep of a workload: warm-up, paired trials per level, stop at the first breach.
+
+When ``BenchConfig.traffic`` is set (a synthetic or dataset workload), this replaces the
+study's latency and concurrency phases (``bench.runner``). Order (docs/bench.md, "Load
+levels and SLOs"):
+
+- **Warm-up**: one discarded run per server at the first level, ``WARMUP_SECONDS`` at most
+  (the level's own duration if shorter), when ``warmup`` or the settling passes are asked
+  for. Simpler than the study's settling warm-up (passes until two agree): a load level is
+  itself tens of seconds of the same shapes, and the gate's outlier rule (``gate.robust``)
+  and sequential trials absorb a first trial that was still warming up.
+- **Levels in order**, each: ``trials`` paired rounds (every server runs the level for
+  ``secondsPerLevel``, the candidate first in even trials and the baseline first in odd
+  ones, on the same arrival schedule and the same requests), then one more round at a time
+  while the gate says a figure of this level is undecided (``open_figures``), up to
+  ``max_trials`` and the time budget. Level by level rather than round by round: whether a
+  level broke the SLO is only known once its trials are in, and the sweep stops there.
+- **Stop at the first breach** (``stopAtFirstBreach``): when the gate (``breached``) says the
+  candidate broke a limit at a level, the levels above it are not run; the level is
+  recorded (``RunState.load_stopped_at``) and the gate calls the levels above "not
+  measured" (a note, not a gap).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from vllm_operator.api.summary import MAX_TRIALS
+from vllm_operator.bench.load import (
+    MAX_RUN_REQUESTS,
+    LoadRecord,
+    LoadRun,
+    arrival_seed,
+    closed_loop,
+    open_loop,
+)
+from vllm_operator.bench.request import ChatRequest
+from vllm_operator.gate.slo import figure
+
+if TYPE_CHECKING:
+    from vllm_operator.bench.config import BenchConfig
+    from vllm_operator.bench.run_state import (
+        Breached,
+        Clock,
+        OpenFigures,
+        Progress,
+        RunState,
+        ServerRun,
+    )
+    from vllm_operator.bench.traffic import Traffic
+
+WARMUP_SECONDS = 10.0
+"""Longest warm-up run (at the first level, per server)."""
+
+RESERVE_FRACTION = 0.25
+"""Share of the deadline an extra round may not eat into (as ``bench.runner``'s)."""
+
+Send = Callable[["ServerRun", ChatRequest, LoadRecord], Awaitable[None]]
+
+
+def first_index(level_number: int, trial: int) -> int:
+    """Where the request numbers of a run start: distinct for every level and trial.
+
+    The warm-up uses ``level_number`` = the number of levels (past every measured one).
+    """
+    return (level_number * (MAX_TRIALS + 1) + trial) * MAX_RUN_REQUESTS
+
+
+class Sweep:
+    """One sweep over ``config.workload.load``'s levels on every server of ``state``."""
+
+    def __init__(  # noqa: PLR0917 - built once by the runner
+        self,
+        config: BenchConfig,
+        traffic: Traffic,
+        state: RunState,
+        clock: Clock,
+        progress: Progress,
+        send: Send,
+    ) -> None:
+        self.config = config
+        self.traffic = traffic
+        self.state = state
+        self.clock = clock
+        self.progress = progress
+        self.send = send
+        self.load = config.workload.load
+
+    async def run(self, open_figures: OpenFigures | None, breached: Breached | None) -> None:
+        levels = self.load.levels
+        if self.config.warmup > 0 or self.config.settle_max_passes > 0:
+            await self.warmup(levels[0], len(levels))
+        for number, level in enumerate(levels):
+            for trial in range(self.config.trials):
+                await self.round(number, level, trial)
+            trial = self.config.trials
+            while open_figures is not None and trial < self.config.plan.max_trials:
+                if figure(level) not in open_figures(self.state):
+                    break
+                if not self.time_for_round(level):
+                    self.progress.emit("budget", trial=trial + 1, level=level)
+                    break
+                await self.round(number, level, trial)
+                trial += 1
+            last = level == levels[-1]
+            stop = self.load.stop_at_first_breach and breached is not None and not last
+            if stop and breached is not None and breached(self.state, level):
+                self.state.load_stopped_at = level
+                self.progress.emit("breach", level=level, skipped=len(levels) - number - 1)
+                return
+
+    async def warmup(self, level: float, past_levels: int) -> None:
+        seconds = min(float(self.load.seconds_per_level), WARMUP_SECONDS)
+        for server in self.state.servers:
+            run = LoadRun(server.role, level, 0, self.load.mode, seconds)
+            server.load_warmup.append(run)
+            self.progress.emit("warmup", server=server.role, level=level, seconds=seconds)
+            await self.level(server, run, first_index(past_levels, 0), seed_trial=-1)
+
+    async def round(self, number: int, level: float, trial: int) -> None:
+        """One trial of ``level`` on every server, the order alternating by trial."""
+        servers = self.state.servers
+        order = servers if trial % 2 == 0 else servers[::-1]
+        self.progress.emit("trial", trial=trial + 1, level=level)
+        for server in order:
+            run = LoadRun(server.role, level, trial, self.load.mode, self.load.seconds_per_level)
+            server.load.append(run)
+            await self.level(server, run, first_index(number, trial), seed_trial=trial)
+            done = sum(1 for r in run.records if r.ok)
+            self.progress.emit(
+                "load",
+                server=server.role,
+                trial=trial + 1,
+                level=level,
+                requests=len(run.records),
+                completed=done,
+            )
+
+    async def level(self, server: ServerRun, run: LoadRun, first: int, *, seed_trial: int) -> None:
+        run.started_unix = time.time()
+
+        async def send_one(request: ChatRequest, record: LoadRecord) -> None:
+            await self.send(server, request, record)
+
+        if self.load.mode == "rate":
+            seed = arrival_seed(self.config.workload.seed, run.level, seed_trial)
+            await open_loop(
+                run,
+                self.traffic,
+                send_one,
+                self.clock,
+                rate=run.level,
+                seed=seed,
+                first_index=first,
+            )
+        else:
+            await closed_loop(
+                run,
+                self.traffic,
+                send_one,
+                self.clock,
+                streams=int(run.level),
+                first_index=first,
+            )
+
+    def time_for_round(self, level: float) -> bool:
+        """Would one more round of ``level`` end before the time budget (1.5 x the longest)?"""
+        per_trial: dict[int, float] = {}
+        for server in self.state.servers:
+            for run in server.load_runs(level):
+                per_trial[run.trial] = per_trial.get(run.trial, 0.0) + run.elapsed
+        estimate = 1.5 * max(per_trial.values(), default=0.0)
+        budget = self.config.deadline_seconds * (1 - RESERVE_FRACTION)
+        return self.clock() - self.state.started + estimate <= budget

@@ -1,0 +1,360 @@
+"""Service-level objectives at each load level, decided on intervals over trials. Pure.
+
+A load sweep (``BenchSummary.load``) carries, per level and per trial, the percentiles that
+``gate.thresholds.slo`` limits there, the goodput share and the error share. Each limit is
+judged the way ``gate.regression`` judges a regression, with the same machinery:
+
+- a latency percentile (ms): the interval of the trials' geometric mean relative to the
+  limit, ``robust_interval(trials, [limit] * n, paired=True)`` (Student's t on the logs of
+  trial / limit, one outlier trial left out, ``gate.robust``), at the confidence of this
+  look (``gate.sequential``): **Failed** only when the whole interval is above the limit,
+  **within** (a note) when it is all at or below, otherwise **undecided**: the benchmark
+  measures the level once more while the trial plan allows, then **Inconclusive**;
+- goodput (least share) and error share (largest share): the same on the plain percentages
+  (a share can be 0, so no logarithm), t interval of the mean;
+- against the baseline (``maxRegressionPercent`` set): each limited percentile's paired
+  relative difference, through ``gate.regression``'s own judge (limit: the larger of the
+  percentage and ``regressionFloorMs``).
+
+Reasons name the metric, the percentile and the level: "ttft p99 at 40 req/s: 812 ms
+[780, 850] above the 500 ms limit (95% interval, 3 trials)". The **capacity** is the highest
+level at which, and at every level below which, every limit was met; the sweep stops at the
+first level whose limits the candidate broke (``breached``) when ``stopAtFirstBreach``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.summary import SUMMARY_SCHEMA, BenchSummary, LoadSweep, TrialPlan
+from vllm_operator.gate.finding import Finding, Severity
+from vllm_operator.gate.interval import robust_interval, t_quantile
+from vllm_operator.gate.regression import EXACT, FigureKey, Judge, Judged
+from vllm_operator.gate.robust import outliers
+from vllm_operator.gate.sequential import look_confidence, more_allowed
+
+SMALLEST_MS = 0.001
+"""Percentiles below this (chunks arriving together: a gap of 0) count as this, for the log."""
+
+
+def level_key(level: float) -> str:
+    """A level as a figure key and as people read it: 20.0 -> "20", 2.5 -> "2.5"."""
+    return f"{level:g}"
+
+
+def figure(level: float) -> FigureKey:
+    """The figure key of a level: the benchmark measures a whole level once more."""
+    return ("load", level_key(level))
+
+
+def where(mode: str, level: float) -> str:
+    """ "at 40 req/s" or "at 8 streams"."""
+    if mode == "rate":
+        return f"at {level_key(level)} req/s"
+    return f"at {level_key(level)} stream{'' if level == 1 else 's'}"
+
+
+def judge_slo(
+    summary: BenchSummary,
+    thresholds: Thresholds,
+    baseline: BenchSummary | None,
+    plan: TrialPlan | None,
+) -> list[Judged]:
+    """Every SLO finding of ``summary``'s load sweep, and its regressions against a baseline."""
+    slo = thresholds.slo
+    sweep = summary.load
+    if sweep is None:
+        if slo is not None and not slo.is_empty:
+            text = (
+                "SLO limits (thresholds.slo) are set but no load sweep was measured: set "
+                "gate.workload to a synthetic or dataset workload"
+            )
+            return [Judged(Finding("error", text))]
+        return []
+    if slo is None or slo.is_empty:
+        text = "load sweep measured without SLO limits (thresholds.slo): figures not judged"
+        return [Judged(Finding("note", text))]
+    by_level = _limits_by_level(sweep, thresholds, plan)
+    found = [j for judged in by_level.values() for j in judged]
+    found += _capacity_note(sweep, by_level)
+    found += _regressions(summary, thresholds, baseline, plan)
+    return found
+
+
+def breached(
+    summary: BenchSummary, thresholds: Thresholds, level: float, plan: TrialPlan | None
+) -> bool:
+    """Did the candidate break a limit at ``level`` (decided, not merely undecided)?"""
+    if summary.load is None or thresholds.slo is None:
+        return False
+    judged = _limits_by_level(summary.load, thresholds, plan).get(level, [])
+    return any(j.finding.severity == "fail" for j in judged)
+
+
+def capacity(summary: BenchSummary, thresholds: Thresholds, plan: TrialPlan | None) -> float | None:
+    """The highest level that met every limit, every level below it too; None if none did."""
+    if summary.load is None or thresholds.slo is None or thresholds.slo.is_empty:
+        return None
+    return _capacity(_limits_by_level(summary.load, thresholds, plan), summary.load)
+
+
+def _capacity(by_level: dict[float, list[Judged]], sweep: LoadSweep) -> float | None:
+    """The highest level measured and met, every level below it measured and met too."""
+    measured = {f.level for f in sweep.levels if f.requests > 0}
+    best = None
+    for level in sorted(by_level):
+        judged = by_level[level]
+        if level not in measured or any(j.finding.severity != "note" for j in judged):
+            break
+        best = level  # a level without limits of its own has nothing to miss
+    return best
+
+
+def _capacity_note(sweep: LoadSweep, by_level: dict[float, list[Judged]]) -> list[Judged]:
+    best = _capacity(by_level, sweep)
+    if best is None:
+        if not sweep.levels:
+            return []
+        first = where(sweep.mode, sweep.levels[0].level)[3:]
+        text = f"capacity: none, the first level ({first}) did not meet every SLO"
+        return [Judged(Finding("note", text))]
+    text = f"capacity: {where(sweep.mode, best)[3:]}, the highest level that met every SLO"
+    return [Judged(Finding("note", text))]
+
+
+def _limits_by_level(
+    sweep: LoadSweep, thresholds: Thresholds, plan: TrialPlan | None
+) -> dict[float, list[Judged]]:
+    """Level -> the findings of its absolute limits (empty list: no limit there)."""
+    assert thresholds.slo is not None
+    confidence = thresholds.confidence_percent / 100
+    out: dict[float, list[Judged]] = {}
+    stopped = sweep.stopped_at
+    for figures in sweep.levels:
+        level = figures.level
+        limits = thresholds.slo.at(level)
+        at = where(sweep.mode, level)
+        if figures.requests == 0:
+            if stopped is not None and level > stopped:
+                text = f"{at}: not measured, the sweep stopped at its first breach {stopped:g}"
+                out[level] = [Judged(Finding("note", text))]
+            else:
+                text = f"{at}: not measured (the run ended before this level)"
+                out[level] = [Judged(Finding("inconclusive", text))]
+            continue
+        judged: list[Judged] = []
+        for metric, by_p in limits.metric_limits().items():
+            for p, limit in by_p.items():
+                label = f"{metric} {p} {at}"
+                values = figures.percentiles.get(f"{metric}.{p}", [])
+                if not values:
+                    text = f"{label}: no figure (no request completed, or cut to fit 4,096 bytes)"
+                    judged.append(Judged(Finding("inconclusive", text)))
+                    continue
+                judged.append(_latency(label, values, limit, confidence, plan, figure(level)))
+        key = figure(level)
+        if limits.min_goodput_percent is not None:
+            judged.append(
+                _share(
+                    f"goodput {at}",
+                    figures.goodput_percent,
+                    limits.min_goodput_percent,
+                    True,
+                    confidence,
+                    plan,
+                    key,
+                )
+            )
+        if limits.max_error_percent is not None:
+            judged.append(
+                _share(
+                    f"errors {at}",
+                    figures.error_percent,
+                    limits.max_error_percent,
+                    False,
+                    confidence,
+                    plan,
+                    key,
+                )
+            )
+        out[level] = judged
+    return out
+
+
+def _latency(  # noqa: PLR0917 - private, one call site
+    label: str,
+    values: Sequence[float],
+    limit: float,
+    confidence: float,
+    plan: TrialPlan | None,
+    key: FigureKey,
+) -> Judged:
+    trials = len(values)
+    level_confidence = look_confidence(confidence, plan, trials)
+    clamped = [max(v, SMALLEST_MS) for v in values]
+    interval = robust_interval(clamped, [limit] * trials, confidence=level_confidence, paired=True)
+    assert interval is not None  # every figure > 0
+    if not interval.estimated:
+        beyond = interval.change > EXACT
+        within = not beyond
+    else:
+        beyond, within = interval.low > EXACT, interval.high <= EXACT
+    severity: Severity = "fail" if beyond else "note" if within else "inconclusive"
+    mid, low, high = (limit * (1 + x) for x in (interval.change, interval.low, interval.high))
+    span = f"[{_ms(low)}, {_ms(high)}] " if interval.estimated else ""
+    how = {"fail": "above", "note": "within", "inconclusive": "straddles"}[severity]
+    text = f"{label}: {_ms(mid)} ms {span}{how} the {limit:g} ms limit"
+    text += f" ({_how(confidence, interval.estimated, trials, plan, interval.left_out)})"
+    return Judged(
+        Finding(severity, text), key, severity == "inconclusive" and more_allowed(plan, trials)
+    )
+
+
+def _share(  # noqa: PLR0917 - private, two call sites
+    label: str,
+    values: Sequence[float],
+    limit: float,
+    at_least: bool,
+    confidence: float,
+    plan: TrialPlan | None,
+    key: FigureKey,
+) -> Judged:
+    """A share (percent) against its least (goodput) or largest (errors) value."""
+    if not values:
+        return Judged(Finding("inconclusive", f"{label}: no trial measured it"))
+    trials = len(values)
+    mid, low, high, left_out = share_interval(values, look_confidence(confidence, plan, trials))
+    estimated = trials > 1
+    if at_least:
+        beyond, within = high < limit - EXACT, low >= limit - EXACT
+    else:
+        beyond, within = low > limit + EXACT, high <= limit + EXACT
+    severity: Severity = "fail" if beyond else "note" if within else "inconclusive"
+    span = f"[{low:.1f}, {high:.1f}] " if estimated and high > low else ""
+    if severity == "inconclusive":
+        how = "straddles"
+    elif at_least:
+        how = "below" if beyond else "at or above"
+    else:
+        how = "above" if beyond else "within"
+    kind = "least" if at_least else "largest"
+    text = f"{label}: {mid:.1f}% {span}{how} the {kind} {limit:g}%"
+    text += f" ({_how(confidence, estimated, trials, plan, left_out)})"
+    return Judged(
+        Finding(severity, text), key, severity == "inconclusive" and more_allowed(plan, trials)
+    )
+
+
+def share_interval(
+    values: Sequence[float], confidence: float
+) -> tuple[float, float, float, tuple[str, ...]]:
+    """Mean and t interval of percentages, after ``gate.robust``'s rule on the fractions.
+
+    A share can be 0 (no errors), so this works on the plain values: one trial standing
+    15 points and 5 robust spreads apart from the others is left out, as a stalled trial's
+    latency would be.
+    """
+    drop = outliers([v / 100 for v in values]) if len(values) >= 3 else []
+    kept = [v for i, v in enumerate(values) if i not in drop]
+    mean = statistics.fmean(kept)
+    if len(kept) < 2:
+        return mean, mean, mean, ()
+    half = t_quantile((1 + confidence) / 2, len(kept) - 1) * statistics.stdev(kept)
+    half /= math.sqrt(len(kept))
+    return mean, mean - half, mean + half, tuple(f"trial {i + 1}" for i in drop)
+
+
+def _how(
+    confidence: float,
+    estimated: bool,
+    trials: int,
+    plan: TrialPlan | None,
+    left_out: tuple[str, ...],
+) -> str:
+    if not estimated:
+        return "one trial: no interval, a point comparison"
+    text = f"{confidence * 100:g}% interval, {trials} trials"
+    if plan is not None and plan.looks > 1:
+        text += f", widened for {plan.looks} looks"
+        if trials < plan.max_trials:
+            text += f", {trials} of up to {plan.max_trials}"
+    if left_out:
+        text += f", outlier {', '.join(left_out)} left out"
+    return text
+
+
+def _ms(value: float) -> str:
+    return f"{value:.0f}" if value >= 100 else f"{value:.1f}"
+
+
+def _comparable(
+    summary: BenchSummary, baseline: BenchSummary | None
+) -> tuple[bool, LoadSweep | None]:
+    """Would ``gate.regression`` compare with the baseline at all, and the baseline's sweep.
+
+    When it would not (no baseline, failed requests, other GPUs), its own findings say why.
+    """
+    if summary.paired_baseline is not None:
+        pb = summary.paired_baseline
+        errors, placement, sweep = pb.errors, pb.placement, pb.load
+    elif baseline is not None and baseline.schema_ == SUMMARY_SCHEMA:
+        errors, placement, sweep = baseline.errors, baseline.placement, baseline.load
+    else:
+        return False, None
+    ours = summary.placement.gpu_product if summary.placement else None
+    theirs = placement.gpu_product if placement else None
+    if any(v > 0 for v in errors.values()) or (ours and theirs and ours != theirs):
+        return False, None
+    return True, sweep
+
+
+def _regressions(
+    summary: BenchSummary,
+    thresholds: Thresholds,
+    baseline: BenchSummary | None,
+    plan: TrialPlan | None,
+) -> list[Judged]:
+    """Each limited percentile of each measured level against the baseline's, paired."""
+    if thresholds.max_regression_percent is None or summary.load is None:
+        return []
+    assert thresholds.slo is not None
+    comparable, theirs = _comparable(summary, baseline)
+    if not comparable:
+        return []
+    if theirs is None:
+        text = "baseline has no load sweep: SLO percentiles not compared with it"
+        return [Judged(Finding("inconclusive", text))]
+    judge = Judge(thresholds, summary.paired_baseline is not None, plan)
+    base_levels = {f.level: f for f in theirs.levels}
+    found: list[Judged] = []
+    for figures in summary.load.levels:
+        if figures.requests == 0:
+            continue
+        at = where(summary.load.mode, figures.level)
+        base = base_levels.get(figures.level)
+        for metric, by_p in thresholds.slo.at(figures.level).metric_limits().items():
+            for p in by_p:
+                name = f"{metric}.{p}"
+                ours = figures.percentiles.get(name, [])
+                other = base.percentiles.get(name, []) if base is not None else []
+                if not ours:
+                    continue  # already inconclusive among the limits
+                if not other:
+                    text = f"baseline has no {metric} {p} {at}"
+                    found.append(Judged(Finding("inconclusive", text)))
+                    continue
+                found.append(
+                    judge.compare(
+                        figure(figures.level),
+                        f"{metric} {p} {at}",
+                        "ms",
+                        [max(v, SMALLEST_MS) for v in ours],
+                        [max(v, SMALLEST_MS) for v in other],
+                        higher_is_worse=True,
+                        digits=1,
+                    )
+                )
+    return found
