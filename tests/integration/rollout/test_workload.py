@@ -88,11 +88,18 @@ def test_a_dataset_workload_from_a_configmap_gates_the_revision(rollout: Rollout
     # usage error, exit 2, which the gate reports as an Error).
     st = rollout.wait_phase("Serving", gate="Passed", timeout=90)
     assert st["lastGate"]["outcome"] == "Passed", st["lastGate"]
-    # Until the load sweep sends the traffic (issue 25, bench.load), the Job measures the
-    # study's shapes after checking the dataset: figures are there, no request failed.
+    # The load sweep sent the dataset's requests at both rates in place of the study's
+    # shapes, and the SLO limits were judged at each level.
     summary = st["history"][0]["summary"]
-    assert summary["latency"], summary
+    load = summary["load"]
+    assert load["mode"] == "rate", load
+    assert [lv["level"] for lv in load["levels"]] == [2.0, 4.0], load
+    assert all(lv["requests"] > 0 for lv in load["levels"]), load
+    assert all(lv["percentiles"]["ttft.p99"] for lv in load["levels"]), load
+    assert not summary.get("latency") and not summary.get("concurrency"), summary
     assert not summary.get("errors"), summary
+    reasons = " ".join(st["lastGate"]["reasons"])
+    assert "ttft p99 at 2 req/s" in reasons and "ttft p99 at 4 req/s" in reasons, reasons
 
 
 def test_a_malformed_dataset_line_is_an_error_naming_it_and_sends_nothing(
@@ -111,7 +118,7 @@ def test_a_malformed_dataset_line_is_an_error_naming_it_and_sends_nothing(
     summary = record["summary"]
     assert summary["reasons"][0].startswith("usage: --dataset: line 5: "), summary
     assert summary["errors"] == {"client_error": 1}, summary  # the usage error's own mark
-    for figures in ("latency", "concurrency", "quality"):
+    for figures in ("latency", "concurrency", "quality", "load"):
         assert not summary.get(figures), summary
     assert rollout.serving_revision() is None
 
