@@ -348,6 +348,19 @@ class LevelSlo(SloLimits):
 class SloThresholds(SloLimits):
     """Objectives at every load level, with per-level replacements."""
 
+    regression_floor_percent: float = Field(
+        default=10.0,
+        ge=0,
+        le=100,
+        description=(
+            "Smallest regression of a limited percentile against the baseline that counts, as "
+            "a share of that percentile's SLO limit: the regression limit is the largest of "
+            "maxRegressionPercent of the baseline, regressionFloorMs and this. Default 10: on "
+            "an H200 two identical vLLM servers differed by up to 30% (33 ms) in TTFT p99 at "
+            "8 requests/s over three 20 s trials, far inside a 1000 ms SLO."
+        ),
+    )
+
     levels: list[LevelSlo] = Field(
         default_factory=list,
         max_length=MAX_LEVELS,

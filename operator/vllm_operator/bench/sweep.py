@@ -4,11 +4,14 @@ When ``BenchConfig.traffic`` is set (a synthetic or dataset workload), this repl
 study's latency and concurrency phases (``bench.runner``). Order (docs/bench.md, "Load
 levels and SLOs"):
 
-- **Warm-up**: one discarded run per server at the first level, ``WARMUP_SECONDS`` at most
-  (the level's own duration if shorter), when ``warmup`` or the settling passes are asked
-  for. Simpler than the study's settling warm-up (passes until two agree): a load level is
-  itself tens of seconds of the same shapes, and the gate's outlier rule (``gate.robust``)
-  and sequential trials absorb a first trial that was still warming up.
+- **Warm-up**: before each level's trials, one discarded run per server at that level,
+  ``WARMUP_SECONDS`` at most (the level's own duration if shorter), when ``warmup`` or the
+  settling passes are asked for. Every level, not only the first: each rate brings batch
+  shapes the lower ones did not (on an H200, two fresh vLLM 0.22 servers warmed at 2
+  requests/s only read a TTFT p99 of 1,505 and 1,609 ms in one trial against 64-207 ms in
+  the others: Triton JIT compiles at new shapes). Simpler than the study's settling warm-up
+  (passes until two agree): a level is itself tens of seconds of the same shapes, and
+  sequential trials absorb a trial that was still warming up.
 - **Levels in order**, each: ``trials`` paired rounds (every server runs the level for
   ``secondsPerLevel``, the candidate first in even trials and the baseline first in odd
   ones, on the same arrival schedule and the same requests), then one more round at a time
@@ -52,7 +55,7 @@ if TYPE_CHECKING:
     from vllm_operator.bench.traffic import Traffic
 
 WARMUP_SECONDS = 10.0
-"""Longest warm-up run (at the first level, per server)."""
+"""Longest warm-up run (at each level, per server)."""
 
 RESERVE_FRACTION = 0.25
 """Share of the deadline an extra round may not eat into (as ``bench.runner``'s)."""
@@ -63,7 +66,8 @@ Send = Callable[["ServerRun", ChatRequest, LoadRecord], Awaitable[None]]
 def first_index(level_number: int, trial: int) -> int:
     """Where the request numbers of a run start: distinct for every level and trial.
 
-    The warm-up uses ``level_number`` = the number of levels (past every measured one).
+    The warm-up of level ``k`` uses ``level_number`` = the number of levels + ``k`` (past
+    every measured one).
     """
     return (level_number * (MAX_TRIALS + 1) + trial) * MAX_RUN_REQUESTS
 
@@ -90,9 +94,10 @@ class Sweep:
 
     async def run(self, open_figures: OpenFigures | None, breached: Breached | None) -> None:
         levels = self.load.levels
-        if self.config.warmup > 0 or self.config.settle_max_passes > 0:
-            await self.warmup(levels[0], len(levels))
+        warm = self.config.warmup > 0 or self.config.settle_max_passes > 0
         for number, level in enumerate(levels):
+            if warm:
+                await self.warmup(level, len(levels) + number)
             for trial in range(self.config.trials):
                 await self.round(number, level, trial)
             trial = self.config.trials
@@ -111,13 +116,15 @@ class Sweep:
                 self.progress.emit("breach", level=level, skipped=len(levels) - number - 1)
                 return
 
-    async def warmup(self, level: float, past_levels: int) -> None:
+    async def warmup(self, level: float, level_number: int) -> None:
+        """One discarded run of ``level`` per server; its requests are numbered from
+        ``first_index(level_number, 0)``, past every measured level's."""
         seconds = min(float(self.load.seconds_per_level), WARMUP_SECONDS)
         for server in self.state.servers:
             run = LoadRun(server.role, level, 0, self.load.mode, seconds)
             server.load_warmup.append(run)
             self.progress.emit("warmup", server=server.role, level=level, seconds=seconds)
-            await self.level(server, run, first_index(past_levels, 0), seed_trial=-1)
+            await self.level(server, run, first_index(level_number, 0), seed_trial=-1)
 
     async def round(self, number: int, level: float, trial: int) -> None:
         """One trial of ``level`` on every server, the order alternating by trial."""

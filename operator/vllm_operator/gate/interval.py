@@ -143,8 +143,10 @@ def robust_interval(
     *,
     confidence: float,
     paired: bool,
+    fewest: int = 3,
 ) -> Interval | None:
-    """``relative_interval`` after leaving out outlier trials (``gate.robust``).
+    """``relative_interval`` after leaving out outlier trials (``gate.robust``; none with
+    fewer than ``fewest`` trials).
 
     Paired: the outlier is a trial whose log ratio stands apart, and the pair goes. Unpaired:
     each side is checked on its own log figures. ``trials`` counts what was measured; the
@@ -155,13 +157,13 @@ def robust_interval(
     cand, base = list(candidate), list(baseline)
     left_out: list[str] = []
     if paired and len(cand) == len(base):
-        drop = outliers([math.log(c / b) for c, b in zip(cand, base, strict=True)])
+        drop = outliers([math.log(c / b) for c, b in zip(cand, base, strict=True)], fewest=fewest)
         left_out += [f"trial {i + 1}" for i in drop]
         cand = [v for i, v in enumerate(cand) if i not in drop]
         base = [v for i, v in enumerate(base) if i not in drop]
     else:
-        drop_c = outliers([math.log(v) for v in cand])
-        drop_b = outliers([math.log(v) for v in base])
+        drop_c = outliers([math.log(v) for v in cand], fewest=fewest)
+        drop_b = outliers([math.log(v) for v in base], fewest=fewest)
         left_out += [f"candidate trial {i + 1}" for i in drop_c]
         left_out += [f"baseline trial {i + 1}" for i in drop_b]
         cand = [v for i, v in enumerate(cand) if i not in drop_c]

@@ -160,13 +160,17 @@ class Judge:
         self.paired = paired
         self.plan = plan
 
-    def bound(self, baseline: float, higher_is_worse: bool, unit: str) -> _Bound:
+    def bound(
+        self, baseline: float, higher_is_worse: bool, unit: str, floor: float | None = None
+    ) -> _Bound:
         """max(allowed % of the baseline, the absolute floor), as a fraction of the baseline.
 
         A tokens/s drop cannot exceed 100%: a floor above the baseline itself caps there.
+        ``floor`` replaces the thresholds' floor (``gate.slo``: a share of the SLO limit).
         """
         relative = self.allowed / 100
-        floor = self.floor_ms if higher_is_worse else self.floor_tps
+        if floor is None:
+            floor = self.floor_ms if higher_is_worse else self.floor_tps
         absolute = floor / baseline if baseline > 0 else 0.0
         if not higher_is_worse:
             absolute = min(absolute, 1.0)
@@ -183,19 +187,24 @@ class Judge:
         baseline: Sequence[float],
         higher_is_worse: bool,
         digits: int,
+        floor: float | None = None,
+        fewest: int = 3,
     ) -> Judged:
+        """One figure against the baseline's. ``floor`` replaces the thresholds' absolute
+        floor, ``fewest`` is the fewest trials from which an outlier may be left out."""
         trials = max(len(candidate), len(baseline))
         interval = robust_interval(
             candidate,
             baseline,
             confidence=look_confidence(self.confidence, self.plan, trials),
             paired=self.paired,
+            fewest=fewest,
         )
         if interval is None:
             return Judged(Finding("inconclusive", f"{label}: a figure of 0, nothing to compare"))
         # geometric means of the kept trials: their ratio is exactly the interval's change
         c, b = (statistics.geometric_mean(side) for side in interval.kept)
-        bound = self.bound(b, higher_is_worse, unit)
+        bound = self.bound(b, higher_is_worse, unit, floor)
         limit = bound.fraction
         # A change exactly at the limit is within it; EXACT absorbs the last bits of float
         # arithmetic (50 -> 55 ms computes as +10.00000000000003%, not +10%).

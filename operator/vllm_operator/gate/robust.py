@@ -40,15 +40,18 @@ MAD_TO_SD = 1.4826
 """The median absolute deviation of normal data times this is its standard deviation."""
 
 
-def outliers(values: Sequence[float]) -> list[int]:
+def outliers(values: Sequence[float], *, fewest: int = 3) -> list[int]:
     """Indices of the trials to leave out of ``values`` (log scale), most distant first.
 
-    One with 3 to 7 trials, up to two from 8 (``most_left_out``): a second JIT stall in a
-    long sequence is as likely as the first in a short one, and two of eight still leave six.
+    One with ``fewest`` (default 3) to 7 trials, up to two from 8 (``most_left_out``): a
+    second JIT stall in a long sequence is as likely as the first in a short one, and two of
+    eight still leave six. ``fewest`` 4 for figures whose trial noise is itself large (a tail
+    percentile of a few hundred requests, ``gate.slo``): with three trials the two others
+    agreeing closely is then a coincidence, not a sign that the third stalled.
     """
     kept = list(range(len(values)))
     out: list[int] = []
-    while len(out) < most_left_out(len(values)):
+    while len(out) < most_left_out(len(values), fewest):
         index = outlier([values[i] for i in kept])
         if index is None:
             break
@@ -56,9 +59,9 @@ def outliers(values: Sequence[float]) -> list[int]:
     return out
 
 
-def most_left_out(trials: int) -> int:
+def most_left_out(trials: int, fewest: int = 3) -> int:
     """How many outlier trials a figure of ``trials`` trials may leave out."""
-    return 0 if trials < 3 else 1 if trials < 8 else 2
+    return 0 if trials < max(fewest, 3) else 1 if trials < 8 else 2
 
 
 def outlier(values: Sequence[float]) -> int | None:

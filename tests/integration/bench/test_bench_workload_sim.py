@@ -18,7 +18,13 @@ FAST = [
     "--requests-per-stream", "1", "--deadline-seconds", "60", "--suite", "builtin:none",
     "--settle-max-passes", "0", "--trials", "1",
 ]  # fmt: skip
-WORKLOAD = json.dumps({"dataset": {"configMap": "ds"}, "seed": 1})
+WORKLOAD = json.dumps(
+    {
+        "dataset": {"configMap": "ds", "maxOutputTokens": 16},
+        "seed": 1,
+        "load": {"mode": "concurrency", "concurrency": [1], "secondsPerLevel": 2},
+    }
+)
 
 
 def bench(*args: str) -> subprocess.CompletedProcess[str]:

@@ -85,8 +85,14 @@ def test_open_levels_get_more_trials_and_the_sweep_stops_at_the_breach() -> None
     cand, base = state.candidate.load, state.baseline.load  # type: ignore[union-attr]
     order = [c.started < b.started for c, b in zip(cand, base, strict=True)]
     assert order == [True, False, True, False, True, False]
-    # one warm-up run per server at the first level, numbered apart from every trial
-    assert [(r.level, len(r.records) > 0) for r in state.candidate.load_warmup] == [(1.0, True)]
+    # one warm-up run per server before each level it reached (a level brings new shapes)
+    warm = state.candidate.load_warmup
+    assert [(r.level, len(r.records) > 0) for r in warm] == [(1.0, True), (2.0, True)]
+    for run_ in warm:  # each level's warm-up comes after the trials below it, before its own
+        below = [t for t in cand if t.level < run_.level]
+        own = [t for t in cand if t.level == run_.level]
+        assert all(t.started < run_.started for t in below)
+        assert all(run_.started < t.started for t in own)
     every = [r for s in state.servers for run_ in (*s.load_warmup, *s.load) for r in run_.records]
     assert all(r.ok for r in every), [r.detail for r in every if not r.ok][:3]
 

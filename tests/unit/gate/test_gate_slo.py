@@ -207,7 +207,10 @@ def test_undecided_levels_are_open_while_the_plan_allows() -> None:
 
 def test_against_the_paired_baseline_each_limited_percentile_is_compared() -> None:
     th = Thresholds.model_validate(
-        {"maxRegressionPercent": 10, "slo": {"ttftMs": {"p99": 5000}, "itlMs": {"p50": 100}}}
+        {
+            "maxRegressionPercent": 10,
+            "slo": {"ttftMs": {"p99": 5000}, "itlMs": {"p50": 100}, "regressionFloorPercent": 0},
+        }
     )
     cand = lv(20, [300.0, 303.0, 306.0], itl_p50=[20.0, 20.2, 20.4])
     base = lv(20, [200.0, 202.0, 204.0], itl_p50=[20.1, 20.2, 20.3])
@@ -227,6 +230,44 @@ def test_against_the_paired_baseline_each_limited_percentile_is_compared() -> No
     s2 = s.model_copy(update={"paired_baseline": PairedBaseline(load=sweep(base2))})
     reasons2 = outcome(s2, th)[1]
     assert any("itl p50 at 20 req/s" in r and "5 ms floor" in r and "within" in r for r in reasons2)
+
+
+@pytest.mark.parametrize(
+    ("rise_ms", "outcome_"),
+    [(99.9, "Passed"), (100.0, "Passed"), (100.2, "Failed")],
+)
+def test_a_regression_counts_only_beyond_the_share_of_the_slo_limit(
+    rise_ms: float, outcome_: str
+) -> None:
+    # TTFT p99 limit 1000 ms, floor share 10%: 100 ms. A 200 ms baseline rising by 100 ms
+    # (+50%, far beyond maxRegressionPercent 10) is replica noise inside the SLO; beyond
+    # 100 ms it counts. Identical ratios in every trial: the interval is the point.
+    th = Thresholds.model_validate({"maxRegressionPercent": 10, "slo": {"ttftMs": {"p99": 1000}}})
+    base = lv(20, [200.0, 200.0, 200.0])
+    cand = lv(20, [200.0 + rise_ms] * 3)
+    s = BenchSummary(model="m", load=sweep(cand), paired_baseline=PairedBaseline(load=sweep(base)))
+    result, reasons = outcome(s, th)
+    assert result == outcome_, reasons
+    assert any("the 100 ms floor" in r for r in reasons), reasons
+
+
+def test_with_three_trials_no_slo_trial_is_left_out_as_an_outlier() -> None:
+    # The H200 A/A run (2026-12-01): paired TTFT p99 ratios 0.73, 1.30, 1.30. Leaving the
+    # first out made a tight +30% interval and failed an identical revision; from three
+    # trials the SLO judge keeps all of them (four trials: the study's rule applies).
+    th = Thresholds.model_validate(
+        {"maxRegressionPercent": 10, "slo": {"ttftMs": {"p99": 1000}, "regressionFloorPercent": 0}}
+    )
+    cand, base = lv(8, [94.0, 157.0, 130.0]), lv(8, [129.0, 121.0, 100.0])
+    s = BenchSummary(model="m", load=sweep(cand), paired_baseline=PairedBaseline(load=sweep(base)))
+    result, reasons = outcome(s, th)
+    assert result == "Inconclusive", reasons
+    assert not any("left out" in r for r in reasons), reasons
+    four_c, four_b = lv(8, [94.0, 157.0, 130.0, 131.0]), lv(8, [129.0, 121.0, 100.0, 101.0])
+    s4 = BenchSummary(
+        model="m", load=sweep(four_c), paired_baseline=PairedBaseline(load=sweep(four_b))
+    )
+    assert any("outlier trial 1 left out" in r for r in outcome(s4, th)[1])
 
 
 def test_a_baseline_without_a_sweep_is_inconclusive_and_no_baseline_is_a_note() -> None:
