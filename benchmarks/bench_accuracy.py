@@ -27,12 +27,12 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import flat_sim
 from vllm_operator.bench.prompts import PromptClass, prompt_for
 from vllm_operator.bench.request import ChatRequest, RequestRecord, send
 from vllm_operator.bench.stats import level_figures, percentile
@@ -46,28 +46,7 @@ PROMPT = PromptClass("accuracy", 256, OUTPUT)
 
 
 def start_sim(cpu: int | None) -> tuple[subprocess.Popen[str], str]:
-    prefix = ["taskset", "-c", str(cpu)] if cpu is not None and shutil.which("taskset") else []
-    cmd = [
-        *prefix,
-        sys.executable,
-        "-m",
-        "vllm_operator.sim",
-        MODEL,
-        "--port",
-        "0",
-        "--sim-warmup-seconds",
-        "0",
-        "--sim-ttft-ms",
-        str(TTFT_MS),
-        "--sim-itl-ms",
-        str(ITL_MS),
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("SIM LISTENING "):
-            return proc, line.split()[-1]
-    raise RuntimeError(f"simulator exited with {proc.wait()}")
+    return flat_sim.start_sim(MODEL, TTFT_MS, ITL_MS, cpu)
 
 
 async def measure(url: str, client: str, level: int, per_stream: int) -> dict[str, Any]:
