@@ -42,6 +42,9 @@ TESTS = [
     "tests/unit/bench/test_bench_summary.py",
     "tests/unit/rollout/test_rollout_twin.py",
     "tests/unit/rollout/test_rollout_trial_plan.py",
+    "tests/unit/gate/test_gate_slo.py",
+    "tests/unit/gate/test_gate_differential.py",
+    "tests/unit/bench/test_bench_judge_cli.py",
     "tests/unit/gate/test_gate_noise_model.py",
 ]
 TIMEOUT = 600
@@ -63,7 +66,12 @@ MUTANTS = [
     M("robust-distance", "robust.py", "OUTLIER_LOG_DISTANCE = 0.15", "OUTLIER_LOG_DISTANCE = 0.14"),
     M("robust-spreads", "robust.py", "OUTLIER_SPREADS = 5.0", "OUTLIER_SPREADS = 4.5"),
     M("robust-mad", "robust.py", "MAD_TO_SD = 1.4826", "MAD_TO_SD = 1.0"),
-    M("robust-most-3", "robust.py", "0 if trials < 3 else", "0 if trials <= 3 else"),
+    M(
+        "robust-most-3",
+        "robust.py",
+        "0 if trials < max(fewest, 3) else",
+        "0 if trials <= max(fewest, 3) else",
+    ),
     M("robust-most-8", "robust.py", "1 if trials < 8 else 2", "1 if trials <= 8 else 2"),
     M(
         "robust-n<3",
@@ -307,6 +315,38 @@ MUTANTS = [
         "verdict.py",
         "elif figure.requests < MIN_LATENCY_SAMPLES:",
         "elif figure.requests <= MIN_LATENCY_SAMPLES:",
+    ),
+    # slo.py: service-level objectives of a load sweep (issue 25)
+    M("slo-fewest", "slo.py", "FEWEST = 4", "FEWEST = 3"),
+    M(
+        "slo-floor-share",
+        "slo.py",
+        "share = thresholds.slo.regression_floor_percent / 100",
+        "share = thresholds.slo.regression_floor_percent / 100 * 0.99",
+    ),
+    M(
+        "slo-floor-max",
+        "slo.py",
+        "floor = max(thresholds.regression_floor_ms, share * by_p[p])",
+        "floor = thresholds.regression_floor_ms",
+    ),
+    M(
+        "slo-latency-beyond",
+        "slo.py",
+        "beyond, within = interval.low > EXACT, interval.high <= EXACT",
+        "beyond, within = interval.low >= -EXACT, interval.high <= EXACT",
+    ),
+    M(
+        "slo-least-within",
+        "slo.py",
+        "beyond, within = high < limit - EXACT, low >= limit - EXACT",
+        "beyond, within = high < limit - EXACT, low > limit + EXACT",
+    ),
+    M(
+        "slo-largest-beyond",
+        "slo.py",
+        "beyond, within = low > limit + EXACT, high <= limit + EXACT",
+        "beyond, within = low >= limit - EXACT, high <= limit + EXACT",
     ),
 ]
 

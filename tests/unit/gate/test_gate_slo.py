@@ -311,3 +311,13 @@ def test_capacity_none_names_the_first_level_and_an_empty_sweep_says_nothing() -
     reasons = outcome(summary(lv(5, [900.0])), th)[1]
     assert "capacity: none, the first level (5 req/s) did not meet every SLO" in reasons
     assert judge_slo(summary(), th, None, None) == []
+
+
+def test_a_percentile_exactly_at_its_limit_in_every_trial_is_within() -> None:
+    # The limit is allowed: 500 ms in each of three trials is a point interval on the limit,
+    # within it; a hair above in every trial is beyond it.
+    th = slo(ttftMs={"p99": 500})
+    result, reasons = outcome(summary(lv(20, [500.0, 500.0, 500.0])), th)
+    assert result == "Passed", reasons
+    assert "500 ms [500, 500] within the 500 ms limit" in reasons[0], reasons
+    assert outcome(summary(lv(20, [500.01, 500.01, 500.01])), th)[0] == "Failed"
