@@ -101,9 +101,12 @@ def parser(prog: str) -> argparse.ArgumentParser:
     p = _Parser(
         prog=prog,
         description=(
-            "Measure latency (short/medium/long prompts), aggregate tokens/s at several "
-            "concurrency levels and a quality suite against an OpenAI-compatible server, "
-            "then judge the result with the same gate the operator uses."
+            "Measure an OpenAI-compatible server, then judge the result with the same gate "
+            "the operator uses: by default the published study's shapes (latency of "
+            "short/medium/long prompts, aggregate tokens/s at several concurrency levels); "
+            "with --workload/--workload-json a synthetic or dataset workload swept over load "
+            "levels (streams or Poisson request rates) against SLO limits; and a quality "
+            "suite."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
