@@ -40,6 +40,7 @@ from typing import Any
 
 from devcluster import DevCluster
 from vllm_operator.api import parse_spec
+from vllm_operator.engine.policy import plan_launch
 from vllm_operator.render import deployment_name, names, revision_hash
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +103,8 @@ def body(name: str, max_len: int = 4096) -> dict[str, Any]:
 
 
 def rev_of(max_len: int) -> str:
-    return revision_hash(parse_spec(spec(max_len)))
+    parsed = parse_spec(spec(max_len))
+    return revision_hash(parsed, plan_launch(parsed))
 
 
 def wait(cluster: DevCluster, check: Any, timeout: float = 30.0, interval: float = 0.002) -> float:

@@ -58,6 +58,7 @@ from devcluster.kubelet_launch import (
 )
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.api.crd import CRD_FILENAME
+from vllm_operator.engine.policy import plan_launch
 from vllm_operator.render import render_all, revision_hash
 from vllm_operator.render.job import render_job
 
@@ -438,7 +439,7 @@ def run_bench_against_sim(bh: Buildah, image: str, work: Path) -> list[str]:
         print(f"  simulator: {shorten(sim.argv)}")
         wait_http(f"http://127.0.0.1:{port}/health", sim, 120)
         print("  simulator: healthy")
-        job = render_job(vd, revision_hash(vd.spec), 1, image=image)
+        job = render_job(vd, revision_hash(vd.spec, plan_launch(vd.spec)), 1, image=image)
         job_pod = job["spec"]["template"]["spec"]
         resolve = lambda _ns, _svc, _port: f"127.0.0.1:{port}"  # noqa: E731
         shared: dict[str, Path] = {}

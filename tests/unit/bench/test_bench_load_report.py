@@ -11,7 +11,7 @@ from vllm_operator.bench.config import BenchConfig
 from vllm_operator.bench.load import LoadRecord, LoadRun
 from vllm_operator.bench.load_report import counted, judged_errors, sweep_of
 from vllm_operator.bench.request import ChatRequest
-from vllm_operator.bench.runner import ServerRun
+from vllm_operator.bench.run_state import ServerRun
 
 
 class One:

@@ -18,7 +18,8 @@ from vllm_operator.api.workload import WorkloadSpec
 from vllm_operator.bench.config import BenchConfig
 from vllm_operator.bench.load import MAX_RUN_REQUESTS
 from vllm_operator.bench.request import ChatRequest
-from vllm_operator.bench.runner import Clock, RunState, run
+from vllm_operator.bench.run_state import Clock, RunState
+from vllm_operator.bench.runner import run
 from vllm_operator.bench.transport import HttpxTransport, Transport
 
 
