@@ -60,6 +60,7 @@ from vllm_operator.bench.runner import run
 from vllm_operator.bench.suite import load_suite
 from vllm_operator.bench.traffic import Traffic
 from vllm_operator.bench.workload import build_traffic
+from vllm_operator.commands.inputs import read_capped
 from vllm_operator.commands.report import page_from_data, plotly_missing, write_page
 from vllm_operator.errors import SpecError
 
@@ -567,8 +568,7 @@ def workload_from_args(args: argparse.Namespace) -> tuple[WorkloadSpec, Traffic 
 def _workload_file(path: str) -> WorkloadSpec:
     """A WorkloadSpec from a YAML or JSON file (bounded: ``api.yaml_input``)."""
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_INPUT_BYTES + 1)
+        data = read_capped(path, MAX_INPUT_BYTES)
     except OSError as exc:
         raise SpecError(
             "--workload", f"cannot read {path}: {exc.strerror or exc}", "name a readable file"

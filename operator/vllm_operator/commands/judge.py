@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import NoReturn
 
 from pydantic import ValidationError
@@ -25,6 +24,7 @@ from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, TrialPlan, Verdi
 from vllm_operator.bench import bounded
 from vllm_operator.bench.report import REPORT_SCHEMA
 from vllm_operator.commands.bench import model_arg
+from vllm_operator.commands.inputs import read_capped
 from vllm_operator.errors import SpecError
 from vllm_operator.gate import verdict
 
@@ -146,11 +146,7 @@ def plan_from(trials: int | None, max_trials: int | None) -> TrialPlan | None:
 def read_summary(path: str, option: str) -> BenchSummary:
     """A summary from ``path`` ('-': stdin); a full report's summary is taken from it."""
     try:
-        if path == "-":
-            raw = sys.stdin.buffer.read(MAX_SUMMARY_BYTES + 1)
-        else:
-            with Path(path).open("rb") as handle:
-                raw = handle.read(MAX_SUMMARY_BYTES + 1)
+        raw = read_capped(path, MAX_SUMMARY_BYTES)
     except OSError as exc:
         raise SpecError(option, f"cannot read {path}: {exc.strerror or exc}") from exc
     if len(raw) > MAX_SUMMARY_BYTES:

@@ -23,6 +23,8 @@ import tempfile
 from pathlib import Path
 from typing import NoReturn
 
+from vllm_operator.bench.page.view import MAX_REPORT_BYTES, Report, ReportError, from_bytes
+from vllm_operator.commands.inputs import read_capped
 from vllm_operator.errors import SpecError
 
 INSTALL = "pip install 'vllm-operator[report]' (plotly draws the charts)"
@@ -95,18 +97,27 @@ def write_page(path: str, text: str) -> None:
         raise
 
 
+def _read_report(path: str, where: str) -> Report:
+    """The report at ``path`` ('-': standard input), at most ``MAX_REPORT_BYTES``."""
+    try:
+        raw = read_capped(path, MAX_REPORT_BYTES)
+    except OSError as exc:
+        raise ReportError(where, f"cannot read {path}: {exc.strerror or exc}") from exc
+    return from_bytes(raw, path, where)
+
+
 def main(argv: list[str], prog: str) -> int:
     try:
         args = parser(prog).parse_args(argv)
         missing = plotly_missing()
         if missing is not None:
             raise SpecError("plotly", "not installed", missing)
-        from vllm_operator.bench.page import document, view  # noqa: PLC0415 (needs plotly)
+        from vllm_operator.bench.page import document  # noqa: PLC0415 (needs plotly)
 
-        report = view.read(args.report, f"REPORT {args.report}")
+        report = _read_report(args.report, f"REPORT {args.report}")
         other = None
         if args.baseline is not None:
-            other = view.read(args.baseline, f"--baseline {args.baseline}")
+            other = _read_report(args.baseline, f"--baseline {args.baseline}")
         page = document.render_report(report, other, args.baseline or "")
         try:
             if args.output == "-":

@@ -17,9 +17,7 @@ gaining fields (the ``load`` section, new quality figures) still opens.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -340,16 +338,8 @@ def loads(text: bytes, where: str) -> Report:
     return parse(found, where)
 
 
-def read(path: str, where: str) -> Report:
-    """The report at ``path`` ('-': standard input), at most ``MAX_REPORT_BYTES``."""
-    try:
-        if path == "-":
-            raw = sys.stdin.buffer.read(MAX_REPORT_BYTES + 1)
-        else:
-            with Path(path).open("rb") as handle:
-                raw = handle.read(MAX_REPORT_BYTES + 1)
-    except OSError as exc:
-        raise ReportError(where, f"cannot read {path}: {exc.strerror or exc}") from exc
+def from_bytes(raw: bytes, path: str, where: str) -> Report:
+    """The report in ``raw`` (read from ``path`` with one byte past ``MAX_REPORT_BYTES``)."""
     if len(raw) > MAX_REPORT_BYTES:
         raise ReportError(where, f"{path} is larger than {MAX_REPORT_BYTES >> 20} MiB")
     return loads(raw, where)
