@@ -112,22 +112,13 @@ def judge_all(
     if allowed is None:
         return []
     paired = summary.paired_baseline is not None
-    if baseline is not None and not paired and baseline.schema_ != SUMMARY_SCHEMA:
-        return [
-            Judged(Finding("inconclusive", f"baseline format {baseline.schema_!r} not comparable"))
-        ]
-    # Candidate and baseline are one shape (``Figures``): the paired one, else the stored.
-    base: Figures | None = summary.paired_baseline if paired else baseline
+    base, problem = baseline_for(summary, baseline)
     if base is None:
-        return [Judged(Finding("note", "no baseline: regressions not checked (first revision)"))]
-    broken = sorted(k for k, v in base.errors.items() if v > 0)
-    if broken:
-        text = f"baseline has failed requests ({', '.join(broken)})"
-        return [Judged(Finding("inconclusive", text))]
+        assert problem is not None
+        return [Judged(problem)]
     quality = [Judged(f) for f in _quality_regression(summary, base, allowed)]
-    gpus = _gpu_products(summary.placement, base.placement)
-    if gpus is not None:
-        return [Judged(Finding("inconclusive", gpus)), *quality]
+    if problem is not None:
+        return [Judged(problem), *quality]
     judge = Judge(thresholds, paired, plan)
     return [
         *(Judged(f) for f in _placement_note(summary.placement, base.placement, paired)),
@@ -135,6 +126,28 @@ def judge_all(
         *_throughput(summary, base, judge),
         *quality,
     ]
+
+
+def baseline_for(
+    summary: BenchSummary, baseline: BenchSummary | None
+) -> tuple[Figures | None, Finding | None]:
+    """The baseline's figures (the paired one, else ``baseline``) and, when its speed figures
+    may not be compared with the candidate's, why: no baseline or one that is not comparable
+    at all (no figures: ``None``), or one on another GPU product (figures kept: quality is
+    still compared). ``gate.slo`` asks the same before comparing percentiles."""
+    paired = summary.paired_baseline is not None
+    if baseline is not None and not paired and baseline.schema_ != SUMMARY_SCHEMA:
+        text = f"baseline format {baseline.schema_!r} not comparable"
+        return None, Finding("inconclusive", text)
+    # Candidate and baseline are one shape (``Figures``): the paired one, else the stored.
+    base: Figures | None = summary.paired_baseline if paired else baseline
+    if base is None:
+        return None, Finding("note", "no baseline: regressions not checked (first revision)")
+    broken = sorted(k for k, v in base.errors.items() if v > 0)
+    if broken:
+        return None, Finding("inconclusive", f"baseline has failed requests ({', '.join(broken)})")
+    gpus = _gpu_products(summary.placement, base.placement)
+    return base, None if gpus is None else Finding("inconclusive", gpus)
 
 
 @dataclass(frozen=True)

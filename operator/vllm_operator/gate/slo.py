@@ -40,10 +40,10 @@ import statistics
 from collections.abc import Sequence
 
 from vllm_operator.api.spec import Thresholds
-from vllm_operator.api.summary import SUMMARY_SCHEMA, BenchSummary, LoadSweep, TrialPlan
+from vllm_operator.api.summary import BenchSummary, LoadSweep, TrialPlan
 from vllm_operator.gate.finding import Finding, Severity
 from vllm_operator.gate.interval import robust_interval, t_quantile
-from vllm_operator.gate.regression import EXACT, FigureKey, Judge, Judged
+from vllm_operator.gate.regression import EXACT, FigureKey, Judge, Judged, baseline_for
 from vllm_operator.gate.robust import outliers
 from vllm_operator.gate.sequential import look_confidence, more_allowed
 
@@ -313,27 +313,6 @@ def _ms(value: float) -> str:
     return f"{value:.0f}" if value >= 100 else f"{value:.1f}"
 
 
-def _comparable(
-    summary: BenchSummary, baseline: BenchSummary | None
-) -> tuple[bool, LoadSweep | None]:
-    """Would ``gate.regression`` compare with the baseline at all, and the baseline's sweep.
-
-    When it would not (no baseline, failed requests, other GPUs), its own findings say why.
-    """
-    if summary.paired_baseline is not None:
-        pb = summary.paired_baseline
-        errors, placement, sweep = pb.errors, pb.placement, pb.load
-    elif baseline is not None and baseline.schema_ == SUMMARY_SCHEMA:
-        errors, placement, sweep = baseline.errors, baseline.placement, baseline.load
-    else:
-        return False, None
-    ours = summary.placement.gpu_product if summary.placement else None
-    theirs = placement.gpu_product if placement else None
-    if any(v > 0 for v in errors.values()) or (ours and theirs and ours != theirs):
-        return False, None
-    return True, sweep
-
-
 def _regressions(
     summary: BenchSummary,
     thresholds: Thresholds,
@@ -344,9 +323,11 @@ def _regressions(
     if thresholds.max_regression_percent is None or summary.load is None:
         return []
     assert thresholds.slo is not None
-    comparable, theirs = _comparable(summary, baseline)
-    if not comparable:
+    # Whether to compare at all is gate.regression's call; its findings say why not.
+    compared, problem = baseline_for(summary, baseline)
+    if compared is None or problem is not None:
         return []
+    theirs = compared.load
     if theirs is None:
         text = "baseline has no load sweep: SLO percentiles not compared with it"
         return [Judged(Finding("inconclusive", text))]
