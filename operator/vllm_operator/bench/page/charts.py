@@ -68,6 +68,24 @@ def _layout(fig: Any, height: int, *, legend_below: bool = False, **extra: Any) 
     )
 
 
+def _box(
+    side: Side, xs: list[str], ys: list[float], *, marker_size: int | None = None, **style: Any
+) -> Any:
+    """One revision's box trace: its name, colour and legend group, so charts pair up."""
+    marker: dict[str, Any] = {"color": COLORS[side.role]}
+    if marker_size is not None:
+        marker["size"] = marker_size
+    return go.Box(
+        x=xs,
+        y=ys,
+        name=side.role,
+        meta=side.role,
+        legendgroup=side.role,
+        marker=marker,
+        **style,
+    )
+
+
 def _median(values: Iterable[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return statistics.median(present) if present else None
@@ -102,19 +120,7 @@ def _class_latency(sides: Sequence[Side]) -> Chart:
                 if value is not None:
                     xs.append(html.escape(cls.name))
                     ys.append(value)
-        fig.add_trace(
-            go.Box(
-                x=xs,
-                y=ys,
-                name=side.role,
-                meta=side.role,
-                legendgroup=side.role,
-                marker={"color": COLORS[side.role]},
-                boxpoints="all",
-                pointpos=0,
-                jitter=0.3,
-            )
-        )
+        fig.add_trace(_box(side, xs, ys, boxpoints="all", pointpos=0, jitter=0.3))
     _layout(fig, 420, boxmode="group", yaxis_title="median end-to-end latency (ms)")
     fig.update_xaxes(title="prompt class")
     return Chart(
@@ -137,17 +143,7 @@ def _class_ttft(sides: Sequence[Side]) -> Chart:
             kept = _thin(values, per_trace)
             xs += [html.escape(cls.name)] * len(kept)
             ys += kept
-        fig.add_trace(
-            go.Box(
-                x=xs,
-                y=ys,
-                name=side.role,
-                meta=side.role,
-                legendgroup=side.role,
-                marker={"color": COLORS[side.role]},
-                boxpoints="outliers",
-            )
-        )
+        fig.add_trace(_box(side, xs, ys, boxpoints="outliers"))
     _layout(fig, 420, boxmode="group", yaxis_title="time to first token (ms)")
     fig.update_xaxes(title="prompt class")
     return Chart(
@@ -295,17 +291,7 @@ def _distribution(sides: Sequence[Side], load: Load, metric: str, title: str) ->
             kept = _thin(values, per_trace)
             xs += [_label(load, level)] * len(kept)
             ys += kept
-        fig.add_trace(
-            go.Box(
-                x=xs,
-                y=ys,
-                name=side.role,
-                meta=side.role,
-                legendgroup=side.role,
-                marker={"color": COLORS[side.role], "size": 3},
-                boxpoints="outliers",
-            )
-        )
+        fig.add_trace(_box(side, xs, ys, marker_size=3, boxpoints="outliers"))
     order = [_label(load, level) for level in all_levels]
     _layout(fig, 440, boxmode="group", yaxis_title=f"{metric[:-3]} (ms)")
     if _wide(fig):
