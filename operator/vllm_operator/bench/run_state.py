@@ -17,6 +17,9 @@ from vllm_operator.bench.quality import SuiteOutcome
 from vllm_operator.bench.request import RequestRecord
 
 Clock = Callable[[], float]
+
+RESERVE_FRACTION = 0.25
+"""Share of the deadline an extra round may not eat into (left for quality and the report)."""
 OpenFigures = Callable[["RunState"], set[tuple[str, str]]]
 """The figures (``gate.regression.FigureKey``) still undecided on what was measured so far."""
 
@@ -148,6 +151,11 @@ class RunState:
     def records(self) -> Iterator[RequestRecord]:
         for server in self.servers:
             yield from server.records()
+
+    def within_budget(self, now: float, estimate: float, deadline: float) -> bool:
+        """Would ``estimate`` more seconds from ``now`` end before the time budget: the
+        ``deadline`` less its ``RESERVE_FRACTION`` (extra rounds of the study and the sweep)?"""
+        return now - self.started + estimate <= deadline * (1 - RESERVE_FRACTION)
 
     def errors(self) -> Counter[str]:
         """The candidate's failed requests by class, plus ``deadline`` if it was reached."""

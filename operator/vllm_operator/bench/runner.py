@@ -29,7 +29,7 @@ then quality.
   gate's own ``undecided`` (given through ``open_figures``) names the figures whose interval
   still straddles the limit; one more round measures only those, and the gate looks again,
   until none is open, ``max_trials`` is reached, or starting another round would leave less
-  than ``RESERVE_FRACTION`` of the deadline (the time budget).
+  than ``run_state.RESERVE_FRACTION`` of the deadline (the time budget).
 - **Quality** runs once per server at the end: answers at temperature 0 do not vary by trial.
 
 With a synthetic or dataset workload (``config.traffic``), the load sweep of
@@ -82,9 +82,6 @@ TransportFactory = Callable[[BenchConfig, Clock], Transport]
 
 MAX_CONSECUTIVE_FAILURES = 3
 """Consecutive failed requests after which the run stops: the server is not answering."""
-
-RESERVE_FRACTION = 0.25
-"""Share of the deadline an extra round may not eat into (left for quality and the report)."""
 
 
 def default_transport(config: BenchConfig, clock: Clock) -> Transport:
@@ -296,8 +293,7 @@ class _Context:
             for figure in figures:
                 spent[figure] = max(spent.get(figure, 0.0), record.seconds / len(figures))
         estimate = 1.5 * sum(spent.get(f, 0.0) for f in [*classes, *map(str, levels)])
-        budget = self.config.deadline_seconds * (1 - RESERVE_FRACTION)
-        return self.clock() - self.state.started + estimate <= budget
+        return self.state.within_budget(self.clock(), estimate, self.config.deadline_seconds)
 
     async def settle(self) -> None:
         """The settling warm-up (module docstring); records every pass on its server."""

@@ -57,9 +57,6 @@ if TYPE_CHECKING:
 WARMUP_SECONDS = 10.0
 """Longest warm-up run (at each level, per server)."""
 
-RESERVE_FRACTION = 0.25
-"""Share of the deadline an extra round may not eat into (as ``bench.runner``'s)."""
-
 Send = Callable[["ServerRun", ChatRequest, LoadRecord], Awaitable[None]]
 
 
@@ -179,5 +176,4 @@ class Sweep:
             for run in server.load_runs(level):
                 per_trial[run.trial] = per_trial.get(run.trial, 0.0) + run.elapsed
         estimate = 1.5 * max(per_trial.values(), default=0.0)
-        budget = self.config.deadline_seconds * (1 - RESERVE_FRACTION)
-        return self.clock() - self.state.started + estimate <= budget
+        return self.state.within_budget(self.clock(), estimate, self.config.deadline_seconds)

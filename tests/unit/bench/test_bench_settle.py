@@ -19,14 +19,8 @@ from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import TrialPlan, Warmup
 from vllm_operator.bench import run_benchmark
 from vllm_operator.bench.config import BenchConfig
-from vllm_operator.bench.runner import (
-    RESERVE_FRACTION,
-    Clock,
-    RunState,
-    SettlePass,
-    agree,
-    run,
-)
+from vllm_operator.bench.run_state import RESERVE_FRACTION, Clock, RunState, SettlePass
+from vllm_operator.bench.runner import agree, run
 from vllm_operator.bench.transport import HttpxTransport, Transport
 
 QUALITY_PROMPTS = {"Say yes", "Say no"}
