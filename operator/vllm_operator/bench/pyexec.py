@@ -127,7 +127,7 @@ class LocalSandbox:
     async def run(self, code: str, tests: str, *, limit_seconds: float) -> RunResult:
         scratch = Path(tempfile.mkdtemp(prefix="bench-sandbox-", dir=self.scratch_root))
         if os.geteuid() == 0:
-            scratch.chmod(0o711)  # the code runs as nobody: its directory's path must work
+            os.chmod(scratch, 0o711)  # the code runs as nobody: its path must work
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-I",
