@@ -119,7 +119,16 @@ def measure(python: str, work: Path) -> dict[str, object]:
         }
         trace = work / "trace"
         out = subprocess.run(
-            ["strace", "-f", "-qq", "-o", str(trace), python, "-B", str(BENCH / "sandbox_child.py")],
+            [
+                "strace",
+                "-f",
+                "-qq",
+                "-o",
+                str(trace),
+                python,
+                "-B",
+                str(BENCH / "sandbox_child.py"),
+            ],
             input=json.dumps(job),
             capture_output=True,
             text=True,
