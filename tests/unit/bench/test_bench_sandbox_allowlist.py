@@ -576,3 +576,32 @@ def test_the_code_never_runs_as_root(identity: Identity) -> None:
     tests = f"assert IDS[0] == ({identity.uid},) * 3 and 0 not in IDS[1], IDS\n"
     result = identity.run(code, tests, {"guard": False})
     assert result.passed, result.detail
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="shows root that cannot drop")
+def test_root_that_cannot_drop_refuses_and_says_how(tmp_path: Path) -> None:
+    """Root without CAP_SETUID/CAP_SETGID (a container that dropped them, say) cannot
+    become nobody: the code is not run, and the message says how to run it."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    tmp_path.chmod(0o711)
+    script = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from vllm_operator.bench.sandbox import run_one\n"
+        "r = run_one('X = 1', 'assert X == 1', limit_seconds=10, scratch_root=Path(sys.argv[1]))\n"
+        "print(json.dumps(r.to_json()))\n"
+    )
+    no_setuid = ["setpriv", "--bounding-set=-setuid,-setgid", "--inh-caps=-setuid,-setgid"]
+    out = subprocess.run(
+        [*no_setuid, sys.executable, "-c", script, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(sandbox_kernel.__file__).parents[2])},
+    )
+    result = json.loads(out.stdout)
+    assert (result["passed"], result["ran"]) == (False, False), result
+    assert "running as root, and cannot drop to uid 65534" in result["detail"]
+    assert "as an unprivileged user" in result["detail"]
