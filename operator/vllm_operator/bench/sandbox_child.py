@@ -5,12 +5,14 @@ directory, with the job (JSON: code, tests, limits, marker) on stdin. Before any
 is compiled, while it is still single-threaded, it
 
 1. lowers its own resource limits (CPU time, address space, file size, open files);
-2. applies the kernel's limits to itself (``sandbox_kernel``: Landlock and a seccomp filter,
-   after ``PR_SET_NO_NEW_PRIVS``). These are the wall that holds: no network, no exec, no new
-   processes, files only in its scratch directory (read-only the Python installation). Where
-   the kernel cannot enforce them the child prints ``REFUSED_PREFIX`` with the reason and
-   exits with ``KERNEL_REFUSED`` without compiling the code: a not-run result, never an
-   unguarded run;
+2. applies the kernel's limits to itself (``sandbox_kernel``: started as root, it first drops
+   to the job's uid and gid, ``nobody``, with no capabilities; then Landlock and a seccomp
+   allow list, ``sandbox_syscalls``, after ``PR_SET_NO_NEW_PRIVS``). These are the wall that
+   holds: never root, no network, no exec, no new processes, files only in its scratch
+   directory (read-only the Python installation), no metadata changes, no IPC, nothing
+   done to another process. Where the kernel cannot enforce them the child prints
+   ``REFUSED_PREFIX`` with the reason and exits with ``KERNEL_REFUSED`` without compiling
+   the code: a not-run result, never an unguarded run;
 3. installs an audit hook (PEP 578) that cannot be removed from Python code: a third layer
    with clearer messages, not a boundary (``_posixsubprocess`` or an extension module loaded
    by hand pass it; the kernel does not let them do anything).
