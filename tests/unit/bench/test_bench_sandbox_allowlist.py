@@ -113,6 +113,13 @@ O_CREAT_WRONLY = 0o101
 O_DIRECTORY = 0o200000 if _X86 else 0o40000
 
 
+def _unavailable(reason: str) -> None:
+    """Skip, saying why; in CI (``VLLMOP_REQUIRE_SANDBOX_TOOLS``, set by .ci/run) fail."""
+    if os.environ.get("VLLMOP_REQUIRE_SANDBOX_TOOLS"):
+        pytest.fail(f"{reason} (VLLMOP_REQUIRE_SANDBOX_TOOLS is set)")
+    pytest.skip(reason)
+
+
 def nr(name: str) -> int:
     return NR[name][0 if _X86 else 1]
 
@@ -125,7 +132,7 @@ def hexa(data: bytes) -> str:
 def helper_so(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     """The native extension, built from ``data/raw_syscalls.c`` (no Python.h needed)."""
     if shutil.which("cc") is None:
-        pytest.skip("no C compiler (cc): hack/ci-tools.sh installs gcc")
+        _unavailable("no C compiler (cc): hack/ci-tools.sh installs gcc")
     out = tmp_path_factory.mktemp("native") / "helper.so"
     source = Path(__file__).with_name("data") / "raw_syscalls.c"
     subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-s", "-o", str(out), str(source)], check=True)
@@ -146,7 +153,7 @@ def identity(request: pytest.FixtureRequest) -> Iterator[Identity]:
         else:
             runner = as_nobody(base)
             if isinstance(runner, str):
-                pytest.skip(runner)
+                _unavailable(runner)
             yield Identity("user", NOBODY, runner, AS_NOBODY)
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -583,7 +590,7 @@ def test_root_that_cannot_drop_refuses_and_says_how(tmp_path: Path) -> None:
     """Root without CAP_SETUID/CAP_SETGID (a container that dropped them, say) cannot
     become nobody: the code is not run, and the message says how to run it."""
     if shutil.which("setpriv") is None:
-        pytest.skip("setpriv (util-linux) is not installed")
+        _unavailable("setpriv (util-linux) is not installed")
     tmp_path.chmod(0o711)
     script = (
         "import json, sys\n"
