@@ -30,6 +30,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,7 +47,8 @@ from sandbox_identities import (
     spawn_detached,
 )
 
-from vllm_operator.bench import sandbox_kernel
+from vllm_operator.bench import sandbox, sandbox_kernel
+from vllm_operator.bench.sandbox import run_one
 
 pytestmark = [
     pytest.mark.skipif(
@@ -612,3 +614,60 @@ def test_root_that_cannot_drop_refuses_and_says_how(tmp_path: Path) -> None:
     assert (result["passed"], result["ran"]) == (False, False), result
     assert "running as root, and cannot drop to uid 65534" in result["detail"]
     assert "as an unprivileged user" in result["detail"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="shows what root's child becomes")
+def test_as_root_the_child_is_nobody_without_capabilities_in_its_own_ipc_namespace(
+    tmp_path: Path,
+) -> None:
+    """Seen from outside while the code runs: uid and gid 65534, every capability set
+    empty, no new privileges, a seccomp filter, and an IPC namespace that is not ours."""
+    tmp_path.chmod(0o711)
+    code = (
+        "import os, time\n"
+        "ends = time.monotonic() + 20\n"
+        "while not os.path.exists('go') and time.monotonic() < ends:\n"
+        "    time.sleep(0.01)\n"
+    )
+    box: list[object] = []
+    runner = threading.Thread(
+        target=lambda: box.append(
+            run_one(code, "assert True", limit_seconds=30, scratch_root=tmp_path)
+        )
+    )
+    runner.start()
+    try:
+        pid, fields = _wait_for_filtered_child()
+        assert fields["Uid"].split() == [str(NOBODY)] * 4
+        assert fields["Gid"].split() == [str(NOBODY)] * 4
+        assert fields["Groups"] == ""
+        for cap in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+            assert int(fields[cap], 16) == 0, (cap, fields[cap])
+        assert fields["NoNewPrivs"] == "1"
+        assert os.readlink(f"/proc/{pid}/ns/ipc") != os.readlink("/proc/self/ns/ipc")
+    finally:
+        for pid in sandbox.descendants(os.getpid()):
+            with contextlib.suppress(OSError):
+                Path(f"/proc/{pid}/cwd/go").touch()
+        runner.join(timeout=60)
+    assert box, "the run did not end"
+    assert getattr(box[0], "passed", False), box
+
+
+def _wait_for_filtered_child() -> tuple[int, dict[str, str]]:
+    """The sandbox child, once its seccomp filter is loaded (``Seccomp: 2``)."""
+    ends = time.monotonic() + 30
+    while time.monotonic() < ends:
+        for pid in sandbox.descendants(os.getpid()):
+            try:
+                text = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            fields = {
+                key: value.strip()
+                for key, _, value in (line.partition(":") for line in text.splitlines())
+            }
+            if fields.get("Seccomp") == "2":
+                return pid, fields
+        time.sleep(0.01)
+    raise AssertionError("no sandbox child with a seccomp filter appeared")
