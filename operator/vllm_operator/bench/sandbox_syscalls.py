@@ -218,6 +218,8 @@ def build_seccomp(pyseccomp: Any, pid: int) -> Any:
     flt = pyseccomp.SyscallFilter(pyseccomp.ERRNO(errno.EPERM))
     flt.set_attr(pyseccomp.Attr.CTL_NNP, 1)
     flt.set_attr(pyseccomp.Attr.CTL_TSYNC, 1)
+    # A call of another ABI (int 0x80 on x86_64) has other numbers: the process dies.
+    flt.set_attr(pyseccomp.Attr.ACT_BADARCH, pyseccomp.KILL_PROCESS)
     for name, conditions in _rules(pyseccomp, pid):
         if pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name) < 0:
             continue  # not a call of this architecture (a negative pseudo-number, or -1)

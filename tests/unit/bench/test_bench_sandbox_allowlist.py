@@ -126,6 +126,11 @@ def nr(name: str) -> int:
     return NR[name][0 if _X86 else 1]
 
 
+def _number(name: str) -> str | int:
+    """A call's number on this architecture; ``i386:<n>`` (the 32-bit ABI) as it is."""
+    return name if name.startswith("i386:") else nr(name)
+
+
 def hexa(data: bytes) -> str:
     return "h:" + data.hex()
 
@@ -220,7 +225,7 @@ def native_answer(
     labelled ``ok_*`` that failed (CONTROL) and each other call that was not refused with
     one of ``allowed`` errnos (WORKED)."""
     cmds = "".join(
-        f"{label} {' '.join(str(a) for a in (nr(str(args[0])), *args[1:]))}\n"
+        f"{label} {' '.join(str(a) for a in (_number(str(args[0])), *args[1:]))}\n"
         for label, args in calls.items()
     )
     return (
@@ -671,3 +676,36 @@ def _wait_for_filtered_child() -> tuple[int, dict[str, str]]:
                 return pid, fields
         time.sleep(0.01)
     raise AssertionError("no sandbox child with a seccomp filter appeared")
+
+
+def _ia32_emulation(helper_so: bytes, where: Path) -> bool:
+    """Whether this kernel answers 32-bit calls at all (IA32 emulation built in and on)."""
+    (where / "helper.so").write_bytes(helper_so)
+    (where / "cmds").write_text("getpid32 i386:20\n")
+    subprocess.run(
+        [sys.executable, "-c", "import ctypes; ctypes.CDLL('./helper.so').PyInit_helper()"],
+        cwd=where,
+        check=True,
+        timeout=30,
+    )
+    return int((where / "results").read_text().split()[1]) > 0
+
+
+@pytest.mark.skipif(not _X86, reason="the 32-bit ABI of x86_64")
+@pytest.mark.parametrize("walls", WALLS)
+def test_the_32_bit_abi_reaches_nothing(
+    walls: dict[str, Any], identity: Identity, victim: int, helper_so: bytes, tmp_path: Path
+) -> None:
+    """``int 0x80`` uses other numbers (i386 setpriority is 97, kill 37) that an x86_64
+    filter would misread: libseccomp kills the process on any other architecture's call."""
+    if not _ia32_emulation(helper_so, tmp_path):
+        pytest.skip("this kernel has no IA32 emulation: no 32-bit calls at all")
+    before = _victim_state(victim)
+    code = native_answer(
+        helper_so,
+        {"setpriority": ["i386:97", 0, victim, 19], "kill": ["i386:37", victim, 19]},
+    )
+    result = identity.run(code, TESTS, walls)
+    assert not result.passed, result.detail
+    assert result.detail.startswith("exit -31"), result.detail  # SIGSYS: killed, not refused
+    assert _victim_state(victim) == before

@@ -4,7 +4,8 @@
  * name the audit hook allows, its PyInit_ runs native code that no audit event sees. It
  * reads "cmds" (one call per line: label, number, up to six arguments, each an integer,
  * s:<string>, b:<size> for a zeroed buffer, or h:<hex bytes>) and writes "results" (label,
- * return value, errno). Needs no Python.h: it returns NULL, and the import fails after the
+ * return value, errno). A number written i386:<n> is made through the 32-bit ABI (int
+ * 0x80, x86_64 only, three integer arguments). Needs no Python.h: it returns NULL, and the import fails after the
  * calls were made, which is all an attacker needs.
  */
 #define _GNU_SOURCE
@@ -41,6 +42,24 @@ static long argument(const char *tok, char **owned, int *count) {
     return strtol(tok, NULL, 0);
 }
 
+static long call(const char *number, const long *a) {
+#if defined(__x86_64__)
+    if (strncmp(number, "i386:", 5) == 0) {
+        long r;
+        __asm__ volatile("int $0x80"
+                         : "=a"(r)
+                         : "a"(strtol(number + 5, NULL, 0)), "b"(a[0]), "c"(a[1]), "d"(a[2])
+                         : "memory");
+        if (r < 0 && r > -4096) {
+            errno = (int)-r;
+            return -1;
+        }
+        return r;
+    }
+#endif
+    return syscall(strtol(number, NULL, 0), a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
 void *PyInit_helper(void) {
     FILE *in = fopen("cmds", "r");
     FILE *out = fopen("results", "w");
@@ -61,7 +80,7 @@ void *PyInit_helper(void) {
             a[i] = argument(tok, owned, &count);
         }
         errno = 0;
-        long r = syscall(strtol(number, NULL, 0), a[0], a[1], a[2], a[3], a[4], a[5]);
+        long r = call(number, a);
         fprintf(out, "%s %ld %d\n", label, r, r < 0 ? errno : 0);
         fflush(out);
         for (int i = 0; i < count; i++)
