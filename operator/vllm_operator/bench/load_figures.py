@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import LoadLevelFigures
 from vllm_operator.api.workload import (
     LATENCY_METRICS,
@@ -34,7 +35,9 @@ from vllm_operator.api.workload import (
     SloLimits,
 )
 from vllm_operator.bench.load import LoadRecord, LoadRun
+from vllm_operator.bench.load_tails import level_tails
 from vllm_operator.bench.stats import percentile
+from vllm_operator.gate.tails import ClusteredTally, SampleTally, Tally
 
 MAX_SAMPLES = 2000
 """Per-request samples of one run in the report (evenly thinned beyond)."""
@@ -152,11 +155,37 @@ def _share(part: int, whole: int) -> float:
     return part / whole * 100 if whole else 0.0
 
 
-def level_figures(level: float, runs: list[LoadRun], limits: SloLimits | None) -> LoadLevelFigures:
+def tally(run: LoadRun, metric: LatencyMetric) -> Tally:
+    """One run's observations of ``metric`` (ms) for the tail judge: ITL as its gaps grouped
+    by the request that streamed them (``ClusteredTally``), the others one per request."""
+    if metric == "itl":
+        gaps = run.gaps
+        return ClusteredTally.of(
+            [
+                [g * 1000 for g in gaps[r.gap_start : r.gap_start + r.gap_count]]
+                for r in run.records
+                if r.gap_count > 0
+            ]
+        )
+    return SampleTally.of([v for r in run.records if (v := VALUE[metric](r)) is not None])
+
+
+def level_figures(
+    level: float,
+    runs: list[LoadRun],
+    limits: SloLimits | None,
+    *,
+    baseline_runs: list[LoadRun] | None = None,
+    thresholds: Thresholds | None = None,
+    confidence: float = 0.95,
+) -> LoadLevelFigures:
     """The summary's figures of one level: only what ``limits`` names, one value per trial.
 
     ``runs``: one server's runs at ``level`` in trial order. A percentile a trial could not
-    measure (no completed request) is left out of that trial's list.
+    measure (no completed request) is left out of that trial's list. Each limited percentile
+    is also counted above its limit (``bench.load_tails``), and with ``baseline_runs`` (the
+    paired baseline's) and ``thresholds`` setting maxRegressionPercent, against the
+    baseline at ``confidence`` (the look's).
     """
     figures = [run_figures(run, limits) for run in runs]
     percentiles: dict[str, list[float]] = {}
@@ -164,10 +193,22 @@ def level_figures(level: float, runs: list[LoadRun], limits: SloLimits | None) -
         for p in by_p:
             values = [f.percentiles[metric][p] for f in figures]
             percentiles[f"{metric}.{p}"] = [round(v, 1) for v in values if v is not None]
+
+    def ours(metric: LatencyMetric) -> list[Tally]:
+        return [tally(run, metric) for run in runs]
+
+    def theirs(metric: LatencyMetric) -> list[Tally]:
+        return [tally(run, metric) for run in baseline_runs or []]
+
+    pooled, tails = level_tails(
+        limits, ours, theirs if baseline_runs else None, thresholds, confidence
+    )
     return LoadLevelFigures(
         level=level,
         requests=sum(f.requests for f in figures),
         percentiles=percentiles,
+        pooled=pooled,
+        tails=tails,
         goodput_percent=[round(f.goodput_percent, 2) for f in figures if f.requests],
         error_percent=[round(f.error_percent, 2) for f in figures if f.requests],
     )
