@@ -42,6 +42,9 @@ from vllm_operator.gate.tails import ClusteredTally, SampleTally, Tally
 MAX_SAMPLES = 2000
 """Per-request samples of one run in the report (evenly thinned beyond)."""
 
+MAX_SLOW_GAPS = 32
+"""Gaps above the run's p90 gap listed per sample (the largest; the count says how many)."""
+
 QUANTILE: dict[Percentile, float] = {"p50": 50, "p90": 90, "p95": 95, "p99": 99}
 
 
@@ -214,9 +217,30 @@ def level_figures(
     )
 
 
+def gap_floor_ms(run: LoadRun) -> float | None:
+    """The run's p90 gap (ms): the report lists each request's gaps above it."""
+    if not run.gaps:
+        return None
+    return round(percentile([g * 1000 for g in run.gaps], 90), 3)
+
+
+def slow_gaps(run: LoadRun, r: LoadRecord, floor: float) -> dict[str, Any]:
+    """A request's gap count and its gaps above ``floor`` (ms, largest first, at most
+    ``MAX_SLOW_GAPS``; ``slow_gaps`` says how many there were when more): enough to count its
+    gaps above any bound at or above the floor (``bench.report_tails``)."""
+    gaps = run.gaps[r.gap_start : r.gap_start + r.gap_count]
+    # compared as stored (0.001 ms), so a replay sees the same gaps above the floor
+    slow = sorted((ms for g in gaps if (ms := round(g * 1000, 3)) > floor), reverse=True)
+    out: dict[str, Any] = {"gaps": r.gap_count, "slow_gaps_ms": slow[:MAX_SLOW_GAPS]}
+    if len(slow) > MAX_SLOW_GAPS:
+        out["slow_gaps"] = len(slow)
+    return out
+
+
 def samples(run: LoadRun, limits: SloLimits | None) -> list[dict[str, Any]]:
     """Per-request samples for the report, at most ``MAX_SAMPLES`` (evenly thinned)."""
     held_to = per_request_limits(limits)
+    floor = gap_floor_ms(run)
     records = run.records
     if len(records) > MAX_SAMPLES:
         step = len(records) / MAX_SAMPLES
@@ -231,9 +255,28 @@ def samples(run: LoadRun, limits: SloLimits | None) -> list[dict[str, Any]]:
         sample["output_tokens"] = r.output_tokens if r.ok else None
         sample["ok"] = r.ok
         sample["met_slo"] = met_slo(r, held_to)
+        if r.gap_count > 0 and floor is not None:
+            sample.update(slow_gaps(run, r, floor))
         if not r.ok:
             sample["error"] = r.error
         out.append(sample)
+    return out
+
+
+def run_counts(run: LoadRun, limits: SloLimits | None) -> dict[str, dict[str, Any]]:
+    """The run's own counts above each limit at its level (what one trial adds to a level's
+    ``tails`` in the summary)."""
+    out: dict[str, dict[str, Any]] = {}
+    for metric, by_p in (limits.metric_limits() if limits else {}).items():
+        counted = tally(run, metric)
+        for p, limit in by_p.items():
+            e = counted.exceedance(limit)
+            out[f"{metric}.{p}"] = {
+                "limit": limit,
+                "above": int(e.above),
+                "total": int(e.total),
+                "design_effect": round(e.design_effect, 3),
+            }
     return out
 
 
@@ -256,6 +299,8 @@ def run_json(run: LoadRun, limits: SloLimits | None) -> dict[str, Any]:
         "request_throughput": round(f.request_throughput, 4),
         "output_tokens_per_second": round(f.output_tokens_per_second, 3),
         "percentiles": {f"{m}_ms": dict(v) for m, v in f.percentiles.items()},
+        "counts": run_counts(run, limits),
+        "gap_floor_ms": gap_floor_ms(run),
         "send_lag_ms": f.send_lag_ms,
         "waited_for_slot": run.waited_for_slot,
         "cut_at_max_requests": run.cut_at_max,

@@ -137,7 +137,7 @@ def judge_limit(  # noqa: PLR0917 - private to gate.slo, one call site
         f"{label}: {above:,} of {judged.observations:,.0f} {unit} above {limit:g} ms "
         f"({_share_span(judged)}, {_how(confidence, plan, trials, judged, unit)}): "
     )
-    allows = f"the {_pct(allowed)} the {percentile} limit allows"
+    allows = f"the {allowed * 100:g}% the {percentile} limit allows"
     if judged.decision == "undecided":
         text += f"undecided against {allows}" + _what_decides(judged, look, plan, trials, unit)
     else:
@@ -205,7 +205,7 @@ def judge_against_baseline(  # noqa: PLR0917 - private to gate.slo, one call sit
         else:
             if j_beyond is not None:
                 text += f", {sum(record.beyond):,} above {t_high:g} ms ({_share_span(j_beyond)})"
-            text += f": undecided against the {_pct(allowed)} above it the limit allows"
+            text += f": undecided against the {allowed * 100:g}% above it the limit allows"
             severity = "inconclusive"
     text += f" ({_how(thresholds.confidence_percent / 100, plan, trials, None, unit)})"
     return Judged(

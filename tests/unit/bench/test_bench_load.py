@@ -257,6 +257,8 @@ def test_goodput_holds_each_request_to_its_metrics_highest_limited_percentile() 
         "output_tokens": 5,
         "ok": True,
         "met_slo": True,
+        "gaps": 4,
+        "slow_gaps_ms": [],  # every gap is the run's p90 gap: none above it
     }
 
 
