@@ -149,3 +149,39 @@ def test_regression_against_baseline_histograms() -> None:
 def test_unknown_percentile_is_a_named_error() -> None:
     with pytest.raises(ValueError, match="unknown percentile 'p42'"):
         tails.allowed_share("p42")
+
+
+def test_decide_regression_edges_at_half_the_error_rate() -> None:
+    # 97.5% two-sided for each share: 6 of 1,440 is within a 1% share, 7 is not
+    none = [Exceedance(0, 1440)]
+    assert tails.decide_regression([Exceedance(6, 1440)], none, 0.01, 0.95)[0] == "within"
+    assert tails.decide_regression([Exceedance(7, 1440)], none, 0.01, 0.95)[0] == "undecided"
+    high = [Exceedance(30, 1440)]
+    assert tails.decide_regression(high, [Exceedance(23, 1440)], 0.01, 0.95)[0] == "undecided"
+    assert tails.decide_regression(high, [Exceedance(24, 1440)], 0.01, 0.95)[0] == "beyond"
+    # no high bound of the baseline: "beyond" cannot be shown however many are above
+    assert tails.decide_regression([Exceedance(1440, 1440)], None, 0.01, 0.95)[0] == "undecided"
+
+
+def test_judge_regression_decides_through_decide_regression() -> None:
+    base = [SampleTally.of([100.0 + i % 50 for i in range(480)]) for _ in range(3)]
+    slower = [SampleTally.of([2 * (100.0 + i % 50) for i in range(480)]) for _ in range(3)]
+    judged = tails.judge_regression(slower, base, "p99", lambda x: x + 20, 0.95)
+    low, high = tails.regression_bounds(base, 0.01, 0.95)
+    assert (judged.baseline_low, judged.baseline_high) == (low, high)
+    assert (judged.threshold_low, judged.threshold_high) == (low + 20, high + 20)
+    within = [t.exceedance(low + 20) for t in slower]
+    beyond = [t.exceedance(high + 20) for t in slower]
+    assert judged.decision == tails.decide_regression(within, beyond, 0.01, 0.95)[0] == "beyond"
+
+
+def test_clustered_tally_counts_gaps_and_their_requests() -> None:
+    stalled = tails.ClusteredTally.of([[5.0] * 50 + [500.0] * 50] + [[5.0] * 100] * 49)
+    spread = tails.ClusteredTally.of([[5.0] * 99 + [500.0]] * 50)
+    a, b = stalled.exceedance(100.0), spread.exceedance(100.0)
+    assert (a.above, a.total, b.above, b.total) == (50, 5000, 50, 5000)
+    assert b.design_effect == 1.0
+    assert a.design_effect > 40
+    assert stalled.exceedance(500.0).above == 0  # at the bound is not above it
+    assert list(spread.points())[:2] == [5.0, 5.0]
+    assert tails.ClusteredTally.of([[], [1.0]]).groups == ((1.0,),)
