@@ -96,6 +96,11 @@ class LoadRun:
     """Arrivals that found every in-flight slot taken and waited."""
     cut_at_max: bool = False
     """True when the run stopped sending at ``MAX_RUN_REQUESTS``."""
+    counted: dict[tuple[str, int, int, int], object] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    """The tail judge's tallies of this run (``bench.load_figures.tally``), by metric and the
+    record, completed and gap counts they were built at: the gate asks after every round."""
 
     @property
     def elapsed(self) -> float:

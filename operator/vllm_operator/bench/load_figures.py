@@ -161,6 +161,19 @@ def _share(part: int, whole: int) -> float:
 def tally(run: LoadRun, metric: LatencyMetric) -> Tally:
     """One run's observations of ``metric`` (ms) for the tail judge: ITL as its gaps grouped
     by the request that streamed them (``ClusteredTally``), the others one per request."""
+    # built again only when the run changed: a request added, finished or failed since
+    done = sum(1 for r in run.records if r.ok)
+    stamp = (metric, len(run.records), done, len(run.gaps))
+    known = run.counted.get(stamp)
+    if isinstance(known, SampleTally | ClusteredTally):
+        return known
+    built = _tally(run, metric)
+    run.counted = {k: v for k, v in run.counted.items() if k[1:] == stamp[1:]}
+    run.counted[stamp] = built
+    return built
+
+
+def _tally(run: LoadRun, metric: LatencyMetric) -> SampleTally | ClusteredTally:
     if metric == "itl":
         gaps = run.gaps
         return ClusteredTally.of(

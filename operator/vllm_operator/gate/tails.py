@@ -47,9 +47,12 @@ the baseline's own p99 is about 1%; a regression floor turns that into a decidab
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal, Protocol
 
 from vllm_operator.gate.regression import EXACT
@@ -125,10 +128,7 @@ def judge_share(
     ``confidence`` is two-sided (a look's confidence, ``gate.sequential``): each bound errs on
     its side with at most half of ``1 - confidence``. No observations: undecided.
     """
-    if not 0 < allowed < 1:
-        raise ValueError(f"allowed share {allowed} must lie strictly between 0 and 1")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence {confidence} must lie strictly between 0 and 1")
+    _check(allowed, confidence)
     tail = (1 - confidence) / 2
     total = sum(c.total for c in clusters)
     if total <= 0:
@@ -139,13 +139,50 @@ def judge_share(
     _, eff_least, hits_least = _effective(least)
     high = clopper_pearson_upper(hits_most, eff_most, tail)
     low = clopper_pearson_lower(hits_least, eff_least, tail)
-    if high <= allowed + EXACT:
-        decision: Decision = "within"
-    elif low > allowed + EXACT:
-        decision = "beyond"
-    else:
-        decision = "undecided"
+    decision = _decide(hits_most, eff_most, hits_least, eff_least, allowed, tail)
     return ShareJudgement(decision, share, low, high, allowed, total, eff_most, len(clusters))
+
+
+def share_decision(clusters: Sequence[Exceedance], allowed: float, confidence: float) -> Decision:
+    """``judge_share``'s decision alone, without computing its bounds (``quantile_bounds``
+    asks it at every step of a bisection): the same test, so the same answer."""
+    _check(allowed, confidence)
+    if sum(c.total for c in clusters) <= 0:
+        return "undecided"
+    _, eff_most, hits_most = _effective([(c.above, c.total, c.design_effect) for c in clusters])
+    _, eff_least, hits_least = _effective([(c.least, c.total, c.design_effect) for c in clusters])
+    return _decide(hits_most, eff_most, hits_least, eff_least, allowed, (1 - confidence) / 2)
+
+
+def _check(allowed: float, confidence: float) -> None:
+    if not 0 < allowed < 1:
+        raise ValueError(f"allowed share {allowed} must lie strictly between 0 and 1")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence {confidence} must lie strictly between 0 and 1")
+
+
+def _decide(  # noqa: PLR0917 - private, two call sites
+    hits_most: float,
+    n_most: float,
+    hits_least: float,
+    n_least: float,
+    allowed: float,
+    tail: float,
+) -> Decision:
+    """Within when the upper Clopper-Pearson bound is at most ``allowed``, beyond when the
+    lower one is above it, each asked of the beta distribution's CDF at ``allowed`` (the
+    bound is at most x exactly when the CDF at x reaches its quantile's level), so no
+    quantile is searched for."""
+    edge = allowed + EXACT
+    if n_most > 0 and hits_most < n_most:
+        hits = max(hits_most, 0.0)
+        if incomplete_beta(edge, hits + 1, n_most - hits) >= 1 - tail:
+            return "within"
+    if n_least > 0 and hits_least > 0:
+        hits = min(hits_least, n_least)
+        if incomplete_beta(edge, hits, n_least - hits + 1) < tail:
+            return "beyond"
+    return "undecided"
 
 
 def _effective(counts: Sequence[tuple[float, float, float]]) -> tuple[float, float, float]:
@@ -266,7 +303,11 @@ class ClusteredTally:
         return Exceedance(float(above), float(total), None, gap_design_effect(per_group))
 
     def points(self) -> Sequence[float]:
-        return sorted(v for g in self.groups for v in g)
+        return self._points
+
+    @cached_property
+    def _points(self) -> tuple[float, ...]:
+        return tuple(sorted(v for g in self.groups for v in g))
 
 
 @dataclass(frozen=True)
@@ -306,14 +347,7 @@ def histogram_exceedance(buckets: Sequence[tuple[float, float]], limit: float) -
 
 def _count_at_most(values: Sequence[float], bound: float) -> int:
     """How many of the sorted ``values`` are <= ``bound``."""
-    low, high = 0, len(values)
-    while low < high:
-        mid = (low + high) // 2
-        if values[mid] <= bound:
-            low = mid + 1
-        else:
-            high = mid
-    return low
+    return bisect.bisect_right(values, bound)
 
 
 # -- against a baseline ----------------------------------------------------------------------
@@ -346,7 +380,9 @@ def quantile_bounds(
     (the quantile is at or below it); the low end the largest point whose share above is
     confidently more (the quantile is above it). (0, inf) when the points decide neither.
     """
-    points = sorted({p for t in tallies for p in t.points()})
+    # duplicates do not disturb a bisection; the tallies' points are sorted runs, which
+    # sorting merges in about linear time (a set would scatter them)
+    points = sorted(itertools.chain.from_iterable(t.points() for t in tallies))
     high = math.inf
     low = 0.0
     for point in _bisect_first(
@@ -361,7 +397,7 @@ def quantile_bounds(
 
 
 def _share(tallies: Sequence[Tally], bound: float, allowed: float, confidence: float) -> Decision:
-    return judge_share([t.exceedance(bound) for t in tallies], allowed, confidence).decision
+    return share_decision([t.exceedance(bound) for t in tallies], allowed, confidence)
 
 
 def _bisect_first(points: Sequence[float], holds: Callable[[float], bool]) -> list[float]:

@@ -43,6 +43,7 @@ from vllm_operator.gate.slo import judge_slo
 
 LIMITS = {"ttftMs": {"p99": 1000}, "itlMs": {"p99": 100}}
 PLAN = TrialPlan(min_trials=3, max_trials=10)
+CHUNKS = 32
 
 
 def make_run(
@@ -59,7 +60,7 @@ def make_run(
         t = at + rng.lognormvariate(-2.5, spread) * slow
         rec.first_token_at = t
         times = [t]
-        for _ in range(32):
+        for _ in range(CHUNKS):
             t += rng.lognormvariate(-5, 0.4) * slow
             times.append(t)
         rec.chunk_times = times
