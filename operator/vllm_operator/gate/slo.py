@@ -1,36 +1,41 @@
-"""Service-level objectives at each load level, decided on intervals over trials. Pure.
+"""Service-level objectives at each load level, decided over trials. Pure.
 
-A load sweep (``BenchSummary.load``) carries, per level and per trial, the percentiles that
-``gate.thresholds.slo`` limits there, the goodput share and the error share. Each limit is
-judged the way ``gate.regression`` judges a regression, with the same machinery:
+A load sweep (``BenchSummary.load``) carries, per level, what ``gate.thresholds.slo`` limits
+there: each limited percentile as counts above its limit per trial (``tails``), the goodput
+share and the error share per trial. Each limit is judged at the confidence of this look
+(``gate.sequential``):
 
-- a latency percentile (ms): the interval of the trials' geometric mean relative to the
-  limit, ``robust_interval(trials, [limit] * n, paired=True)`` (Student's t on the logs of
-  trial / limit, one outlier trial left out from four trials on, ``gate.robust``), at the
-  confidence of this
-  look (``gate.sequential``): **Failed** only when the whole interval is above the limit,
-  **within** (a note) when it is all at or below, otherwise **undecided**: the benchmark
+- a latency percentile: as the promise it makes, the share of requests (ITL: gaps, clustered
+  by request) above the limit against the share the percentile allows, with the trials as
+  clusters (``gate.slo_tails``, ``gate.tails``): **Failed** when the share is beyond it with
+  confidence, **within** (a note) when within, otherwise **undecided**: the benchmark
   measures the level once more while the trial plan allows, then **Inconclusive**;
-- goodput (least share) and error share (largest share): the same on the plain percentages
-  (a share can be 0, so no logarithm), t interval of the mean;
-- against the baseline (``maxRegressionPercent`` set): each limited percentile's paired
-  relative difference, through ``gate.regression``'s own judge (limit: the largest of the
-  percentage, ``regressionFloorMs`` and ``slo.regressionFloorPercent`` of the SLO limit).
+- goodput (least share) and error share (largest share): a t interval of the mean of the
+  per-trial percentages (a share can be 0, so no logarithm), one outlier trial left out
+  from ``FEWEST`` trials on (``gate.robust``);
+- against the paired baseline (``maxRegressionPercent`` set): the candidate's share above
+  the threshold of each end of the baseline's pooled-percentile interval, as the benchmark
+  counted it (``gate.slo_tails.judge_against_baseline``); the threshold is the largest of the
+  percentage, ``regressionFloorMs`` and ``slo.regressionFloorPercent`` of the SLO limit.
 
-Why tails are judged more cautiously than the study's medians (``FEWEST``, the floor share):
-a p99 over a few hundred requests is itself noisy. On an H200 (2026-12-01, vLLM 0.22, two
-identical servers, 8 requests/s, three 20 s trials) the candidate's TTFT p99 read 94 / 157 /
-130 ms against 129 / 121 / 100 ms: paired ratios 0.73, 1.30, 1.30. The study's rule left the
-first out as an outlier and the two agreeing trials made a tight +30% interval: an identical
-revision Failed against a 10% limit. With outliers left out only from four trials on, and a
-regression counted only beyond 10% of the SLO limit (100 ms of a 1000 ms TTFT objective),
-that run re-judges without a failure, while a real regression (``--max-num-seqs 4``: TTFT p99
-8,696 ms at 8 requests/s) still fails on the limit and against the baseline.
+Why counts and not per-trial percentiles: a p99 of 480 requests rests on its 5 slowest, and
+three of them give a t interval with 2 degrees of freedom. On an H200 (2026-12-02) an
+identical revision with 0 of 1,440 requests over a 1,000 ms limit came out "ttft p99 at 24
+req/s: 170 ms [21.3, 1357] straddles"; counted, the share is below 0.44% and the limit is met.
 
-Reasons name the metric, the percentile and the level: "ttft p99 at 40 req/s: 812 ms
-[780, 850] above the 500 ms limit (95% interval, 3 trials)". The **capacity** is the highest
-level at which, and at every level below which, every limit was met; the sweep stops at the
-first level whose limits the candidate broke (``breached``) when ``stopAtFirstBreach``.
+Summaries written before the counts (the calibration runs of 2026-12-01 and 2026-12-02)
+carry only per-trial percentiles; they are judged by the rule of that time, an interval of
+the trials' geometric mean relative to the limit (one outlier left out from ``FEWEST``
+trials on), and against the baseline ``gate.regression``'s judge on the paired per-trial
+percentiles (``SMALLEST_MS`` keeps a 0 ms percentile off the logarithm); a note says so. A
+stored (unpaired) baseline is compared the same way (the benchmark counts only against a
+baseline it measured).
+
+Reasons name the metric, the percentile and the level: "ttft p99 at 24 req/s: 0 of 1,440
+requests above 1000 ms (share <= 0.44%, 95% interval widened for 8 looks, 3 trials of up to
+10): within the 1% the p99 limit allows". The **capacity** is the highest level at which,
+and at every level below which, every limit was met; the sweep stops at the first level
+whose limits the candidate broke (``breached``) when ``stopAtFirstBreach``.
 """
 
 from __future__ import annotations
@@ -50,7 +55,9 @@ from vllm_operator.gate.slo_tails import judge_against_baseline, judge_limit
 
 FEWEST = 4
 """Fewest trials of an SLO share (goodput, errors), and of a percentile of a summary without
-counts, from which one outlier trial may be left out (see above)."""
+counts, from which one outlier trial may be left out: with three, the study's rule left an
+H200 A/A run's first TTFT p99 trial out (94 / 157 / 130 ms against 129 / 121 / 100 ms) and
+the two left made a tight +30% interval that failed an identical revision (2026-12-01)."""
 
 OLD = (
     "summary without exceedance counts (written before 2026-12-02): its tail limits are "
