@@ -188,26 +188,28 @@ def judge_against_baseline(  # noqa: PLR0917 - private to gate.slo, one call sit
         f"{label} against the baseline: its pooled {percentile} lies in {base}, so the "
         f"candidate may reach {reach} ms ({_limit_words(thresholds, limit)}); "
     )
+    how = _how(thresholds.confidence_percent / 100, plan, trials, None, unit)
     if decision == "beyond" and j_beyond is not None:
         text += (
             f"{sum(record.beyond):,} of {j_beyond.observations:,.0f} {unit} above "
-            f"{t_high:g} ms ({_share_span(j_beyond)}): regression beyond the limit"
+            f"{t_high:g} ms ({_share_span(j_beyond)}, {how}): regression beyond the limit"
         )
         severity: Severity = "fail"
+    elif decision == "within":
+        text += (
+            f"{sum(record.within):,} of {j_within.observations:,.0f} {unit} above {t_low:g} ms "
+            f"({_share_span(j_within)}, {how}): within the limit"
+        )
+        severity = "note"
     else:
         text += (
             f"{sum(record.within):,} of {j_within.observations:,.0f} {unit} above {t_low:g} ms "
-            f"({_share_span(j_within)})"
+            f"({_share_span(j_within)}"
         )
-        if decision == "within":
-            text += ": within the limit"
-            severity = "note"
-        else:
-            if j_beyond is not None:
-                text += f", {sum(record.beyond):,} above {t_high:g} ms ({_share_span(j_beyond)})"
-            text += f": undecided against the {allowed * 100:g}% above it the limit allows"
-            severity = "inconclusive"
-    text += f" ({_how(thresholds.confidence_percent / 100, plan, trials, None, unit)})"
+        if j_beyond is not None:
+            text += f"), {sum(record.beyond):,} above {t_high:g} ms ({_share_span(j_beyond)}"
+        text += f"; {how}): undecided, the limit allows {allowed * 100:g}% above it"
+        severity = "inconclusive"
     return Judged(
         Finding(severity, text), key, severity == "inconclusive" and more_allowed(plan, trials)
     )

@@ -257,7 +257,7 @@ def test_the_reason_against_the_baseline_names_its_bounds_and_thresholds() -> No
         "the candidate may reach 250-280 ms (+10% or the 100 ms floor, the larger); 0 of "
         "1,440 requests above 250 ms (share <= "
     ), text
-    assert text.endswith("within the limit (95% interval, 1 trial)")
+    assert text.endswith(", 95% interval, 1 trial): within the limit")
     failed = against([30], [40]).finding.text
     assert "40 of 1,440 requests above 280 ms (share >= " in failed
     assert "regression beyond the limit" in failed
