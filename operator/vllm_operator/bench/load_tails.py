@@ -23,12 +23,9 @@ from vllm_operator.api.summary import TailCounts, TailRegression
 from vllm_operator.api.workload import LatencyMetric, SloLimits
 from vllm_operator.bench.stats import percentile
 from vllm_operator.gate.slo_tails import regression_threshold, stored_bounds, stored_thresholds
-from vllm_operator.gate.tails import (
-    Exceedance,
-    Tally,
-    allowed_share,
-    regression_bounds,
-)
+from vllm_operator.gate.tail_baseline import regression_bounds
+from vllm_operator.gate.tails import Exceedance, allowed_share
+from vllm_operator.gate.tallies import Tally
 
 QUANTILE = {"p50": 50, "p90": 90, "p95": 95, "p99": 99}
 

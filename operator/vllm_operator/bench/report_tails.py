@@ -30,7 +30,8 @@ from vllm_operator.api.summary import BenchSummary, LoadLevelFigures, LoadSweep,
 from vllm_operator.api.workload import LatencyMetric
 from vllm_operator.bench.load_tails import level_tails
 from vllm_operator.gate.sequential import look_confidence
-from vllm_operator.gate.tails import Exceedance, SampleTally, Tally, gap_design_effect
+from vllm_operator.gate.tails import Exceedance, gap_design_effect
+from vllm_operator.gate.tallies import SampleTally, Tally
 
 NO_GAPS = "not decidable from this report (no gap counts: written before they were kept)"
 

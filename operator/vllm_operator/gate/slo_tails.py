@@ -29,12 +29,12 @@ from vllm_operator.api.summary import TailCounts, TailRegression, TrialPlan
 from vllm_operator.gate.finding import Finding, Severity
 from vllm_operator.gate.regression import FigureKey, Judged
 from vllm_operator.gate.sequential import look_confidence, more_allowed
+from vllm_operator.gate.tail_baseline import decide_regression
 from vllm_operator.gate.tails import (
     Decision,
     Exceedance,
     ShareJudgement,
     allowed_share,
-    decide_regression,
     judge_share,
     observations_needed,
 )
