@@ -216,9 +216,7 @@ def level_figures(
     def theirs(metric: LatencyMetric) -> list[Tally]:
         return [tally(run, metric) for run in baseline_runs or []]
 
-    pooled, tails = level_tails(
-        limits, ours, theirs if baseline_runs else None, thresholds, confidence
-    )
+    pooled, tails = level_tails(limits, ours, theirs if baseline_runs else None, thresholds)
     return LoadLevelFigures(
         level=level,
         requests=sum(f.requests for f in figures),

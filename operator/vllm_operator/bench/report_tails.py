@@ -29,7 +29,6 @@ from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import BenchSummary, LoadLevelFigures, LoadSweep, TrialPlan
 from vllm_operator.api.workload import LatencyMetric
 from vllm_operator.bench.load_tails import level_tails
-from vllm_operator.gate.sequential import look_confidence
 from vllm_operator.gate.tails import Exceedance, gap_design_effect
 from vllm_operator.gate.tallies import SampleTally, Tally
 
@@ -78,6 +77,19 @@ class ReplayGapTally:
     def points(self) -> Sequence[float]:
         return sorted({self.floor, *(v for r in self.requests for v in r.slow)})
 
+    @property
+    def groups(self) -> list[list[float]]:
+        """Each request's gaps for ``gate.pair_tails``: the listed slow ones as they are, the
+        slow ones past the list at the smallest listed, the rest at ``floor`` (the run's p90
+        gap). A pair's slowest share for p99 lies above both runs' p90, where the values are
+        exact unless a request's slow gaps outgrew the list."""
+        out = []
+        for r in self.requests:
+            smallest = r.slow[0] if r.slow else self.floor
+            unlisted = r.slow_count - len(r.slow)
+            out.append([*r.slow, *[smallest] * unlisted, *[self.floor] * (r.count - r.slow_count)])
+        return out
+
 
 def _at_most(values: Sequence[float], bound: float) -> int:
     return sum(1 for v in values if v <= bound)
@@ -123,7 +135,6 @@ def recounted(
     if not isinstance(runs, list):
         raise ReportError("load.runs is missing")
     plan = plan if plan is not None else summary.trial_plan
-    confidence = thresholds.confidence_percent / 100
     slo = thresholds.slo
     paired = summary.paired_baseline is not None
 
@@ -151,7 +162,6 @@ def recounted(
             tallies(ours),
             tallies(theirs) if theirs else None,
             thresholds,
-            look_confidence(confidence, plan, len(ours)),
         )
         return figures.model_copy(
             update={

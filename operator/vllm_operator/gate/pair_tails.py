@@ -33,9 +33,10 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from vllm_operator.gate.tails import Exceedance, gap_design_effect
-from vllm_operator.gate.tallies import ClusteredTally, SampleTally, Tally
+from vllm_operator.gate.tallies import SampleTally, Tally
 
 EVEN = 0.5
 """The candidate's share of a pair's slowest observations when the two percentiles are equal."""
@@ -70,7 +71,7 @@ def pair_exceedance(
         per_group[(side, group)] = per_group.get((side, group), 0) + 1
     hits = sum(n for (side, _), n in per_group.items() if side == 1)
     effect = 1.0
-    if isinstance(candidate, ClusteredTally) or isinstance(baseline, ClusteredTally):
+    if not (isinstance(candidate, SampleTally) and isinstance(baseline, SampleTally)):
         effect = gap_design_effect(
             [(n if side == 1 else 0, n) for (side, _), n in per_group.items()]
         )
@@ -78,9 +79,11 @@ def pair_exceedance(
 
 
 def _groups(tally: Tally) -> Sequence[Sequence[float]]:
-    """A tally's observations in the groups that share a fate (each its own for requests)."""
-    if isinstance(tally, ClusteredTally):
-        return tally.groups
+    """A tally's observations in the groups that share a fate (each its own for requests):
+    ``ClusteredTally.groups``, or any tally's ``groups`` (a report's replayed gaps)."""
     if isinstance(tally, SampleTally):
         return [(v,) for v in tally.values]
-    raise TypeError(f"a paired tail needs observations, not {type(tally).__name__}")
+    groups = getattr(tally, "groups", None)
+    if groups is None:
+        raise TypeError(f"a paired tail needs observations, not {type(tally).__name__}")
+    return cast("Sequence[Sequence[float]]", groups)
