@@ -179,6 +179,72 @@ class Placement(APIModel):
     )
 
 
+Counts = Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_TRIALS)]
+DesignEffects = Annotated[list[Annotated[float, Field(ge=1)]], Field(max_length=MAX_TRIALS)]
+
+
+class TailRegression(APIModel):
+    """A limited percentile against the paired baseline's, as the benchmark counted it.
+
+    The baseline's pooled percentile is bracketed by an order-statistic interval (``baseline``),
+    each end turned into the most the candidate may reach (``thresholds``: the relative limit
+    and the floors), and the candidate's requests counted above each end, per trial
+    (``gate.tails.decide_regression`` decides on them). The operator re-decides from these
+    counts; thresholds other than its own limits would give need a re-judge from the report.
+    """
+
+    confidence: float = Field(
+        gt=0, lt=1, description="The look's two-sided confidence the bounds were taken at."
+    )
+    baseline: list[float | None] = Field(
+        min_length=2,
+        max_length=2,
+        description="The baseline's pooled percentile lies in [low, high] (ms; null: no bound).",
+    )
+    thresholds: list[float | None] = Field(
+        min_length=2,
+        max_length=2,
+        description="The most the candidate may reach at each end of `baseline` (ms).",
+    )
+    within: Counts = Field(
+        default_factory=list,
+        description="Per trial, the candidate's observations above the low threshold.",
+    )
+    beyond: Counts = Field(
+        default_factory=list,
+        description="Per trial, above the high threshold (empty: no high threshold).",
+    )
+
+
+class TailCounts(APIModel):
+    """One limited percentile of a level as counts: per trial, the observations above the
+    limit (requests; ITL: gaps, with the design effect of their requests), what the gate
+    judges (``gate.tails``)."""
+
+    limit: float = Field(ge=0, description="The limit (ms) the counts were taken above.")
+    total: Counts = Field(
+        default_factory=list,
+        description="Per trial, the observations counted (completed requests; ITL: gaps).",
+    )
+    above: Counts = Field(default_factory=list, description="Per trial, those above `limit`.")
+    design_effect: DesignEffects | None = Field(
+        default=None,
+        description=(
+            "Per trial, the design effect of gaps clustered by request (absent: 1 each): the "
+            "largest of those at the limit and at the regression thresholds (a larger one only "
+            "widens an interval, so one for all three never decides wrongly)."
+        ),
+    )
+    missing: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Why no counts could be taken (absent: counted).",
+    )
+    regression: TailRegression | None = Field(
+        default=None, description="Against the paired baseline (maxRegressionPercent set)."
+    )
+
+
 class LoadLevelFigures(APIModel):
     """One load level of a sweep (gate.workload.load): the figures its SLO limits reference.
 
@@ -198,6 +264,17 @@ class LoadLevelFigures(APIModel):
             "(ttft.p99, itl.p50, tpot.p90, e2e.p95)."
         ),
     )
+    pooled: dict[str, Annotated[float, Field(ge=0)]] = Field(
+        default_factory=dict,
+        description="Each limited percentile (ms) over every trial's observations together.",
+    )
+    tails: dict[str, TailCounts] = Field(
+        default_factory=dict,
+        description=(
+            "Each limited percentile as counts above its limit per trial (keyed like "
+            "`percentiles`); absent in summaries written before exceedance counting."
+        ),
+    )
     goodput_percent: TrialFigures = Field(
         default_factory=list,
         description="Share of each trial's requests that met every latency limit (percent).",
@@ -206,9 +283,9 @@ class LoadLevelFigures(APIModel):
         default_factory=list, description="Share of each trial's requests that failed (percent)."
     )
 
-    @field_validator("percentiles")
+    @field_validator("percentiles", "pooled", "tails")
     @classmethod
-    def _known_keys(cls, value: dict[str, list[float]]) -> dict[str, list[float]]:
+    def _known_keys(cls, value: dict[str, object]) -> dict[str, object]:
         unknown = sorted(set(value) - PERCENTILE_KEYS)[:3]
         if unknown:
             raise ValueError(f"unknown percentile keys {unknown}: use metric.pNN, e.g. ttft.p99")

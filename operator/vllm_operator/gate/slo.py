@@ -40,15 +40,22 @@ import statistics
 from collections.abc import Sequence
 
 from vllm_operator.api.spec import Thresholds
-from vllm_operator.api.summary import BenchSummary, LoadSweep, TrialPlan
+from vllm_operator.api.summary import BenchSummary, LoadLevelFigures, LoadSweep, TrialPlan
 from vllm_operator.gate.finding import Finding, Severity
 from vllm_operator.gate.interval import robust_interval, t_quantile
 from vllm_operator.gate.regression import EXACT, FigureKey, Judge, Judged, baseline_for
 from vllm_operator.gate.robust import outliers
 from vllm_operator.gate.sequential import look_confidence, more_allowed
+from vllm_operator.gate.slo_tails import judge_against_baseline, judge_limit
 
 FEWEST = 4
-"""Fewest trials of an SLO figure from which one outlier trial may be left out (see above)."""
+"""Fewest trials of an SLO share (goodput, errors), and of a percentile of a summary without
+counts, from which one outlier trial may be left out (see above)."""
+
+OLD = (
+    "summary without exceedance counts (written before 2026-12-02): its tail limits are "
+    "judged by the old per-trial rule (an interval over each trial's percentile)"
+)
 
 SMALLEST_MS = 0.001
 """Percentiles below this (chunks arriving together: a gap of 0) count as this, for the log."""
@@ -93,9 +100,23 @@ def judge_slo(
         return [Judged(Finding("note", text))]
     by_level = _limits_by_level(sweep, thresholds, plan)
     found = [j for judged in by_level.values() for j in judged]
+    if _without_counts(sweep, thresholds):
+        found.append(Judged(Finding("note", OLD)))
     found += _capacity_note(sweep, by_level)
     found += _regressions(summary, thresholds, baseline, plan)
     return found
+
+
+def _without_counts(sweep: LoadSweep, thresholds: Thresholds) -> bool:
+    """Does a measured level have per-trial percentiles of a limit but no counts of it?"""
+    assert thresholds.slo is not None
+    for figures in sweep.levels:
+        for metric, by_p in thresholds.slo.at(figures.level).metric_limits().items():
+            for p in by_p:
+                key = f"{metric}.{p}"
+                if key not in figures.tails and figures.percentiles.get(key):
+                    return True
+    return False
 
 
 def breached(
@@ -167,16 +188,22 @@ def _limits_by_level(
                 out[level] = [Judged(Finding("inconclusive", text))]
             continue
         judged: list[Judged] = []
+        key = figure(level)
         for metric, by_p in limits.metric_limits().items():
             for p, limit in by_p.items():
                 label = f"{metric} {p} {at}"
+                counts = figures.tails.get(f"{metric}.{p}")
+                if counts is not None:
+                    judged.append(
+                        judge_limit(label, metric, p, counts, limit, confidence, plan, key)
+                    )
+                    continue
                 values = figures.percentiles.get(f"{metric}.{p}", [])
                 if not values:
                     text = f"{label}: no figure (no request completed, or cut to fit 4,096 bytes)"
                     judged.append(Judged(Finding("inconclusive", text)))
                     continue
-                judged.append(_latency(label, values, limit, confidence, plan, figure(level)))
-        key = figure(level)
+                judged.append(_latency(label, values, limit, confidence, plan, key))
         if limits.min_goodput_percent is not None:
             judged.append(
                 _share(
@@ -319,7 +346,9 @@ def _regressions(
     baseline: BenchSummary | None,
     plan: TrialPlan | None,
 ) -> list[Judged]:
-    """Each limited percentile of each measured level against the baseline's, paired."""
+    """Each limited percentile of each measured level against the baseline's: from the
+    candidate's counts against the paired baseline (``gate.slo_tails``), else (a summary
+    without counts, or a stored baseline) by the old per-trial rule."""
     if thresholds.max_regression_percent is None or summary.load is None:
         return []
     assert thresholds.slo is not None
@@ -327,42 +356,72 @@ def _regressions(
     compared, problem = baseline_for(summary, baseline)
     if compared is None or problem is not None:
         return []
-    theirs = compared.load
-    if theirs is None:
-        text = "baseline has no load sweep: SLO percentiles not compared with it"
-        return [Judged(Finding("inconclusive", text))]
-    judge = Judge(thresholds, summary.paired_baseline is not None, plan)
-    share = thresholds.slo.regression_floor_percent / 100
-    base_levels = {f.level: f for f in theirs.levels}
+    paired = summary.paired_baseline is not None
+    old = _PerTrial(thresholds, paired, plan, compared.load)
     found: list[Judged] = []
     for figures in summary.load.levels:
         if figures.requests == 0:
             continue
         at = where(summary.load.mode, figures.level)
-        base = base_levels.get(figures.level)
+        key = figure(figures.level)
         for metric, by_p in thresholds.slo.at(figures.level).metric_limits().items():
-            for p in by_p:
-                name = f"{metric}.{p}"
-                ours = figures.percentiles.get(name, [])
-                other = base.percentiles.get(name, []) if base is not None else []
-                if not ours:
-                    continue  # already inconclusive among the limits
-                if not other:
-                    text = f"baseline has no {metric} {p} {at}"
-                    found.append(Judged(Finding("inconclusive", text)))
-                    continue
-                floor = max(thresholds.regression_floor_ms, share * by_p[p])
-                found.append(
-                    judge.compare(
-                        figure(figures.level),
-                        f"{metric} {p} {at}",
-                        "ms",
-                        [max(v, SMALLEST_MS) for v in ours],
-                        [max(v, SMALLEST_MS) for v in other],
-                        higher_is_worse=True,
-                        digits=1,
-                        floor=floor,
-                        fewest=FEWEST,
+            for p, limit in by_p.items():
+                label = f"{metric} {p} {at}"
+                counts = figures.tails.get(f"{metric}.{p}")
+                if counts is None or not paired:
+                    found += old.compare(figures, metric, p, limit, label)
+                elif not counts.missing:  # else already inconclusive among the limits
+                    found.append(
+                        judge_against_baseline(
+                            label, metric, p, counts, thresholds, limit, plan, key
+                        )
                     )
-                )
+    if old.no_sweep:
+        text = "baseline has no load sweep: SLO percentiles not compared with it"
+        found.insert(0, Judged(Finding("inconclusive", text)))
     return found
+
+
+class _PerTrial:
+    """The old rule for a summary without counts (or a stored baseline): the paired
+    relative difference of the per-trial percentiles, through ``gate.regression``'s judge."""
+
+    def __init__(
+        self, thresholds: Thresholds, paired: bool, plan: TrialPlan | None, theirs: LoadSweep | None
+    ) -> None:
+        assert thresholds.slo is not None
+        self.judge = Judge(thresholds, paired, plan)
+        self.thresholds = thresholds
+        self.share = thresholds.slo.regression_floor_percent / 100
+        self.theirs = theirs
+        self.base_levels = {f.level: f for f in theirs.levels} if theirs is not None else {}
+        self.no_sweep = False
+
+    def compare(
+        self, figures: LoadLevelFigures, metric: str, p: str, limit: float, label: str
+    ) -> list[Judged]:
+        name = f"{metric}.{p}"
+        ours = figures.percentiles.get(name, [])
+        if not ours:
+            return []  # already inconclusive among the limits
+        if self.theirs is None:
+            self.no_sweep = True
+            return []
+        base = self.base_levels.get(figures.level)
+        other = base.percentiles.get(name, []) if base is not None else []
+        if not other:
+            return [Judged(Finding("inconclusive", f"baseline has no {label}"))]
+        floor = max(self.thresholds.regression_floor_ms, self.share * limit)
+        return [
+            self.judge.compare(
+                figure(figures.level),
+                label,
+                "ms",
+                [max(v, SMALLEST_MS) for v in ours],
+                [max(v, SMALLEST_MS) for v in other],
+                higher_is_worse=True,
+                digits=1,
+                floor=floor,
+                fewest=FEWEST,
+            )
+        ]

@@ -244,6 +244,32 @@ class SampleTally:
 
 
 @dataclass(frozen=True)
+class ClusteredTally:
+    """Exact observations of one cluster that come in sub-clusters sharing a fate: a trial's
+    inter-token gaps, grouped by the request that streamed them (each group sorted).
+
+    Its exceedances carry the design effect of the groups (``gap_design_effect``) at every
+    bound, so a trial whose slow gaps all sit in one stalled stream counts for about as much
+    as its requests, not as its thousands of gaps.
+    """
+
+    groups: tuple[tuple[float, ...], ...]
+
+    @classmethod
+    def of(cls, groups: Sequence[Sequence[float]]) -> ClusteredTally:
+        return cls(tuple(tuple(sorted(g)) for g in groups if g))
+
+    def exceedance(self, bound: float) -> Exceedance:
+        per_group = [(len(g) - _count_at_most(g, bound), len(g)) for g in self.groups]
+        above = sum(a for a, _ in per_group)
+        total = sum(n for _, n in per_group)
+        return Exceedance(float(above), float(total), None, gap_design_effect(per_group))
+
+    def points(self) -> Sequence[float]:
+        return sorted(v for g in self.groups for v in g)
+
+
+@dataclass(frozen=True)
 class HistogramTally:
     """A Prometheus histogram (or the delta of two scrapes): cumulative ``(le, count)``
     pairs in increasing ``le``, the last one ``+Inf`` holding every observation."""
@@ -373,25 +399,52 @@ def judge_regression(
 
     ``threshold`` maps a baseline value to the most the candidate may reach (the relative limit
     and the floors); it must not decrease. Half of the error rate goes to the baseline's
-    bounds, half to the candidate's shares.
+    bounds (``regression_bounds``), half to the candidate's shares (``decide_regression``).
     """
     allowed = allowed_share(percentile)
-    half = 1 - (1 - confidence) / 2
-    base_low, base_high = quantile_bounds(baseline, allowed, half)
+    base_low, base_high = regression_bounds(baseline, allowed, confidence)
     t_low, t_high = threshold(base_low), threshold(base_high)
-    within = judge_share([t.exceedance(t_low) for t in candidate], allowed, half)
-    beyond = (
-        judge_share([t.exceedance(t_high) for t in candidate], allowed, half)
-        if math.isfinite(t_high)
-        else None
+    within = [t.exceedance(t_low) for t in candidate]
+    beyond = [t.exceedance(t_high) for t in candidate] if math.isfinite(t_high) else None
+    decision, judged_within, judged_beyond = decide_regression(within, beyond, allowed, confidence)
+    return RegressionJudgement(
+        decision, base_low, base_high, t_low, t_high, judged_within, judged_beyond
     )
-    if within.decision == "within":
+
+
+def regression_bounds(
+    baseline: Sequence[Tally], allowed: float, confidence: float
+) -> tuple[float, float]:
+    """The baseline's pooled quantile bounds at half of the look's error rate (the other half
+    is ``decide_regression``'s)."""
+    return quantile_bounds(baseline, allowed, 1 - (1 - confidence) / 2)
+
+
+def decide_regression(
+    within: Sequence[Exceedance],
+    beyond: Sequence[Exceedance] | None,
+    allowed: float,
+    confidence: float,
+) -> tuple[Decision, ShareJudgement, ShareJudgement | None]:
+    """The decision against a baseline from counts already taken.
+
+    ``within``: the candidate's clusters above the threshold of the baseline's low bound;
+    ``beyond``: above the threshold of its high bound (None: the baseline has no high bound,
+    so "beyond" cannot be shown). Within when even the fast end of the baseline leaves the
+    candidate within, beyond when even the slow end leaves it beyond; each share judged at
+    half of the look's error rate (``confidence`` is the look's). The bench and the operator
+    both decide through this, the bench from its samples, the operator from the summary.
+    """
+    half = 1 - (1 - confidence) / 2
+    judged_within = judge_share(within, allowed, half)
+    judged_beyond = None if beyond is None else judge_share(beyond, allowed, half)
+    if judged_within.decision == "within":
         decision: Decision = "within"
-    elif beyond is not None and beyond.decision == "beyond":
+    elif judged_beyond is not None and judged_beyond.decision == "beyond":
         decision = "beyond"
     else:
         decision = "undecided"
-    return RegressionJudgement(decision, base_low, base_high, t_low, t_high, within, beyond)
+    return decision, judged_within, judged_beyond
 
 
 # -- the exact binomial interval -------------------------------------------------------------
