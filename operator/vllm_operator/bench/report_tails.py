@@ -20,8 +20,9 @@ Goodput and error shares are the runs' own (they were computed at the bench's li
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,18 +78,20 @@ class ReplayGapTally:
     def points(self) -> Sequence[float]:
         return sorted({self.floor, *(v for r in self.requests for v in r.slow)})
 
-    @property
-    def groups(self) -> list[list[float]]:
-        """Each request's gaps for ``gate.pair_tails``: the listed slow ones as they are, the
-        slow ones past the list at the smallest listed, the rest at ``floor`` (the run's p90
-        gap). A pair's slowest share for p99 lies above both runs' p90, where the values are
-        exact unless a request's slow gaps outgrew the list."""
-        out = []
-        for r in self.requests:
-            smallest = r.slow[0] if r.slow else self.floor
-            unlisted = r.slow_count - len(r.slow)
-            out.append([*r.slow, *[smallest] * unlisted, *[self.floor] * (r.count - r.slow_count)])
-        return out
+    def slowest(self, count: int) -> list[tuple[float, int]]:
+        """The ``count`` slowest gaps for ``gate.pair_tails``, each with its request: the
+        listed slow ones as they are, those past a request's list at its smallest listed,
+        the rest at ``floor`` (the run's p90 gap). A pair's slowest share for p99 lies above
+        both runs' p90, where the values are exact unless a request's list was capped."""
+
+        def every() -> Iterator[tuple[float, int]]:
+            for i, r in enumerate(self.requests):
+                smallest = r.slow[0] if r.slow else self.floor
+                yield from ((v, i) for v in r.slow)
+                yield from ((smallest, i) for _ in range(r.slow_count - len(r.slow)))
+                yield from ((self.floor, i) for _ in range(r.count - r.slow_count))
+
+        return heapq.nlargest(count, every())
 
 
 def _at_most(values: Sequence[float], bound: float) -> int:

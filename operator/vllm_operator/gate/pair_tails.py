@@ -33,10 +33,10 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Sequence
-from typing import cast
+from typing import Protocol, runtime_checkable
 
 from vllm_operator.gate.tails import Exceedance, gap_design_effect
-from vllm_operator.gate.tallies import SampleTally, Tally
+from vllm_operator.gate.tallies import ClusteredTally, SampleTally, Tally
 
 EVEN = 0.5
 """The candidate's share of a pair's slowest observations when the two percentiles are equal."""
@@ -51,23 +51,21 @@ def candidate_shift(relative_percent: float, floor: float) -> Callable[[float], 
 def pair_exceedance(
     candidate: Tally, baseline: Tally, allowed: float, shift: Callable[[float], float]
 ) -> Exceedance:
-    """Of one pair's slowest ``allowed`` share (the candidate's shifted by ``shift``), how many
-    are the candidate's, with the design effect of the groups they come from.
+    """Of one pair's slowest ``allowed`` share (the candidate's shifted by ``shift``, which
+    must not decrease), how many are the candidate's, with the design effect of the groups
+    (requests) they come from.
 
     On equal values the candidate's observation counts as the slower one, so a tie can only
     make "within" harder to show.
     """
-    ours = _groups(candidate)
-    theirs = _groups(baseline)
-    size = sum(len(g) for g in ours) + sum(len(g) for g in theirs)
-    if size == 0:
+    size = candidate.exceedance(-math.inf).total + baseline.exceedance(-math.inf).total
+    if size <= 0:
         return Exceedance(0.0, 0.0)
     top = max(1, math.ceil(allowed * size - 1e-9))
-    pooled = [(shift(v), 1, i) for i, g in enumerate(ours) for v in g]
-    pooled += [(v, 0, i) for i, g in enumerate(theirs) for v in g]
-    slowest = heapq.nlargest(top, pooled)
+    pooled = [(shift(v), 1, g) for v, g in slowest(candidate, top)]
+    pooled += [(v, 0, g) for v, g in slowest(baseline, top)]
     per_group: dict[tuple[int, int], int] = {}
-    for _, side, group in slowest:
+    for _, side, group in heapq.nlargest(top, pooled):
         per_group[(side, group)] = per_group.get((side, group), 0) + 1
     hits = sum(n for (side, _), n in per_group.items() if side == 1)
     effect = 1.0
@@ -78,12 +76,26 @@ def pair_exceedance(
     return Exceedance(float(hits), float(top), None, effect)
 
 
-def _groups(tally: Tally) -> Sequence[Sequence[float]]:
-    """A tally's observations in the groups that share a fate (each its own for requests):
-    ``ClusteredTally.groups``, or any tally's ``groups`` (a report's replayed gaps)."""
+@runtime_checkable
+class Slowest(Protocol):
+    """A tally that names its slowest observations and the group (request) of each."""
+
+    def slowest(self, count: int) -> Sequence[tuple[float, int]]:
+        """The ``count`` largest values (or all), each with its group's number."""
+        ...
+
+
+def slowest(tally: Tally, count: int) -> Sequence[tuple[float, int]]:
+    """The ``count`` largest observations of a tally, each with its group's number: every
+    request its own group for ``SampleTally``, the request of each gap for ``ClusteredTally``,
+    or what a tally's own ``slowest`` says (a report's replayed gaps)."""
     if isinstance(tally, SampleTally):
-        return [(v,) for v in tally.values]
-    groups = getattr(tally, "groups", None)
-    if groups is None:
-        raise TypeError(f"a paired tail needs observations, not {type(tally).__name__}")
-    return cast("Sequence[Sequence[float]]", groups)
+        values = tally.values[-count:] if count > 0 else ()
+        first = len(tally.values) - len(values)
+        return [(v, first + i) for i, v in enumerate(values)]
+    if isinstance(tally, ClusteredTally):
+        every = ((v, i) for i, group in enumerate(tally.groups) for v in group)
+        return heapq.nlargest(count, every)
+    if isinstance(tally, Slowest):
+        return tally.slowest(count)
+    raise TypeError(f"a paired tail needs observations, not {type(tally).__name__}")
