@@ -179,6 +179,65 @@ class Placement(APIModel):
     )
 
 
+Counts = Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_TRIALS)]
+DesignEffects = Annotated[list[Annotated[float, Field(ge=1)]], Field(max_length=MAX_TRIALS)]
+
+
+class TailRegression(APIModel):
+    """A limited percentile against the paired baseline's, pair by pair (``gate.pair_tails``).
+
+    In each trial the candidate's observations, less the regression limit (``relativePercent``
+    or ``floor``, whichever takes less off), are pooled with the baseline's, and the pool's
+    slowest share the percentile allows above it (for p99 the slowest 1%) is counted: ``top``
+    of them, ``candidate`` of those the candidate's. About half are the candidate's when its
+    percentile sits exactly at the baseline's plus the limit; the operator re-decides from
+    these counts, and limits other than the ones counted at need a re-judge from the report.
+    """
+
+    relative_percent: float = Field(
+        ge=0, le=1000, description="maxRegressionPercent the candidate's values were shifted by."
+    )
+    floor: float = Field(ge=0, description="The floor (ms) they were shifted by.")
+    top: Counts = Field(
+        default_factory=list, description="Per trial, the pair's slowest observations counted."
+    )
+    candidate: Counts = Field(
+        default_factory=list, description="Per trial, how many of those were the candidate's."
+    )
+    design_effect: DesignEffects | None = Field(
+        default=None,
+        description="Per trial, the design effect of those counted (ITL: by request; absent: 1).",
+    )
+
+
+class TailCounts(APIModel):
+    """One limited percentile of a level as counts: per trial, the observations above the
+    limit (requests; ITL: gaps, with the design effect of their requests), what the gate
+    judges (``gate.tails``)."""
+
+    limit: float = Field(ge=0, description="The limit (ms) the counts were taken above.")
+    total: Counts = Field(
+        default_factory=list,
+        description="Per trial, the observations counted (completed requests; ITL: gaps).",
+    )
+    above: Counts = Field(default_factory=list, description="Per trial, those above `limit`.")
+    design_effect: DesignEffects | None = Field(
+        default=None,
+        description=(
+            "Per trial, the design effect of gaps clustered by request at the limit (absent: 1 "
+            "each)."
+        ),
+    )
+    missing: str | None = Field(
+        default=None,
+        max_length=200,
+        description="Why no counts could be taken (absent: counted).",
+    )
+    regression: TailRegression | None = Field(
+        default=None, description="Against the paired baseline (maxRegressionPercent set)."
+    )
+
+
 class LoadLevelFigures(APIModel):
     """One load level of a sweep (gate.workload.load): the figures its SLO limits reference.
 
@@ -198,6 +257,17 @@ class LoadLevelFigures(APIModel):
             "(ttft.p99, itl.p50, tpot.p90, e2e.p95)."
         ),
     )
+    pooled: dict[str, Annotated[float, Field(ge=0)]] = Field(
+        default_factory=dict,
+        description="Each limited percentile (ms) over every trial's observations together.",
+    )
+    tails: dict[str, TailCounts] = Field(
+        default_factory=dict,
+        description=(
+            "Each limited percentile as counts above its limit per trial (keyed like "
+            "`percentiles`); absent in summaries written before exceedance counting."
+        ),
+    )
     goodput_percent: TrialFigures = Field(
         default_factory=list,
         description="Share of each trial's requests that met every latency limit (percent).",
@@ -206,9 +276,9 @@ class LoadLevelFigures(APIModel):
         default_factory=list, description="Share of each trial's requests that failed (percent)."
     )
 
-    @field_validator("percentiles")
+    @field_validator("percentiles", "pooled", "tails")
     @classmethod
-    def _known_keys(cls, value: dict[str, list[float]]) -> dict[str, list[float]]:
+    def _known_keys(cls, value: dict[str, object]) -> dict[str, object]:
         unknown = sorted(set(value) - PERCENTILE_KEYS)[:3]
         if unknown:
             raise ValueError(f"unknown percentile keys {unknown}: use metric.pNN, e.g. ttft.p99")

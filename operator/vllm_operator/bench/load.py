@@ -65,6 +65,14 @@ class LoadRecord(RequestRecord):
     """Streamed content chunks (their times are folded into the run's gaps, then dropped)."""
     mean_gap: float | None = None
     """Mean gap between its chunks (s): the request's inter-token latency."""
+    gap_start: int = -1
+    """Where its ``chunks - 1`` gaps start in its run's ``gaps`` (-1: none kept), so the gaps
+    above a bound can be counted request by request (``bench.load_tails``)."""
+
+    @property
+    def gap_count(self) -> int:
+        """Its gaps in the run's ``gaps`` (0 when none were kept)."""
+        return self.chunks - 1 if self.gap_start >= 0 else 0
 
 
 @dataclass
@@ -82,11 +90,17 @@ class LoadRun:
     ended: float = 0.0
     records: list[LoadRecord] = field(default_factory=list)
     gaps: array[float] = field(default_factory=lambda: array("d"))
-    """Every gap between streamed chunks of its completed requests (s), all requests."""
+    """Every gap between streamed chunks of its completed requests (s), all requests; each
+    request's gaps are contiguous from its ``gap_start``."""
     waited_for_slot: int = 0
     """Arrivals that found every in-flight slot taken and waited."""
     cut_at_max: bool = False
     """True when the run stopped sending at ``MAX_RUN_REQUESTS``."""
+    counted: dict[tuple[str, int, int, int], object] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    """The tail judge's tallies of this run (``bench.load_figures.tally``), by metric and the
+    record, completed and gap counts they were built at: the gate asks after every round."""
 
     @property
     def elapsed(self) -> float:
@@ -125,6 +139,7 @@ def fold(record: LoadRecord, run: LoadRun) -> None:
     times = record.chunk_times
     record.chunks = len(times)
     if record.ok and len(times) >= 2:
+        record.gap_start = len(run.gaps)
         run.gaps.extend(b - a for a, b in itertools.pairwise(times))
         record.mean_gap = (times[-1] - times[0]) / (len(times) - 1)
     record.chunk_times = []

@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import LoadLevelFigures
 from vllm_operator.api.workload import (
     LATENCY_METRICS,
@@ -34,10 +35,15 @@ from vllm_operator.api.workload import (
     SloLimits,
 )
 from vllm_operator.bench.load import LoadRecord, LoadRun
+from vllm_operator.bench.load_tails import level_tails
 from vllm_operator.bench.stats import percentile
+from vllm_operator.gate.tallies import ClusteredTally, SampleTally, Tally
 
 MAX_SAMPLES = 2000
 """Per-request samples of one run in the report (evenly thinned beyond)."""
+
+MAX_SLOW_GAPS = 32
+"""Gaps above the run's p90 gap listed per sample (the largest; the count says how many)."""
 
 QUANTILE: dict[Percentile, float] = {"p50": 50, "p90": 90, "p95": 95, "p99": 99}
 
@@ -152,11 +158,50 @@ def _share(part: int, whole: int) -> float:
     return part / whole * 100 if whole else 0.0
 
 
-def level_figures(level: float, runs: list[LoadRun], limits: SloLimits | None) -> LoadLevelFigures:
+def tally(run: LoadRun, metric: LatencyMetric) -> Tally:
+    """One run's observations of ``metric`` (ms) for the tail judge: ITL as its gaps grouped
+    by the request that streamed them (``ClusteredTally``), the others one per request."""
+    # built again only when the run changed: a request added, finished or failed since
+    done = sum(1 for r in run.records if r.ok)
+    stamp = (metric, len(run.records), done, len(run.gaps))
+    known = run.counted.get(stamp)
+    if isinstance(known, SampleTally | ClusteredTally):
+        return known
+    built = _tally(run, metric)
+    run.counted = {k: v for k, v in run.counted.items() if k[1:] == stamp[1:]}
+    run.counted[stamp] = built
+    return built
+
+
+def _tally(run: LoadRun, metric: LatencyMetric) -> SampleTally | ClusteredTally:
+    if metric == "itl":
+        gaps = run.gaps
+        return ClusteredTally.of(
+            [
+                [g * 1000 for g in gaps[r.gap_start : r.gap_start + r.gap_count]]
+                for r in run.records
+                if r.gap_count > 0
+            ]
+        )
+    return SampleTally.of([v for r in run.records if (v := VALUE[metric](r)) is not None])
+
+
+def level_figures(
+    level: float,
+    runs: list[LoadRun],
+    limits: SloLimits | None,
+    *,
+    baseline_runs: list[LoadRun] | None = None,
+    thresholds: Thresholds | None = None,
+    confidence: float = 0.95,
+) -> LoadLevelFigures:
     """The summary's figures of one level: only what ``limits`` names, one value per trial.
 
     ``runs``: one server's runs at ``level`` in trial order. A percentile a trial could not
-    measure (no completed request) is left out of that trial's list.
+    measure (no completed request) is left out of that trial's list. Each limited percentile
+    is also counted above its limit (``bench.load_tails``), and with ``baseline_runs`` (the
+    paired baseline's) and ``thresholds`` setting maxRegressionPercent, against the
+    baseline at ``confidence`` (the look's).
     """
     figures = [run_figures(run, limits) for run in runs]
     percentiles: dict[str, list[float]] = {}
@@ -164,18 +209,49 @@ def level_figures(level: float, runs: list[LoadRun], limits: SloLimits | None) -
         for p in by_p:
             values = [f.percentiles[metric][p] for f in figures]
             percentiles[f"{metric}.{p}"] = [round(v, 1) for v in values if v is not None]
+
+    def ours(metric: LatencyMetric) -> list[Tally]:
+        return [tally(run, metric) for run in runs]
+
+    def theirs(metric: LatencyMetric) -> list[Tally]:
+        return [tally(run, metric) for run in baseline_runs or []]
+
+    pooled, tails = level_tails(limits, ours, theirs if baseline_runs else None, thresholds)
     return LoadLevelFigures(
         level=level,
         requests=sum(f.requests for f in figures),
         percentiles=percentiles,
+        pooled=pooled,
+        tails=tails,
         goodput_percent=[round(f.goodput_percent, 2) for f in figures if f.requests],
         error_percent=[round(f.error_percent, 2) for f in figures if f.requests],
     )
 
 
+def gap_floor_ms(run: LoadRun) -> float | None:
+    """The run's p90 gap (ms): the report lists each request's gaps above it."""
+    if not run.gaps:
+        return None
+    return round(percentile([g * 1000 for g in run.gaps], 90), 3)
+
+
+def slow_gaps(run: LoadRun, r: LoadRecord, floor: float) -> dict[str, Any]:
+    """A request's gap count and its gaps above ``floor`` (ms, largest first, at most
+    ``MAX_SLOW_GAPS``; ``slow_gaps`` says how many there were when more): enough to count its
+    gaps above any bound at or above the floor (``bench.report_tails``)."""
+    gaps = run.gaps[r.gap_start : r.gap_start + r.gap_count]
+    # compared as stored (0.001 ms), so a replay sees the same gaps above the floor
+    slow = sorted((ms for g in gaps if (ms := round(g * 1000, 3)) > floor), reverse=True)
+    out: dict[str, Any] = {"gaps": r.gap_count, "slow_gaps_ms": slow[:MAX_SLOW_GAPS]}
+    if len(slow) > MAX_SLOW_GAPS:
+        out["slow_gaps"] = len(slow)
+    return out
+
+
 def samples(run: LoadRun, limits: SloLimits | None) -> list[dict[str, Any]]:
     """Per-request samples for the report, at most ``MAX_SAMPLES`` (evenly thinned)."""
     held_to = per_request_limits(limits)
+    floor = gap_floor_ms(run)
     records = run.records
     if len(records) > MAX_SAMPLES:
         step = len(records) / MAX_SAMPLES
@@ -190,9 +266,28 @@ def samples(run: LoadRun, limits: SloLimits | None) -> list[dict[str, Any]]:
         sample["output_tokens"] = r.output_tokens if r.ok else None
         sample["ok"] = r.ok
         sample["met_slo"] = met_slo(r, held_to)
+        if r.gap_count > 0 and floor is not None:
+            sample.update(slow_gaps(run, r, floor))
         if not r.ok:
             sample["error"] = r.error
         out.append(sample)
+    return out
+
+
+def run_counts(run: LoadRun, limits: SloLimits | None) -> dict[str, dict[str, Any]]:
+    """The run's own counts above each limit at its level (what one trial adds to a level's
+    ``tails`` in the summary)."""
+    out: dict[str, dict[str, Any]] = {}
+    for metric, by_p in (limits.metric_limits() if limits else {}).items():
+        counted = tally(run, metric)
+        for p, limit in by_p.items():
+            e = counted.exceedance(limit)
+            out[f"{metric}.{p}"] = {
+                "limit": limit,
+                "above": int(e.above),
+                "total": int(e.total),
+                "design_effect": round(e.design_effect, 3),
+            }
     return out
 
 
@@ -215,6 +310,8 @@ def run_json(run: LoadRun, limits: SloLimits | None) -> dict[str, Any]:
         "request_throughput": round(f.request_throughput, 4),
         "output_tokens_per_second": round(f.output_tokens_per_second, 3),
         "percentiles": {f"{m}_ms": dict(v) for m, v in f.percentiles.items()},
+        "counts": run_counts(run, limits),
+        "gap_floor_ms": gap_floor_ms(run),
         "send_lag_ms": f.send_lag_ms,
         "waited_for_slot": run.waited_for_slot,
         "cut_at_max_requests": run.cut_at_max,

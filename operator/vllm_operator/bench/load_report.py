@@ -21,6 +21,7 @@ from vllm_operator.api.workload import SloLimits
 from vllm_operator.bench.config import BenchConfig
 from vllm_operator.bench.load_figures import level_figures, run_json
 from vllm_operator.bench.run_state import RunState, ServerRun
+from vllm_operator.gate.sequential import look_confidence
 
 
 def slo_at(config: BenchConfig, level: float) -> SloLimits | None:
@@ -29,19 +30,35 @@ def slo_at(config: BenchConfig, level: float) -> SloLimits | None:
     return None if slo is None else slo.at(level)
 
 
-def sweep_of(config: BenchConfig, server: ServerRun, stopped_at: float | None) -> LoadSweep | None:
-    """One server's sweep for the summary: every level asked, in order (None: the study)."""
+def sweep_of(
+    config: BenchConfig,
+    server: ServerRun,
+    stopped_at: float | None,
+    baseline: ServerRun | None = None,
+) -> LoadSweep | None:
+    """One server's sweep for the summary: every level asked, in order (None: the study).
+
+    ``baseline``: the paired baseline's runs, counted against (the candidate's side only).
+    """
     if config.traffic is None:
         return None
     load = config.workload.load
-    return LoadSweep(
-        mode=load.mode,
-        levels=[
-            level_figures(level, server.load_runs(level), slo_at(config, level))
-            for level in load.levels
-        ],
-        stopped_at=stopped_at,
-    )
+    thresholds = config.thresholds
+    confidence = (thresholds.confidence_percent if thresholds else 95.0) / 100
+    levels = []
+    for level in load.levels:
+        runs = server.load_runs(level)
+        levels.append(
+            level_figures(
+                level,
+                runs,
+                slo_at(config, level),
+                baseline_runs=baseline.load_runs(level) if baseline is not None else None,
+                thresholds=thresholds,
+                confidence=look_confidence(confidence, config.plan, len(runs)),
+            )
+        )
+    return LoadSweep(mode=load.mode, levels=levels, stopped_at=stopped_at)
 
 
 def judged_errors(config: BenchConfig, server: ServerRun) -> Counter[str]:

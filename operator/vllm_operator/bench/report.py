@@ -230,7 +230,7 @@ def raw_summary(config: BenchConfig, state: RunState) -> BenchSummary:
         ),
         trial_plan=config.plan,
         warmup=_warmup(state),
-        load=sweep_of(config, cand, state.load_stopped_at),
+        load=sweep_of(config, cand, state.load_stopped_at, state.baseline),
     )
 
 

@@ -10,9 +10,12 @@ of ``reasons`` (leaving a "+N more" line), the tail of ``quality.failed`` (must-
 are listed first and counted in ``failedOmitted``), then the reasons and the failed list
 entirely, then the concurrency
 and latency figures (the baseline's first; the gate calls a comparison with one side
-missing Inconclusive, so a cut never passes silently), then a load sweep's figures level by
-level from the highest (the baseline's first at each level; the level and its request count
-stay, and the gate calls a limit without figures Inconclusive). Error counts,
+missing Inconclusive, so a cut never passes silently), then of a load sweep the paired
+baseline's per-trial percentiles and counts, the candidate's per-trial percentiles (its
+pooled ones and its counts, what the gate judges, stay), then the levels emptied from
+the highest down, every level of the baseline's (then its whole sweep) before any of the
+candidate's (the level and its request count stay, and the gate calls a limit without
+figures Inconclusive). Error counts,
 placements and the verdict are never dropped.
 
 The per-trial figures are what the gate's interval is computed from (``gate.regression``):
@@ -195,22 +198,51 @@ def _prefix_within(ids: list[str], limit: int) -> list[str]:
 
 
 def _fit_load(s: BenchSummary, limit: int) -> BenchSummary:
-    """Empty a load sweep's levels from the highest down until the summary fits."""
-    pb = s.paired_baseline
-    ours = len(s.load.levels) if s.load is not None else 0
-    theirs = len(pb.load.levels) if pb is not None and pb.load is not None else 0
-    for index in range(max(ours, theirs) - 1, -1, -1):
+    """Cut a load sweep until the summary fits: the paired baseline's per-trial percentiles,
+    then its counts (the gate judges the candidate's counts, which carry their comparison
+    with the baseline), then the candidate's per-trial percentiles (the pooled ones stay for
+    people), then levels emptied from the highest down, every one of the baseline's (then its
+    sweep) before any of the candidate's."""
+    for side, field in (("baseline", "percentiles"), ("baseline", "tails"),
+                        ("candidate", "percentiles")):  # fmt: skip
         if size(s) <= limit:
             return s
-        pb = s.paired_baseline
-        if pb is not None and pb.load is not None and index < len(pb.load.levels):
-            emptied = pb.model_copy(update={"load": _emptied(pb.load, index)})
-            s = s.model_copy(update={"paired_baseline": emptied})
+        s = _without(s, side, field)
+    pb = s.paired_baseline
+    if pb is not None and pb.load is not None:
+        for index in range(len(pb.load.levels) - 1, -1, -1):
             if size(s) <= limit:
                 return s
-        if s.load is not None and index < len(s.load.levels):
+            pb = s.paired_baseline
+            assert pb is not None
+            assert pb.load is not None
+            emptied = pb.model_copy(update={"load": _emptied(pb.load, index)})
+            s = s.model_copy(update={"paired_baseline": emptied})
+        if size(s) <= limit:
+            return s
+        # the candidate's counts carry the comparison: the baseline's sweep is not needed
+        s = s.model_copy(update={"paired_baseline": pb.model_copy(update={"load": None})})
+    if s.load is not None:
+        for index in range(len(s.load.levels) - 1, -1, -1):
+            if size(s) <= limit:
+                return s
             s = s.model_copy(update={"load": _emptied(s.load, index)})
     return s
+
+
+def _without(s: BenchSummary, side: str, field: str) -> BenchSummary:
+    """``s`` with ``field`` of every level of one side's sweep emptied."""
+
+    def cut(sweep: LoadSweep) -> LoadSweep:
+        levels = [lv.model_copy(update={field: {}}) for lv in sweep.levels]
+        return sweep.model_copy(update={"levels": levels})
+
+    if side == "candidate":
+        return s if s.load is None else s.model_copy(update={"load": cut(s.load)})
+    pb = s.paired_baseline
+    if pb is None or pb.load is None:
+        return s
+    return s.model_copy(update={"paired_baseline": pb.model_copy(update={"load": cut(pb.load)})})
 
 
 def _emptied(sweep: LoadSweep, index: int) -> LoadSweep:

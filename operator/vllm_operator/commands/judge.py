@@ -6,6 +6,11 @@ operator decide with these limits?" without a cluster, and lets anyone re-judge 
 (the H200 summaries under ``docs/calibration/`` replay through it in the tests). Nothing here
 decides anything itself: it reads the files, calls ``gate.verdict`` and prints its reasons.
 
+``--report`` takes a full report instead (``bench --report-path``, gzip or not): its
+summary's SLO tail counts are taken again from its samples at the limits given
+(``bench.report_tails``), so a run can be re-judged with limits other than the ones it was
+measured with; a summary's counts only answer for the limits it was counted at.
+
 Exit codes follow ``bench``: 0 Passed, 1 Failed or Inconclusive, 2 usage error (a file that
 cannot be read or is not a summary, limits that do not validate), 3 Error.
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import zlib
 from typing import NoReturn
 
 from pydantic import ValidationError
@@ -23,27 +29,36 @@ from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, TrialPlan, Verdict
 from vllm_operator.bench import bounded
 from vllm_operator.bench.report import REPORT_SCHEMA
+from vllm_operator.bench.report_tails import ReportError, recounted
 from vllm_operator.commands.bench import model_arg
 from vllm_operator.commands.inputs import read_capped
 from vllm_operator.errors import SpecError
 from vllm_operator.gate import verdict
 
 MAX_SUMMARY_BYTES = 16 << 20
-"""A summary is under 4 KiB and a full report a few hundred; anything larger is refused."""
+"""A summary is under 4 KiB and a full report a few MiB; anything larger is refused."""
+
+MAX_REPORT_BYTES = 256 << 20
+"""A full report with every run's samples (decompressed); anything larger is refused."""
 
 EXIT = {"Passed": 0, "Failed": 1, "Inconclusive": 1, "Error": 3}
 
 EPILOG = """\
 exit codes: 0 Passed, 1 Failed or Inconclusive, 2 usage error, 3 Error.
 
-FILE is a summary (bench --summary-path, a Job's termination message) or a full report
-(bench --report-path: its summary is judged); '-' reads standard input. JSON options take
-the JSON itself or @FILE.
+--summary FILE is a summary (bench --summary-path, a Job's termination message) or a full
+report (its summary is judged as it is). --report FILE is a full report (bench
+--report-path, plain or gzipped): its SLO tail limits are counted again from its samples at
+the limits given, what a summary cannot do when its counts were taken at other limits (its
+reasons say "re-judge with --report"). '-' reads standard input. JSON options take the JSON
+itself or @FILE.
 
 examples:
   vllm-operator judge --summary summary.json --thresholds-json '{"maxRegressionPercent": 10}'
   vllm-operator judge --summary cand.json --baseline stable.json \\
       --thresholds-json @thresholds.json --trials 3 --max-trials 10 --output json
+  vllm-operator judge --report report.json.gz \\
+      --thresholds-json '{"slo": {"ttftMs": {"p99": 800}}, "maxRegressionPercent": 10}'
 """
 
 
@@ -63,7 +78,13 @@ def parser(prog: str) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--summary", required=True, metavar="FILE", help="the candidate's summary")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--summary", metavar="FILE", help="the candidate's summary")
+    source.add_argument(
+        "--report",
+        metavar="FILE",
+        help="a full report (plain or .gz): its SLO tails counted again from its samples",
+    )
     p.add_argument(
         "--baseline",
         metavar="FILE",
@@ -107,10 +128,13 @@ def parser(prog: str) -> argparse.ArgumentParser:
 def main(argv: list[str], prog: str) -> int:
     try:
         args = parser(prog).parse_args(argv)
-        summary = read_summary(args.summary, "--summary")
         baseline = read_summary(args.baseline, "--baseline") if args.baseline else None
         thresholds = thresholds_arg(args.thresholds_json)
         plan = plan_from(args.trials, args.max_trials)
+        if args.report is not None:
+            summary = read_report(args.report, thresholds, plan)
+        else:
+            summary = read_summary(args.summary, "--summary")
     except SpecError as exc:
         sys.stderr.write(f"{prog}: {exc}\n")
         return 2
@@ -143,20 +167,46 @@ def plan_from(trials: int | None, max_trials: int | None) -> TrialPlan | None:
         ) from exc
 
 
-def read_summary(path: str, option: str) -> BenchSummary:
-    """A summary from ``path`` ('-': stdin); a full report's summary is taken from it."""
+def read_report(path: str, thresholds: Thresholds, plan: TrialPlan | None) -> BenchSummary:
+    """A full report's summary with its SLO tails counted again from its samples."""
+    data = _read_json(path, "--report", MAX_REPORT_BYTES)
+    if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
+        raise SpecError("--report", f"{path} is not a full report (schema {REPORT_SCHEMA})")
+    summary = _summary_of(data.get("summary"), path, "--report")
     try:
-        raw = read_capped(path, MAX_SUMMARY_BYTES)
+        return recounted(summary, data, thresholds, plan)
+    except (ReportError, ValidationError, TypeError, ValueError) as exc:
+        raise SpecError("--report", f"{path}: {exc}") from exc
+
+
+def _read_json(path: str, option: str, limit: int) -> object:
+    try:
+        raw = read_capped(path, limit)
     except OSError as exc:
         raise SpecError(option, f"cannot read {path}: {exc.strerror or exc}") from exc
-    if len(raw) > MAX_SUMMARY_BYTES:
-        raise SpecError(option, f"{path} is larger than {MAX_SUMMARY_BYTES >> 20} MiB")
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            inflate = zlib.decompressobj(wbits=31)
+            raw = inflate.decompress(raw, limit + 1)
+        except zlib.error as exc:
+            raise SpecError(option, f"{path}: not valid gzip ({exc})") from exc
+    if len(raw) > limit:
+        raise SpecError(option, f"{path} is larger than {limit >> 20} MiB")
     try:
-        data = bounded.loads(raw, max_bytes=MAX_SUMMARY_BYTES)
+        return bounded.loads(raw, max_bytes=limit)
     except ValueError as exc:
         raise SpecError(option, f"{path}: {exc}") from exc
+
+
+def read_summary(path: str, option: str) -> BenchSummary:
+    """A summary from ``path`` ('-': stdin); a full report's summary is taken from it."""
+    data = _read_json(path, option, MAX_SUMMARY_BYTES)
     if isinstance(data, dict) and data.get("schema") == REPORT_SCHEMA:
         data = data.get("summary")
+    return _summary_of(data, path, option)
+
+
+def _summary_of(data: object, path: str, option: str) -> BenchSummary:
     try:
         return BenchSummary.model_validate(data)
     except ValidationError as exc:

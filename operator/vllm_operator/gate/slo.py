@@ -1,36 +1,41 @@
-"""Service-level objectives at each load level, decided on intervals over trials. Pure.
+"""Service-level objectives at each load level, decided over trials. Pure.
 
-A load sweep (``BenchSummary.load``) carries, per level and per trial, the percentiles that
-``gate.thresholds.slo`` limits there, the goodput share and the error share. Each limit is
-judged the way ``gate.regression`` judges a regression, with the same machinery:
+A load sweep (``BenchSummary.load``) carries, per level, what ``gate.thresholds.slo`` limits
+there: each limited percentile as counts above its limit per trial (``tails``), the goodput
+share and the error share per trial. Each limit is judged at the confidence of this look
+(``gate.sequential``):
 
-- a latency percentile (ms): the interval of the trials' geometric mean relative to the
-  limit, ``robust_interval(trials, [limit] * n, paired=True)`` (Student's t on the logs of
-  trial / limit, one outlier trial left out from four trials on, ``gate.robust``), at the
-  confidence of this
-  look (``gate.sequential``): **Failed** only when the whole interval is above the limit,
-  **within** (a note) when it is all at or below, otherwise **undecided**: the benchmark
+- a latency percentile: as the promise it makes, the share of requests (ITL: gaps, clustered
+  by request) above the limit against the share the percentile allows, with the trials as
+  clusters (``gate.slo_tails``, ``gate.tails``): **Failed** when the share is beyond it with
+  confidence, **within** (a note) when within, otherwise **undecided**: the benchmark
   measures the level once more while the trial plan allows, then **Inconclusive**;
-- goodput (least share) and error share (largest share): the same on the plain percentages
-  (a share can be 0, so no logarithm), t interval of the mean;
-- against the baseline (``maxRegressionPercent`` set): each limited percentile's paired
-  relative difference, through ``gate.regression``'s own judge (limit: the largest of the
-  percentage, ``regressionFloorMs`` and ``slo.regressionFloorPercent`` of the SLO limit).
+- goodput (least share) and error share (largest share): a t interval of the mean of the
+  per-trial percentages (a share can be 0, so no logarithm), one outlier trial left out
+  from ``FEWEST`` trials on (``gate.robust``);
+- against the paired baseline (``maxRegressionPercent`` set): the candidate's share above
+  the threshold of each end of the baseline's pooled-percentile interval, as the benchmark
+  counted it (``gate.slo_tails.judge_against_baseline``); the threshold is the largest of the
+  percentage, ``regressionFloorMs`` and ``slo.regressionFloorPercent`` of the SLO limit.
 
-Why tails are judged more cautiously than the study's medians (``FEWEST``, the floor share):
-a p99 over a few hundred requests is itself noisy. On an H200 (2026-12-01, vLLM 0.22, two
-identical servers, 8 requests/s, three 20 s trials) the candidate's TTFT p99 read 94 / 157 /
-130 ms against 129 / 121 / 100 ms: paired ratios 0.73, 1.30, 1.30. The study's rule left the
-first out as an outlier and the two agreeing trials made a tight +30% interval: an identical
-revision Failed against a 10% limit. With outliers left out only from four trials on, and a
-regression counted only beyond 10% of the SLO limit (100 ms of a 1000 ms TTFT objective),
-that run re-judges without a failure, while a real regression (``--max-num-seqs 4``: TTFT p99
-8,696 ms at 8 requests/s) still fails on the limit and against the baseline.
+Why counts and not per-trial percentiles: a p99 of 480 requests rests on its 5 slowest, and
+three of them give a t interval with 2 degrees of freedom. On an H200 (2026-12-02) an
+identical revision with 0 of 1,440 requests over a 1,000 ms limit came out "ttft p99 at 24
+req/s: 170 ms [21.3, 1357] straddles"; counted, the share is below 0.44% and the limit is met.
 
-Reasons name the metric, the percentile and the level: "ttft p99 at 40 req/s: 812 ms
-[780, 850] above the 500 ms limit (95% interval, 3 trials)". The **capacity** is the highest
-level at which, and at every level below which, every limit was met; the sweep stops at the
-first level whose limits the candidate broke (``breached``) when ``stopAtFirstBreach``.
+Summaries written before the counts (the calibration runs of 2026-12-01 and 2026-12-02)
+carry only per-trial percentiles; they are judged by the rule of that time, an interval of
+the trials' geometric mean relative to the limit (one outlier left out from ``FEWEST``
+trials on), and against the baseline ``gate.regression``'s judge on the paired per-trial
+percentiles (``SMALLEST_MS`` keeps a 0 ms percentile off the logarithm); a note says so. A
+stored (unpaired) baseline is compared the same way (the benchmark counts only against a
+baseline it measured).
+
+Reasons name the metric, the percentile and the level: "ttft p99 at 24 req/s: 0 of 1,440
+requests above 1000 ms (share <= 0.44%, 95% interval widened for 8 looks, 3 trials of up to
+10): within the 1% the p99 limit allows". The **capacity** is the highest level at which,
+and at every level below which, every limit was met; the sweep stops at the first level
+whose limits the candidate broke (``breached``) when ``stopAtFirstBreach``.
 """
 
 from __future__ import annotations
@@ -40,15 +45,24 @@ import statistics
 from collections.abc import Sequence
 
 from vllm_operator.api.spec import Thresholds
-from vllm_operator.api.summary import BenchSummary, LoadSweep, TrialPlan
+from vllm_operator.api.summary import BenchSummary, LoadLevelFigures, LoadSweep, TrialPlan
 from vllm_operator.gate.finding import Finding, Severity
 from vllm_operator.gate.interval import robust_interval, t_quantile
 from vllm_operator.gate.regression import EXACT, FigureKey, Judge, Judged, baseline_for
 from vllm_operator.gate.robust import outliers
 from vllm_operator.gate.sequential import look_confidence, more_allowed
+from vllm_operator.gate.slo_tails import judge_against_baseline, judge_limit
 
 FEWEST = 4
-"""Fewest trials of an SLO figure from which one outlier trial may be left out (see above)."""
+"""Fewest trials of an SLO share (goodput, errors), and of a percentile of a summary without
+counts, from which one outlier trial may be left out: with three, the study's rule left an
+H200 A/A run's first TTFT p99 trial out (94 / 157 / 130 ms against 129 / 121 / 100 ms) and
+the two left made a tight +30% interval that failed an identical revision (2026-12-01)."""
+
+OLD = (
+    "summary without exceedance counts (written before 2026-12-02): its tail limits are "
+    "judged by the old per-trial rule (an interval over each trial's percentile)"
+)
 
 SMALLEST_MS = 0.001
 """Percentiles below this (chunks arriving together: a gap of 0) count as this, for the log."""
@@ -93,9 +107,23 @@ def judge_slo(
         return [Judged(Finding("note", text))]
     by_level = _limits_by_level(sweep, thresholds, plan)
     found = [j for judged in by_level.values() for j in judged]
+    if _without_counts(sweep, thresholds):
+        found.append(Judged(Finding("note", OLD)))
     found += _capacity_note(sweep, by_level)
     found += _regressions(summary, thresholds, baseline, plan)
     return found
+
+
+def _without_counts(sweep: LoadSweep, thresholds: Thresholds) -> bool:
+    """Does a measured level have per-trial percentiles of a limit but no counts of it?"""
+    assert thresholds.slo is not None
+    for figures in sweep.levels:
+        for metric, by_p in thresholds.slo.at(figures.level).metric_limits().items():
+            for p in by_p:
+                key = f"{metric}.{p}"
+                if key not in figures.tails and figures.percentiles.get(key):
+                    return True
+    return False
 
 
 def breached(
@@ -167,16 +195,22 @@ def _limits_by_level(
                 out[level] = [Judged(Finding("inconclusive", text))]
             continue
         judged: list[Judged] = []
+        key = figure(level)
         for metric, by_p in limits.metric_limits().items():
             for p, limit in by_p.items():
                 label = f"{metric} {p} {at}"
+                counts = figures.tails.get(f"{metric}.{p}")
+                if counts is not None:
+                    judged.append(
+                        judge_limit(label, metric, p, counts, limit, confidence, plan, key)
+                    )
+                    continue
                 values = figures.percentiles.get(f"{metric}.{p}", [])
                 if not values:
                     text = f"{label}: no figure (no request completed, or cut to fit 4,096 bytes)"
                     judged.append(Judged(Finding("inconclusive", text)))
                     continue
-                judged.append(_latency(label, values, limit, confidence, plan, figure(level)))
-        key = figure(level)
+                judged.append(_latency(label, values, limit, confidence, plan, key))
         if limits.min_goodput_percent is not None:
             judged.append(
                 _share(
@@ -319,7 +353,9 @@ def _regressions(
     baseline: BenchSummary | None,
     plan: TrialPlan | None,
 ) -> list[Judged]:
-    """Each limited percentile of each measured level against the baseline's, paired."""
+    """Each limited percentile of each measured level against the baseline's: from the
+    candidate's counts against the paired baseline (``gate.slo_tails``), else (a summary
+    without counts, or a stored baseline) by the old per-trial rule."""
     if thresholds.max_regression_percent is None or summary.load is None:
         return []
     assert thresholds.slo is not None
@@ -327,42 +363,72 @@ def _regressions(
     compared, problem = baseline_for(summary, baseline)
     if compared is None or problem is not None:
         return []
-    theirs = compared.load
-    if theirs is None:
-        text = "baseline has no load sweep: SLO percentiles not compared with it"
-        return [Judged(Finding("inconclusive", text))]
-    judge = Judge(thresholds, summary.paired_baseline is not None, plan)
-    share = thresholds.slo.regression_floor_percent / 100
-    base_levels = {f.level: f for f in theirs.levels}
+    paired = summary.paired_baseline is not None
+    old = _PerTrial(thresholds, paired, plan, compared.load)
     found: list[Judged] = []
     for figures in summary.load.levels:
         if figures.requests == 0:
             continue
         at = where(summary.load.mode, figures.level)
-        base = base_levels.get(figures.level)
+        key = figure(figures.level)
         for metric, by_p in thresholds.slo.at(figures.level).metric_limits().items():
-            for p in by_p:
-                name = f"{metric}.{p}"
-                ours = figures.percentiles.get(name, [])
-                other = base.percentiles.get(name, []) if base is not None else []
-                if not ours:
-                    continue  # already inconclusive among the limits
-                if not other:
-                    text = f"baseline has no {metric} {p} {at}"
-                    found.append(Judged(Finding("inconclusive", text)))
-                    continue
-                floor = max(thresholds.regression_floor_ms, share * by_p[p])
-                found.append(
-                    judge.compare(
-                        figure(figures.level),
-                        f"{metric} {p} {at}",
-                        "ms",
-                        [max(v, SMALLEST_MS) for v in ours],
-                        [max(v, SMALLEST_MS) for v in other],
-                        higher_is_worse=True,
-                        digits=1,
-                        floor=floor,
-                        fewest=FEWEST,
+            for p, limit in by_p.items():
+                label = f"{metric} {p} {at}"
+                counts = figures.tails.get(f"{metric}.{p}")
+                if counts is None or not paired:
+                    found += old.compare(figures, metric, p, limit, label)
+                elif not counts.missing:  # else already inconclusive among the limits
+                    found.append(
+                        judge_against_baseline(
+                            label, metric, p, counts, thresholds, limit, plan, key
+                        )
                     )
-                )
+    if old.no_sweep:
+        text = "baseline has no load sweep: SLO percentiles not compared with it"
+        found.insert(0, Judged(Finding("inconclusive", text)))
     return found
+
+
+class _PerTrial:
+    """The old rule for a summary without counts (or a stored baseline): the paired
+    relative difference of the per-trial percentiles, through ``gate.regression``'s judge."""
+
+    def __init__(
+        self, thresholds: Thresholds, paired: bool, plan: TrialPlan | None, theirs: LoadSweep | None
+    ) -> None:
+        assert thresholds.slo is not None
+        self.judge = Judge(thresholds, paired, plan)
+        self.thresholds = thresholds
+        self.share = thresholds.slo.regression_floor_percent / 100
+        self.theirs = theirs
+        self.base_levels = {f.level: f for f in theirs.levels} if theirs is not None else {}
+        self.no_sweep = False
+
+    def compare(
+        self, figures: LoadLevelFigures, metric: str, p: str, limit: float, label: str
+    ) -> list[Judged]:
+        name = f"{metric}.{p}"
+        ours = figures.percentiles.get(name, [])
+        if not ours:
+            return []  # already inconclusive among the limits
+        if self.theirs is None:
+            self.no_sweep = True
+            return []
+        base = self.base_levels.get(figures.level)
+        other = base.percentiles.get(name, []) if base is not None else []
+        if not other:
+            return [Judged(Finding("inconclusive", f"baseline has no {label}"))]
+        floor = max(self.thresholds.regression_floor_ms, self.share * limit)
+        return [
+            self.judge.compare(
+                figure(figures.level),
+                label,
+                "ms",
+                [max(v, SMALLEST_MS) for v in ours],
+                [max(v, SMALLEST_MS) for v in other],
+                higher_is_worse=True,
+                digits=1,
+                floor=floor,
+                fewest=FEWEST,
+            )
+        ]

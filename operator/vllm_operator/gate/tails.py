@@ -47,23 +47,21 @@ the baseline's own p99 is about 1%; a regression floor turns that into a decidab
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Literal, Protocol
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
 
+from vllm_operator.gate.binomial import (
+    clopper_pearson_lower,
+    clopper_pearson_upper,
+    incomplete_beta,
+)
 from vllm_operator.gate.regression import EXACT
 
 Decision = Literal["beyond", "within", "undecided"]
 
 ALLOWED: dict[str, float] = {"p50": 0.5, "p90": 0.1, "p95": 0.05, "p99": 0.01}
 """The share of observations a percentile limit allows above it."""
-
-_CF_STEPS = 10_000
-"""Most continued-fraction terms for the incomplete beta (converges in ~sqrt(n) terms)."""
-
-_BISECT_STEPS = 80
-"""Bisection steps of a beta quantile: 2^-80 of the unit interval, far below any share."""
 
 
 def allowed_share(percentile: str) -> float:
@@ -115,20 +113,29 @@ class ShareJudgement:
     effective: float
     """Observations after both design effects: what the interval effectively rests on."""
     clusters: int
+    left_out: tuple[int, ...] = ()
+    """Clusters (0-based) left out as strays (``stray_cluster``)."""
+
+
+OUTLIER_P = 0.001
+"""A cluster whose count is this improbable given the others' is a stray (a stalled trial)."""
 
 
 def judge_share(
-    clusters: Sequence[Exceedance], allowed: float, confidence: float
+    clusters: Sequence[Exceedance], allowed: float, confidence: float, fewest: int = 0
 ) -> ShareJudgement:
     """Is the true share above the bound beyond ``allowed``, within it, or undecided?
 
     ``confidence`` is two-sided (a look's confidence, ``gate.sequential``): each bound errs on
-    its side with at most half of ``1 - confidence``. No observations: undecided.
+    its side with at most half of ``1 - confidence``. No observations: undecided. From
+    ``fewest`` clusters on (0: never), one stray cluster is left out (``stray_cluster``).
     """
-    if not 0 < allowed < 1:
-        raise ValueError(f"allowed share {allowed} must lie strictly between 0 and 1")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence {confidence} must lie strictly between 0 and 1")
+    stray = stray_cluster(clusters, fewest)
+    if stray is not None:
+        kept = [c for i, c in enumerate(clusters) if i != stray]
+        judged = judge_share(kept, allowed, confidence)
+        return replace(judged, clusters=len(clusters), left_out=(stray,))
+    _check(allowed, confidence)
     tail = (1 - confidence) / 2
     total = sum(c.total for c in clusters)
     if total <= 0:
@@ -139,13 +146,82 @@ def judge_share(
     _, eff_least, hits_least = _effective(least)
     high = clopper_pearson_upper(hits_most, eff_most, tail)
     low = clopper_pearson_lower(hits_least, eff_least, tail)
-    if high <= allowed + EXACT:
-        decision: Decision = "within"
-    elif low > allowed + EXACT:
-        decision = "beyond"
-    else:
-        decision = "undecided"
+    decision = _decide(hits_most, eff_most, hits_least, eff_least, allowed, tail)
     return ShareJudgement(decision, share, low, high, allowed, total, eff_most, len(clusters))
+
+
+def stray_cluster(clusters: Sequence[Exceedance], fewest: int) -> int | None:
+    """The one cluster whose count the others make improbable, from ``fewest`` clusters on.
+
+    A trial in which a server stalled (a compile, a preemption storm) can put every slow
+    request of a level into one trial; counted with the rest it keeps an identical revision
+    undecided through every extra trial, as the study's figures did before one outlier trial
+    was left out there (``gate.robust``). Here a cluster is a stray when, under the share of
+    the others (its 95% Clopper-Pearson bound on the side that favours the cluster), a count
+    as far out as its own has a binomial probability below ``OUTLIER_P``; at most one, the
+    most improbable, and only from ``fewest`` (>= 2) clusters on. A regression that shows in
+    every trial has no stray; one that shows in one trial of four or more is left out, and
+    the reason says which trial.
+    """
+    if fewest < 2 or len(clusters) < fewest:
+        return None
+    worst, worst_p = None, OUTLIER_P
+    for k, cluster in enumerate(clusters):
+        rest = [(c.above, c.total, c.design_effect) for j, c in enumerate(clusters) if j != k]
+        if sum(n for _, n, _ in rest) <= 0 or cluster.total <= 0:
+            continue
+        _, n_rest, hits_rest = _effective(rest)
+        effect = max(cluster.design_effect, 1.0)
+        n, hits = cluster.total / effect, cluster.above / effect
+        high = clopper_pearson_upper(hits_rest, n_rest, 0.025)
+        low = clopper_pearson_lower(hits_rest, n_rest, 0.025)
+        many = incomplete_beta(high, hits, n - hits + 1) if hits > 0 and high < 1 else 1.0
+        few = 1 - incomplete_beta(low, hits + 1, n - hits) if hits < n and low > 0 else 1.0
+        if min(many, few) < worst_p:
+            worst, worst_p = k, min(many, few)
+    return worst
+
+
+def share_decision(clusters: Sequence[Exceedance], allowed: float, confidence: float) -> Decision:
+    """``judge_share``'s decision alone, without computing its bounds (``quantile_bounds``
+    asks it at every step of a bisection): the same test, so the same answer."""
+    _check(allowed, confidence)
+    if sum(c.total for c in clusters) <= 0:
+        return "undecided"
+    _, eff_most, hits_most = _effective([(c.above, c.total, c.design_effect) for c in clusters])
+    _, eff_least, hits_least = _effective([(c.least, c.total, c.design_effect) for c in clusters])
+    return _decide(hits_most, eff_most, hits_least, eff_least, allowed, (1 - confidence) / 2)
+
+
+def _check(allowed: float, confidence: float) -> None:
+    if not 0 < allowed < 1:
+        raise ValueError(f"allowed share {allowed} must lie strictly between 0 and 1")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence {confidence} must lie strictly between 0 and 1")
+
+
+def _decide(  # noqa: PLR0917 - private, two call sites
+    hits_most: float,
+    n_most: float,
+    hits_least: float,
+    n_least: float,
+    allowed: float,
+    tail: float,
+) -> Decision:
+    """Within when the upper Clopper-Pearson bound is at most ``allowed``, beyond when the
+    lower one is above it, each asked of the beta distribution's CDF at ``allowed`` (the
+    bound is at most x exactly when the CDF at x reaches its quantile's level), so no
+    quantile is searched for."""
+    edge = allowed + EXACT
+    if n_most > 0 and hits_most < n_most:
+        hits = max(hits_most, 0.0)
+        if incomplete_beta(edge, hits + 1, n_most - hits) >= 1 - tail:
+            return "within"
+    if n_least > 0 and hits_least > 0:
+        hits = min(hits_least, n_least)
+        if incomplete_beta(edge, hits, n_least - hits + 1) < tail:
+            return "beyond"
+    return "undecided"
 
 
 def _effective(counts: Sequence[tuple[float, float, float]]) -> tuple[float, float, float]:
@@ -207,274 +283,3 @@ def observations_needed(allowed: float, confidence: float, share: float = 0.0) -
         else:
             high = mid
     return high
-
-
-# -- tallies: the same questions of samples and of histograms --------------------------------
-
-
-class Tally(Protocol):
-    """One cluster's observations, asked how many lie above a bound."""
-
-    def exceedance(self, bound: float) -> Exceedance:
-        """Observations above ``bound``, with its never-fewer and never-more counts."""
-        ...
-
-    def points(self) -> Sequence[float]:
-        """The bounds at which ``exceedance`` is exact (every value; every bucket bound)."""
-        ...
-
-
-@dataclass(frozen=True)
-class SampleTally:
-    """Exact observations of one cluster (a trial's requests, or its gaps)."""
-
-    values: tuple[float, ...]
-    design_effect: float = 1.0
-
-    @classmethod
-    def of(cls, values: Sequence[float], design_effect: float = 1.0) -> SampleTally:
-        return cls(tuple(sorted(values)), design_effect)
-
-    def exceedance(self, bound: float) -> Exceedance:
-        above = len(self.values) - _count_at_most(self.values, bound)
-        return Exceedance(float(above), float(len(self.values)), None, self.design_effect)
-
-    def points(self) -> Sequence[float]:
-        return self.values
-
-
-@dataclass(frozen=True)
-class HistogramTally:
-    """A Prometheus histogram (or the delta of two scrapes): cumulative ``(le, count)``
-    pairs in increasing ``le``, the last one ``+Inf`` holding every observation."""
-
-    buckets: tuple[tuple[float, float], ...]
-
-    def exceedance(self, bound: float) -> Exceedance:
-        return histogram_exceedance(self.buckets, bound)
-
-    def points(self) -> Sequence[float]:
-        return [le for le, _ in self.buckets if math.isfinite(le)]
-
-
-def histogram_exceedance(buckets: Sequence[tuple[float, float]], limit: float) -> Exceedance:
-    """Observations above ``limit`` in a cumulative histogram, judged at its bucket bounds.
-
-    ``above`` counts above the largest bound at or below the limit (everything when the limit
-    is below the first bound): never fewer than the truth. ``surely_above`` counts above the
-    smallest bound at or above it (nothing when the limit lies in the +Inf bucket): never more.
-    """
-    if not buckets or not math.isinf(buckets[-1][0]):
-        raise ValueError("a histogram needs its +Inf bucket (the count of every observation)")
-    total = buckets[-1][1]
-    at_most_below = 0.0  # cumulative count at the largest bound <= limit
-    at_most_above = total  # cumulative count at the smallest bound >= limit
-    for le, count in buckets:
-        if le <= limit:
-            at_most_below = count
-        if le >= limit:
-            at_most_above = count
-            break
-    return Exceedance(total - at_most_below, total, total - at_most_above)
-
-
-def _count_at_most(values: Sequence[float], bound: float) -> int:
-    """How many of the sorted ``values`` are <= ``bound``."""
-    low, high = 0, len(values)
-    while low < high:
-        mid = (low + high) // 2
-        if values[mid] <= bound:
-            low = mid + 1
-        else:
-            high = mid
-    return low
-
-
-# -- against a baseline ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RegressionJudgement:
-    """The candidate's pooled percentile against a threshold set by the baseline's."""
-
-    decision: Decision
-    baseline_low: float
-    """The baseline's quantile is at least this, with confidence (0 when nothing is)."""
-    baseline_high: float
-    """... and at most this (inf when no bound is)."""
-    threshold_low: float
-    """``threshold(baseline_low)``: the candidate's allowed value if the baseline is fast."""
-    threshold_high: float
-    within: ShareJudgement | None
-    """The candidate's share above ``threshold_low`` (decides "within")."""
-    beyond: ShareJudgement | None
-    """The candidate's share above ``threshold_high`` (decides "beyond")."""
-
-
-def quantile_bounds(
-    tallies: Sequence[Tally], allowed: float, confidence: float
-) -> tuple[float, float]:
-    """An order-statistic interval of the pooled quantile that leaves ``allowed`` above it.
-
-    The high end is the smallest point whose share above is confidently at most ``allowed``
-    (the quantile is at or below it); the low end the largest point whose share above is
-    confidently more (the quantile is above it). (0, inf) when the points decide neither.
-    """
-    points = sorted({p for t in tallies for p in t.points()})
-    high = math.inf
-    low = 0.0
-    for point in _bisect_first(
-        points, lambda p: _share(tallies, p, allowed, confidence) == "within"
-    ):
-        high = point
-    for point in _bisect_last(
-        points, lambda p: _share(tallies, p, allowed, confidence) == "beyond"
-    ):
-        low = point
-    return low, high
-
-
-def _share(tallies: Sequence[Tally], bound: float, allowed: float, confidence: float) -> Decision:
-    return judge_share([t.exceedance(bound) for t in tallies], allowed, confidence).decision
-
-
-def _bisect_first(points: Sequence[float], holds: Callable[[float], bool]) -> list[float]:
-    """The first point where ``holds`` (monotone: false ... true), as a list of 0 or 1."""
-    low, high = 0, len(points)
-    while low < high:
-        mid = (low + high) // 2
-        if holds(points[mid]):
-            high = mid
-        else:
-            low = mid + 1
-    return [points[low]] if low < len(points) else []
-
-
-def _bisect_last(points: Sequence[float], holds: Callable[[float], bool]) -> list[float]:
-    """The last point where ``holds`` (monotone: true ... false), as a list of 0 or 1."""
-    low, high = 0, len(points)
-    while low < high:
-        mid = (low + high) // 2
-        if holds(points[mid]):
-            low = mid + 1
-        else:
-            high = mid
-    return [points[low - 1]] if low > 0 else []
-
-
-def judge_regression(
-    candidate: Sequence[Tally],
-    baseline: Sequence[Tally],
-    percentile: str,
-    threshold: Callable[[float], float],
-    confidence: float,
-) -> RegressionJudgement:
-    """Is the candidate's pooled ``percentile`` beyond ``threshold`` of the baseline's?
-
-    ``threshold`` maps a baseline value to the most the candidate may reach (the relative limit
-    and the floors); it must not decrease. Half of the error rate goes to the baseline's
-    bounds, half to the candidate's shares.
-    """
-    allowed = allowed_share(percentile)
-    half = 1 - (1 - confidence) / 2
-    base_low, base_high = quantile_bounds(baseline, allowed, half)
-    t_low, t_high = threshold(base_low), threshold(base_high)
-    within = judge_share([t.exceedance(t_low) for t in candidate], allowed, half)
-    beyond = (
-        judge_share([t.exceedance(t_high) for t in candidate], allowed, half)
-        if math.isfinite(t_high)
-        else None
-    )
-    if within.decision == "within":
-        decision: Decision = "within"
-    elif beyond is not None and beyond.decision == "beyond":
-        decision = "beyond"
-    else:
-        decision = "undecided"
-    return RegressionJudgement(decision, base_low, base_high, t_low, t_high, within, beyond)
-
-
-# -- the exact binomial interval -------------------------------------------------------------
-
-
-def clopper_pearson_upper(hits: float, n: float, tail: float) -> float:
-    """Upper bound of a share whose one-sided error is ``tail`` (real-valued counts allowed).
-
-    The ``1 - tail`` quantile of Beta(hits + 1, n - hits); 1 when every observation is a hit.
-    """
-    if n <= 0 or hits >= n:
-        return 1.0
-    return beta_quantile(1 - tail, max(hits, 0.0) + 1, n - max(hits, 0.0))
-
-
-def clopper_pearson_lower(hits: float, n: float, tail: float) -> float:
-    """Lower bound of a share: the ``tail`` quantile of Beta(hits, n - hits + 1); 0 at 0 hits."""
-    if n <= 0 or hits <= 0:
-        return 0.0
-    hits = min(hits, n)
-    return beta_quantile(tail, hits, n - hits + 1)
-
-
-def beta_quantile(p: float, a: float, b: float) -> float:
-    """x with I_x(a, b) = p, by bisection on the regularized incomplete beta function."""
-    low, high = 0.0, 1.0
-    for _ in range(_BISECT_STEPS):
-        mid = (low + high) / 2
-        if incomplete_beta(mid, a, b) < p:
-            low = mid
-        else:
-            high = mid
-        if high - low < 1e-15:
-            break
-    return (low + high) / 2
-
-
-def incomplete_beta(x: float, a: float, b: float) -> float:
-    """The regularized incomplete beta function I_x(a, b) for a, b > 0.
-
-    Its continued fraction (Abramowitz and Stegun 26.5.8), evaluated by the modified Lentz
-    method, converges fast for x below the mean (a + 1) / (a + b + 2); above it the symmetry
-    I_x(a, b) = 1 - I_{1-x}(b, a) is used instead.
-    """
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    log_front = (
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-    if x < (a + 1) / (a + b + 2):
-        return math.exp(log_front) * _fraction(x, a, b) / a
-    return 1 - math.exp(log_front) * _fraction(1 - x, b, a) / b
-
-
-def _fraction(x: float, a: float, b: float) -> float:
-    """The continued fraction of I_x(a, b) without its front factor (modified Lentz)."""
-    c = 1.0
-    d = 1 - (a + b) * x / (a + 1)
-    d = 1 / (d if abs(d) > _TINY else _TINY)
-    result = d
-    for m in range(1, _CF_STEPS + 1):
-        # even term: m (b - m) x / ((a + 2m - 1)(a + 2m))
-        num = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
-        d, c = _lentz(num, d, c)
-        result *= d * c
-        # odd term: -(a + m)(a + b + m) x / ((a + 2m)(a + 2m + 1))
-        num = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
-        d, c = _lentz(num, d, c)
-        step = d * c
-        result *= step
-        if abs(step - 1) < 1e-15:
-            break
-    return result
-
-
-_TINY = 1e-300
-
-
-def _lentz(num: float, d: float, c: float) -> tuple[float, float]:
-    """One step of the modified Lentz recurrence: the new (D, C) for numerator ``num``."""
-    d = 1 + num * d
-    d = 1 / (d if abs(d) > _TINY else _TINY)
-    c = 1 + num / c
-    return d, (c if abs(c) > _TINY else _TINY)

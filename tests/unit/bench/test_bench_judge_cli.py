@@ -9,6 +9,7 @@ the regression Fails, no A/A run Fails, and the three new ones Pass.
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import subprocess
@@ -16,7 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
+from vllm_operator.api.spec import Thresholds
 from vllm_operator.commands.judge import main
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -237,3 +240,119 @@ def test_the_h200_max_num_seqs_4_regression_fails_the_slo_gate_both_ways(
         for line in out.splitlines()
     ), out
     assert "at 24 req/s: not measured, the sweep stopped at its first breach 8" in out
+
+
+# -- SLO tails counted (issue 29): judge --report -----------------------------------------
+
+TAILS = ROOT / "docs/calibration/h200-tails-2026-12-02"
+
+
+def slo_aa_limits() -> str:
+    """The thresholds of the CR the slo-aa run was measured with (gpu-slo-aa.yaml)."""
+    spec = yaml.safe_load((TAILS / "gpu-slo-aa.yaml").read_text())
+    return json.dumps(spec["spec"]["gate"]["thresholds"])
+
+
+def test_slo_aa_summary_without_counts_is_judged_by_the_old_rule_and_says_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = judge("--summary", str(TAILS / "summary-slo-aa.json"), "--thresholds-json",
+                 slo_aa_limits())  # fmt: skip
+    out = capsys.readouterr().out
+    assert (code, out.splitlines()[0]) == (1, "verdict: Inconclusive"), out
+    assert "summary without exceedance counts (written before 2026-12-02)" in out
+    assert "ttft p99 at 24 req/s: 170 ms [21.3, 1357] straddles the 1000 ms limit" in out
+
+
+def test_slo_aa_report_recounted_keeps_the_ttft_promise_and_cannot_count_itl(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The H200 run of 2026-12-02: 0 of 1,440 requests over 1,000 ms at 24 req/s. Counted,
+    # the p99 limit is met at both levels; the report predates gap counts, so ITL cannot
+    # be judged from it (the bench writes them now).
+    code = judge("--report", str(TAILS / "report-slo-aa.json.gz"), "--thresholds-json",
+                 slo_aa_limits())  # fmt: skip
+    out = capsys.readouterr().out
+    assert (code, out.splitlines()[0]) == (1, "verdict: Inconclusive"), out
+    assert (
+        "ttft p99 at 24 req/s: 0 of 1,440 requests above 1000 ms (share <= 0.44%, 95% interval "
+        "widened for 8 looks, 3 trials of up to 10): within the 1% the p99 limit allows"
+    ) in out
+    assert "ttft p99 at 8 req/s: 0 of 1,120 requests above 1000 ms (share <= 0.56%" in out
+    assert out.count("not decidable from this report (no gap counts") == 2
+    lines = [line for line in out.splitlines() if "against the baseline" in line]
+    assert any("24 req/s" in line and line.endswith("95% interval widened for 8 looks, 3 "
+               "trials of up to 10): within the limit") for line in lines), lines  # fmt: skip
+    assert "regression beyond" not in out
+
+
+@pytest.mark.parametrize("run", ["aa-slo", "aa-warm", "reg-slo"])
+def test_the_2026_12_01_reports_recounted(run: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = judge("--report", str(SLO_RUNS / f"report-{run}.json.gz"), "--thresholds-json",
+                 SLO_LIMITS)  # fmt: skip
+    out = capsys.readouterr().out
+    if run == "reg-slo":
+        assert (code, out.splitlines()[0]) == (1, "verdict: Failed"), out
+        assert "ttft p99 at 8 req/s: 429 of 480 requests above 1000 ms (share >= " in out
+        assert "464 of 480 requests above 243.79 ms" in out
+        assert "regression beyond the limit" in out
+    else:
+        assert (code, out.splitlines()[0]) == (1, "verdict: Inconclusive"), out
+        assert not re.findall(r".*(?:regression beyond|beyond the|below the least).*", out)
+
+
+def test_a_report_is_recounted_at_limits_its_summary_was_not_counted_at(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from test_bench_load_tails import make_run
+
+    from vllm_operator.api.summary import BenchSummary, LoadSweep
+    from vllm_operator.bench.load_figures import level_figures, run_json
+    from vllm_operator.bench.report import REPORT_SCHEMA
+
+    measured = {"ttftMs": {"p99": 1000}, "itlMs": {"p99": 100}}
+    limits = Thresholds.model_validate({"slo": measured}).slo
+    assert limits is not None
+    runs = [make_run(i) for i in range(3)]
+    for i, r in enumerate(runs):
+        r.trial = i
+    level = level_figures(24.0, runs, limits.at(24.0))
+    summary = BenchSummary(model="m", load=LoadSweep(mode="rate", levels=[level]))
+    report = {
+        "schema": REPORT_SCHEMA,
+        "summary": summary.to_wire(),
+        "load": {"runs": [run_json(r, limits.at(24.0)) for r in runs]},
+    }
+    path = tmp_path / "report.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(report).encode()))
+    (tmp_path / "summary.json").write_text(json.dumps(summary.to_wire()))
+    same = json.dumps({"slo": measured})
+    assert judge("--report", str(path), "--thresholds-json", same) == 0
+    assert "0 of 23,040 gaps above 100 ms" in capsys.readouterr().out
+    tighter = json.dumps({"slo": {"ttftMs": {"p99": 1000}, "itlMs": {"p99": 12}}})
+    judge("--summary", str(tmp_path / "summary.json"), "--thresholds-json", tighter)
+    out = capsys.readouterr().out
+    assert "counted above 100 ms, but the limit judged is 12 ms: re-judge with --report" in out
+    judge("--report", str(path), "--thresholds-json", tighter)
+    out = capsys.readouterr().out
+    assert re.search(r"itl p99 at 24 req/s: [\d,]+ of 23,040 gaps above 12 ms", out), out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--report", "{summary}"], "--report: "),
+        (["--report", "{summary}", "--summary", "{summary}"], "arguments: argument --summary"),
+        (["--report", "{notgz}"], "--report: "),
+        ([], "arguments: one of the arguments --summary --report is required"),
+    ],
+)
+def test_report_usage_errors_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    (tmp_path / "notgz").write_bytes(b"\x1f\x8bnot gzip at all")
+    files = {"{summary}": str(TAILS / "summary-slo-aa.json"), "{notgz}": str(tmp_path / "notgz")}
+    assert judge(*[files.get(a, a) for a in argv], "--thresholds-json", TEN) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"vllm-operator judge: {message}"), captured.err
+    assert "Traceback" not in captured.err

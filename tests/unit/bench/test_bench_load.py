@@ -257,6 +257,8 @@ def test_goodput_holds_each_request_to_its_metrics_highest_limited_percentile() 
         "output_tokens": 5,
         "ok": True,
         "met_slo": True,
+        "gaps": 4,
+        "slow_gaps_ms": [],  # every gap is the run's p90 gap: none above it
     }
 
 
@@ -288,11 +290,14 @@ def test_level_figures_carry_only_the_limited_percentiles_per_trial() -> None:
 
 def test_a_large_sweep_is_cut_from_its_highest_level_to_fit_4096_bytes() -> None:
     keys = [f"{m}.{p}" for m in ("ttft", "itl", "tpot", "e2e") for p in ("p50", "p99")]
+    counts = {"limit": 500.0, "total": [300] * 10, "above": [1] * 10}
     levels = [
         {
             "level": float(n + 1),
             "requests": 3000,
             "percentiles": {k: [1234.5] * 10 for k in keys},
+            "pooled": dict.fromkeys(keys, 1234.5),
+            "tails": dict.fromkeys(keys, counts),
             "goodputPercent": [99.5] * 10,
             "errorPercent": [0.25] * 10,
         }
@@ -305,12 +310,13 @@ def test_a_large_sweep_is_cut_from_its_highest_level_to_fit_4096_bytes() -> None
     assert summary_mod.size(fitted) <= 4095
     assert fitted.load is not None
     assert fitted.paired_baseline is not None
-    assert fitted.paired_baseline.load is not None
-    kept = [lv for lv in fitted.load.levels if lv.percentiles]
-    assert kept == sweep.levels[: len(kept)]  # the lowest levels intact
-    assert len(kept) >= 1
+    # the baseline's sweep goes first (the candidate's counts carry the comparison), then
+    # the candidate's per-trial percentiles (the pooled ones stay), then its highest levels
+    assert fitted.paired_baseline.load is None
+    assert all(not lv.percentiles for lv in fitted.load.levels)
+    kept = [lv for lv in fitted.load.levels if lv.tails]
+    assert [lv.tails for lv in kept] == [lv.tails for lv in sweep.levels[: len(kept)]]
+    assert all(lv.pooled == levels[0]["pooled"] for lv in kept)
+    assert 1 <= len(kept) < 16
     assert [lv.level for lv in fitted.load.levels] == [float(n + 1) for n in range(16)]
     assert all(lv.requests == 3000 for lv in fitted.load.levels)
-    # the baseline's level goes before the candidate's
-    base_kept = [lv for lv in fitted.paired_baseline.load.levels if lv.percentiles]
-    assert len(base_kept) <= len(kept)

@@ -1,0 +1,104 @@
+"""A level's limited percentiles as counts for the summary (``api.summary.TailCounts``).
+
+The SLO gate judges a tail limit as the share of observations above it (``gate.tails``), so
+the summary carries, per level, per limited percentile and per trial, how many requests (for
+ITL: gaps) were above the limit, and, against the paired baseline, how many of each pair's
+slowest observations were the candidate's (``gate.pair_tails``). Everything here works on
+tallies (``gate.tallies.Tally``) of one trial each, so the
+benchmark (from its runs, ``bench.load_figures.tally``) and ``vllm-operator judge --report``
+(from a full report's samples, ``bench.report_tails``) count the same way.
+
+Per trial: TTFT, TPOT and E2E are one value per completed request (``SampleTally``); ITL is
+every gap between streamed chunks, grouped by the request that streamed them
+(``ClusteredTally``), whose design effect goes with the count.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.summary import TailCounts, TailRegression
+from vllm_operator.api.workload import LatencyMetric, SloLimits
+from vllm_operator.bench.stats import percentile
+from vllm_operator.gate.pair_tails import candidate_shift, pair_exceedance
+from vllm_operator.gate.slo_tails import regression_limit
+from vllm_operator.gate.tails import Exceedance, allowed_share
+from vllm_operator.gate.tallies import Tally
+
+QUANTILE = {"p50": 50, "p90": 90, "p95": 95, "p99": 99}
+
+Tallies = Callable[[LatencyMetric], "Sequence[Tally] | str"]
+"""A metric -> its per-trial tallies, or why they cannot be had (a report without gaps)."""
+
+
+def level_tails(
+    limits: SloLimits | None,
+    candidate: Tallies,
+    baseline: Tallies | None,
+    thresholds: Thresholds | None,
+) -> tuple[dict[str, float], dict[str, TailCounts]]:
+    """(pooled percentile, counts) of every limited percentile of a level.
+
+    ``baseline`` and ``thresholds`` with ``maxRegressionPercent`` set: each gets its
+    regression record: per trial, the candidate's share of the pair's slowest observations.
+    """
+    pooled: dict[str, float] = {}
+    counts: dict[str, TailCounts] = {}
+    against = thresholds is not None and thresholds.max_regression_percent is not None
+    for metric, by_p in (limits.metric_limits() if limits else {}).items():
+        ours = candidate(metric)
+        theirs = baseline(metric) if baseline is not None and against else None
+        for p, limit in by_p.items():
+            key = f"{metric}.{p}"
+            if isinstance(ours, str):
+                counts[key] = TailCounts(limit=limit, missing=ours)
+                continue
+            values = [v for t in ours for v in t.points()]
+            if values:
+                pooled[key] = round(percentile(values, QUANTILE[p]), 1)
+            at_limit = [t.exceedance(limit) for t in ours]
+            record = None
+            if theirs is not None and not isinstance(theirs, str) and thresholds is not None:
+                relative, floor = regression_limit(thresholds, limit)
+                record = _regression(ours, theirs, p, relative, floor)
+            counts[key] = TailCounts(
+                limit=limit,
+                total=[int(e.total) for e in at_limit],
+                above=[int(e.above) for e in at_limit],
+                design_effect=_effects(at_limit),
+                regression=record,
+            )
+    return pooled, counts
+
+
+def _regression(
+    candidate: Sequence[Tally],
+    baseline: Sequence[Tally],
+    percentile_name: str,
+    relative: float,
+    floor: float,
+) -> TailRegression:
+    """Trial by trial, the candidate's share of the pair's slowest (``gate.pair_tails``)."""
+    shift = candidate_shift(relative, floor)
+    allowed = allowed_share(percentile_name)
+    pairs = [
+        pair_exceedance(ours, theirs, allowed, shift)
+        for ours, theirs in zip(candidate, baseline, strict=False)
+    ]
+    return TailRegression(
+        relative_percent=relative,
+        floor=floor,
+        top=[int(e.total) for e in pairs],
+        candidate=[int(e.above) for e in pairs],
+        design_effect=_effects(pairs),
+    )
+
+
+def _effects(counted: Sequence[Exceedance]) -> list[float] | None:
+    """Per trial, the design effect rounded up to 0.1 (never smaller than measured); None
+    when every one is 1."""
+    if all(e.design_effect <= 1.0 for e in counted):
+        return None
+    return [max(1.0, math.ceil(e.design_effect * 10 - 1e-9) / 10) for e in counted]

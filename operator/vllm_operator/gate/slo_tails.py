@@ -1,0 +1,252 @@
+"""SLO tail limits judged on counts (``gate.tails``), from what a summary carries. Pure.
+
+A limited percentile of a load level arrives as ``api.summary.TailCounts``: per trial, the
+observations above the limit (requests; for ITL the gaps, with the design effect of their
+requests). "TTFT p99 <= 1000 ms" is judged as the promise it makes, at most 1% of requests
+above 1000 ms, with the trials as clusters (``tails.judge_share``) at the look's confidence
+(``gate.sequential``). Against the paired baseline the benchmark counted the candidate's
+requests above the threshold of each end of the baseline's pooled-percentile interval
+(``TailRegression``); the gate re-decides from those counts (``tails.decide_regression``)
+after checking that they were taken at the thresholds these limits give, at this look's
+confidence. Counts taken at another limit, threshold or confidence cannot be re-used: the
+reason says to re-judge from the full report (``vllm-operator judge --report``), which
+counts again from its samples.
+
+The threshold of a baseline value ``x`` is the one ``gate.slo`` has always used for a
+limited percentile: ``max(x (1 + maxRegressionPercent / 100), x + floor)``, the floor being
+the larger of ``regressionFloorMs`` and ``slo.regressionFloorPercent`` of the SLO limit.
+Baseline bounds and thresholds are stored rounded to 0.01 ms outwards (the low ends down,
+the high ends up), so the bench and the operator compute the same thresholds bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.summary import TailCounts, TrialPlan
+from vllm_operator.gate.finding import Finding, Severity
+from vllm_operator.gate.pair_tails import EVEN
+from vllm_operator.gate.regression import FigureKey, Judged
+from vllm_operator.gate.sequential import look_confidence, more_allowed
+from vllm_operator.gate.tails import (
+    Decision,
+    Exceedance,
+    ShareJudgement,
+    allowed_share,
+    judge_share,
+    observations_needed,
+)
+
+REJUDGE = "re-judge with --report (vllm-operator judge counts again from the samples)"
+
+SEVERITY: dict[Decision, Severity] = {
+    "within": "note",
+    "beyond": "fail",
+    "undecided": "inconclusive",
+}
+
+FEWEST = 4
+"""Trials from which one stray trial (a stall) is left out of a share (``tails.stray_cluster``)."""
+
+MOST_NAMED = 10_000_000
+"""Beyond this, "about N requests" is no advice."""
+
+
+def unit_of(metric: str) -> str:
+    """What a metric's counts count: gaps for ITL, requests otherwise."""
+    return "gaps" if metric == "itl" else "requests"
+
+
+def regression_limit(thresholds: Thresholds, limit: float) -> tuple[float, float]:
+    """(maxRegressionPercent, floor in ms) of a percentile limited at ``limit`` ms: the
+    candidate may reach ``max(x (1 + percent / 100), x + floor)`` of the baseline's ``x``."""
+    assert thresholds.max_regression_percent is not None
+    assert thresholds.slo is not None
+    floor = max(
+        thresholds.regression_floor_ms, thresholds.slo.regression_floor_percent / 100 * limit
+    )
+    return thresholds.max_regression_percent, floor
+
+
+def exceedances(
+    above: Sequence[int], total: Sequence[int], effects: Sequence[float] | None
+) -> list[Exceedance]:
+    """Per-trial counts as clusters; ``effects`` None (or empty) means 1 for each."""
+    if effects and len(effects) != len(total):
+        raise ValueError("design effects and totals differ in length")
+    return [
+        Exceedance(float(a), float(n), None, effects[i] if effects else 1.0)
+        for i, (a, n) in enumerate(zip(above, total, strict=True))
+    ]
+
+
+def judge_limit(  # noqa: PLR0917 - private to gate.slo, one call site
+    label: str,
+    metric: str,
+    percentile: str,
+    counts: TailCounts,
+    limit: float,
+    confidence: float,
+    plan: TrialPlan | None,
+    key: FigureKey,
+) -> Judged:
+    """One limited percentile of a level against its SLO limit, from its counts."""
+    trials = len(counts.total)
+    if counts.missing:
+        return Judged(Finding("inconclusive", f"{label}: {counts.missing}"))
+    if not math.isclose(counts.limit, limit, rel_tol=0, abs_tol=1e-9):
+        text = (
+            f"{label}: counted above {counts.limit:g} ms, but the limit judged is {limit:g} ms: "
+            f"{REJUDGE}"
+        )
+        return Judged(Finding("inconclusive", text))
+    allowed = allowed_share(percentile)
+    look = look_confidence(confidence, plan, trials)
+    try:
+        clusters = exceedances(counts.above, counts.total, counts.design_effect)
+    except ValueError as exc:
+        return Judged(Finding("inconclusive", f"{label}: counts do not agree ({exc})"))
+    judged = judge_share(clusters, allowed, look, fewest=FEWEST)
+    unit = unit_of(metric)
+    if judged.observations <= 0:
+        text = f"{label}: no {unit} measured to count"
+        return Judged(Finding("inconclusive", text), key, more_allowed(plan, trials))
+    severity = SEVERITY[judged.decision]
+    above = sum(counts.above)
+    text = (
+        f"{label}: {above:,} of {judged.observations:,.0f} {unit} above {limit:g} ms "
+        f"({_share_span(judged)}, {_how(confidence, plan, trials, judged, unit)}): "
+    )
+    allows = f"the {allowed * 100:g}% the {percentile} limit allows"
+    if judged.decision == "undecided":
+        text += f"undecided against {allows}" + _what_decides(judged, look, plan, trials, unit)
+    else:
+        text += f"{judged.decision} {allows}"
+    return Judged(
+        Finding(severity, text), key, severity == "inconclusive" and more_allowed(plan, trials)
+    )
+
+
+def judge_against_baseline(  # noqa: PLR0917 - private to gate.slo, one call site
+    label: str,
+    metric: str,
+    percentile: str,
+    counts: TailCounts,
+    thresholds: Thresholds,
+    limit: float,
+    plan: TrialPlan | None,
+    key: FigureKey,
+) -> Judged:
+    """One limited percentile against the paired baseline's, from the bench's pair counts."""
+    record = counts.regression
+    if record is None:
+        text = f"{label} against the baseline: the summary has no counts against it; {REJUDGE}"
+        return Judged(Finding("inconclusive", text))
+    trials = len(record.top)
+    relative, floor = regression_limit(thresholds, limit)
+    if not (
+        math.isclose(record.relative_percent, relative, abs_tol=1e-9)
+        and math.isclose(record.floor, floor, abs_tol=1e-9)
+    ):
+        text = (
+            f"{label} against the baseline: counted at +{record.relative_percent:g}% or "
+            f"{record.floor:g} ms, these limits give +{relative:g}% or {floor:g} ms: {REJUDGE}"
+        )
+        return Judged(Finding("inconclusive", text))
+    look = look_confidence(thresholds.confidence_percent / 100, plan, trials)
+    try:
+        pairs = exceedances(record.candidate, record.top, record.design_effect)
+    except ValueError as exc:
+        text = f"{label} against the baseline: counts do not agree ({exc})"
+        return Judged(Finding("inconclusive", text))
+    judged = judge_share(pairs, EVEN, look, fewest=FEWEST)
+    unit = unit_of(metric)
+    if judged.observations <= 0:
+        text = f"{label} against the baseline: no {unit} measured to compare"
+        return Judged(Finding("inconclusive", text), key, more_allowed(plan, trials))
+    severity = SEVERITY[judged.decision]
+    ours = sum(a for i, a in enumerate(record.candidate) if i not in judged.left_out)
+    how = _how(thresholds.confidence_percent / 100, plan, trials, judged, unit)
+    text = (
+        f"{label} against the baseline: of the {judged.observations:,.0f} slowest {unit} of "
+        f"both revisions ({_per_trial(record.top)}; the candidate's less "
+        f"{_limit_words(relative, floor)}), {ours:,} were the candidate's "
+        f"({_share_span(judged)}, {how}{_left_out(judged)}): "
+    )
+    if judged.decision == "within":
+        text += "within the limit (half would put its " + percentile + " at the baseline's plus it)"
+    elif judged.decision == "beyond":
+        text += f"regression beyond the limit (more than half: its {percentile} is slower)"
+    else:
+        text += "undecided, half would put it exactly on the limit"
+    return Judged(
+        Finding(severity, text), key, severity == "inconclusive" and more_allowed(plan, trials)
+    )
+
+
+def _per_trial(top: Sequence[int]) -> str:
+    if len(set(top)) == 1 and top:
+        return f"{top[0]:,} a trial"
+    return f"{min(top, default=0):,}-{max(top, default=0):,} a trial"
+
+
+def _left_out(judged: ShareJudgement) -> str:
+    if not judged.left_out:
+        return ""
+    return ", stray trial " + ", ".join(str(i + 1) for i in judged.left_out) + " left out"
+
+
+def _limit_words(relative: float, floor: float) -> str:
+    return f"{relative:g}% or {floor:g} ms, whichever takes less off"
+
+
+def _share_span(judged: ShareJudgement) -> str:
+    if judged.decision == "within":
+        return f"share <= {_pct(judged.high)}"
+    if judged.decision == "beyond":
+        return f"share >= {_pct(judged.low)}"
+    return f"share {_pct(judged.low)} to {_pct(judged.high)}"
+
+
+def _how(
+    confidence: float,
+    plan: TrialPlan | None,
+    trials: int,
+    judged: ShareJudgement | None,
+    unit: str,
+) -> str:
+    text = f"{confidence * 100:g}% interval"
+    if plan is not None and plan.looks > 1:
+        text += f" widened for {plan.looks} looks"
+    text += f", {trials} trial{'' if trials == 1 else 's'}"
+    if plan is not None and plan.looks > 1 and trials < plan.max_trials:
+        text += f" of up to {plan.max_trials}"
+    if judged is not None and judged.effective < 0.9 * judged.observations:
+        text += f", worth {judged.effective:,.0f} independent {unit} (clustered)"
+    return text
+
+
+def _what_decides(
+    judged: ShareJudgement, look: float, plan: TrialPlan | None, trials: int, unit: str
+) -> str:
+    if plan is not None and trials >= plan.max_trials:
+        ran = f"; {trials} trials, the most allowed (gate.maxTrials)"
+    elif plan is None:
+        ran = f"; {trials} trials, a fixed number (no sequential plan)"
+    else:
+        ran = ""
+    if judged.share >= judged.allowed:
+        return ran + ": the share sits at or above the limit, more trials would not pass it"
+    needed = observations_needed(judged.allowed, look, judged.share)
+    if needed <= 0 or needed > MOST_NAMED:
+        return ran
+    return ran + f": about {needed:,} independent {unit} at this share would decide it"
+
+
+def _pct(share: float) -> str:
+    value = share * 100
+    if value == 0:
+        return "0%"
+    return f"{value:#.2g}%" if value < 10 else f"{value:.0f}%"
