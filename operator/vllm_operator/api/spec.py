@@ -28,7 +28,13 @@ from vllm_operator.api.kube_rules import (
     check_gpu_resource,
     check_sub_path,
 )
-from vllm_operator.api.workload import WORKLOAD_RULES, SloThresholds, WorkloadSpec
+from vllm_operator.api.workload import (
+    SLO_AT_RULES,
+    WORKLOAD_RULES,
+    SloThresholds,
+    WorkloadSpec,
+    unmeasured_slo_levels,
+)
 
 PerformanceMode = Literal["balanced", "interactivity", "throughput", "eager"]
 LibraryPathFix = Literal["auto", "strip-cuda", "unset", "none"]
@@ -619,6 +625,14 @@ class GateSpec(APIModel):
         return self
 
     @model_validator(mode="after")
+    def _slo_levels_measured(self) -> GateSpec:
+        if not self.workload.is_study and (
+            problem := unmeasured_slo_levels(self.thresholds.slo, self.workload.load)
+        ):
+            raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
     def _trial_plan(self) -> GateSpec:
         if self.max_trials < self.trials:
             raise ValueError(
@@ -656,7 +670,7 @@ class VLLMDeploymentSpec(APIModel):
     gate: GateSpec = Field(
         default_factory=GateSpec,
         description="The benchmark gate.",
-        json_schema_extra={"x-kubernetes-validations": TRIAL_PLAN_RULES},
+        json_schema_extra={"x-kubernetes-validations": [*TRIAL_PLAN_RULES, *SLO_AT_RULES]},
     )
     autoscaling: AutoscalingSpec | None = Field(
         default=None,

@@ -38,7 +38,7 @@ from array import array
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from vllm_operator.api.workload import LoadMode
+from vllm_operator.api.workload import MAX_LEVEL_REQUESTS, LoadMode
 from vllm_operator.bench.request import ChatRequest, RequestRecord
 from vllm_operator.bench.traffic import Traffic
 
@@ -46,8 +46,9 @@ Clock = Callable[[], float]
 SendOne = Callable[[ChatRequest, "LoadRecord"], Awaitable[None]]
 """Send one request into its (already stored) record: the runner's deadline and counting."""
 
-MAX_RUN_REQUESTS = 100_000
-"""Requests of one run (server, level, trial) at most: rate x seconds beyond is refused."""
+MAX_RUN_REQUESTS = MAX_LEVEL_REQUESTS
+"""Requests of one run (server, level, trial) at most: rate x seconds beyond is refused
+(by ``api.workload.LoadSpec`` and the CRD before any run; ``arrivals`` checks again)."""
 
 MAX_IN_FLIGHT = 2048
 """Open-loop requests in flight at most; later arrivals wait for a slot (and it shows)."""
