@@ -7,7 +7,9 @@ operator decide with these limits?" without a cluster, and lets anyone re-judge 
 decides anything itself: it reads the files, calls ``gate.verdict`` and prints its reasons.
 
 Exit codes follow ``bench``: 0 Passed, 1 Failed or Inconclusive, 2 usage error (a file that
-cannot be read or is not a summary, limits that do not validate), 3 Error.
+cannot be read or is not a summary, limits that do not validate), 3 Error (also for a
+summary whose figures contradict each other or are not finite, ``api.summary_checks``: the
+reason names the contradiction).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pydantic import ValidationError
 
 from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, TrialPlan, Verdict
+from vllm_operator.api.summary_checks import SummaryContradiction
 from vllm_operator.bench import bounded
 from vllm_operator.bench.report import REPORT_SCHEMA
 from vllm_operator.commands.bench import model_arg
@@ -111,6 +114,10 @@ def main(argv: list[str], prog: str) -> int:
         baseline = read_summary(args.baseline, "--baseline") if args.baseline else None
         thresholds = thresholds_arg(args.thresholds_json)
         plan = plan_from(args.trials, args.max_trials)
+    except ContradictorySummary as exc:  # figures, but not one reading of them: Error
+        judged = Verdict(outcome="Error", reasons=[str(exc)])
+        sys.stdout.write(render(judged, args.output))
+        return EXIT[judged.outcome]
     except SpecError as exc:
         sys.stderr.write(f"{prog}: {exc}\n")
         return 2
@@ -160,11 +167,29 @@ def read_summary(path: str, option: str) -> BenchSummary:
     try:
         return BenchSummary.model_validate(data)
     except ValidationError as exc:
+        if (contradiction := contradiction_in(exc)) is not None:
+            raise ContradictorySummary(option, f"{path}: {contradiction}") from exc
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
         raise SpecError(
             f"{option}: {where}", f"{first['msg']} (is {path} a bench summary?)"
         ) from exc
+
+
+class ContradictorySummary(SpecError):
+    """A summary whose figures contradict each other (``api.summary_checks``) or are not
+    finite: judged Error, naming the contradiction, never Passed and never a usage error."""
+
+
+def contradiction_in(exc: ValidationError) -> str | None:
+    """The first contradiction or non-finite figure among ``exc``'s errors, as a reason."""
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "(top level)"
+        if error["type"] == "finite_number":
+            return f"{where} is {error['input']!r}: not a finite number, not a measurement"
+        if isinstance(error.get("ctx", {}).get("error"), SummaryContradiction):
+            return f"the figures contradict each other: {error['ctx']['error']}"
+    return None
 
 
 def render(judged: Verdict, output: str) -> str:
