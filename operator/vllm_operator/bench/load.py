@@ -20,10 +20,11 @@ conditioned on its count (given N arrivals in [0, T], Poisson arrival times are 
 uniforms). Every trial then asks exactly the rate, so the achieved rate measures the
 client, not the luck of the draw (an unconditioned 30 s at 50 requests/s varies by 2.6%).
 
-Bounded: at most ``max_in_flight`` requests in flight (an arrival waits for a slot, and the
-wait counts in its latency), at most ``MAX_RUN_REQUESTS`` per run, and each finished
-request's chunk times are folded into its run's gap list and dropped, so a long run keeps
-a few numbers per request, not one per token.
+Bounded: at most ``max_in_flight`` requests and ``max_bytes_in_flight`` of prompt text in
+flight (``bench.budget``: an arrival waits for a slot and for room, and the wait counts in
+its latency; a closed-loop stream waits for room too), at most ``MAX_RUN_REQUESTS`` per
+run, and each finished request's chunk times are folded into its run's gap list and
+dropped, so a long run keeps a few numbers per request, not one per token.
 
 Every record is stored in its run before it is sent (the runner's rule), so a deadline that
 cancels the level still counts the requests in flight (``timeout``).
@@ -39,6 +40,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from vllm_operator.api.workload import MAX_LEVEL_REQUESTS, LoadMode
+from vllm_operator.bench.budget import MAX_BYTES_IN_FLIGHT, ByteBudget, request_bytes
 from vllm_operator.bench.request import ChatRequest, RequestRecord
 from vllm_operator.bench.traffic import Traffic
 
@@ -85,7 +87,8 @@ class LoadRun:
     gaps: array[float] = field(default_factory=lambda: array("d"))
     """Every gap between streamed chunks of its completed requests (s), all requests."""
     waited_for_slot: int = 0
-    """Arrivals that found every in-flight slot taken and waited."""
+    """Arrivals that found every in-flight slot taken, or no room in the byte budget, and
+    waited."""
     cut_at_max: bool = False
     """True when the run stopped sending at ``MAX_RUN_REQUESTS``."""
 
@@ -139,6 +142,7 @@ async def closed_loop(
     *,
     streams: int,
     first_index: int,
+    max_bytes_in_flight: int = MAX_BYTES_IN_FLIGHT,
 ) -> None:
     """``streams`` streams, each sending back to back until ``run.seconds`` have passed.
 
@@ -148,6 +152,7 @@ async def closed_loop(
     run.started = clock()
     end = run.started + run.seconds
     sent = 0
+    budget = ByteBudget(max_bytes_in_flight)
 
     async def stream() -> None:
         nonlocal sent
@@ -160,9 +165,14 @@ async def closed_loop(
             now = clock()
             record = LoadRecord(scheduled_at=now, offset=now - run.started, dispatched_at=now)
             run.records.append(record)
+            request = traffic.request(index)
+            if budget.would_wait(size := request_bytes(request)):
+                run.waited_for_slot += 1
+            granted = await budget.acquire(size)
             try:
-                await send_one(traffic.request(index), record)
+                await send_one(request, record)
             finally:
+                budget.release(granted)
                 fold(record, run)
 
     try:
@@ -186,6 +196,7 @@ async def open_loop(
     seed: str,
     first_index: int,
     max_in_flight: int = MAX_IN_FLIGHT,
+    max_bytes_in_flight: int = MAX_BYTES_IN_FLIGHT,
 ) -> None:
     """Poisson arrivals at ``rate`` for ``run.seconds``, sent whether or not others finished.
 
@@ -195,18 +206,20 @@ async def open_loop(
     """
     schedule = arrivals(rate, run.seconds, seed)
     slots = asyncio.Semaphore(max_in_flight)
+    budget = ByteBudget(max_bytes_in_flight)
     tasks: set[asyncio.Task[None]] = set()
     failures: list[BaseException] = []
     run.asked_rate = rate
 
-    async def one(index: int, record: LoadRecord) -> None:
+    async def one(request: ChatRequest, granted: int, record: LoadRecord) -> None:
         try:
-            await send_one(traffic.request(index), record)
+            await send_one(request, record)
         except Exception as exc:  # Aborted and the like: the run stops after this level
             failures.append(exc)
         finally:
             fold(record, run)
             slots.release()
+            budget.release(granted)
 
     run.started = clock()
     try:
@@ -216,14 +229,17 @@ async def open_loop(
             delay = run.started + offset - clock()
             if delay > 0:
                 await asyncio.sleep(delay)
-            if slots.locked():
+            request = traffic.request(first_index + n)
+            size = request_bytes(request)
+            if slots.locked() or budget.would_wait(size):
                 run.waited_for_slot += 1
             await slots.acquire()
+            granted = await budget.acquire(size)
             record = LoadRecord(
                 scheduled_at=run.started + offset, offset=offset, dispatched_at=clock()
             )
             run.records.append(record)
-            task = asyncio.create_task(one(first_index + n, record))
+            task = asyncio.create_task(one(request, granted, record))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
         if tasks:
