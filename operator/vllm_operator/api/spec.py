@@ -22,6 +22,7 @@ from vllm_operator.api.base import APIModel
 from vllm_operator.api.kube_rules import (
     GPU_RESOURCE_PATTERN,
     GPU_RESOURCE_RULES,
+    SUB_PATH_PATTERN,
     SUB_PATH_RULES,
     ConfigKey,
     ObjectName,
@@ -65,7 +66,7 @@ class VolumeClaimRef(APIModel):
         default=None,
         max_length=1024,
         description="Optional sub-path inside the volume: relative, without '..' elements.",
-        json_schema_extra={"x-kubernetes-validations": SUB_PATH_RULES},
+        json_schema_extra={"x-kubernetes-validations": SUB_PATH_RULES, "pattern": SUB_PATH_PATTERN},
     )
     read_only: bool = Field(default=False, description="Mount the volume read-only.")
 

@@ -16,7 +16,13 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, JsonValue, field_validator, model_validator
 
 from vllm_operator.api.base import APIModel
-from vllm_operator.api.kube_rules import SUB_PATH_RULES, ConfigKey, ObjectName, check_sub_path
+from vllm_operator.api.kube_rules import (
+    SUB_PATH_PATTERN,
+    SUB_PATH_RULES,
+    ConfigKey,
+    ObjectName,
+    check_sub_path,
+)
 
 MAX_TOKENS = 131_072
 """Largest token count a distribution may ask for (context lengths beyond are rare)."""
@@ -214,8 +220,10 @@ class DatasetRef(APIModel):
         default=None,
         min_length=1,
         max_length=1024,
-        description="Path of the dataset file inside the claim (relative, no '..').",
-        json_schema_extra={"x-kubernetes-validations": SUB_PATH_RULES},
+        description=(
+            "Path of the dataset file inside the claim (relative, no '..', no control characters)."
+        ),
+        json_schema_extra={"x-kubernetes-validations": SUB_PATH_RULES, "pattern": SUB_PATH_PATTERN},
     )
     max_output_tokens: int = Field(
         default=1024,
