@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
+from pydantic import ValidationError
+
 
 class SummaryContradiction(ValueError):
     """Figures of one summary that cannot all be true."""
@@ -98,3 +100,15 @@ def differential(figures: _Differential) -> None:
     for name, value, of, most in bounds:
         if value > most:
             raise SummaryContradiction(f"quality.differential: {name} {value} is above {of} {most}")
+
+
+def contradiction_in(exc: ValidationError) -> str | None:
+    """The first contradiction or non-finite figure among ``exc``'s errors, as a reason
+    (None when the summary failed validation for another cause)."""
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "(top level)"
+        if error["type"] == "finite_number":
+            return f"{where} is {error['input']!r}: not a finite number, not a measurement"
+        if isinstance(error.get("ctx", {}).get("error"), SummaryContradiction):
+            return f"the figures contradict each other: {error['ctx']['error']}"
+    return None

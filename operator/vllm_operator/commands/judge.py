@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, TrialPlan, Verdict
-from vllm_operator.api.summary_checks import SummaryContradiction
+from vllm_operator.api.summary_checks import contradiction_in
 from vllm_operator.bench import bounded
 from vllm_operator.bench.report import REPORT_SCHEMA
 from vllm_operator.commands.bench import model_arg
@@ -179,17 +179,6 @@ def read_summary(path: str, option: str) -> BenchSummary:
 class ContradictorySummary(SpecError):
     """A summary whose figures contradict each other (``api.summary_checks``) or are not
     finite: judged Error, naming the contradiction, never Passed and never a usage error."""
-
-
-def contradiction_in(exc: ValidationError) -> str | None:
-    """The first contradiction or non-finite figure among ``exc``'s errors, as a reason."""
-    for error in exc.errors():
-        where = ".".join(str(p) for p in error["loc"]) or "(top level)"
-        if error["type"] == "finite_number":
-            return f"{where} is {error['input']!r}: not a finite number, not a measurement"
-        if isinstance(error.get("ctx", {}).get("error"), SummaryContradiction):
-            return f"the figures contradict each other: {error['ctx']['error']}"
-    return None
 
 
 def render(judged: Verdict, output: str) -> str:
