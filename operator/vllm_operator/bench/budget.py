@@ -24,6 +24,8 @@ MAX_BYTES_IN_FLIGHT = 64 << 20
 
 def request_bytes(request: ChatRequest) -> int:
     """How much text ``request`` carries (characters of every turn it sends), at least 1."""
+    if request.messages_json is not None:
+        return max(1, len(request.messages_json))
     if request.messages is None:
         return max(1, len(request.prompt) + len(request.system or ""))
     return max(1, sum(_text_size(m.get("content")) for m in request.messages))

@@ -199,8 +199,8 @@ def _record(line: int, messages: list[dict[str, Any]], max_tokens: int) -> Recor
 
 def normalised(content: str | list[dict[str, str]]) -> str:
     """The text a server makes of a turn's content: text parts joined by newlines, as
-    vLLM's chat parser does for string-format chat templates
-    (``entrypoints/chat_utils.py``, ``_parse_chat_message_content_parts``)."""
+    vLLM's chat parser does for string-format chat templates (``entrypoints/chat_utils.py``,
+    ``_parse_chat_message_content_parts``, read on vLLM's main branch in December 2026)."""
     if isinstance(content, str):
         return content
     return "\n".join(part["text"] for part in content)
@@ -310,6 +310,8 @@ def _next_reply(turns: list[Any]) -> str | None:
     return None
 
 
+PROMPT_LABEL = 200
+"""Characters of the first user turn a request keeps as its name in logs (``prompt``)."""
 MARK = re.compile(r"\[request \d+\] ")
 """The mark of a repeated prompt (``marked``); a record that starts with it is refused."""
 
@@ -362,11 +364,14 @@ class DatasetTraffic:
         which = self._order(epoch)[pos]
         record = self.records[which]
         messages = json.loads(record.payload)
+        payload = record.payload  # shared, not copied, while the request is in flight
         if epoch > 0 or not self.first[which]:
             marked(messages, index)
-        user = next(m["content"] for m in messages if m["role"] == "user")
-        prompt = user if isinstance(user, str) else " ".join(p["text"] for p in user)
-        return ChatRequest(prompt=prompt, max_tokens=record.max_tokens, messages=tuple(messages))
+            payload = json.dumps(messages, ensure_ascii=False, separators=(",", ":")).encode()
+        user = normalised(next(m["content"] for m in messages if m["role"] == "user"))
+        return ChatRequest(
+            prompt=user[:PROMPT_LABEL], max_tokens=record.max_tokens, messages_json=payload
+        )
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -145,3 +145,21 @@ def test_a_dataset_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Path,
 def test_the_bounds_are_the_documented_ones() -> None:
     assert dataset_mod.MAX_DATASET_BYTES == 32 << 20
     assert dataset_mod.MAX_LINE_BYTES == 1 << 20
+
+
+def test_a_request_in_flight_holds_no_copy_of_its_prompt() -> None:
+    """Sent as written, a request carries its record's encoded turns (the same bytes);
+    its ``prompt`` is only a short name for logs."""
+    long = "word " * 10_000
+    traffic = dataset("\n".join([chat(long), chat("b " + long)]))
+    for i in range(2):
+        request = traffic.request(i)
+        assert any(request.messages_json is r.payload for r in traffic.records)
+        assert len(request.prompt) == dataset_mod.PROMPT_LABEL
+        body = json.loads(request.body("m"))
+        assert body["messages"][0]["content"] in (long, "b " + long)
+        assert body["model"] == "m"
+        assert body["ignore_eos"] is True
+    marked = traffic.request(2)  # the second pass: marked, its own bytes
+    assert all(marked.messages_json is not r.payload for r in traffic.records)
+    assert json.loads(marked.body("m"))["messages"][0]["content"].startswith("[request 2] ")
