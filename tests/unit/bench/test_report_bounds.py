@@ -4,12 +4,16 @@ parses it (issue 31: a 128 MiB array of ``{}`` took 6.4 GB before it was refused
 from __future__ import annotations
 
 import json
+import os
+import threading
 import tracemalloc
+from pathlib import Path
 
 import pytest
 from report_fixtures import load_report
 
 from vllm_operator.bench.page import view
+from vllm_operator.commands.report import main as report_main
 
 SIXTEEN_MIB = 16 << 20
 
@@ -55,3 +59,22 @@ def test_the_bounds_hold_the_largest_report() -> None:
     # 320 runs x 2,000 samples, each an object of 9 values, fit both bounds.
     assert view.MAX_CONTAINERS > 320 * 2000
     assert view.MAX_VALUES > 320 * 2000 * 9
+
+
+def test_a_fifo_report_is_refused_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("plotly")
+    fifo = tmp_path / "report.json"
+    os.mkfifo(fifo)
+    codes: list[int] = []
+    argv = [str(fifo), "-o", str(tmp_path / "r.html")]
+    worker = threading.Thread(target=lambda: codes.append(report_main(argv, "r")), daemon=True)
+    worker.start()
+    worker.join(20)
+    if worker.is_alive():  # unblock today's open so the test ends
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(5)
+        pytest.fail("reading a FIFO blocked")
+    assert codes == [2]
+    assert "a FIFO (named pipe), not a regular file" in capsys.readouterr().err
