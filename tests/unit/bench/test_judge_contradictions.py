@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from vllm_operator.api.summary import BenchSummary
+from vllm_operator.bench.suite import load_suite
 from vllm_operator.commands.judge import main
+from vllm_operator.errors import SpecError
 
 TEN = '{"maxRegressionPercent": 10}'
 GOOD: dict[str, Any] = {
@@ -184,3 +186,25 @@ def test_a_fifo_is_refused_at_once(
         pytest.fail("reading a FIFO blocked")
     assert codes == [2]
     assert "a FIFO (named pipe), not a regular file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"name: x\ntests: []\n# \xe9\n", "is not UTF-8"),
+        (None, "not a regular file"),
+        (b"#" * ((1 << 20) + 1), "is larger than 1048576 bytes"),
+    ],
+)
+def test_bench_suite_files_are_bounded_regular_utf8(
+    tmp_path: Path, content: bytes | None, words: str
+) -> None:
+    path = tmp_path / "suite.yaml"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    with pytest.raises(SpecError, match=words):
+        load_suite(str(path))
+    with pytest.raises(SpecError, match="not a regular file"):
+        load_suite("/dev/zero")
