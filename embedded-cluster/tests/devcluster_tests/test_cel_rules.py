@@ -267,6 +267,57 @@ CASES += [
         _set(f"{_WORKLOAD}.load", {"mode": "rate", "rates": [5, 10], "concurrency": [2, 1]}),
         f"{_WORKLOAD}.load: Invalid value: load levels must be distinct and ascending",
     ),
+    RuleCase(
+        "load-rate-requests-per-level",
+        f"{_WORKLOAD}.load",
+        "!(has(self.mode) && self.mode == 'rate') || !has(self.rates)",
+        _set(f"{_WORKLOAD}.load", {"mode": "rate", "rates": [10000], "secondsPerLevel": 3600}),
+        _set(f"{_WORKLOAD}.load", {"mode": "rate", "rates": [10000], "secondsPerLevel": 10}),
+        f"{_WORKLOAD}.load: Invalid value: every rate x secondsPerLevel must be at most 100000 "
+        "requests per level: lower the rate or secondsPerLevel",
+    ),
+    RuleCase(
+        "slo-levels-once",
+        "spec.gate.thresholds.slo.levels",
+        "self.all(x, self.exists_one(",
+        _set(
+            "spec.gate",
+            {
+                "thresholds": {"slo": {"levels": [{"at": 2}, {"at": 2}]}},
+                "workload": {"synthetic": _TOKENS},
+            },
+        ),
+        _set(
+            "spec.gate",
+            {
+                "thresholds": {"slo": {"levels": [{"at": 2}, {"at": 4}]}},
+                "workload": {"synthetic": _TOKENS},
+            },
+        ),
+        "spec.gate.thresholds.slo.levels: Invalid value: slo.levels must name each level once "
+        "(`at`)",
+    ),
+    RuleCase(
+        "slo-levels-measured",
+        "spec.gate",
+        "!has(self.workload) || !has(self.thresholds)",
+        _set(
+            "spec.gate",
+            {
+                "thresholds": {"slo": {"levels": [{"at": 3}]}},
+                "workload": {"synthetic": _TOKENS, "load": {"mode": "rate", "rates": [1, 2]}},
+            },
+        ),
+        _set(
+            "spec.gate",
+            {
+                "thresholds": {"slo": {"levels": [{"at": 2}]}},
+                "workload": {"synthetic": _TOKENS, "load": {"mode": "rate", "rates": [1, 2]}},
+            },
+        ),
+        "spec.gate: Invalid value: every gate.thresholds.slo.levels[].at must be a level of "
+        "gate.workload.load (a level never measured has no figures to judge)",
+    ),
     *_token_cases("inputTokens"),
     *_token_cases("outputTokens"),
     RuleCase(

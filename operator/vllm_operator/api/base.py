@@ -3,6 +3,8 @@
 Kubernetes objects use camelCase; Python code uses snake_case. ``extra="forbid"`` turns a
 misspelt field (``performanceMod``) into an error that names it instead of a silently
 ignored setting, which is the most expensive kind of typo on a GPU cluster.
+``allow_inf_nan=False``: JSON has no infinity, and a summary that says ``Infinity`` tok/s
+(Python's json reads it) is not a measurement: every float of the API is finite.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ class APIModel(BaseModel):
         extra="forbid",
         frozen=True,
         use_enum_values=True,
+        allow_inf_nan=False,
     )
 
     def to_wire(self) -> dict[str, object]:

@@ -79,6 +79,10 @@ def check_gpu_resource(value: str) -> str:
     return value
 
 
+# No control characters: a NUL or newline in a path renders into the pod (and the bench's
+# --dataset argument) as something else than the file meant. The CRD carries it as a pattern.
+SUB_PATH_PATTERN = r"^[^\x00-\x1f\x7f]*$"
+
 # The CRD says the same as check_sub_path; CEL without split() so every Kubernetes has it.
 SUB_PATH_RULES: list[JsonValue] = [
     {
@@ -93,6 +97,11 @@ SUB_PATH_RULES: list[JsonValue] = [
 
 def check_sub_path(value: str) -> str:
     """``value`` if it is a relative path without '..' elements (Kubernetes' subPath rule)."""
+    if not re.fullmatch(SUB_PATH_PATTERN, value):
+        raise ValueError(
+            f"{value[:64]!r} has a control character (NUL, newline, tab...): a path in a "
+            "volume is printable text; rename the file"
+        )
     if value.startswith("/"):
         raise ValueError(
             f"{value[:64]!r} is absolute: a subPath is relative to the volume's root "

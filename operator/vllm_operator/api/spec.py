@@ -22,13 +22,20 @@ from vllm_operator.api.base import APIModel
 from vllm_operator.api.kube_rules import (
     GPU_RESOURCE_PATTERN,
     GPU_RESOURCE_RULES,
+    SUB_PATH_PATTERN,
     SUB_PATH_RULES,
     ConfigKey,
     ObjectName,
     check_gpu_resource,
     check_sub_path,
 )
-from vllm_operator.api.workload import WORKLOAD_RULES, SloThresholds, WorkloadSpec
+from vllm_operator.api.workload import (
+    SLO_AT_RULES,
+    WORKLOAD_RULES,
+    SloThresholds,
+    WorkloadSpec,
+    unmeasured_slo_levels,
+)
 
 PerformanceMode = Literal["balanced", "interactivity", "throughput", "eager"]
 LibraryPathFix = Literal["auto", "strip-cuda", "unset", "none"]
@@ -59,7 +66,7 @@ class VolumeClaimRef(APIModel):
         default=None,
         max_length=1024,
         description="Optional sub-path inside the volume: relative, without '..' elements.",
-        json_schema_extra={"x-kubernetes-validations": SUB_PATH_RULES},
+        json_schema_extra={"x-kubernetes-validations": SUB_PATH_RULES, "pattern": SUB_PATH_PATTERN},
     )
     read_only: bool = Field(default=False, description="Mount the volume read-only.")
 
@@ -619,6 +626,14 @@ class GateSpec(APIModel):
         return self
 
     @model_validator(mode="after")
+    def _slo_levels_measured(self) -> GateSpec:
+        if not self.workload.is_study and (
+            problem := unmeasured_slo_levels(self.thresholds.slo, self.workload.load)
+        ):
+            raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
     def _trial_plan(self) -> GateSpec:
         if self.max_trials < self.trials:
             raise ValueError(
@@ -656,7 +671,7 @@ class VLLMDeploymentSpec(APIModel):
     gate: GateSpec = Field(
         default_factory=GateSpec,
         description="The benchmark gate.",
-        json_schema_extra={"x-kubernetes-validations": TRIAL_PLAN_RULES},
+        json_schema_extra={"x-kubernetes-validations": [*TRIAL_PLAN_RULES, *SLO_AT_RULES]},
     )
     autoscaling: AutoscalingSpec | None = Field(
         default=None,

@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from vllm_operator.api import summary_checks
 from vllm_operator.api.base import APIModel
 
 VerdictOutcome = Literal["Passed", "Failed", "Inconclusive", "Error"]
@@ -122,6 +123,11 @@ class QualityDifferential(APIModel):
         default=0, ge=0, description="Ids left out of `differing` and `lost` to fit 4,096 bytes."
     )
 
+    @model_validator(mode="after")
+    def _consistent(self) -> QualityDifferential:
+        summary_checks.differential(self)
+        return self
+
     @property
     def identical_percent(self) -> float:
         return 100.0 * self.identical / self.compared if self.compared else 100.0
@@ -151,6 +157,11 @@ class QualityFigures(APIModel):
             "baseline that ran the same suite)."
         ),
     )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> QualityFigures:
+        summary_checks.quality(self)
+        return self
 
 
 class RunIdentity(APIModel):
@@ -336,6 +347,14 @@ class Figures(APIModel):
             "its SLO limits name, per level and trial; absent for the study's shapes."
         ),
     )
+
+    @model_validator(mode="after")
+    def _each_figure_once(self) -> Figures:
+        summary_checks.twice((f.prompt_class for f in self.latency), "latency")
+        summary_checks.twice((f.concurrency for f in self.concurrency), "concurrency")
+        if self.load is not None:
+            summary_checks.twice((f.level for f in self.load.levels), "load.levels")
+        return self
 
 
 class PairedBaseline(Figures):

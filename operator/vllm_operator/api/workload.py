@@ -13,15 +13,24 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, JsonValue, model_validator
+from pydantic import AfterValidator, Field, JsonValue, field_validator, model_validator
 
 from vllm_operator.api.base import APIModel
-from vllm_operator.api.kube_rules import SUB_PATH_RULES, ConfigKey, ObjectName, check_sub_path
+from vllm_operator.api.kube_rules import (
+    SUB_PATH_PATTERN,
+    SUB_PATH_RULES,
+    ConfigKey,
+    ObjectName,
+    check_sub_path,
+)
 
 MAX_TOKENS = 131_072
 """Largest token count a distribution may ask for (context lengths beyond are rare)."""
 MAX_LEVELS = 16
 """Most load levels of one sweep (each level costs its duration on both servers)."""
+MAX_LEVEL_REQUESTS = 100_000
+"""Requests of one level (server, trial) at most: a rate's rate x secondsPerLevel beyond it
+is refused here and by the CRD, not by the bench mid-run (``bench.load.MAX_RUN_REQUESTS``)."""
 
 Distribution = Literal["fixed", "normal", "lognormal"]
 DatasetFormat = Literal["chat-jsonl", "sharegpt"]
@@ -85,7 +94,45 @@ LOAD_RULES: list[JsonValue] = [
         ),
         "message": "load levels must be distinct and ascending",
     },
+    {
+        "rule": (
+            f"!{_RATE} || !has(self.rates) || self.rates.all(r, r * "
+            f"double(has(self.secondsPerLevel) ? self.secondsPerLevel : 30) <= "
+            f"{MAX_LEVEL_REQUESTS}.0)"
+        ),
+        "message": (
+            f"every rate x secondsPerLevel must be at most {MAX_LEVEL_REQUESTS} requests per "
+            "level: lower the rate or secondsPerLevel"
+        ),
+    },
 ]
+SLO_LEVEL_RULES: list[JsonValue] = [
+    {
+        "rule": "self.all(x, self.exists_one(y, y.at == x.at))",
+        "message": "slo.levels must name each level once (`at`)",
+    }
+]
+_LOAD = "self.workload.load"
+_SLO_LEVELS = "self.thresholds.slo.levels"
+SLO_AT_RULES: list[JsonValue] = [
+    {
+        # The study (no workload) is refused by the rule that slo needs a workload.
+        "rule": (
+            "!has(self.workload) || !has(self.thresholds) || !has(self.thresholds.slo) || "
+            f"!has({_SLO_LEVELS}) || {_SLO_LEVELS}.all(l, "
+            f"(has({_LOAD}) && has({_LOAD}.mode) && {_LOAD}.mode == 'rate') ? "
+            f"(has({_LOAD}.rates) && {_LOAD}.rates.exists(r, r == l.at)) : "
+            f"((has({_LOAD}) && has({_LOAD}.concurrency)) ? "
+            f"{_LOAD}.concurrency.exists(c, double(c) == l.at) : "
+            "[1.0, 2.0, 4.0, 8.0].exists(c, c == l.at)))"
+        ),
+        "message": (
+            "every gate.thresholds.slo.levels[].at must be a level of gate.workload.load "
+            "(a level never measured has no figures to judge)"
+        ),
+    }
+]
+
 WORKLOAD_RULES: list[JsonValue] = [
     {
         "rule": (
@@ -173,8 +220,10 @@ class DatasetRef(APIModel):
         default=None,
         min_length=1,
         max_length=1024,
-        description="Path of the dataset file inside the claim (relative, no '..').",
-        json_schema_extra={"x-kubernetes-validations": SUB_PATH_RULES},
+        description=(
+            "Path of the dataset file inside the claim (relative, no '..', no control characters)."
+        ),
+        json_schema_extra={"x-kubernetes-validations": SUB_PATH_RULES, "pattern": SUB_PATH_PATTERN},
     )
     max_output_tokens: int = Field(
         default=1024,
@@ -239,6 +288,14 @@ class LoadSpec(APIModel):
             raise ValueError(f"mode {self.mode} needs at least one level in {field}")
         if levels != sorted(set(levels)):
             raise ValueError("load levels must be distinct and ascending")
+        if self.mode == "rate":
+            for rate in self.rates:
+                if rate * self.seconds_per_level > MAX_LEVEL_REQUESTS:
+                    raise ValueError(
+                        f"rate {rate:g} x secondsPerLevel {self.seconds_per_level} is "
+                        f"{rate * self.seconds_per_level:.0f} requests, more than "
+                        f"{MAX_LEVEL_REQUESTS} per level: lower the rate or secondsPerLevel"
+                    )
         return self
 
     @property
@@ -365,7 +422,18 @@ class SloThresholds(SloLimits):
         default_factory=list,
         max_length=MAX_LEVELS,
         description="Objectives for single levels (they replace the common ones there).",
+        json_schema_extra={"x-kubernetes-validations": SLO_LEVEL_RULES},
     )
+
+    @field_validator("levels")
+    @classmethod
+    def _each_level_once(cls, levels: list[LevelSlo]) -> list[LevelSlo]:
+        seen = [one.at for one in levels]
+        twice = sorted({at for at in seen if seen.count(at) > 1})
+        if twice:
+            named = ", ".join(f"{at:g}" for at in twice)
+            raise ValueError(f"slo.levels names level {named} more than once: keep one each")
+        return levels
 
     def at(self, level: float) -> SloLimits:
         """The objectives that hold at ``level``."""
@@ -381,3 +449,18 @@ class SloThresholds(SloLimits):
             not s.metric_limits() and s.min_goodput_percent is None and s.max_error_percent is None
             for s in (self, *self.levels)
         )
+
+
+def unmeasured_slo_levels(slo: SloThresholds | None, load: LoadSpec) -> str | None:
+    """Why ``slo.levels`` names a level ``load`` never measures, or None (``SLO_AT_RULES``)."""
+    if slo is None:
+        return None
+    missing = [one.at for one in slo.levels if one.at not in load.levels]
+    if not missing:
+        return None
+    asked = ", ".join(f"{level:g}" for level in load.levels)
+    return (
+        f"gate.thresholds.slo.levels at {', '.join(f'{at:g}' for at in missing)}: not a level "
+        f"of gate.workload.load ({load.mode}: {asked}); a level never measured has no figures "
+        "to judge: name one of those"
+    )

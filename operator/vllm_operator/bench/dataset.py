@@ -5,7 +5,11 @@ ConfigMap or a volume anyone in the namespace may write: it is read with fixed l
 (``MAX_DATASET_BYTES`` in all, ``MAX_LINE_BYTES`` per line or entry, ``MAX_LINES`` lines,
 ``MAX_MESSAGES`` turns, JSON nesting ``MAX_DEPTH``), every record is checked, and the first
 malformed one is a ``DatasetError`` naming its line and the fix, raised before any load is
-sent (a half-measured gate would judge a different workload than the one written).
+sent (a half-measured gate would judge a different workload than the one written). The
+file is streamed (``bench.dataset_read``) and each record is kept only as the compact JSON of
+the turns it sends, so memory stays near the size of what is sent (docs/workloads.md gives
+the measured peak). Text that is not Unicode (a lone surrogate escape, ``\\ud800``) is refused
+there too, naming the line.
 
 Two formats (``gate.workload.dataset.format``):
 
@@ -26,36 +30,43 @@ Sampling (``request(i)``): the records in a seeded random order, a new order for
 over the file; request ``i`` is the same on every server. Identical prompts would measure
 vLLM's prefix cache instead of the server, so a prompt is sent as written only the first
 time: a duplicate record, and every request after the first pass over the file, starts its
-first user turn with ``[request i]`` (at the front, where it changes every cache block after
+first user turn with ``[request i] `` (at the front, where it changes every cache block after
 any shared system prompt; a marker at the end would leave the whole prompt cached).
+Duplicates are found on the normalised conversation (each turn's role and text, text parts
+joined by newlines as vLLM joins them), so a string and one text part of the same words are
+one prompt. A prompt cannot spell the mark: a record whose first user turn starts with
+``[request N] `` is refused, so a marked prompt never equals one sent as written, and two
+marked prompts differ in their numbers.
 ``describe()`` says how many records and duplicates the file had.
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
+import io
 import json
 import os
 import random
+import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from vllm_operator.api.workload import DatasetRef
-from vllm_operator.bench import bounded
+from vllm_operator.bench import bounded, dataset_read
+from vllm_operator.bench.dataset_read import (
+    MAX_DATASET_BYTES,
+    MAX_DEPTH,
+    MAX_LINE_BYTES,
+    MAX_LINES,
+    SAMPLE_FIX,
+    too_big,
+)
+from vllm_operator.bench.local_files import open_regular
 from vllm_operator.bench.request import ChatRequest
 from vllm_operator.errors import DatasetError, SpecError
 
-MAX_DATASET_BYTES = 32 << 20
-"""Largest dataset file (a ConfigMap holds at most 1 MiB; a volume may hold more)."""
-MAX_LINE_BYTES = 1 << 20
-"""Largest line (JSONL) or array entry: a 128k-token prompt is about 700 kB of text."""
-MAX_LINES = 100_000
-"""Most lines (JSONL, blank ones included) or array entries."""
 MAX_MESSAGES = 256
 """Most turns of one request."""
-MAX_DEPTH = 8
-"""JSON nesting of one record (an honest chat request nests 5 levels)."""
 ROLES = ("system", "developer", "user", "assistant")
 _SHAREGPT_ROLES = {
     "system": "system",
@@ -67,144 +78,132 @@ _SHAREGPT_ROLES = {
     "bard": "assistant",
 }
 _CHAT_FIX = 'one JSON object per line: {"messages": [{"role": "user", "content": "..."}]}'
-_SHAREGPT_FIX = 'entries like {"conversations": [{"from": "human", "value": "..."}]}'
-_SAMPLE_FIX = "take a sample of the file (e.g. `head -n 2000 big.jsonl`)"
+_SHAREGPT_FIX = dataset_read.SHAREGPT_FIX
+__all__ = ["MAX_DATASET_BYTES", "MAX_LINES", "MAX_LINE_BYTES", "DatasetTraffic", "Record"]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One request of the dataset, checked, held as the compact JSON of what is sent."""
+
+    line: int
+    payload: bytes
+    """``messages`` as compact UTF-8 JSON (only role and content of each turn)."""
+    max_tokens: int
+    key: bytes
+    """Digest of the normalised conversation: records with equal keys send equal prompts."""
+
+    @property
+    def messages(self) -> tuple[dict[str, Any], ...]:
+        """The turns sent, as JSON-ready dicts (a new copy each time)."""
+        return tuple(json.loads(self.payload))
 
 
 @dataclass(frozen=True)
-class Record:
-    """One request of the dataset, checked."""
+class DatasetFile:
+    """A dataset file checked at the start (readable, regular, within the size bound) and
+    streamed when parsed (``bench.dataset_read``)."""
 
-    line: int
-    messages: tuple[dict[str, Any], ...]
-    max_tokens: int
+    path: str
+    size: int
 
 
-def read_dataset_file(path: str) -> str:
-    """The text of the dataset file at ``path``, bounded; ``DatasetError`` if unreadable."""
+def read_dataset_file(path: str) -> DatasetFile:
+    """The dataset file at ``path``, checked before reading; ``DatasetError`` if too big,
+    ``SpecError`` (naming --dataset) if it is unreadable or not a regular file."""
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             size = os.fstat(fh.fileno()).st_size
-            if size > MAX_DATASET_BYTES:
-                raise DatasetError(None, _too_big(size), _SAMPLE_FIX)
-            data = fh.read(MAX_DATASET_BYTES + 1)
     except OSError as exc:
         raise SpecError(
             "--dataset", f"cannot read {path}: {exc.strerror or exc}", "name a readable file"
         ) from exc
-    if len(data) > MAX_DATASET_BYTES:  # a file that grew, or one whose size lies (a pipe)
-        raise DatasetError(None, _too_big(len(data)), _SAMPLE_FIX)
-    return decode(data)
+    if size > MAX_DATASET_BYTES:
+        raise DatasetError(None, too_big(size), SAMPLE_FIX)
+    return DatasetFile(path, size)
 
 
-def _too_big(size: int, unit: str = "bytes") -> str:
-    return f"the file has {size} {unit}, more than the {MAX_DATASET_BYTES} allowed"
-
-
-def decode(data: bytes) -> str:
-    """UTF-8 text (a leading byte-order mark dropped); a bad byte names its line."""
+def parse_dataset(source: str | DatasetFile, ref: DatasetRef) -> list[Record]:
+    """Every record of ``source`` (the file, or its text) in file order; the first
+    malformed one raises. Streams the file: see ``bench.dataset_read``."""
+    if isinstance(source, str):
+        if len(source) > MAX_DATASET_BYTES:
+            raise DatasetError(None, too_big(len(source), "characters"), SAMPLE_FIX)
+        return _parse(io.BytesIO(source.encode("utf-8", "surrogatepass")), ref)
     try:
-        return data.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise DatasetError(line, f"not UTF-8 ({exc.reason})", "save the file as UTF-8") from exc
+        with open_regular(source.path) as stream:
+            return _parse(stream, ref)
+    except OSError as exc:
+        raise SpecError(
+            "--dataset", f"cannot read {source.path}: {exc.strerror or exc}", "name a readable file"
+        ) from exc
 
 
-def parse_dataset(text: str, ref: DatasetRef) -> list[Record]:
-    """Every record of ``text`` in file order; the first malformed one raises."""
-    if len(text) > MAX_DATASET_BYTES:
-        raise DatasetError(None, _too_big(len(text), "characters"), _SAMPLE_FIX)
-    stripped = text.lstrip()
-    lines = text.count("\n") + (not text.endswith("\n"))
-    if not stripped.startswith("[") and lines > MAX_LINES:
-        raise DatasetError(MAX_LINES + 1, f"more than {MAX_LINES} lines", _SAMPLE_FIX)
-    if stripped.startswith("["):
-        if ref.format != "sharegpt":
-            raise DatasetError(
-                text.count("\n", 0, len(text) - len(stripped)) + 1,
-                "a JSON array, but format chat-jsonl reads one object per line",
-                "write one object per line, or set format: sharegpt",
-            )
-        items = _array_items(text)
-    else:
-        items = _jsonl_items(text)
+def _parse(stream: BinaryIO, ref: DatasetRef) -> list[Record]:
     check = _chat_record if ref.format == "chat-jsonl" else _sharegpt_record
-    records = [check(obj, line, ref.max_output_tokens) for line, obj in items]
-    if not records:
+    out: list[Record] = []
+    for line, raw in dataset_read.records(stream, array_ok=ref.format == "sharegpt"):
+        messages, max_tokens = check(_load(raw, line, ref.format), line, ref.max_output_tokens)
+        out.append(_record(line, messages, max_tokens))
+    if not out:
         raise DatasetError(None, "the dataset holds no requests", _CHAT_FIX)
-    return records
+    return out
 
 
-def _load(raw: str, line: int) -> Any:
-    if len(raw.encode()) > MAX_LINE_BYTES:
-        raise DatasetError(line, f"longer than {MAX_LINE_BYTES} bytes", "shorten the request")
+def _load(raw: bytes, line: int, fmt: str) -> Any:
+    """One record's JSON; errors name the line they are on."""
     try:
-        return bounded.loads(raw, max_bytes=4 * MAX_LINE_BYTES, max_depth=MAX_DEPTH)
-    except bounded.BoundError as exc:
-        raise DatasetError(line, f"not a JSON object: {exc}", _CHAT_FIX) from exc
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = line + raw.count(b"\n", 0, exc.start)
+        raise DatasetError(where, f"not UTF-8 ({exc.reason})", "save the file as UTF-8") from exc
+    sharegpt = fmt == "sharegpt"
+    what, fix = ("not JSON", _SHAREGPT_FIX) if sharegpt else ("not a JSON object", _CHAT_FIX)
+    try:
+        value = json.loads(text)
+    except RecursionError as exc:
+        raise DatasetError(line, f"JSON nested deeper than {MAX_DEPTH}", "flatten it") from exc
+    except json.JSONDecodeError as exc:
+        raise DatasetError(line + exc.lineno - 1, f"{what}: {exc}", fix) from exc
+    except ValueError as exc:  # an integer past Python's digit limit
+        raise DatasetError(line, f"{what}: {exc}", fix) from exc
+    if bounded.depth(value) > MAX_DEPTH:
+        raise DatasetError(line, f"JSON nested deeper than {MAX_DEPTH}", fix)
+    return value
 
 
-def _jsonl_items(text: str) -> list[tuple[int, Any]]:
-    items = []
-    for number, line in enumerate(text.split("\n"), 1):
-        if line.strip():
-            items.append((number, _load(line, number)))
-    return items
+def _record(line: int, messages: list[dict[str, Any]], max_tokens: int) -> Record:
+    """The checked turns as a ``Record``: compact JSON, and the key of their normalised text."""
+    try:
+        payload = json.dumps(messages, ensure_ascii=False, separators=(",", ":")).encode()
+    except UnicodeEncodeError as exc:
+        code = ord(exc.object[exc.start])
+        raise DatasetError(
+            line,
+            f"a lone surrogate \\u{code:04x} (half of a UTF-16 pair): not Unicode text",
+            "remove the unpaired \\uXXXX escape, or complete the pair",
+        ) from exc
+    normal = [(m["role"], normalised(m["content"])) for m in messages]
+    first_user = next(text for role, text in normal if role == "user")
+    if spelled := MARK.match(first_user):
+        raise DatasetError(
+            line,
+            f"the first user turn starts with {spelled[0]!r}, the mark bench puts on "
+            "repeated prompts",
+            "reword the start of the turn (docs/workloads.md: unique prompts)",
+        )
+    text = json.dumps(normal, ensure_ascii=False, separators=(",", ":"))
+    key = hashlib.blake2b(text.encode(), digest_size=16).digest()
+    return Record(line, payload, max_tokens, key)
 
 
-def _array_items(text: str) -> list[tuple[int, Any]]:
-    """The entries of a JSON array with the line each starts on (no whole-file parse)."""
-    decoder = json.JSONDecoder()
-    pos = len(text) - len(text.lstrip()) + 1  # after "["
-    items: list[tuple[int, Any]] = []
-
-    def skip(at: int) -> int:
-        while at < len(text) and text[at] in " \t\r\n":
-            at += 1
-        return at
-
-    counted = [0, 1]  # (position, its line): positions only grow, so counting stays linear
-
-    def line_of(at: int) -> int:
-        if at < counted[0]:
-            return text.count("\n", 0, at) + 1
-        counted[1] += text.count("\n", counted[0], at)
-        counted[0] = at
-        return counted[1]
-
-    pos = skip(pos)
-    if text.startswith("]", pos):
-        pos = skip(pos + 1)
-    else:
-        while True:
-            if len(items) >= MAX_LINES:
-                raise DatasetError(line_of(pos), f"more than {MAX_LINES} entries", _SAMPLE_FIX)
-            line = line_of(pos)
-            try:
-                obj, end = decoder.raw_decode(text, pos)
-            except RecursionError as exc:
-                raise DatasetError(
-                    line, f"JSON nested deeper than {MAX_DEPTH}", "flatten it"
-                ) from exc
-            except ValueError as exc:
-                where = line_of(exc.pos) if isinstance(exc, json.JSONDecodeError) else line
-                raise DatasetError(where, f"not JSON: {exc}", _SHAREGPT_FIX) from exc
-            if len(text[pos:end].encode()) > MAX_LINE_BYTES:
-                raise DatasetError(line, f"entry longer than {MAX_LINE_BYTES} bytes", "shorten it")
-            if bounded.depth(obj) > MAX_DEPTH:
-                raise DatasetError(line, f"JSON nested deeper than {MAX_DEPTH}", _SHAREGPT_FIX)
-            items.append((line, obj))
-            pos = skip(end)
-            if text.startswith(",", pos):
-                pos = skip(pos + 1)
-                continue
-            if text.startswith("]", pos):
-                pos = skip(pos + 1)
-                break
-            raise DatasetError(line_of(pos), "expected ',' or ']' after an entry", _SHAREGPT_FIX)
-    if pos != len(text):
-        raise DatasetError(line_of(pos), "text after the array's closing ']'", "remove it")
-    return items
+def normalised(content: str | list[dict[str, str]]) -> str:
+    """The text a server makes of a turn's content: text parts joined by newlines, as
+    vLLM's chat parser does for string-format chat templates (``entrypoints/chat_utils.py``,
+    ``_parse_chat_message_content_parts``, read on vLLM's main branch in December 2026)."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(part["text"] for part in content)
 
 
 def _content(value: Any, line: int, where: str) -> str | list[dict[str, str]]:
@@ -230,7 +229,11 @@ def _content(value: Any, line: int, where: str) -> str | list[dict[str, str]]:
     raise DatasetError(line, f"{where}.content is empty or not text", "give the turn's text")
 
 
-def _chat_record(obj: Any, line: int, cap: int) -> Record:
+Checked = tuple[list[dict[str, Any]], int]
+"""A record's turns (role and content only) and its max_tokens."""
+
+
+def _chat_record(obj: Any, line: int, cap: int) -> Checked:
     if not isinstance(obj, dict):
         raise DatasetError(line, "not a JSON object", _CHAT_FIX)
     raw = obj.get("messages")
@@ -262,10 +265,10 @@ def _chat_record(obj: Any, line: int, cap: int) -> Record:
             f"max_tokens is {json.dumps(max_tokens)[:40]}",
             "a whole number >= 1, or leave it out",
         )
-    return Record(line, tuple(messages), min(max_tokens, cap))
+    return messages, min(max_tokens, cap)
 
 
-def _sharegpt_record(obj: Any, line: int, cap: int) -> Record:
+def _sharegpt_record(obj: Any, line: int, cap: int) -> Checked:
     turns = obj.get("conversations") if isinstance(obj, dict) else None
     if not isinstance(turns, list):
         raise DatasetError(line, "not an object with a `conversations` list", _SHAREGPT_FIX)
@@ -293,7 +296,7 @@ def _sharegpt_record(obj: Any, line: int, cap: int) -> Record:
                 messages.insert(0, {"role": "system", "content": system})
             reply = _next_reply(turns[i + 1 :])
             wanted = len(reply.split()) if reply and reply.split() else cap
-            return Record(line, tuple(messages), max(1, min(wanted, cap)))
+            return messages, max(1, min(wanted, cap))
     raise DatasetError(line, "no human turn to send", "remove the conversation, or add one")
 
 
@@ -307,16 +310,16 @@ def _next_reply(turns: list[Any]) -> str | None:
     return None
 
 
-def _prompt_key(messages: tuple[dict[str, Any], ...]) -> bytes:
-    text = json.dumps(messages, sort_keys=True, ensure_ascii=False)
-    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+PROMPT_LABEL = 200
+"""Characters of the first user turn a request keeps as its name in logs (``prompt``)."""
+MARK = re.compile(r"\[request \d+\] ")
+"""The mark of a repeated prompt (``marked``); a record that starts with it is refused."""
 
 
-def marked(messages: tuple[dict[str, Any], ...], index: int) -> tuple[dict[str, Any], ...]:
-    """``messages`` with ``[request index]`` at the front of the first user turn."""
-    out = copy.deepcopy(list(messages))
+def marked(messages: list[dict[str, Any]], index: int) -> list[dict[str, Any]]:
+    """``messages`` with ``[request index]`` at the front of the first user turn (in place)."""
     tag = f"[request {index}] "
-    for msg in out:
+    for msg in messages:
         if msg["role"] == "user":
             content = msg["content"]
             if isinstance(content, str):
@@ -324,7 +327,7 @@ def marked(messages: tuple[dict[str, Any], ...], index: int) -> tuple[dict[str, 
             else:
                 content[0]["text"] = tag + content[0]["text"]
             break
-    return tuple(out)
+    return messages
 
 
 class DatasetTraffic:
@@ -338,9 +341,8 @@ class DatasetTraffic:
         seen: set[bytes] = set()
         self.first: list[bool] = []
         for record in records:
-            key = _prompt_key(record.messages)
-            self.first.append(key not in seen)
-            seen.add(key)
+            self.first.append(record.key not in seen)
+            seen.add(record.key)
         self.duplicates = self.first.count(False)
 
         self._orders: dict[int, list[int]] = {}
@@ -361,14 +363,15 @@ class DatasetTraffic:
         epoch, pos = divmod(index, len(self.records))
         which = self._order(epoch)[pos]
         record = self.records[which]
-        messages = record.messages
+        messages = json.loads(record.payload)
+        payload = record.payload  # shared, not copied, while the request is in flight
         if epoch > 0 or not self.first[which]:
-            messages = marked(messages, index)
-        else:
-            messages = copy.deepcopy(messages)
-        user = next(m["content"] for m in messages if m["role"] == "user")
-        prompt = user if isinstance(user, str) else " ".join(p["text"] for p in user)
-        return ChatRequest(prompt=prompt, max_tokens=record.max_tokens, messages=messages)
+            marked(messages, index)
+            payload = json.dumps(messages, ensure_ascii=False, separators=(",", ":")).encode()
+        user = normalised(next(m["content"] for m in messages if m["role"] == "user"))
+        return ChatRequest(
+            prompt=user[:PROMPT_LABEL], max_tokens=record.max_tokens, messages_json=payload
+        )
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -380,7 +383,7 @@ class DatasetTraffic:
             "duplicates": self.duplicates,
             "max_output_tokens": self.ref.max_output_tokens,
             "unique_prompts": (
-                "a duplicate record, and every request after the first pass over the file, "
-                "starts its first user turn with '[request N]'"
+                "a duplicate record (same normalised text), and every request after the first "
+                "pass over the file, starts its first user turn with '[request N] '"
             ),
         }

@@ -20,10 +20,11 @@ conditioned on its count (given N arrivals in [0, T], Poisson arrival times are 
 uniforms). Every trial then asks exactly the rate, so the achieved rate measures the
 client, not the luck of the draw (an unconditioned 30 s at 50 requests/s varies by 2.6%).
 
-Bounded: at most ``max_in_flight`` requests in flight (an arrival waits for a slot, and the
-wait counts in its latency), at most ``MAX_RUN_REQUESTS`` per run, and each finished
-request's chunk times are folded into its run's gap list and dropped, so a long run keeps
-a few numbers per request, not one per token.
+Bounded: at most ``max_in_flight`` requests and ``max_bytes_in_flight`` of prompt text in
+flight (``bench.budget``: an arrival waits for a slot and for room, and the wait counts in
+its latency; a closed-loop stream waits for room too), at most ``MAX_RUN_REQUESTS`` per
+run, and each finished request's chunk times are folded into its run's gap list and
+dropped, so a long run keeps a few numbers per request, not one per token.
 
 Every record is stored in its run before it is sent (the runner's rule), so a deadline that
 cancels the level still counts the requests in flight (``timeout``).
@@ -38,7 +39,8 @@ from array import array
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from vllm_operator.api.workload import LoadMode
+from vllm_operator.api.workload import MAX_LEVEL_REQUESTS, LoadMode
+from vllm_operator.bench.budget import MAX_BYTES_IN_FLIGHT, ByteBudget, request_bytes
 from vllm_operator.bench.request import ChatRequest, RequestRecord
 from vllm_operator.bench.traffic import Traffic
 
@@ -46,8 +48,9 @@ Clock = Callable[[], float]
 SendOne = Callable[[ChatRequest, "LoadRecord"], Awaitable[None]]
 """Send one request into its (already stored) record: the runner's deadline and counting."""
 
-MAX_RUN_REQUESTS = 100_000
-"""Requests of one run (server, level, trial) at most: rate x seconds beyond is refused."""
+MAX_RUN_REQUESTS = MAX_LEVEL_REQUESTS
+"""Requests of one run (server, level, trial) at most: rate x seconds beyond is refused
+(by ``api.workload.LoadSpec`` and the CRD before any run; ``arrivals`` checks again)."""
 
 MAX_IN_FLIGHT = 2048
 """Open-loop requests in flight at most; later arrivals wait for a slot (and it shows)."""
@@ -93,7 +96,8 @@ class LoadRun:
     """Every gap between streamed chunks of its completed requests (s), all requests; each
     request's gaps are contiguous from its ``gap_start``."""
     waited_for_slot: int = 0
-    """Arrivals that found every in-flight slot taken and waited."""
+    """Arrivals that found every in-flight slot taken, or no room in the byte budget, and
+    waited."""
     cut_at_max: bool = False
     """True when the run stopped sending at ``MAX_RUN_REQUESTS``."""
     counted: dict[tuple[str, int, int, int], object] = field(
@@ -153,6 +157,7 @@ async def closed_loop(
     *,
     streams: int,
     first_index: int,
+    max_bytes_in_flight: int = MAX_BYTES_IN_FLIGHT,
 ) -> None:
     """``streams`` streams, each sending back to back until ``run.seconds`` have passed.
 
@@ -162,6 +167,7 @@ async def closed_loop(
     run.started = clock()
     end = run.started + run.seconds
     sent = 0
+    budget = ByteBudget(max_bytes_in_flight)
 
     async def stream() -> None:
         nonlocal sent
@@ -174,9 +180,14 @@ async def closed_loop(
             now = clock()
             record = LoadRecord(scheduled_at=now, offset=now - run.started, dispatched_at=now)
             run.records.append(record)
+            request = traffic.request(index)
+            if budget.would_wait(size := request_bytes(request)):
+                run.waited_for_slot += 1
+            granted = await budget.acquire(size)
             try:
-                await send_one(traffic.request(index), record)
+                await send_one(request, record)
             finally:
+                budget.release(granted)
                 fold(record, run)
 
     try:
@@ -200,6 +211,7 @@ async def open_loop(
     seed: str,
     first_index: int,
     max_in_flight: int = MAX_IN_FLIGHT,
+    max_bytes_in_flight: int = MAX_BYTES_IN_FLIGHT,
 ) -> None:
     """Poisson arrivals at ``rate`` for ``run.seconds``, sent whether or not others finished.
 
@@ -209,18 +221,20 @@ async def open_loop(
     """
     schedule = arrivals(rate, run.seconds, seed)
     slots = asyncio.Semaphore(max_in_flight)
+    budget = ByteBudget(max_bytes_in_flight)
     tasks: set[asyncio.Task[None]] = set()
     failures: list[BaseException] = []
     run.asked_rate = rate
 
-    async def one(index: int, record: LoadRecord) -> None:
+    async def one(request: ChatRequest, granted: int, record: LoadRecord) -> None:
         try:
-            await send_one(traffic.request(index), record)
+            await send_one(request, record)
         except Exception as exc:  # Aborted and the like: the run stops after this level
             failures.append(exc)
         finally:
             fold(record, run)
             slots.release()
+            budget.release(granted)
 
     run.started = clock()
     try:
@@ -230,14 +244,17 @@ async def open_loop(
             delay = run.started + offset - clock()
             if delay > 0:
                 await asyncio.sleep(delay)
-            if slots.locked():
+            request = traffic.request(first_index + n)
+            size = request_bytes(request)
+            if slots.locked() or budget.would_wait(size):
                 run.waited_for_slot += 1
             await slots.acquire()
+            granted = await budget.acquire(size)
             record = LoadRecord(
                 scheduled_at=run.started + offset, offset=offset, dispatched_at=clock()
             )
             run.records.append(record)
-            task = asyncio.create_task(one(first_index + n, record))
+            task = asyncio.create_task(one(request, granted, record))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
         if tasks:

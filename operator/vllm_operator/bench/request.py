@@ -52,8 +52,10 @@ and ``--stream-interval`` put several tokens in one chunk, a lying usage puts hu
 class ChatRequest:
     """What to send: one user message (plus optional system), sizes and sampling.
 
-    ``messages`` (a dataset's whole conversation, JSON-ready) replaces ``prompt`` and
-    ``system`` in the body when set; ``prompt`` then only names the request in logs.
+    ``messages`` (a whole conversation, JSON-ready) or ``messages_json`` (a dataset's, already
+    encoded as compact UTF-8 JSON, spliced into the body as it is: a request in flight holds
+    no decoded copy of a 1 MiB prompt) replaces ``prompt`` and ``system`` in the body when
+    set; ``prompt`` then only names the request in logs.
     """
 
     prompt: str
@@ -62,14 +64,24 @@ class ChatRequest:
     system: str | None = None
     temperature: float = 0.0
     messages: tuple[dict[str, Any], ...] | None = None
+    messages_json: bytes | None = None
 
     def body(self, model: str) -> bytes:
         messages: list[dict[str, Any]]
+        if self.messages_json is not None:
+            rest = self._sampling(model, [])
+            del rest["messages"]
+            # The other fields, then the encoded messages spliced in before the closing '}'.
+            return json.dumps(rest).encode()[:-1] + b', "messages": ' + self.messages_json + b"}"
         if self.messages is not None:
             messages = list(self.messages)
         else:
             messages = [] if self.system is None else [{"role": "system", "content": self.system}]
             messages.append({"role": "user", "content": self.prompt})
+        return json.dumps(self._sampling(model, messages)).encode()
+
+    def _sampling(self, model: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """The body's fields."""
         payload: dict[str, Any] = {
             "model": model,
             "messages": messages,
@@ -80,7 +92,7 @@ class ChatRequest:
         }
         if self.ignore_eos:
             payload["ignore_eos"] = True
-        return json.dumps(payload).encode()
+        return payload
 
 
 @dataclass

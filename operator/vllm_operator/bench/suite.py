@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 from importlib import resources
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -23,9 +22,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from vllm_operator.bench import jsonschema_lite
+from vllm_operator.bench.local_files import read_regular
 from vllm_operator.errors import SpecError
 
 SUITE_SCHEMA = "vllm-operator.dev/quality-suite/v1"
+MAX_SUITE_BYTES = 1 << 20
+"""Largest suite file (the Job mounts it from a ConfigMap, which holds at most 1 MiB); a
+regular file only, UTF-8 (a FIFO or /dev/zero named as --suite would block or never end)."""
 
 
 class _Model(BaseModel):
@@ -204,11 +207,18 @@ def load_suite(ref: str) -> Suite:
         return parse_suite(packaged.read_text(encoding="utf-8"), "builtin:default")
     if ref.startswith("builtin:"):
         raise SpecError("--suite", f"unknown built-in suite {ref!r}", "builtin:default or none")
-    path = Path(ref)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = read_regular(ref, MAX_SUITE_BYTES)
     except OSError as exc:
         raise SpecError("--suite", f"cannot read {ref}: {exc.strerror or exc}") from exc
+    if len(data) > MAX_SUITE_BYTES:
+        raise SpecError("--suite", f"{ref} is larger than {MAX_SUITE_BYTES} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(
+            "--suite", f"{ref} is not UTF-8 ({exc.reason})", "save it as UTF-8"
+        ) from exc
     return parse_suite(text, ref)
 
 

@@ -27,7 +27,7 @@ import random
 from typing import Any
 
 from vllm_operator.api.workload import SyntheticWorkload, TokenCounts, WorkloadSpec
-from vllm_operator.bench.dataset import DatasetTraffic, parse_dataset
+from vllm_operator.bench.dataset import DatasetFile, DatasetTraffic, parse_dataset
 from vllm_operator.bench.prompts import words
 from vllm_operator.bench.request import ChatRequest
 from vllm_operator.bench.traffic import Traffic
@@ -94,11 +94,15 @@ class SyntheticTraffic:
 
 
 def build_traffic(
-    workload: WorkloadSpec, dataset_text: str | None = None, *, source: str = "--dataset"
+    workload: WorkloadSpec,
+    dataset_text: str | DatasetFile | None = None,
+    *,
+    source: str = "--dataset",
 ) -> Traffic | None:
     """The ``Traffic`` of ``workload`` (None for the study's classes), checked whole.
 
-    ``dataset_text`` is the dataset file's text (required for a dataset workload, refused
+    ``dataset_text`` is the dataset file (``read_dataset_file``: streamed) or its text
+    (required for a dataset workload, refused
     otherwise); ``source`` names where it came from in ``describe()``. Raises ``SpecError``
     (``DatasetError`` for a malformed dataset, naming the line).
     """

@@ -19,7 +19,6 @@ import os
 import signal
 import sys
 import traceback
-from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn, TextIO, TypeVar
 from urllib.parse import urlsplit
@@ -60,7 +59,7 @@ from vllm_operator.bench.runner import run
 from vllm_operator.bench.suite import load_suite
 from vllm_operator.bench.traffic import Traffic
 from vllm_operator.bench.workload import build_traffic
-from vllm_operator.commands.inputs import read_capped
+from vllm_operator.commands.inputs import read_capped, read_option_file
 from vllm_operator.commands.report import page_from_data, plotly_missing, write_page
 from vllm_operator.errors import SpecError
 
@@ -625,7 +624,7 @@ def _levels(text: str) -> tuple[int, ...]:
 def _api_key(args: argparse.Namespace) -> str | None:
     if args.api_key_file:
         try:
-            key = Path(args.api_key_file).read_text(encoding="utf-8").strip()
+            key = read_option_file(args.api_key_file, "--api-key-file").strip()
         except OSError as exc:
             raise SpecError(
                 "--api-key-file", f"cannot read: {exc.strerror or exc}", "name a readable file"
@@ -649,12 +648,7 @@ def model_arg(model: type[ModelT], text: str | None, option: str) -> ModelT | No
     if text is None:
         return None
     if text.startswith("@"):
-        try:
-            text = Path(text[1:]).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise SpecError(
-                option, f"cannot read {text[1:]}: {exc.strerror or exc}", "name a readable file"
-            ) from exc
+        text = read_option_file(text[1:], option)
     try:
         return model.model_validate(bounded.loads(text, max_bytes=1 << 20))
     except ValueError as exc:

@@ -12,7 +12,9 @@ summary's SLO tail counts are taken again from its samples at the limits given
 measured with; a summary's counts only answer for the limits it was counted at.
 
 Exit codes follow ``bench``: 0 Passed, 1 Failed or Inconclusive, 2 usage error (a file that
-cannot be read or is not a summary, limits that do not validate), 3 Error.
+cannot be read or is not a summary, limits that do not validate), 3 Error (also for a
+summary whose figures contradict each other or are not finite, ``api.summary_checks``: the
+reason names the contradiction).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pydantic import ValidationError
 
 from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, TrialPlan, Verdict
+from vllm_operator.api.summary_checks import contradiction_in
 from vllm_operator.bench import bounded
 from vllm_operator.bench.report import REPORT_SCHEMA
 from vllm_operator.bench.report_tails import ReportError, recounted
@@ -135,6 +138,10 @@ def main(argv: list[str], prog: str) -> int:
             summary = read_report(args.report, thresholds, plan)
         else:
             summary = read_summary(args.summary, "--summary")
+    except ContradictorySummary as exc:  # figures, but not one reading of them: Error
+        judged = Verdict(outcome="Error", reasons=[str(exc)])
+        sys.stdout.write(render(judged, args.output))
+        return EXIT[judged.outcome]
     except SpecError as exc:
         sys.stderr.write(f"{prog}: {exc}\n")
         return 2
@@ -210,11 +217,18 @@ def _summary_of(data: object, path: str, option: str) -> BenchSummary:
     try:
         return BenchSummary.model_validate(data)
     except ValidationError as exc:
+        if (contradiction := contradiction_in(exc)) is not None:
+            raise ContradictorySummary(option, f"{path}: {contradiction}") from exc
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
         raise SpecError(
             f"{option}: {where}", f"{first['msg']} (is {path} a bench summary?)"
         ) from exc
+
+
+class ContradictorySummary(SpecError):
+    """A summary whose figures contradict each other (``api.summary_checks``) or are not
+    finite: judged Error, naming the contradiction, never Passed and never a usage error."""
 
 
 def render(judged: Verdict, output: str) -> str:

@@ -14,6 +14,7 @@ import json
 from pydantic import ValidationError
 
 from vllm_operator.api.summary import SUMMARY_SCHEMA, BenchSummary
+from vllm_operator.api.summary_checks import contradiction_in
 from vllm_operator.rollout.observed import JobView, Observed
 
 
@@ -34,6 +35,24 @@ def parse_summary(text: str | None) -> BenchSummary | None:
                 return BenchSummary.model_validate(candidate)
             except ValidationError:
                 return None
+    return None
+
+
+def refused_summary(text: str | None) -> str | None:
+    """Why ``text``, a summary by its schema, was refused for figures that contradict each
+    other or are not finite (``api.summary_checks``); None otherwise."""
+    if not text or not text.strip().startswith("{"):
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or doc.get("schema") != SUMMARY_SCHEMA:
+        return None
+    try:
+        BenchSummary.model_validate(doc)
+    except ValidationError as exc:
+        return contradiction_in(exc)
     return None
 
 

@@ -33,7 +33,12 @@ from vllm_operator.api.summary import (
     VerdictOutcome,
 )
 from vllm_operator.rollout.observed import ContainerView, JobView, Observed, PodView
-from vllm_operator.rollout.results import job_summary, parse_summary, summary_from_log
+from vllm_operator.rollout.results import (
+    job_summary,
+    parse_summary,
+    refused_summary,
+    summary_from_log,
+)
 
 BENCH_CONTAINER = "bench"
 # The bench's exit codes and the verdicts each may carry (bench/report.py).
@@ -133,7 +138,10 @@ def judge(
     assert code is not None
     summary = bench_summary(observed, job, ended)
     if summary is None:
-        return _error([f"benchmark Job {job.name} left no summary"], None)
+        why = refused_summary(ended.termination_message)
+        return _error(
+            [f"benchmark Job {job.name} left no summary{f': {why}' if why else ''}"], None
+        )
     wanted = expected_identity(job)
     if summary.identity is None:
         return _error([f"the summary of Job {job.name} carries no run identity"], summary)

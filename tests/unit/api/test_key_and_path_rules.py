@@ -43,6 +43,7 @@ TOKEN_KEY = "spec.model.hfTokenSecret.key"
 API_KEY = "spec.engine.apiKeySecret.key"
 SUB_PATH = "spec.model.weightsCache.subPath"
 CACHE_SUB_PATH = "spec.engine.compileCache.subPath"
+DATASET_PATH = "spec.gate.workload.dataset.path"
 GPU = "spec.resources.gpuResourceName"
 
 
@@ -59,6 +60,9 @@ def case(field: str, value: Any) -> dict[str, Any]:
         raw["spec"]["model"]["weightsCache"] = {"claimName": "hf", "subPath": value}
     elif field == CACHE_SUB_PATH:
         raw["spec"]["engine"]["compileCache"] = {"claimName": "cc", "subPath": value}
+    elif field == DATASET_PATH:
+        dataset = {"persistentVolumeClaim": "data", "path": value}
+        raw["spec"]["gate"] = {"workload": {"dataset": dataset}}
     elif field == GPU:
         raw["spec"]["resources"] = {"gpuResourceName": value}
     return raw
@@ -67,8 +71,9 @@ def case(field: str, value: Any) -> dict[str, Any]:
 KEY_FIELDS = (SUITE_KEY, TOKEN_KEY, API_KEY)
 BAD_KEYS = ["/etc/passwd", "../x", "..", ".", "..hidden", "a/b", "a b", "", "k" * 254, "ключ"]
 GOOD_KEYS = ["suite.yaml", ".hidden", "a..b", "A-b_c.9", "k" * 253]
-PATH_FIELDS = (SUB_PATH, CACHE_SUB_PATH)
-BAD_PATHS = ["/etc", "..", "../x", "a/../../b", "a/..", "/"]
+PATH_FIELDS = (SUB_PATH, CACHE_SUB_PATH, DATASET_PATH)
+CONTROL = ["a\x00b.jsonl", "data\nset.jsonl", "tab\t", "del\x7f"]
+BAD_PATHS = ["/etc", "..", "../x", "a/../../b", "a/..", "/", *CONTROL]
 GOOD_PATHS = ["models/qwen", "./a", "a/..b", "...", "a//b/"]
 BAD_GPUS = [
     "memory",
@@ -143,6 +148,17 @@ def _schema() -> dict[str, Any]:
 def test_the_crd_pattern_refuses_what_the_models_refuse(field: str, value: str) -> None:
     errors = validate(_schema(), case(field, value))
     assert any(str(e).startswith(field) for e in errors), errors
+
+
+@pytest.mark.parametrize("value", CONTROL)
+@pytest.mark.parametrize("field", PATH_FIELDS)
+def test_a_path_with_a_control_character_is_refused_by_the_crd_pattern(
+    field: str, value: str
+) -> None:
+    errors = validate(_schema(), case(field, value))
+    assert any(str(e).startswith(field) for e in errors), errors
+    with pytest.raises(SpecErrors, match="has a control character"):
+        parse_vllm_deployment(case(field, value))
 
 
 @pytest.mark.parametrize(("field", "value"), VALID)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 from hypothesis import given, settings
@@ -72,43 +73,58 @@ sweeps = st.none() | st.builds(
 paired = st.none() | st.builds(
     PairedBaseline,
     placement=placement,
-    latency=st.lists(latency, max_size=3),
-    concurrency=st.lists(level, max_size=16),
+    latency=st.lists(latency, max_size=3, unique_by=attrgetter("prompt_class")),
+    concurrency=st.lists(level, max_size=16, unique_by=attrgetter("concurrency")),
     quality=st.none()
-    | st.builds(
-        QualityFigures,
-        suite=st.just("default"),
-        passed=st.integers(0, 500),
-        total=st.integers(0, 500),
+    | st.integers(0, 500).flatmap(
+        lambda total: st.builds(
+            QualityFigures,
+            suite=st.just("default"),
+            passed=st.integers(0, total),
+            total=st.just(total),
+        )
     ),
     errors=st.dictionaries(st.sampled_from(sorted(ERROR_CLASSES)), st.integers(0, 10**9)),
     load=sweeps,
 )
-differentials = st.fixed_dictionaries(
-    {
-        "compared": st.integers(0, 500),
-        "identical": st.integers(0, 500),
-        "baseline_passed": st.integers(0, 500),
-        "still_passing": st.integers(0, 500),
-        "differing": st.lists(ids, max_size=300),
-        "lost": st.lists(ids, max_size=300),
-    }
-).map(lambda kw: QualityDifferential(**kw))
+
+
+@st.composite
+def differentials(draw: st.DrawFn) -> QualityDifferential:
+    """Counts that agree with each other (api.summary_checks refuses the others)."""
+    compared = draw(st.integers(0, 500))
+    identical = draw(st.integers(0, compared))
+    baseline_passed = draw(st.integers(0, compared))
+    still_passing = draw(st.integers(0, baseline_passed))
+    return QualityDifferential(
+        compared=compared,
+        identical=identical,
+        baseline_passed=baseline_passed,
+        still_passing=still_passing,
+        differing=draw(st.lists(ids, max_size=min(300, compared - identical))),
+        lost=draw(st.lists(ids, max_size=min(300, baseline_passed - still_passing))),
+    )
+
+
+@st.composite
+def qualities(draw: st.DrawFn) -> QualityFigures:
+    total = draw(st.integers(0, 500))
+    passed = draw(st.integers(0, total))
+    return QualityFigures(
+        suite=draw(st.from_regex(r"[a-z]{1,63}", fullmatch=True)),
+        passed=passed,
+        total=total,
+        failed=draw(st.lists(ids, max_size=min(300, total - passed), unique=True)),
+        differential=draw(st.none() | differentials()),
+    )
+
+
 summaries = st.fixed_dictionaries(
     {
         "model": names,
-        "latency": st.lists(latency, max_size=3),
-        "concurrency": st.lists(level, max_size=16),
-        "quality": st.none()
-        | st.fixed_dictionaries(
-            {
-                "suite": st.from_regex(r"[a-z]{1,63}", fullmatch=True),
-                "passed": st.integers(0, 500),
-                "total": st.integers(0, 500),
-                "failed": st.lists(ids, max_size=300),
-                "differential": st.none() | differentials,
-            }
-        ).map(lambda kw: QualityFigures(**kw)),
+        "latency": st.lists(latency, max_size=3, unique_by=attrgetter("prompt_class")),
+        "concurrency": st.lists(level, max_size=16, unique_by=attrgetter("concurrency")),
+        "quality": st.none() | qualities(),
         "errors": st.dictionaries(st.sampled_from(sorted(ERROR_CLASSES)), st.integers(0, 10**9)),
         "verdict": st.sampled_from(["Passed", "Failed", "Inconclusive", "Error"]),
         "reasons": st.lists(names, max_size=60),

@@ -13,7 +13,7 @@ import pytest
 from vllm_operator.api.spec import VLLMDeploymentSpec
 from vllm_operator.api.workload import WorkloadSpec
 from vllm_operator.bench import dataset as dataset_mod
-from vllm_operator.bench.dataset import DatasetTraffic, read_dataset_file
+from vllm_operator.bench.dataset import DatasetFile, DatasetTraffic, read_dataset_file
 from vllm_operator.bench.request import ChatRequest
 from vllm_operator.bench.workload import SyntheticTraffic, build_traffic, lognormal_params
 from vllm_operator.errors import DatasetError, SpecError
@@ -28,7 +28,9 @@ def synthetic(inp: dict[str, Any], out: dict[str, Any], **extra: Any) -> Synthet
     return traffic
 
 
-def dataset(text: str, fmt: str = "chat-jsonl", seed: int = 0, **ref: Any) -> DatasetTraffic:
+def dataset(
+    text: str | DatasetFile, fmt: str = "chat-jsonl", seed: int = 0, **ref: Any
+) -> DatasetTraffic:
     spec = WorkloadSpec.model_validate(
         {"dataset": {"configMap": "ds", "format": fmt, **ref}, "seed": seed}
     )
@@ -300,7 +302,11 @@ def test_malformed_sharegpt_entries_name_their_line(entry: str, message: str) ->
 @pytest.mark.parametrize(
     ("text", "line", "message"),
     [
-        ('[\n{"conversations": []}\n{"x": 1}]', 3, "expected ',' or ']'"),
+        (
+            '[\n{"conversations": [{"from": "human", "value": "a"}]}\n{"x": 1}]',
+            3,
+            "expected ',' or ']'",
+        ),
         ('[\n{"conversations": [{"from": "human", "value": "a"}]}\n]\nextra', 4, "after the"),
         ('[\n{"conversations": [\n{"from": "human", "value": "a"},,\n]}]', 3, "not JSON"),
     ],
@@ -331,7 +337,8 @@ def test_bounds_refuse_hostile_files(tmp_path: Path) -> None:
     pretty = json.dumps([entry] * 12_000, indent=2)
     assert pretty.count("\n") > dataset_mod.MAX_LINES
     assert len(dataset(pretty, "sharegpt").records) == 12_000
-    too_many = "[" + ",".join(['{"conversations": []}'] * (dataset_mod.MAX_LINES + 1)) + "]"
+    one = '{"conversations": [{"from": "human", "value": "hi"}]}'
+    too_many = "[" + ",".join([one] * (dataset_mod.MAX_LINES + 1)) + "]"
     assert "more than 100000 entries" in str(bad(too_many, "sharegpt"))
     deep = '{"conversations": ' + "[" * 5000 + "]" * 5000 + "}"
     assert "nested deeper" in str(bad("[" + deep + "]", "sharegpt"))
@@ -350,7 +357,7 @@ def test_not_utf8_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "d.jsonl"
     path.write_bytes(b"\xef\xbb\xbf" + GOOD.encode() + b"\n" + b'{"messages": "\xff"}\n')
     with pytest.raises(DatasetError) as caught:
-        read_dataset_file(str(path))
+        dataset(read_dataset_file(str(path)))
     assert caught.value.line == 2
     assert "not UTF-8" in str(caught.value)
     path.write_bytes(b"\xef\xbb\xbf" + GOOD.encode())  # a byte-order mark is dropped

@@ -55,7 +55,9 @@ def summary(
             )
             for c, a in zip((1, 2, 4, 8), agg, strict=False)
         ],
-        quality=QualityFigures(suite="default", passed=passed, total=13, failed=list(failed)),
+        quality=QualityFigures(
+            suite="default", passed=passed, total=13, failed=list(failed)[: 13 - passed]
+        ),
         errors=errors or {},
         **extra,
     )

@@ -8,6 +8,7 @@ end other than "exit 0 with Passed" or "exit 1 with Failed/Inconclusive" must be
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from rollout_world import World, spec, summary
@@ -167,3 +168,32 @@ def test_only_the_bench_containers_own_summary_is_read() -> None:
     gate = w.status["history"][0]  # lastGate leaves the figures to history[0]
     assert gate["outcome"] == "Failed"
     assert gate["summary"]["quality"]["passed"] == 6
+
+
+@pytest.mark.parametrize(
+    ("forge", "words"),
+    [
+        (
+            lambda doc: doc["concurrency"].append(doc["concurrency"][0]),
+            "the figures contradict each other: concurrency lists 1 more than once",
+        ),
+        (
+            lambda doc: doc["quality"].update(passed=doc["quality"]["total"] + 1, failed=[]),
+            "the figures contradict each other: quality: passed 14 is above total 13",
+        ),
+    ],
+)
+def test_a_summary_whose_figures_contradict_each_other_is_an_error_naming_it(
+    forge: Any, words: str
+) -> None:
+    """Issue 31: a summary the last-wins reading would pass is refused, and the reason says
+    which figures disagree."""
+    w = benchmarking()
+    w.finish_job(summary(), exit_code=0)
+    pods = [o for (kind, _), o in w.objects.items() if kind == "Pod" and "bench" in str(o)]
+    terminated = pods[-1]["status"]["containerStatuses"][0]["state"]["terminated"]
+    doc = json.loads(terminated["message"])
+    forge(doc)
+    terminated["message"] = json.dumps(doc)
+    reasons = rejected_as_error(w)
+    assert any("left no summary" in r and words in r for r in reasons), reasons

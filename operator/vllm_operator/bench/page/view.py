@@ -17,7 +17,7 @@ gaining fields (the ``load`` section, new quality figures) still opens.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -36,6 +36,12 @@ from vllm_operator.errors import SpecError
 MAX_REPORT_BYTES = 128 << 20
 """Largest report read: 16 load levels x 10 trials x 2 servers x 2,000 samples is ~110 MB."""
 MAX_JSON_DEPTH = 48
+MAX_CONTAINERS = 1_000_000
+"""Objects and arrays a report may open ('{' and '['): the largest report has ~650,000 (a
+sample per request, 2,000 per run, 320 runs); a 128 MiB array of ``{}`` would be 43 million,
+6.4 GB of Python objects before the first field is read."""
+MAX_VALUES = 8_000_000
+"""Values a report may hold, counted by its commas (a sample has 9): ~6 million at most."""
 MAX_TEXT = 2_000
 """Longest reason, detail or answer kept (characters); longer ones end in an ellipsis."""
 MAX_NAME = 200
@@ -310,17 +316,47 @@ def parse(data: object, where: str) -> Report:
         ) from exc
 
 
-def loads(text: bytes, where: str) -> Report:
-    """A report from a JSON document, or from JSON lines (the last ``report`` event)."""
-    try:
-        return parse(
-            bounded.loads(text, max_bytes=MAX_REPORT_BYTES, max_depth=MAX_JSON_DEPTH), where
+def _too_many(text: bytes) -> str | None:
+    """Why ``text`` holds more objects or values than any report, or None; counted before
+    parsing, in C (an upper bound: brackets and commas inside strings count too)."""
+    containers = text.count(b"{") + text.count(b"[")
+    values = text.count(b",")
+    if containers > MAX_CONTAINERS or values > MAX_VALUES:
+        return (
+            f"{containers} objects or arrays and {values} commas: more than a report has "
+            f"({MAX_CONTAINERS} and {MAX_VALUES})"
         )
-    except bounded.BoundError as exc:
-        whole_error = exc
+    return None
+
+
+def _lines_from_the_end(text: bytes) -> Iterator[bytes]:
+    """The lines of ``text``, last first, without splitting it all at once."""
+    end = len(text)
+    while end > 0:
+        start = text.rfind(b"\n", 0, end) + 1
+        yield text[start:end]
+        end = start - 1
+
+
+def loads(text: bytes, where: str) -> Report:
+    """A report from a JSON document, or from JSON lines (the last ``report`` event).
+
+    Every document parsed (the whole text, then a line) is first counted (``_too_many``):
+    a 128 MiB array of ``{}`` is refused instead of becoming 6.4 GB of objects.
+    """
+    whole_error = _too_many(text)
+    if whole_error is None:
+        try:
+            return parse(
+                bounded.loads(text, max_bytes=MAX_REPORT_BYTES, max_depth=MAX_JSON_DEPTH), where
+            )
+        except bounded.BoundError as exc:
+            whole_error = str(exc)
     found: object = None
-    for line in reversed(text.splitlines()):
+    for line in _lines_from_the_end(text):
         if not line.strip().startswith(b"{") or b'"report"' not in line:
+            continue
+        if _too_many(line) is not None:
             continue
         try:
             event = bounded.loads(line, max_bytes=MAX_REPORT_BYTES, max_depth=MAX_JSON_DEPTH)
