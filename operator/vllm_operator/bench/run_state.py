@@ -15,13 +15,14 @@ from typing import Any, Protocol
 from vllm_operator.bench.load import LoadRun
 from vllm_operator.bench.quality import SuiteOutcome
 from vllm_operator.bench.request import RequestRecord
+from vllm_operator.gate.finding import FigureKey
 
 Clock = Callable[[], float]
 
 RESERVE_FRACTION = 0.25
 """Share of the deadline an extra round may not eat into (left for quality and the report)."""
-OpenFigures = Callable[["RunState"], set[tuple[str, str]]]
-"""The figures (``gate.regression.FigureKey``) still undecided on what was measured so far."""
+OpenFigures = Callable[["RunState"], set[FigureKey]]
+"""The figures still undecided on what was measured so far (``gate.open_figures``)."""
 
 Breached = Callable[["RunState", float], bool]
 """Did the candidate break an SLO limit at this load level (``gate.slo.breached``)?"""

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal, Protocol
 
-from vllm_operator.gate.regression import EXACT
+from vllm_operator.gate.comparison import EXACT
 
 Decision = Literal["beyond", "within", "undecided"]
 
