@@ -304,3 +304,11 @@ def test_the_baseline_sweep_is_not_needed_with_counts() -> None:
         update={"paired_baseline": s.paired_baseline.model_copy(update={"load": None})}
     )
     assert verdict(cut, t, None).outcome == "Passed"
+
+
+def test_stored_bounds_and_thresholds_round_outwards() -> None:
+    assert stored_bounds(1.234567, 2.345678) == (1.23, 2.35)
+    assert stored_bounds(5.0, float("inf")) == (5.0, None)
+    # the low threshold down (more counted above it: "within" stays safe), the high one up
+    assert stored_thresholds(lambda x: x + 0.004, 1.0, 2.0) == (1.0, 2.01)
+    assert stored_thresholds(lambda x: x + 0.004, 1.0, None) == (1.0, None)
