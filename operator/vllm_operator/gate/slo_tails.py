@@ -60,10 +60,17 @@ def regression_threshold(thresholds: Thresholds, limit: float) -> Callable[[floa
     assert thresholds.max_regression_percent is not None
     assert thresholds.slo is not None
     relative = 1 + thresholds.max_regression_percent / 100
-    floor = max(
+    floor = regression_floor(thresholds, limit)
+    return lambda x: max(x * relative, x + floor)
+
+
+def regression_floor(thresholds: Thresholds, limit: float) -> float:
+    """The absolute part of the threshold (ms): ``regressionFloorMs`` or
+    ``slo.regressionFloorPercent`` of the SLO ``limit``, whichever is larger."""
+    assert thresholds.slo is not None
+    return max(
         thresholds.regression_floor_ms, thresholds.slo.regression_floor_percent / 100 * limit
     )
-    return lambda x: max(x * relative, x + floor)
 
 
 def round_down(value: float) -> float:
@@ -234,10 +241,7 @@ def _stale(record: TailRegression, thresholds: Thresholds, limit: float, look: f
 
 
 def _limit_words(thresholds: Thresholds, limit: float) -> str:
-    assert thresholds.slo is not None
-    floor = max(
-        thresholds.regression_floor_ms, thresholds.slo.regression_floor_percent / 100 * limit
-    )
+    floor = regression_floor(thresholds, limit)
     return f"+{thresholds.max_regression_percent:g}% or the {floor:g} ms floor, the larger"
 
 

@@ -11,10 +11,11 @@ with 0 of 1,440 requests over a 1,000 ms limit came out "[21.3, 1357] straddles"
 
 The interval, and why this one:
 - **Clopper-Pearson** (the exact binomial interval, from beta quantiles, ``gate.binomial``)
-  on the pooled counts: it never covers less than it states, it handles 0 exceedances (the usual case of a
-  healthy server) without a continuity fudge, and it needs no random numbers, so the bench and
-  the operator reach the same bounds from the same counts, bit for bit. Wald intervals
-  collapse to a point at 0 and Wilson's undercovers in the tail when the count is 0-2.
+  on the pooled counts: it never covers less than it states, it handles 0 exceedances (the
+  usual case of a healthy server) without a continuity fudge, and it needs no random
+  numbers, so the bench and the operator reach the same bounds from the same counts, bit for
+  bit. Wald intervals collapse to a point at 0 and Wilson's undercovers in the tail when the
+  count is 0-2.
 - **Clusters**: observations are not independent. Requests of one trial share the server's
   state (a compile stall, a preemption storm), and the gaps of one request share its fate.
   Each cluster (a trial; a pod's scrape over a canary step) brings its own *design effect*
