@@ -330,8 +330,8 @@ MUTANTS = [
     M(
         "slo-floor-max",
         "slo_tails.py",
-        "return max(\n        thresholds.regression_floor_ms,",
-        "return min(\n        thresholds.regression_floor_ms,",
+        "floor = max(\n        thresholds.regression_floor_ms,",
+        "floor = min(\n        thresholds.regression_floor_ms,",
     ),
     M(
         "slo-latency-beyond",

@@ -2,12 +2,14 @@
 # Install the Debian packages CI needs beyond Python: shellcheck (tests/unit/chart: every
 # shell script and the rendered entrypoint), tmux (tests/integration/demo/test_screen.py: the
 # demo in a real terminal), buildah and mmdebstrap (hack/image-test.sh), chromium
-# (tests/integration/report: report pages opened in headless Chromium).
+# (tests/integration/report: report pages opened in headless Chromium), gcc
+# (tests/unit/bench/test_bench_sandbox_allowlist.py: the native extension an attacker
+# would load from scratch, compiled by cc).
 # Does nothing when they are present; without root or apt-get it says so and leaves the
 # decision to the checks (the image test skips, saying why; the shellcheck test fails in CI).
 set -euo pipefail
 missing=()
-for tool in shellcheck tmux buildah mmdebstrap chromium; do
+for tool in shellcheck tmux buildah mmdebstrap chromium gcc; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 if ((${#missing[@]} == 0)); then
@@ -20,4 +22,4 @@ fi
 echo "ci-tools: installing ${missing[*]}"
 apt-get update -qq
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-  shellcheck tmux buildah mmdebstrap chromium >/dev/null
+  shellcheck tmux buildah mmdebstrap chromium gcc libc6-dev >/dev/null

@@ -52,6 +52,7 @@ class EventReason(StrEnum):
     AutoscalerRemoved = "AutoscalerRemoved"
     OperatorUpdatePending = "OperatorUpdatePending"
     OperatorUpdateRolling = "OperatorUpdateRolling"
+    GatePlanTooShort = "GatePlanTooShort"
 
 
 class ConditionReason(StrEnum):
@@ -91,6 +92,8 @@ class ConditionReason(StrEnum):
     TemplateChanged = "TemplateChanged"
     SpecDigestUnknown = "SpecDigestUnknown"
     RollRequested = "RollRequested"
+    # GatePlanDecides (rollout/gate_plan.py).
+    TooFewObservations = "TooFewObservations"
 
 
 # Two tables, not one: a StrEnum member equals its string, so EventReason.GatePassed and
@@ -135,6 +138,7 @@ EVENT_MEANINGS: dict[EventReason, str] = {
     EventReason.AutoscalerRemoved: "an autoscaler the spec no longer asks for was deleted",
     EventReason.OperatorUpdatePending: "this operator renders the unchanged spec differently",
     EventReason.OperatorUpdateRolling: "a person asked to gate and roll the operator update",
+    EventReason.GatePlanTooShort: "a tail limit needs more requests than the gate's plan measures",
 }
 
 CONDITION_MEANINGS: dict[ConditionReason, str] = {
@@ -167,4 +171,5 @@ CONDITION_MEANINGS: dict[ConditionReason, str] = {
     ConditionReason.TemplateChanged: "OperatorUpdatePending=True: new template, same spec",
     ConditionReason.SpecDigestUnknown: "OperatorUpdatePending=True: the stable records no digest",
     ConditionReason.RollRequested: "OperatorUpdatePending=True: the update is being gated",
+    ConditionReason.TooFewObservations: "GatePlanDecides=False: a tail limit cannot be decided",
 }

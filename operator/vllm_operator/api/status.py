@@ -27,7 +27,13 @@ Phase = Literal[
 ]
 ConditionStatus = Literal["True", "False", "Unknown"]
 ConditionType = Literal[
-    "Ready", "Reconciling", "Stalled", "GatePassed", "FlagsChecked", "OperatorUpdatePending"
+    "Ready",
+    "Reconciling",
+    "Stalled",
+    "GatePassed",
+    "FlagsChecked",
+    "OperatorUpdatePending",
+    "GatePlanDecides",
 ]
 
 HISTORY_LIMIT = 10
@@ -52,9 +58,11 @@ class Condition(APIModel):
 
     type: ConditionType = Field(
         description="Ready, Reconciling, Stalled, GatePassed, FlagsChecked (present only when "
-        "the vLLM version is newer than every recorded flag table) or OperatorUpdatePending "
+        "the vLLM version is newer than every recorded flag table), OperatorUpdatePending "
         "(present only when this operator renders the unchanged spec into pods that differ "
-        "from the serving revision's; annotate vllm-operator.dev/roll-operator-update to roll)."
+        "from the serving revision's; annotate vllm-operator.dev/roll-operator-update to roll), "
+        "or GatePlanDecides (present only, False, when a tail limit of gate.thresholds.slo "
+        "needs more requests than the gate's plan measures within timeoutSeconds)."
     )
     status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str = Field(default="", max_length=1024, description="CamelCase machine reason.")

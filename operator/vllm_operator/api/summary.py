@@ -184,35 +184,29 @@ DesignEffects = Annotated[list[Annotated[float, Field(ge=1)]], Field(max_length=
 
 
 class TailRegression(APIModel):
-    """A limited percentile against the paired baseline's, as the benchmark counted it.
+    """A limited percentile against the paired baseline's, pair by pair (``gate.pair_tails``).
 
-    The baseline's pooled percentile is bracketed by an order-statistic interval (``baseline``),
-    each end turned into the most the candidate may reach (``thresholds``: the relative limit
-    and the floors), and the candidate's requests counted above each end, per trial
-    (``gate.tails.decide_regression`` decides on them). The operator re-decides from these
-    counts; thresholds other than its own limits would give need a re-judge from the report.
+    In each trial the candidate's observations, less the regression limit (``relativePercent``
+    or ``floor``, whichever takes less off), are pooled with the baseline's, and the pool's
+    slowest share the percentile allows above it (for p99 the slowest 1%) is counted: ``top``
+    of them, ``candidate`` of those the candidate's. About half are the candidate's when its
+    percentile sits exactly at the baseline's plus the limit; the operator re-decides from
+    these counts, and limits other than the ones counted at need a re-judge from the report.
     """
 
-    confidence: float = Field(
-        gt=0, lt=1, description="The look's two-sided confidence the bounds were taken at."
+    relative_percent: float = Field(
+        ge=0, le=1000, description="maxRegressionPercent the candidate's values were shifted by."
     )
-    baseline: list[float | None] = Field(
-        min_length=2,
-        max_length=2,
-        description="The baseline's pooled percentile lies in [low, high] (ms; null: no bound).",
+    floor: float = Field(ge=0, description="The floor (ms) they were shifted by.")
+    top: Counts = Field(
+        default_factory=list, description="Per trial, the pair's slowest observations counted."
     )
-    thresholds: list[float | None] = Field(
-        min_length=2,
-        max_length=2,
-        description="The most the candidate may reach at each end of `baseline` (ms).",
+    candidate: Counts = Field(
+        default_factory=list, description="Per trial, how many of those were the candidate's."
     )
-    within: Counts = Field(
-        default_factory=list,
-        description="Per trial, the candidate's observations above the low threshold.",
-    )
-    beyond: Counts = Field(
-        default_factory=list,
-        description="Per trial, above the high threshold (empty: no high threshold).",
+    design_effect: DesignEffects | None = Field(
+        default=None,
+        description="Per trial, the design effect of those counted (ITL: by request; absent: 1).",
     )
 
 
@@ -230,9 +224,8 @@ class TailCounts(APIModel):
     design_effect: DesignEffects | None = Field(
         default=None,
         description=(
-            "Per trial, the design effect of gaps clustered by request (absent: 1 each): the "
-            "largest of those at the limit and at the regression thresholds (a larger one only "
-            "widens an interval, so one for all three never decides wrongly)."
+            "Per trial, the design effect of gaps clustered by request at the limit (absent: 1 "
+            "each)."
         ),
     )
     missing: str | None = Field(

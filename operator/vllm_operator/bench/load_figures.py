@@ -37,7 +37,7 @@ from vllm_operator.api.workload import (
 from vllm_operator.bench.load import LoadRecord, LoadRun
 from vllm_operator.bench.load_tails import level_tails
 from vllm_operator.bench.stats import percentile
-from vllm_operator.gate.tails import ClusteredTally, SampleTally, Tally
+from vllm_operator.gate.tallies import ClusteredTally, SampleTally, Tally
 
 MAX_SAMPLES = 2000
 """Per-request samples of one run in the report (evenly thinned beyond)."""
@@ -216,9 +216,7 @@ def level_figures(
     def theirs(metric: LatencyMetric) -> list[Tally]:
         return [tally(run, metric) for run in baseline_runs or []]
 
-    pooled, tails = level_tails(
-        limits, ours, theirs if baseline_runs else None, thresholds, confidence
-    )
+    pooled, tails = level_tails(limits, ours, theirs if baseline_runs else None, thresholds)
     return LoadLevelFigures(
         level=level,
         requests=sum(f.requests for f in figures),

@@ -2,9 +2,9 @@
 
 The SLO gate judges a tail limit as the share of observations above it (``gate.tails``), so
 the summary carries, per level, per limited percentile and per trial, how many requests (for
-ITL: gaps) were above the limit, and, against the paired baseline, how many of the
-candidate's were above the threshold of each end of the baseline's pooled-percentile
-interval. Everything here works on tallies (``gate.tails.Tally``) of one trial each, so the
+ITL: gaps) were above the limit, and, against the paired baseline, how many of each pair's
+slowest observations were the candidate's (``gate.pair_tails``). Everything here works on
+tallies (``gate.tallies.Tally``) of one trial each, so the
 benchmark (from its runs, ``bench.load_figures.tally``) and ``vllm-operator judge --report``
 (from a full report's samples, ``bench.report_tails``) count the same way.
 
@@ -23,13 +23,10 @@ from vllm_operator.api.summary import TailCounts, TailRegression
 from vllm_operator.api.workload import LatencyMetric, SloLimits
 from vllm_operator.bench.stats import percentile
 from vllm_operator.gate.comparison import regression_limit_set
-from vllm_operator.gate.slo_tails import regression_threshold, stored_bounds, stored_thresholds
-from vllm_operator.gate.tails import (
-    Exceedance,
-    Tally,
-    allowed_share,
-    regression_bounds,
-)
+from vllm_operator.gate.pair_tails import candidate_shift, pair_exceedance
+from vllm_operator.gate.slo_tails import regression_limit
+from vllm_operator.gate.tails import Exceedance, allowed_share
+from vllm_operator.gate.tallies import Tally
 
 QUANTILE = {"p50": 50, "p90": 90, "p95": 95, "p99": 99}
 
@@ -42,12 +39,11 @@ def level_tails(
     candidate: Tallies,
     baseline: Tallies | None,
     thresholds: Thresholds | None,
-    confidence: float,
 ) -> tuple[dict[str, float], dict[str, TailCounts]]:
     """(pooled percentile, counts) of every limited percentile of a level.
 
     ``baseline`` and ``thresholds`` with ``maxRegressionPercent`` set: each gets its
-    regression record, the baseline's bounds and the decision at ``confidence`` (the look's).
+    regression record: per trial, the candidate's share of the pair's slowest observations.
     """
     pooled: dict[str, float] = {}
     counts: dict[str, TailCounts] = {}
@@ -64,16 +60,15 @@ def level_tails(
             if values:
                 pooled[key] = round(percentile(values, QUANTILE[p]), 1)
             at_limit = [t.exceedance(limit) for t in ours]
-            record, counted = None, [at_limit]
+            record = None
             if theirs is not None and not isinstance(theirs, str) and thresholds is not None:
-                threshold = regression_threshold(thresholds, limit)
-                record, against_base = _regression(ours, theirs, p, threshold, confidence)
-                counted += against_base
+                relative, floor = regression_limit(thresholds, limit)
+                record = _regression(ours, theirs, p, relative, floor)
             counts[key] = TailCounts(
                 limit=limit,
                 total=[int(e.total) for e in at_limit],
                 above=[int(e.above) for e in at_limit],
-                design_effect=_effects(counted),
+                design_effect=_effects(at_limit),
                 regression=record,
             )
     return pooled, counts
@@ -83,29 +78,28 @@ def _regression(
     candidate: Sequence[Tally],
     baseline: Sequence[Tally],
     percentile_name: str,
-    threshold: Callable[[float], float],
-    confidence: float,
-) -> tuple[TailRegression, list[list[Exceedance]]]:
-    """The record against the baseline, and the counts it took (for their design effects)."""
-    low, high = regression_bounds(baseline, allowed_share(percentile_name), confidence)
-    b_low, b_high = stored_bounds(low, high)
-    t_low, t_high = stored_thresholds(threshold, b_low, b_high)
-    within = [t.exceedance(t_low) for t in candidate]
-    beyond = [] if t_high is None else [t.exceedance(t_high) for t in candidate]
-    record = TailRegression(
-        confidence=confidence,
-        baseline=[b_low, b_high],
-        thresholds=[t_low, t_high],
-        within=[int(e.above) for e in within],
-        beyond=[int(e.above) for e in beyond],
+    relative: float,
+    floor: float,
+) -> TailRegression:
+    """Trial by trial, the candidate's share of the pair's slowest (``gate.pair_tails``)."""
+    shift = candidate_shift(relative, floor)
+    allowed = allowed_share(percentile_name)
+    pairs = [
+        pair_exceedance(ours, theirs, allowed, shift)
+        for ours, theirs in zip(candidate, baseline, strict=False)
+    ]
+    return TailRegression(
+        relative_percent=relative,
+        floor=floor,
+        top=[int(e.total) for e in pairs],
+        candidate=[int(e.above) for e in pairs],
+        design_effect=_effects(pairs),
     )
-    return record, [within, beyond] if beyond else [within]
 
 
-def _effects(counted: Sequence[Sequence[Exceedance]]) -> list[float] | None:
-    """Per trial, the largest design effect of its counts, rounded up to 0.1 (never smaller
-    than measured); None when every one is 1."""
-    per_trial = [max(e.design_effect for e in trial) for trial in zip(*counted, strict=True)]
-    if all(d <= 1.0 for d in per_trial):
+def _effects(counted: Sequence[Exceedance]) -> list[float] | None:
+    """Per trial, the design effect rounded up to 0.1 (never smaller than measured); None
+    when every one is 1."""
+    if all(e.design_effect <= 1.0 for e in counted):
         return None
-    return [max(1.0, math.ceil(d * 10 - 1e-9) / 10) for d in per_trial]
+    return [max(1.0, math.ceil(e.design_effect * 10 - 1e-9) / 10) for e in counted]

@@ -126,6 +126,8 @@ class LocalSandbox:
 
     async def run(self, code: str, tests: str, *, limit_seconds: float) -> RunResult:
         scratch = Path(tempfile.mkdtemp(prefix="bench-sandbox-", dir=self.scratch_root))
+        if os.geteuid() == 0:
+            os.chmod(scratch, 0o711)  # the code runs as nobody: its path must work
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-I",

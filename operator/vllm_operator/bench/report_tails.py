@@ -20,8 +20,9 @@ Goodput and error shares are the runs' own (they were computed at the bench's li
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +30,8 @@ from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import BenchSummary, LoadLevelFigures, LoadSweep, TrialPlan
 from vllm_operator.api.workload import LatencyMetric
 from vllm_operator.bench.load_tails import level_tails
-from vllm_operator.gate.sequential import look_confidence
-from vllm_operator.gate.tails import Exceedance, SampleTally, Tally, gap_design_effect
+from vllm_operator.gate.tails import Exceedance, gap_design_effect
+from vllm_operator.gate.tallies import SampleTally, Tally
 
 NO_GAPS = "not decidable from this report (no gap counts: written before they were kept)"
 
@@ -77,6 +78,21 @@ class ReplayGapTally:
     def points(self) -> Sequence[float]:
         return sorted({self.floor, *(v for r in self.requests for v in r.slow)})
 
+    def slowest(self, count: int) -> list[tuple[float, int]]:
+        """The ``count`` slowest gaps for ``gate.pair_tails``, each with its request: the
+        listed slow ones as they are, those past a request's list at its smallest listed,
+        the rest at ``floor`` (the run's p90 gap). A pair's slowest share for p99 lies above
+        both runs' p90, where the values are exact unless a request's list was capped."""
+
+        def every() -> Iterator[tuple[float, int]]:
+            for i, r in enumerate(self.requests):
+                smallest = r.slow[0] if r.slow else self.floor
+                yield from ((v, i) for v in r.slow)
+                yield from ((smallest, i) for _ in range(r.slow_count - len(r.slow)))
+                yield from ((self.floor, i) for _ in range(r.count - r.slow_count))
+
+        return heapq.nlargest(count, every())
+
 
 def _at_most(values: Sequence[float], bound: float) -> int:
     return sum(1 for v in values if v <= bound)
@@ -122,7 +138,6 @@ def recounted(
     if not isinstance(runs, list):
         raise ReportError("load.runs is missing")
     plan = plan if plan is not None else summary.trial_plan
-    confidence = thresholds.confidence_percent / 100
     slo = thresholds.slo
     paired = summary.paired_baseline is not None
 
@@ -150,7 +165,6 @@ def recounted(
             tallies(ours),
             tallies(theirs) if theirs else None,
             thresholds,
-            look_confidence(confidence, plan, len(ours)),
         )
         return figures.model_copy(
             update={

@@ -15,12 +15,11 @@ from typing import Any, Protocol
 from vllm_operator.bench.load import LoadRun
 from vllm_operator.bench.quality import SuiteOutcome
 from vllm_operator.bench.request import RequestRecord
+from vllm_operator.gate.budget import RESERVE_FRACTION
 from vllm_operator.gate.finding import FigureKey
 
 Clock = Callable[[], float]
 
-RESERVE_FRACTION = 0.25
-"""Share of the deadline an extra round may not eat into (left for quality and the report)."""
 OpenFigures = Callable[["RunState"], set[FigureKey]]
 """The figures still undecided on what was measured so far (``gate.open_figures``)."""
 

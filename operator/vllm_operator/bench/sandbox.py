@@ -8,7 +8,8 @@ user passed ``--allow-code-execution``. Each run:
 1. gets a fresh scratch directory under the scratch root (a size-limited volume in the
    cluster) and a minimal environment (no secrets: nothing of bench's environment);
 2. starts ``sandbox_child`` (``python -I -B``) in its own session; the child lowers its
-   rlimits, applies the kernel's limits to itself (Landlock and seccomp, see
+   rlimits, drops root if it has it (to ``RUN_AS``, which owns the scratch directory),
+   applies the kernel's limits to itself (Landlock and a seccomp allow list, see
    ``sandbox_kernel``) and installs its audit hook before compiling the model's code; where
    the kernel cannot enforce its limits the code is not run (a not-run result); its output goes
    to a file capped by ``RLIMIT_FSIZE``, so output cannot grow this process's memory, and
@@ -53,6 +54,8 @@ TAIL_BYTES = 4096
 EXTRA_PROCESSES = 16
 """Processes the code may add to its uid's count (a second wall behind the hook's no-fork)."""
 KILL_ROUNDS = 100
+RUN_AS = (65534, 65534)
+"""The uid and gid the child drops to when this process is root (``nobody``)."""
 
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
@@ -135,9 +138,9 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def uid_processes() -> int:
-    """Processes of this uid (what ``RLIMIT_NPROC`` counts), from ``/proc``."""
-    uid = os.getuid()
+def uid_processes(uid: int | None = None) -> int:
+    """Processes of ``uid`` (this one's by default; what ``RLIMIT_NPROC`` counts)."""
+    uid = os.getuid() if uid is None else uid
     count = 0
     with contextlib.suppress(OSError):
         for entry in os.scandir("/proc"):
@@ -232,6 +235,10 @@ def _run_in(  # noqa: PLR0917 - private
 ) -> RunResult:
     work = scratch / "work"
     work.mkdir()
+    uid, gid = RUN_AS if os.geteuid() == 0 else (os.getuid(), os.getgid())
+    if (uid, gid) != (os.getuid(), os.getgid()):
+        os.chown(work, uid, gid)  # the child drops to uid before any code runs
+        scratch.chmod(0o711)  # searchable, so that the work directory's full path works
     output = scratch / "output"
     marker = f"ALL TESTS PASSED {secrets.token_hex(16)}"
     job = {
@@ -242,7 +249,9 @@ def _run_in(  # noqa: PLR0917 - private
         "memory_bytes": memory_mb << 20,
         "file_bytes": OUTPUT_BYTES,
         # RLIMIT_NPROC counts every process of the uid: allow a few beyond what exists.
-        "processes": uid_processes() + EXTRA_PROCESSES,
+        "processes": uid_processes(uid) + EXTRA_PROCESSES,
+        "uid": uid,
+        "gid": gid,
         "guard": walls[0],
         "kernel": walls[1],
         "minimum_landlock_abi": walls[2],

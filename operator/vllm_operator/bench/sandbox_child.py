@@ -5,12 +5,14 @@ directory, with the job (JSON: code, tests, limits, marker) on stdin. Before any
 is compiled, while it is still single-threaded, it
 
 1. lowers its own resource limits (CPU time, address space, file size, open files);
-2. applies the kernel's limits to itself (``sandbox_kernel``: Landlock and a seccomp filter,
-   after ``PR_SET_NO_NEW_PRIVS``). These are the wall that holds: no network, no exec, no new
-   processes, files only in its scratch directory (read-only the Python installation). Where
-   the kernel cannot enforce them the child prints ``REFUSED_PREFIX`` with the reason and
-   exits with ``KERNEL_REFUSED`` without compiling the code: a not-run result, never an
-   unguarded run;
+2. applies the kernel's limits to itself (``sandbox_kernel``: started as root, it first drops
+   to the job's uid and gid, ``nobody``, with no capabilities; then Landlock and a seccomp
+   allow list, ``sandbox_syscalls``, after ``PR_SET_NO_NEW_PRIVS``). These are the wall that
+   holds: never root, no network, no exec, no new processes, files only in its scratch
+   directory (read-only the Python installation), no metadata changes, no IPC, nothing
+   done to another process. Where the kernel cannot enforce them the child prints
+   ``REFUSED_PREFIX`` with the reason and exits with ``KERNEL_REFUSED`` without compiling
+   the code: a not-run result, never an unguarded run;
 3. installs an audit hook (PEP 578) that cannot be removed from Python code: a third layer
    with clearer messages, not a boundary (``_posixsubprocess`` or an extension module loaded
    by hand pass it; the kernel does not let them do anything).
@@ -42,6 +44,7 @@ import json
 import os
 import resource
 import sys
+from types import ModuleType
 
 MAX_WRITABLE_OPENS = 16
 KERNEL_REFUSED = 4
@@ -49,6 +52,7 @@ KERNEL_REFUSED = 4
 REFUSED_PREFIX = "sandbox: not run: "
 _KERNEL_MODULES = (
     "_sandbox_kernel",
+    "_sandbox_syscalls",
     "ctypes",
     "_ctypes",
     "ctypes.util",
@@ -140,6 +144,7 @@ def _limit(which: int, value: int) -> None:
 
 
 def _install_guard(scratch: str) -> None:
+    """The audit hook: one small judge per kind of event, looked up by the event's name."""
     roots = tuple(
         sorted(
             {
@@ -150,6 +155,7 @@ def _install_guard(scratch: str) -> None:
     )
     realpath = os.path.realpath
     fspath = os.fsdecode
+    readable = (scratch, *roots)
     writes = [0]
 
     def under(path: object, allowed: tuple[str, ...]) -> bool:
@@ -161,40 +167,63 @@ def _install_guard(scratch: str) -> None:
             return False
         return any(full == r or full.startswith(r + os.sep) for r in allowed)
 
-    def hook(event: str, args: tuple[object, ...]) -> None:
-        if event == "open":
-            path, mode = args[0], args[1]
-            flags = args[2] if len(args) > 2 else 0
-            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-                mode is None and isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR)
-            )
-            if writing:
-                if not under(path, (scratch,)):
-                    raise PermissionError(f"sandbox: writing {path!r} is not allowed")
-                writes[0] += 1
-                if writes[0] > MAX_WRITABLE_OPENS:
-                    raise PermissionError("sandbox: too many files opened for writing")
-            elif not under(path, (scratch, *roots)):
+    def named(path: object) -> bool:
+        return isinstance(path, (str, bytes, os.PathLike))
+
+    def on_open(event: str, args: tuple[object, ...]) -> None:
+        path, mode = args[0], args[1]
+        flags = args[2] if len(args) > 2 else 0
+        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+            mode is None and isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR)
+        )
+        if not writing:
+            if not under(path, readable):
                 raise PermissionError(f"sandbox: reading {path!r} is not allowed")
-        elif event == "import":
-            # Every part: an extension loaded by hand as "x._socket" still runs PyInit__socket.
-            if any(part in _BLOCKED_IMPORTS for part in str(args[0]).split(".")):
-                raise ImportError(f"sandbox: module {args[0]!r} is not allowed")
-        elif event in _BLOCKED_EVENTS or event.startswith(("socket.", "ctypes.")):
-            raise PermissionError(f"sandbox: {event} is not allowed")
-        elif event in _LISTING_EVENTS:
-            path = args[0]
-            if isinstance(path, (str, bytes, os.PathLike)) and not under(path, (scratch, *roots)):
+            return
+        if not under(path, (scratch,)):
+            raise PermissionError(f"sandbox: writing {path!r} is not allowed")
+        writes[0] += 1
+        if writes[0] > MAX_WRITABLE_OPENS:
+            raise PermissionError("sandbox: too many files opened for writing")
+
+    def on_import(event: str, args: tuple[object, ...]) -> None:
+        # Every part: an extension loaded by hand as "x._socket" still runs PyInit__socket.
+        if any(part in _BLOCKED_IMPORTS for part in str(args[0]).split(".")):
+            raise ImportError(f"sandbox: module {args[0]!r} is not allowed")
+
+    def on_blocked(event: str, args: tuple[object, ...]) -> None:
+        raise PermissionError(f"sandbox: {event} is not allowed")
+
+    def on_listing(event: str, args: tuple[object, ...]) -> None:
+        if named(args[0]) and not under(args[0], readable):
+            raise PermissionError(f"sandbox: {event} on {args[0]!r} is not allowed")
+
+    def on_path(event: str, args: tuple[object, ...]) -> None:
+        for path in args[:2]:
+            if named(path) and not under(path, (scratch,)):
                 raise PermissionError(f"sandbox: {event} on {path!r} is not allowed")
-        elif event in _PATH_EVENTS:
-            for path in args[:2]:
-                if isinstance(path, (str, bytes, os.PathLike)) and not under(path, (scratch,)):
-                    raise PermissionError(f"sandbox: {event} on {path!r} is not allowed")
-        elif event == "sys._getframe":
-            # ValueError, which namedtuple, typing, enum and logging already expect from it.
-            raise ValueError("sandbox: frame access is not allowed")
-        elif event == "object.__getattr__" and args[1] in _FRAME_ATTRIBUTES:
+
+    def on_getframe(event: str, args: tuple[object, ...]) -> None:
+        # ValueError, which namedtuple, typing, enum and logging already expect from it.
+        raise ValueError("sandbox: frame access is not allowed")
+
+    def on_getattr(event: str, args: tuple[object, ...]) -> None:
+        if args[1] in _FRAME_ATTRIBUTES:
             raise PermissionError("sandbox: frame access is not allowed")
+
+    judges = {"open": on_open, "import": on_import, "sys._getframe": on_getframe}
+    judges["object.__getattr__"] = on_getattr
+    judges.update(dict.fromkeys(_BLOCKED_EVENTS, on_blocked))
+    judges.update(dict.fromkeys(_LISTING_EVENTS, on_listing))
+    judges.update(dict.fromkeys(_PATH_EVENTS, on_path))
+    judge_of = judges.get
+
+    def hook(event: str, args: tuple[object, ...]) -> None:
+        judge = judge_of(event)
+        if judge is not None:
+            judge(event, args)
+        elif event.startswith(("socket.", "ctypes.")):
+            on_blocked(event, args)
 
     sys.addaudithook(hook)
     # _signal is imported at start-up: out of sys.modules, importing it again meets the hook.
@@ -202,8 +231,8 @@ def _install_guard(scratch: str) -> None:
         sys.modules.pop(name, None)
 
 
-def _apply_kernel_limits(scratch: str, minimum_abi: int) -> None:
-    """``sandbox_kernel.apply`` (loaded from beside this file: bench's package is not needed)."""
+def _load_kernel() -> ModuleType:
+    """``sandbox_kernel`` from beside this file (bench's package is not needed here)."""
     path = os.path.join(os.path.dirname(os.path.realpath(__file__)), "sandbox_kernel.py")
     spec = importlib.util.spec_from_file_location("_sandbox_kernel", path)
     if spec is None or spec.loader is None:
@@ -211,14 +240,42 @@ def _apply_kernel_limits(scratch: str, minimum_abi: int) -> None:
     kernel = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = kernel  # dataclasses look their module up there
     spec.loader.exec_module(kernel)
+    return kernel
+
+
+def _apply_kernel_limits(scratch: str, minimum_abi: int, run_as: tuple[int, int]) -> None:
+    """``sandbox_kernel.apply``; then, where the uid it dropped to cannot reach the Python
+    installation or scratch by their paths, reach them through what was opened before."""
+    kernel = _load_kernel()
     try:
-        kernel.apply(scratch, minimum_abi=minimum_abi)
+        applied = kernel.apply(scratch, minimum_abi=minimum_abi, run_as=run_as)
     except kernel.KernelLimitsUnavailable as exc:
         print(f"{REFUSED_PREFIX}kernel limits unavailable: {exc}", flush=True)
         sys.exit(KERNEL_REFUSED)
+    _reach_by_descriptor(applied.roots)
+    if not os.access(scratch, os.W_OK | os.X_OK):
+        # A 0700 directory above scratch: the working directory is still scratch.
+        os.environ["TMPDIR"] = os.environ["HOME"] = "/proc/self/cwd"
     # What installed the limits is of no use to the code, and the hook refuses to import it.
     for name in _KERNEL_MODULES:
         sys.modules.pop(name, None)
+
+
+def _reach_by_descriptor(roots: dict[str, int]) -> None:
+    """Rewrite ``sys.path`` entries this uid cannot read to ``/proc/self/fd/<n>/...``.
+
+    The magic link starts the walk at the directory opened before the drop, so a 0700
+    directory above it (pyenv under ``/root``) is not searched; Landlock still judges the
+    file it reaches by where it really is (read-only, in the Python installation).
+    """
+    for i, entry in enumerate(sys.path):
+        if not entry or os.access(entry, os.R_OK | os.X_OK):
+            continue
+        for root, fd in roots.items():
+            if entry == root or entry.startswith(root + os.sep):
+                sys.path[i] = f"/proc/self/fd/{fd}{entry[len(root) :]}"
+                break
+    sys.path_importer_cache.clear()
 
 
 def main() -> None:
@@ -237,9 +294,10 @@ def main() -> None:
     guard = job.get("guard", True) is not False
     kernel = job.get("kernel", True) is not False
     minimum_abi = int(job.get("minimum_landlock_abi", 1))
+    run_as = (int(job.get("uid", 65534)), int(job.get("gid", 65534)))
     del job
     if kernel:
-        _apply_kernel_limits(scratch, minimum_abi)
+        _apply_kernel_limits(scratch, minimum_abi, run_as)
     if guard:
         _install_guard(scratch)
     # Everything main() uses after the model's code has run is bound here, and both sources

@@ -9,14 +9,20 @@ around itself without any privilege once it has set ``PR_SET_NO_NEW_PRIVS``:
   read-write the scratch directory, nothing else at all (no ``/proc``, no home, no
   termination log, no exec of any file). With ABI 4+ also no TCP bind or connect, with ABI 6+
   no abstract Unix sockets and no signals to processes outside the sandbox.
-- **seccomp-bpf**, built by libseccomp (through ``pyseccomp``) rather than hand-written BPF:
-  no sockets of any family, no exec, no new processes (threads still work), no namespaces,
-  no ``ptrace``/``process_vm_*``, no io_uring (whose requests bypass seccomp), no mount, no
-  ``chmod``/``chown``/xattr writes (Landlock does not cover file metadata), no BPF, perf or
-  keyrings; and where Landlock cannot scope signals (ABI < 6), no signals at all. Refused
-  calls fail with ``EPERM`` (``clone3`` with ``ENOSYS``, so that glibc falls back to
-  ``clone``, whose flags the filter can read); the filter is synchronised to every thread
+- **seccomp-bpf**, built by libseccomp (through ``pyseccomp``) rather than hand-written BPF,
+  as an **allow list** (``sandbox_syscalls``): the system calls Python and honest answers
+  were measured to make, some only with some arguments; everything else fails with
+  ``EPERM`` (no sockets, exec, new processes, namespaces, ``ptrace``, io_uring, mounts,
+  file metadata, xattrs, SysV or POSIX IPC, scheduling or limits of other processes,
+  privileged calls; threads still work). The filter is synchronised to every thread
   (``TSYNC``).
+
+Before both, a process running as root **drops to an unprivileged uid and gid** (65534
+unless configured) with no supplementary groups and no capabilities, in an IPC namespace
+of its own where it can make one: root would own every root-owned file (a set-user-ID plant)
+and reach privileged calls. Where the drop fails, the code is not run. The Python
+installation may be unreadable to that uid (a pyenv under a 0700 ``/root``): it is opened
+before the drop, and the child reaches it through those descriptors (``Applied.roots``).
 
 Both are applied while the process has exactly one thread (checked in ``/proc/self/task``),
 so no thread exists that could race the installation; threads started later inherit both.
@@ -33,11 +39,12 @@ three system calls with fixed structures (``linux/landlock.h``), not a BPF progr
 from __future__ import annotations
 
 import ctypes
-import errno
+import importlib.util
 import os
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 # linux/landlock.h: system call numbers are the same on every architecture.
@@ -81,91 +88,13 @@ SCRATCH = (
 LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")
 """Where the interpreter's extension modules find their shared libraries (read-only)."""
 
-# seccomp: clone(2) flags (linux/sched.h).
-_CLONE_THREAD = 0x00010000
-_SCMP_ERROR = -1  # libseccomp's answer for a name it does not know at all
-_CLONE_NAMESPACES = (
-    0x00020000,  # CLONE_NEWNS
-    0x02000000,  # CLONE_NEWCGROUP
-    0x04000000,  # CLONE_NEWUTS
-    0x08000000,  # CLONE_NEWIPC
-    0x10000000,  # CLONE_NEWUSER
-    0x20000000,  # CLONE_NEWPID
-    0x40000000,  # CLONE_NEWNET
-    0x00000080,  # CLONE_NEWTIME
-)
-REFUSED_SYSCALLS = (
-    # network, of every address family, and what would use an inherited socket
-    "socket",
-    "socketpair",
-    "connect",
-    "bind",
-    "listen",
-    "accept",
-    "accept4",
-    # other programs and processes
-    "execve",
-    "execveat",
-    "fork",
-    "vfork",
-    "ptrace",
-    "process_vm_readv",
-    "process_vm_writev",
-    "kcmp",
-    "pidfd_open",
-    "pidfd_getfd",
-    "pidfd_send_signal",
-    # namespaces and mounts
-    "unshare",
-    "setns",
-    "mount",
-    "umount2",
-    "pivot_root",
-    "chroot",
-    "open_tree",
-    "move_mount",
-    "fsopen",
-    "fsconfig",
-    "fsmount",
-    "fspick",
-    "mount_setattr",
-    # io_uring: its requests (socket, connect, openat) are not seen by seccomp
-    "io_uring_setup",
-    "io_uring_enter",
-    "io_uring_register",
-    # file metadata, which Landlock does not cover, and truncate(2) of a path (Landlock ABI 3+)
-    "truncate",
-    "chmod",
-    "fchmod",
-    "fchmodat",
-    "chown",
-    "fchown",
-    "lchown",
-    "fchownat",
-    "setxattr",
-    "lsetxattr",
-    "fsetxattr",
-    "removexattr",
-    "lremovexattr",
-    "fremovexattr",
-    # kernel surfaces no test needs
-    "bpf",
-    "perf_event_open",
-    "userfaultfd",
-    "keyctl",
-    "add_key",
-    "request_key",
-)
-
-
-SIGNAL_SYSCALLS = (
-    "kill",
-    "tkill",
-    "tgkill",
-    "rt_sigqueueinfo",
-    "rt_tgsigqueueinfo",
-)
-"""Refused as well where Landlock cannot scope signals (ABI < 6): the code signals nothing."""
+NOBODY = 65534
+"""The uid and gid answer code runs as when the sandbox was started as root."""
+_CLONE_NEWIPC = 0x08000000
+_SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
 
 
 class KernelLimitsUnavailable(Exception):
@@ -174,9 +103,15 @@ class KernelLimitsUnavailable(Exception):
 
 @dataclass(frozen=True)
 class Applied:
-    """What ``apply`` installed: Landlock of this ABI, and the seccomp filter."""
+    """What ``apply`` installed: Landlock of this ABI, the seccomp filter, and the identity.
+
+    ``roots``: each read-only root and a descriptor of it opened before the uid was dropped,
+    through which ``/proc/self/fd/<n>`` reaches it where the new uid cannot by its path.
+    """
 
     landlock_abi: int
+    uid: int
+    roots: dict[str, int]
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -248,8 +183,9 @@ def read_only_roots() -> list[str]:
     return sorted(roots)
 
 
-def _add_rule(libc: Any, ruleset: int, path: str, access: int) -> None:
-    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+def _add_rule(libc: Any, ruleset: int, path: str | int, access: int) -> None:
+    """Allow ``access`` beneath ``path`` (or an ``O_PATH`` descriptor already open)."""
+    fd = path if isinstance(path, int) else os.open(path, os.O_PATH | os.O_CLOEXEC)
     try:
         attr = _PathBeneathAttr(access, fd)
         _call(
@@ -265,11 +201,16 @@ def _add_rule(libc: Any, ruleset: int, path: str, access: int) -> None:
             f"landlock_add_rule({path})",
         )
     finally:
-        os.close(fd)
+        if not isinstance(path, int):
+            os.close(fd)
 
 
-def apply_landlock(scratch: str, read_only: Iterable[str], libc: Any | None = None) -> int:
-    """Restrict this thread (and what it starts) to the rules above; return the ABI used."""
+def apply_landlock(
+    scratch: str | int, read_only: Iterable[str | int], libc: Any | None = None
+) -> int:
+    """Restrict this thread (and what it starts) to the rules above; return the ABI used.
+
+    Paths or ``O_PATH`` descriptors: after a uid drop the paths may be out of reach."""
     libc = libc or _libc()
     abi = landlock_abi(libc)
     if abi < 1:
@@ -319,26 +260,27 @@ def _pyseccomp() -> Any:
     return pyseccomp
 
 
-def build_seccomp(pyseccomp: Any, *, refuse_signals: bool) -> Any:
-    """The filter described in the module docstring, not yet loaded."""
+def _syscall_table() -> ModuleType:
+    """``sandbox_syscalls`` beside this file, by path: the child loads this module alone."""
+    name = "_sandbox_syscalls"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, os.path.join(os.path.dirname(os.path.realpath(__file__)), "sandbox_syscalls.py")
+        )
+        if spec is None or spec.loader is None:
+            raise KernelLimitsUnavailable("cannot find sandbox_syscalls.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
+def build_seccomp(pyseccomp: Any) -> Any:
+    """The allow-list filter of ``sandbox_syscalls`` for this process, not yet loaded."""
     try:
-        refuse = pyseccomp.ERRNO(errno.EPERM)
-        flt = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
-        flt.set_attr(pyseccomp.Attr.CTL_NNP, 1)
-        flt.set_attr(pyseccomp.Attr.CTL_TSYNC, 1)
-        for name in REFUSED_SYSCALLS + (SIGNAL_SYSCALLS if refuse_signals else ()):
-            if pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name) == _SCMP_ERROR:
-                raise KernelLimitsUnavailable(f"libseccomp does not know {name}: too old")
-            flt.add_rule(refuse, name)
-        # clone: threads only (CLONE_THREAD set), and never a new namespace.
-        flt.add_rule(refuse, "clone", pyseccomp.Arg(0, pyseccomp.MASKED_EQ, _CLONE_THREAD, 0))
-        for flag in _CLONE_NAMESPACES:
-            flt.add_rule(refuse, "clone", pyseccomp.Arg(0, pyseccomp.MASKED_EQ, flag, flag))
-        # clone3 passes its flags in memory the filter cannot read: ENOSYS makes glibc use clone.
-        flt.add_rule(pyseccomp.ERRNO(errno.ENOSYS), "clone3")
+        return _syscall_table().build_seccomp(pyseccomp, os.getpid())
     except OSError as exc:
         raise KernelLimitsUnavailable(f"cannot build the seccomp filter: {exc}") from exc
-    return flt
 
 
 def load_seccomp(flt: Any) -> None:
@@ -356,11 +298,68 @@ def threads() -> int:
         return 0
 
 
-def apply(scratch: str, *, minimum_abi: int = 1) -> Applied:
-    """Landlock, then seccomp, on this single-threaded process; raise where either is missing.
+def capabilities() -> int:
+    """Every capability this process holds (inheritable, permitted, effective, ambient).
+
+    Read from ``/proc/self/status``; where it cannot be read, all bits set (unknown counts
+    as held, so the caller refuses rather than trusts)."""
+    held = 0
+    try:
+        with open("/proc/self/status", "rb") as fh:  # bytes: no codec to import
+            for line in fh:
+                key, _, value = line.partition(b":")
+                if key in (b"CapInh", b"CapPrm", b"CapEff", b"CapAmb"):
+                    held |= int(value.strip(), 16)
+    except (OSError, ValueError):
+        return -1
+    return held
+
+
+def _clear_capabilities(libc: Any) -> None:
+    """capset(2) to nothing, ambient set cleared: what a non-root process may do to itself."""
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    number = _SYS_CAPSET.get(os.uname().machine)
+    if number is not None:
+        header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+        data = (ctypes.c_uint32 * 6)()
+        libc.syscall(ctypes.c_long(number), ctypes.byref(header), ctypes.byref(data))
+
+
+def drop_privileges(uid: int, gid: int, libc: Any) -> int:
+    """As root: an IPC namespace of its own (where it can), then uid/gid ``uid``/``gid``
+    with no groups; in every case no capability left. Return the uid it runs as now."""
+    if 0 in os.getresuid():
+        libc.unshare(_CLONE_NEWIPC)  # best effort: seccomp refuses every IPC call anyway
+        try:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+        except OSError as exc:
+            raise KernelLimitsUnavailable(
+                f"running as root, and cannot drop to uid {uid} / gid {gid} ({exc}): run "
+                "`vllm-operator bench` (or `vllm-operator sandbox`) as an unprivileged user"
+            ) from exc
+    if capabilities() != 0:
+        _clear_capabilities(libc)
+    held = capabilities()
+    if held != 0 or 0 in os.getresuid():
+        raise KernelLimitsUnavailable(
+            f"cannot run without capabilities (uid {os.getuid()}, capabilities "
+            f"{'unknown' if held < 0 else hex(held)}): run it as an unprivileged user "
+            "without added capabilities (Kubernetes: capabilities.drop [ALL])"
+        )
+    return os.getuid()
+
+
+def apply(
+    scratch: str, *, minimum_abi: int = 1, run_as: tuple[int, int] = (NOBODY, NOBODY)
+) -> Applied:
+    """Drop root, then Landlock, then seccomp, on this single-threaded process; raise where
+    any of them cannot be had.
 
     ``minimum_abi``: the oldest Landlock ABI accepted (1 suffices: what later ABIs add,
-    seccomp refuses instead; tests raise it to see the refusal).
+    seccomp refuses instead; tests raise it to see the refusal). ``run_as``: the uid and
+    gid to drop to when started as root.
     """
     if not sys.platform.startswith("linux"):
         raise KernelLimitsUnavailable(f"kernel limits need Linux, not {sys.platform}")
@@ -376,7 +375,18 @@ def apply(scratch: str, *, minimum_abi: int = 1) -> Applied:
             f"the kernel's Landlock ABI is {abi}, {max(minimum_abi, 1)} or later is needed "
             "(Linux 5.13+ with landlock in its LSM list)"
         )
-    flt = build_seccomp(_pyseccomp(), refuse_signals=abi < 6)
-    apply_landlock(scratch, read_only_roots(), libc)
+    flt = build_seccomp(_pyseccomp())
+    flags = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+    roots = {path: os.open(path, flags) for path in read_only_roots()}
+    here = os.open(scratch, flags)
+    try:
+        uid = drop_privileges(*run_as, libc)
+        apply_landlock(here, roots.values(), libc)
+    except BaseException:
+        for fd in roots.values():
+            os.close(fd)
+        raise
+    finally:
+        os.close(here)
     load_seccomp(flt)
-    return Applied(abi)
+    return Applied(abi, uid, roots)

@@ -16,7 +16,9 @@ levels and SLOs"):
   ``secondsPerLevel``, the candidate first in even trials and the baseline first in odd
   ones, on the same arrival schedule and the same requests), then one more round at a time
   while the gate says a figure of this level is undecided (``open_figures``), up to
-  ``max_trials`` and the time budget. Level by level rather than round by round: whether a
+  ``max_trials`` and the time budget, and only while the rounds that still fit can show the
+  level's tail limits met (``can_still_decide``; the last level is exempt: nothing comes
+  after it to get the time). Level by level rather than round by round: whether a
   level broke the SLO is only known once its trials are in, and the sweep stops there.
 - **Stop at the first breach** (``stopAtFirstBreach``): when the gate (``breached``) says the
   candidate broke a limit at a level, the levels above it are not run; the level is
@@ -40,6 +42,8 @@ from vllm_operator.bench.load import (
     open_loop,
 )
 from vllm_operator.bench.request import ChatRequest
+from vllm_operator.gate.budget import NEXT_ROUND_FACTOR, WARMUP_SECONDS, extra_round_fits
+from vllm_operator.gate.decidable import Observations, short_limits
 from vllm_operator.gate.slo import figure
 
 if TYPE_CHECKING:
@@ -53,9 +57,6 @@ if TYPE_CHECKING:
         ServerRun,
     )
     from vllm_operator.bench.traffic import Traffic
-
-WARMUP_SECONDS = 10.0
-"""Longest warm-up run (at each level, per server)."""
 
 Send = Callable[["ServerRun", ChatRequest, LoadRecord], Awaitable[None]]
 
@@ -103,6 +104,9 @@ class Sweep:
                     break
                 if not self.time_for_round(level):
                     self.progress.emit("budget", trial=trial + 1, level=level)
+                    break
+                if level != levels[-1] and not self.can_still_decide(level, trial):
+                    self.progress.emit("undecidable", trial=trial + 1, level=level)
                     break
                 await self.round(number, level, trial)
                 trial += 1
@@ -170,10 +174,47 @@ class Sweep:
             )
 
     def time_for_round(self, level: float) -> bool:
-        """Would one more round of ``level`` end before the time budget (1.5 x the longest)?"""
+        """Would one more round of ``level`` end before the time budget (``NEXT_ROUND_FACTOR``
+        x the longest)?"""
+        estimate = NEXT_ROUND_FACTOR * self.longest_round(level)
+        return self.state.within_budget(self.clock(), estimate, self.config.deadline_seconds)
+
+    def longest_round(self, level: float) -> float:
         per_trial: dict[int, float] = {}
         for server in self.state.servers:
             for run in server.load_runs(level):
                 per_trial[run.trial] = per_trial.get(run.trial, 0.0) + run.elapsed
-        estimate = 1.5 * max(per_trial.values(), default=0.0)
-        return self.state.within_budget(self.clock(), estimate, self.config.deadline_seconds)
+        return max(per_trial.values(), default=0.0)
+
+    def can_still_decide(self, level: float, trials: int) -> bool:
+        """Can the rounds that still fit in the budget show every tail limit of ``level``
+        met (``gate.decidable``, at the requests per trial measured so far)?
+
+        Extra trials go first to the levels that can still be decided: a level that cannot
+        pass in the time left gets none, and the levels after it get that time.
+        """
+        thresholds = self.config.thresholds
+        runs = self.state.candidate.load_runs(level)
+        if thresholds is None or thresholds.slo is None or not runs:
+            return True
+        longest = self.longest_round(level)
+        elapsed = self.clock() - self.state.started
+        reachable = trials
+        while (
+            longest > 0
+            and reachable < self.config.plan.max_trials
+            and extra_round_fits(
+                elapsed + (reachable - trials) * longest, longest, self.config.deadline_seconds
+            )
+        ):
+            reachable += 1
+        synthetic = self.config.workload.synthetic
+        per_trial = Observations(
+            sum(len(r.records) for r in runs) / len(runs),
+            max(synthetic.output_tokens.mean - 1, 0) if synthetic is not None else None,
+        )
+        confidence = thresholds.confidence_percent / 100
+        short = short_limits(
+            thresholds.slo.at(level), per_trial, reachable, confidence, self.config.plan
+        )
+        return not short

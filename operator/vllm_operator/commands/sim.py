@@ -127,6 +127,8 @@ KNOBS = (
     Knob("jitter", float, 0.0, "per-request timing noise, percent (log-normal sigma)"),
     Knob("jit-stall-ms", float, 0.0, "first use of each batch-size bucket stalls once (model ms)"),
     Knob("jit-stall-chance", float, 1.0, "chance a bucket needs that compile, drawn per start"),
+    Knob("ttft-tail-percent", float, 0.0, "share of requests whose TTFT gets --sim-ttft-tail-ms"),
+    Knob("ttft-tail-ms", float, 0.0, "extra TTFT of that share (model ms): a TTFT tail"),
     Knob("preset", str, None, f"named noise knobs: {', '.join(PRESETS)} (docs/bench.md)"),
     Knob("ttft-ms", float, None, "constant TTFT in model ms, replacing the profile's"),
     Knob("itl-ms", float, None, "constant inter-token latency in model ms (no batch effect)"),
@@ -314,6 +316,8 @@ def config_from_args(argv: list[str], prog: str, env: Mapping[str, str]) -> SimC
             jitter_percent=args.sim_jitter,
             jit_stall_ms=args.sim_jit_stall_ms,
             jit_stall_chance=args.sim_jit_stall_chance,
+            ttft_tail_percent=args.sim_ttft_tail_percent,
+            ttft_tail_ms=args.sim_ttft_tail_ms,
         )
         return SimConfig.create(
             parsed.model,

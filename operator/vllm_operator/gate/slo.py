@@ -51,7 +51,7 @@ from vllm_operator.gate.finding import FigureKey, Finding, Judged, Severity
 from vllm_operator.gate.interval import robust_interval, t_quantile
 from vllm_operator.gate.robust import outliers
 from vllm_operator.gate.sequential import look_confidence, more_allowed
-from vllm_operator.gate.slo_tails import judge_against_baseline, judge_limit, regression_floor
+from vllm_operator.gate.slo_tails import judge_against_baseline, judge_limit, regression_limit
 
 FEWEST = 4
 """Fewest trials of an SLO share (goodput, errors), and of a percentile of a summary without
@@ -418,7 +418,7 @@ class _PerTrial:
         other = base.percentiles.get(name, []) if base is not None else []
         if not other:
             return [Judged(Finding("inconclusive", f"baseline has no {label}"))]
-        floor = regression_floor(self.thresholds, limit)
+        _, floor = regression_limit(self.thresholds, limit)
         return [
             self.judge.compare(
                 figure(figures.level),

@@ -22,18 +22,18 @@ the high ends up), so the bench and the operator compute the same thresholds bit
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from vllm_operator.api.spec import Thresholds
-from vllm_operator.api.summary import TailCounts, TailRegression, TrialPlan
+from vllm_operator.api.summary import TailCounts, TrialPlan
 from vllm_operator.gate.finding import FigureKey, Finding, Judged, Severity
+from vllm_operator.gate.pair_tails import EVEN
 from vllm_operator.gate.sequential import look_confidence, more_allowed
 from vllm_operator.gate.tails import (
     Decision,
     Exceedance,
     ShareJudgement,
     allowed_share,
-    decide_regression,
     judge_share,
     observations_needed,
 )
@@ -46,6 +46,9 @@ SEVERITY: dict[Decision, Severity] = {
     "undecided": "inconclusive",
 }
 
+FEWEST = 4
+"""Trials from which one stray trial (a stall) is left out of a share (``tails.stray_cluster``)."""
+
 MOST_NAMED = 10_000_000
 """Beyond this, "about N requests" is no advice."""
 
@@ -55,43 +58,15 @@ def unit_of(metric: str) -> str:
     return "gaps" if metric == "itl" else "requests"
 
 
-def regression_threshold(thresholds: Thresholds, limit: float) -> Callable[[float], float]:
-    """Baseline value (ms) -> the most the candidate may reach, for an SLO ``limit`` (ms)."""
+def regression_limit(thresholds: Thresholds, limit: float) -> tuple[float, float]:
+    """(maxRegressionPercent, floor in ms) of a percentile limited at ``limit`` ms: the
+    candidate may reach ``max(x (1 + percent / 100), x + floor)`` of the baseline's ``x``."""
     assert thresholds.max_regression_percent is not None
     assert thresholds.slo is not None
-    relative = 1 + thresholds.max_regression_percent / 100
-    floor = regression_floor(thresholds, limit)
-    return lambda x: max(x * relative, x + floor)
-
-
-def regression_floor(thresholds: Thresholds, limit: float) -> float:
-    """The absolute part of the threshold (ms): ``regressionFloorMs`` or
-    ``slo.regressionFloorPercent`` of the SLO ``limit``, whichever is larger."""
-    assert thresholds.slo is not None
-    return max(
+    floor = max(
         thresholds.regression_floor_ms, thresholds.slo.regression_floor_percent / 100 * limit
     )
-
-
-def round_down(value: float) -> float:
-    return math.floor(value * 100) / 100
-
-
-def round_up(value: float) -> float:
-    return math.ceil(value * 100) / 100
-
-
-def stored_bounds(low: float, high: float) -> tuple[float, float | None]:
-    """The baseline's bounds as stored: outwards to 0.01 ms, no high bound as None."""
-    return round_down(low), (round_up(high) if math.isfinite(high) else None)
-
-
-def stored_thresholds(
-    threshold: Callable[[float], float], low: float, high: float | None
-) -> tuple[float, float | None]:
-    """The thresholds of stored bounds, as stored: low rounded down (counts more above it, so
-    "within" stays safe), high up (counts fewer, so "beyond" does)."""
-    return round_down(threshold(low)), (None if high is None else round_up(threshold(high)))
+    return thresholds.max_regression_percent, floor
 
 
 def exceedances(
@@ -132,7 +107,7 @@ def judge_limit(  # noqa: PLR0917 - private to gate.slo, one call site
         clusters = exceedances(counts.above, counts.total, counts.design_effect)
     except ValueError as exc:
         return Judged(Finding("inconclusive", f"{label}: counts do not agree ({exc})"))
-    judged = judge_share(clusters, allowed, look)
+    judged = judge_share(clusters, allowed, look, fewest=FEWEST)
     unit = unit_of(metric)
     if judged.observations <= 0:
         text = f"{label}: no {unit} measured to count"
@@ -163,86 +138,67 @@ def judge_against_baseline(  # noqa: PLR0917 - private to gate.slo, one call sit
     plan: TrialPlan | None,
     key: FigureKey,
 ) -> Judged:
-    """One limited percentile against the paired baseline's, from the bench's counts."""
-    trials = len(counts.total)
+    """One limited percentile against the paired baseline's, from the bench's pair counts."""
     record = counts.regression
     if record is None:
         text = f"{label} against the baseline: the summary has no counts against it; {REJUDGE}"
         return Judged(Finding("inconclusive", text))
-    look = look_confidence(thresholds.confidence_percent / 100, plan, trials)
-    problem = _stale(record, thresholds, limit, look)
-    if problem:
-        return Judged(Finding("inconclusive", f"{label} against the baseline: {problem}"))
-    low, high = record.baseline[0] or 0.0, record.baseline[1]
-    t_low, t_high = record.thresholds[0] or 0.0, record.thresholds[1]
-    allowed = allowed_share(percentile)
-    try:
-        within = exceedances(record.within, counts.total, counts.design_effect)
-        beyond = (
-            None
-            if t_high is None
-            else exceedances(record.beyond, counts.total, counts.design_effect)
+    trials = len(record.top)
+    relative, floor = regression_limit(thresholds, limit)
+    if not (
+        math.isclose(record.relative_percent, relative, abs_tol=1e-9)
+        and math.isclose(record.floor, floor, abs_tol=1e-9)
+    ):
+        text = (
+            f"{label} against the baseline: counted at +{record.relative_percent:g}% or "
+            f"{record.floor:g} ms, these limits give +{relative:g}% or {floor:g} ms: {REJUDGE}"
         )
+        return Judged(Finding("inconclusive", text))
+    look = look_confidence(thresholds.confidence_percent / 100, plan, trials)
+    try:
+        pairs = exceedances(record.candidate, record.top, record.design_effect)
     except ValueError as exc:
         text = f"{label} against the baseline: counts do not agree ({exc})"
         return Judged(Finding("inconclusive", text))
-    decision, j_within, j_beyond = decide_regression(within, beyond, allowed, look)
+    judged = judge_share(pairs, EVEN, look, fewest=FEWEST)
     unit = unit_of(metric)
-    base = f"[{low:g}, {'no bound' if high is None else f'{high:g}'}] ms"
-    reach = f"{t_low:g}" if t_high is None else f"{t_low:g}-{t_high:g}"
+    if judged.observations <= 0:
+        text = f"{label} against the baseline: no {unit} measured to compare"
+        return Judged(Finding("inconclusive", text), key, more_allowed(plan, trials))
+    severity = SEVERITY[judged.decision]
+    ours = sum(a for i, a in enumerate(record.candidate) if i not in judged.left_out)
+    how = _how(thresholds.confidence_percent / 100, plan, trials, judged, unit)
     text = (
-        f"{label} against the baseline: its pooled {percentile} lies in {base}, so the "
-        f"candidate may reach {reach} ms ({_limit_words(thresholds, limit)}); "
+        f"{label} against the baseline: of the {judged.observations:,.0f} slowest {unit} of "
+        f"both revisions ({_per_trial(record.top)}; the candidate's less "
+        f"{_limit_words(relative, floor)}), {ours:,} were the candidate's "
+        f"({_share_span(judged)}, {how}{_left_out(judged)}): "
     )
-    how = _how(thresholds.confidence_percent / 100, plan, trials, None, unit)
-    if decision == "beyond" and j_beyond is not None:
-        text += (
-            f"{sum(record.beyond):,} of {j_beyond.observations:,.0f} {unit} above "
-            f"{t_high:g} ms ({_share_span(j_beyond)}, {how}): regression beyond the limit"
-        )
-        severity: Severity = "fail"
-    elif decision == "within":
-        text += (
-            f"{sum(record.within):,} of {j_within.observations:,.0f} {unit} above {t_low:g} ms "
-            f"({_share_span(j_within)}, {how}): within the limit"
-        )
-        severity = "note"
+    if judged.decision == "within":
+        text += "within the limit (half would put its " + percentile + " at the baseline's plus it)"
+    elif judged.decision == "beyond":
+        text += f"regression beyond the limit (more than half: its {percentile} is slower)"
     else:
-        text += (
-            f"{sum(record.within):,} of {j_within.observations:,.0f} {unit} above {t_low:g} ms "
-            f"({_share_span(j_within)}"
-        )
-        if j_beyond is not None:
-            text += f"), {sum(record.beyond):,} above {t_high:g} ms ({_share_span(j_beyond)}"
-        text += f"; {how}): undecided, the limit allows {allowed * 100:g}% above it"
-        severity = "inconclusive"
+        text += "undecided, half would put it exactly on the limit"
     return Judged(
         Finding(severity, text), key, severity == "inconclusive" and more_allowed(plan, trials)
     )
 
 
-def _stale(record: TailRegression, thresholds: Thresholds, limit: float, look: float) -> str:
-    """Why the stored counts cannot answer for these limits ("" when they can)."""
-    if not math.isclose(record.confidence, look, rel_tol=0, abs_tol=1e-9):
-        return (
-            f"counted at {record.confidence * 100:.4g}% confidence, this look needs "
-            f"{look * 100:.4g}% (another trial plan or confidencePercent): {REJUDGE}"
-        )
-    low, high = record.baseline[0] or 0.0, record.baseline[1]
-    want = stored_thresholds(regression_threshold(thresholds, limit), low, high)
-    have = (record.thresholds[0] or 0.0, record.thresholds[1])
-    if want != have:
-        shown = "/".join("none" if v is None else f"{v:g}" for v in have)
-        asked = "/".join("none" if v is None else f"{v:g}" for v in want)
-        return f"counted above {shown} ms, these limits give {asked} ms: {REJUDGE}"
-    if len(record.within) != len(record.beyond) and record.thresholds[1] is not None:
-        return "counts above the two thresholds differ in trials: the summary is damaged"
-    return ""
+def _per_trial(top: Sequence[int]) -> str:
+    if len(set(top)) == 1 and top:
+        return f"{top[0]:,} a trial"
+    return f"{min(top, default=0):,}-{max(top, default=0):,} a trial"
 
 
-def _limit_words(thresholds: Thresholds, limit: float) -> str:
-    floor = regression_floor(thresholds, limit)
-    return f"+{thresholds.max_regression_percent:g}% or the {floor:g} ms floor, the larger"
+def _left_out(judged: ShareJudgement) -> str:
+    if not judged.left_out:
+        return ""
+    return ", stray trial " + ", ".join(str(i + 1) for i in judged.left_out) + " left out"
+
+
+def _limit_words(relative: float, floor: float) -> str:
+    return f"{relative:g}% or {floor:g} ms, whichever takes less off"
 
 
 def _share_span(judged: ShareJudgement) -> str:

@@ -10,12 +10,11 @@ with 0 of 1,440 requests over a 1,000 ms limit came out "[21.3, 1357] straddles"
 0 of 1,440 bounds the share below 0.5% and the limit is met.
 
 The interval, and why this one:
-- **Clopper-Pearson** (the exact binomial interval, from beta quantiles, ``gate.binomial``)
-  on the pooled counts: it never covers less than it states, it handles 0 exceedances (the
-  usual case of a healthy server) without a continuity fudge, and it needs no random
-  numbers, so the bench and the operator reach the same bounds from the same counts, bit for
-  bit. Wald intervals collapse to a point at 0 and Wilson's undercovers in the tail when the
-  count is 0-2.
+- **Clopper-Pearson** (the exact binomial interval, from beta quantiles) on the pooled
+  counts: it never covers less than it states, it handles 0 exceedances (the usual case of a
+  healthy server) without a continuity fudge, and it needs no random numbers, so the bench and
+  the operator reach the same bounds from the same counts, bit for bit. Wald intervals
+  collapse to a point at 0 and Wilson's undercovers in the tail when the count is 0-2.
 - **Clusters**: observations are not independent. Requests of one trial share the server's
   state (a compile stall, a preemption storm), and the gaps of one request share its fate.
   Each cluster (a trial; a pod's scrape over a canary step) brings its own *design effect*
@@ -48,47 +47,16 @@ the baseline's own p99 is about 1%; a regression floor turns that into a decidab
 
 from __future__ import annotations
 
-import bisect
-import itertools
-import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import cached_property
-from typing import Literal, Protocol
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
 
 from vllm_operator.gate.binomial import (
-    beta_quantile,
     clopper_pearson_lower,
     clopper_pearson_upper,
     incomplete_beta,
 )
 from vllm_operator.gate.comparison import EXACT
-
-__all__ = [
-    "ALLOWED",
-    "ClusteredTally",
-    "Decision",
-    "Exceedance",
-    "HistogramTally",
-    "RegressionJudgement",
-    "SampleTally",
-    "ShareJudgement",
-    "Tally",
-    "allowed_share",
-    "beta_quantile",
-    "clopper_pearson_lower",
-    "clopper_pearson_upper",
-    "decide_regression",
-    "gap_design_effect",
-    "histogram_exceedance",
-    "incomplete_beta",
-    "judge_regression",
-    "judge_share",
-    "observations_needed",
-    "quantile_bounds",
-    "regression_bounds",
-    "share_decision",
-]
 
 Decision = Literal["beyond", "within", "undecided"]
 
@@ -145,16 +113,28 @@ class ShareJudgement:
     effective: float
     """Observations after both design effects: what the interval effectively rests on."""
     clusters: int
+    left_out: tuple[int, ...] = ()
+    """Clusters (0-based) left out as strays (``stray_cluster``)."""
+
+
+OUTLIER_P = 0.001
+"""A cluster whose count is this improbable given the others' is a stray (a stalled trial)."""
 
 
 def judge_share(
-    clusters: Sequence[Exceedance], allowed: float, confidence: float
+    clusters: Sequence[Exceedance], allowed: float, confidence: float, fewest: int = 0
 ) -> ShareJudgement:
     """Is the true share above the bound beyond ``allowed``, within it, or undecided?
 
     ``confidence`` is two-sided (a look's confidence, ``gate.sequential``): each bound errs on
-    its side with at most half of ``1 - confidence``. No observations: undecided.
+    its side with at most half of ``1 - confidence``. No observations: undecided. From
+    ``fewest`` clusters on (0: never), one stray cluster is left out (``stray_cluster``).
     """
+    stray = stray_cluster(clusters, fewest)
+    if stray is not None:
+        kept = [c for i, c in enumerate(clusters) if i != stray]
+        judged = judge_share(kept, allowed, confidence)
+        return replace(judged, clusters=len(clusters), left_out=(stray,))
     _check(allowed, confidence)
     tail = (1 - confidence) / 2
     total = sum(c.total for c in clusters)
@@ -168,6 +148,38 @@ def judge_share(
     low = clopper_pearson_lower(hits_least, eff_least, tail)
     decision = _decide(hits_most, eff_most, hits_least, eff_least, allowed, tail)
     return ShareJudgement(decision, share, low, high, allowed, total, eff_most, len(clusters))
+
+
+def stray_cluster(clusters: Sequence[Exceedance], fewest: int) -> int | None:
+    """The one cluster whose count the others make improbable, from ``fewest`` clusters on.
+
+    A trial in which a server stalled (a compile, a preemption storm) can put every slow
+    request of a level into one trial; counted with the rest it keeps an identical revision
+    undecided through every extra trial, as the study's figures did before one outlier trial
+    was left out there (``gate.robust``). Here a cluster is a stray when, under the share of
+    the others (its 95% Clopper-Pearson bound on the side that favours the cluster), a count
+    as far out as its own has a binomial probability below ``OUTLIER_P``; at most one, the
+    most improbable, and only from ``fewest`` (>= 2) clusters on. A regression that shows in
+    every trial has no stray; one that shows in one trial of four or more is left out, and
+    the reason says which trial.
+    """
+    if fewest < 2 or len(clusters) < fewest:
+        return None
+    worst, worst_p = None, OUTLIER_P
+    for k, cluster in enumerate(clusters):
+        rest = [(c.above, c.total, c.design_effect) for j, c in enumerate(clusters) if j != k]
+        if sum(n for _, n, _ in rest) <= 0 or cluster.total <= 0:
+            continue
+        _, n_rest, hits_rest = _effective(rest)
+        effect = max(cluster.design_effect, 1.0)
+        n, hits = cluster.total / effect, cluster.above / effect
+        high = clopper_pearson_upper(hits_rest, n_rest, 0.025)
+        low = clopper_pearson_lower(hits_rest, n_rest, 0.025)
+        many = incomplete_beta(high, hits, n - hits + 1) if hits > 0 and high < 1 else 1.0
+        few = 1 - incomplete_beta(low, hits + 1, n - hits) if hits < n and low > 0 else 1.0
+        if min(many, few) < worst_p:
+            worst, worst_p = k, min(many, few)
+    return worst
 
 
 def share_decision(clusters: Sequence[Exceedance], allowed: float, confidence: float) -> Decision:
@@ -271,240 +283,3 @@ def observations_needed(allowed: float, confidence: float, share: float = 0.0) -
         else:
             high = mid
     return high
-
-
-# -- tallies: the same questions of samples and of histograms --------------------------------
-
-
-class Tally(Protocol):
-    """One cluster's observations, asked how many lie above a bound."""
-
-    def exceedance(self, bound: float) -> Exceedance:
-        """Observations above ``bound``, with its never-fewer and never-more counts."""
-        ...
-
-    def points(self) -> Sequence[float]:
-        """The bounds at which ``exceedance`` is exact (every value; every bucket bound)."""
-        ...
-
-
-@dataclass(frozen=True)
-class SampleTally:
-    """Exact observations of one cluster (a trial's requests, or its gaps)."""
-
-    values: tuple[float, ...]
-    design_effect: float = 1.0
-
-    @classmethod
-    def of(cls, values: Sequence[float], design_effect: float = 1.0) -> SampleTally:
-        return cls(tuple(sorted(values)), design_effect)
-
-    def exceedance(self, bound: float) -> Exceedance:
-        above = len(self.values) - _count_at_most(self.values, bound)
-        return Exceedance(float(above), float(len(self.values)), None, self.design_effect)
-
-    def points(self) -> Sequence[float]:
-        return self.values
-
-
-@dataclass(frozen=True)
-class ClusteredTally:
-    """Exact observations of one cluster that come in sub-clusters sharing a fate: a trial's
-    inter-token gaps, grouped by the request that streamed them (each group sorted).
-
-    Its exceedances carry the design effect of the groups (``gap_design_effect``) at every
-    bound, so a trial whose slow gaps all sit in one stalled stream counts for about as much
-    as its requests, not as its thousands of gaps.
-    """
-
-    groups: tuple[tuple[float, ...], ...]
-
-    @classmethod
-    def of(cls, groups: Sequence[Sequence[float]]) -> ClusteredTally:
-        return cls(tuple(tuple(sorted(g)) for g in groups if g))
-
-    def exceedance(self, bound: float) -> Exceedance:
-        per_group = [(len(g) - _count_at_most(g, bound), len(g)) for g in self.groups]
-        above = sum(a for a, _ in per_group)
-        total = sum(n for _, n in per_group)
-        return Exceedance(float(above), float(total), None, gap_design_effect(per_group))
-
-    def points(self) -> Sequence[float]:
-        return self._points
-
-    @cached_property
-    def _points(self) -> tuple[float, ...]:
-        return tuple(sorted(v for g in self.groups for v in g))
-
-
-@dataclass(frozen=True)
-class HistogramTally:
-    """A Prometheus histogram (or the delta of two scrapes): cumulative ``(le, count)``
-    pairs in increasing ``le``, the last one ``+Inf`` holding every observation."""
-
-    buckets: tuple[tuple[float, float], ...]
-
-    def exceedance(self, bound: float) -> Exceedance:
-        return histogram_exceedance(self.buckets, bound)
-
-    def points(self) -> Sequence[float]:
-        return [le for le, _ in self.buckets if math.isfinite(le)]
-
-
-def histogram_exceedance(buckets: Sequence[tuple[float, float]], limit: float) -> Exceedance:
-    """Observations above ``limit`` in a cumulative histogram, judged at its bucket bounds.
-
-    ``above`` counts above the largest bound at or below the limit (everything when the limit
-    is below the first bound): never fewer than the truth. ``surely_above`` counts above the
-    smallest bound at or above it (nothing when the limit lies in the +Inf bucket): never more.
-    """
-    if not buckets or not math.isinf(buckets[-1][0]):
-        raise ValueError("a histogram needs its +Inf bucket (the count of every observation)")
-    total = buckets[-1][1]
-    at_most_below = 0.0  # cumulative count at the largest bound <= limit
-    at_most_above = total  # cumulative count at the smallest bound >= limit
-    for le, count in buckets:
-        if le <= limit:
-            at_most_below = count
-        if le >= limit:
-            at_most_above = count
-            break
-    return Exceedance(total - at_most_below, total, total - at_most_above)
-
-
-def _count_at_most(values: Sequence[float], bound: float) -> int:
-    """How many of the sorted ``values`` are <= ``bound``."""
-    return bisect.bisect_right(values, bound)
-
-
-# -- against a baseline ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RegressionJudgement:
-    """The candidate's pooled percentile against a threshold set by the baseline's."""
-
-    decision: Decision
-    baseline_low: float
-    """The baseline's quantile is at least this, with confidence (0 when nothing is)."""
-    baseline_high: float
-    """... and at most this (inf when no bound is)."""
-    threshold_low: float
-    """``threshold(baseline_low)``: the candidate's allowed value if the baseline is fast."""
-    threshold_high: float
-    within: ShareJudgement | None
-    """The candidate's share above ``threshold_low`` (decides "within")."""
-    beyond: ShareJudgement | None
-    """The candidate's share above ``threshold_high`` (decides "beyond")."""
-
-
-def quantile_bounds(
-    tallies: Sequence[Tally], allowed: float, confidence: float
-) -> tuple[float, float]:
-    """An order-statistic interval of the pooled quantile that leaves ``allowed`` above it.
-
-    The high end is the smallest point whose share above is confidently at most ``allowed``
-    (the quantile is at or below it); the low end the largest point whose share above is
-    confidently more (the quantile is above it). (0, inf) when the points decide neither.
-    """
-    # duplicates do not disturb a bisection; the tallies' points are sorted runs, which
-    # sorting merges in about linear time (a set would scatter them)
-    points = sorted(itertools.chain.from_iterable(t.points() for t in tallies))
-    high = math.inf
-    low = 0.0
-    for point in _bisect_first(
-        points, lambda p: _share(tallies, p, allowed, confidence) == "within"
-    ):
-        high = point
-    for point in _bisect_last(
-        points, lambda p: _share(tallies, p, allowed, confidence) == "beyond"
-    ):
-        low = point
-    return low, high
-
-
-def _share(tallies: Sequence[Tally], bound: float, allowed: float, confidence: float) -> Decision:
-    return share_decision([t.exceedance(bound) for t in tallies], allowed, confidence)
-
-
-def _bisect_first(points: Sequence[float], holds: Callable[[float], bool]) -> list[float]:
-    """The first point where ``holds`` (monotone: false ... true), as a list of 0 or 1."""
-    low, high = 0, len(points)
-    while low < high:
-        mid = (low + high) // 2
-        if holds(points[mid]):
-            high = mid
-        else:
-            low = mid + 1
-    return [points[low]] if low < len(points) else []
-
-
-def _bisect_last(points: Sequence[float], holds: Callable[[float], bool]) -> list[float]:
-    """The last point where ``holds`` (monotone: true ... false), as a list of 0 or 1."""
-    low, high = 0, len(points)
-    while low < high:
-        mid = (low + high) // 2
-        if holds(points[mid]):
-            low = mid + 1
-        else:
-            high = mid
-    return [points[low - 1]] if low > 0 else []
-
-
-def judge_regression(
-    candidate: Sequence[Tally],
-    baseline: Sequence[Tally],
-    percentile: str,
-    threshold: Callable[[float], float],
-    confidence: float,
-) -> RegressionJudgement:
-    """Is the candidate's pooled ``percentile`` beyond ``threshold`` of the baseline's?
-
-    ``threshold`` maps a baseline value to the most the candidate may reach (the relative limit
-    and the floors); it must not decrease. Half of the error rate goes to the baseline's
-    bounds (``regression_bounds``), half to the candidate's shares (``decide_regression``).
-    """
-    allowed = allowed_share(percentile)
-    base_low, base_high = regression_bounds(baseline, allowed, confidence)
-    t_low, t_high = threshold(base_low), threshold(base_high)
-    within = [t.exceedance(t_low) for t in candidate]
-    beyond = [t.exceedance(t_high) for t in candidate] if math.isfinite(t_high) else None
-    decision, judged_within, judged_beyond = decide_regression(within, beyond, allowed, confidence)
-    return RegressionJudgement(
-        decision, base_low, base_high, t_low, t_high, judged_within, judged_beyond
-    )
-
-
-def regression_bounds(
-    baseline: Sequence[Tally], allowed: float, confidence: float
-) -> tuple[float, float]:
-    """The baseline's pooled quantile bounds at half of the look's error rate (the other half
-    is ``decide_regression``'s)."""
-    return quantile_bounds(baseline, allowed, 1 - (1 - confidence) / 2)
-
-
-def decide_regression(
-    within: Sequence[Exceedance],
-    beyond: Sequence[Exceedance] | None,
-    allowed: float,
-    confidence: float,
-) -> tuple[Decision, ShareJudgement, ShareJudgement | None]:
-    """The decision against a baseline from counts already taken.
-
-    ``within``: the candidate's clusters above the threshold of the baseline's low bound;
-    ``beyond``: above the threshold of its high bound (None: the baseline has no high bound,
-    so "beyond" cannot be shown). Within when even the fast end of the baseline leaves the
-    candidate within, beyond when even the slow end leaves it beyond; each share judged at
-    half of the look's error rate (``confidence`` is the look's). The bench and the operator
-    both decide through this, the bench from its samples, the operator from the summary.
-    """
-    half = 1 - (1 - confidence) / 2
-    judged_within = judge_share(within, allowed, half)
-    judged_beyond = None if beyond is None else judge_share(beyond, allowed, half)
-    if judged_within.decision == "within":
-        decision: Decision = "within"
-    elif judged_beyond is not None and judged_beyond.decision == "beyond":
-        decision = "beyond"
-    else:
-        decision = "undecided"
-    return decision, judged_within, judged_beyond

@@ -60,6 +60,11 @@ _RESTRICTED = {
 }
 
 
+def bench_deadline(timeout_seconds: int) -> int:
+    """The bench's ``--deadline-seconds`` for a gate's ``timeoutSeconds`` (the Job's)."""
+    return max(timeout_seconds - DEADLINE_MARGIN_SECONDS, 30)
+
+
 def candidate_url(vd: VLLMDeployment) -> str:
     """The in-cluster URL of the candidate Service."""
     service = candidate_service_name(vd.metadata.name)
@@ -151,7 +156,7 @@ def bench_args(
         "--summary-path",
         TERMINATION_LOG,
         "--deadline-seconds",
-        str(max(gate.timeout_seconds - DEADLINE_MARGIN_SECONDS, 30)),
+        str(bench_deadline(gate.timeout_seconds)),
         "--sandbox-dir",
         EXCHANGE_MOUNT,
     ]

@@ -47,6 +47,7 @@ from vllm_operator.rollout import (
 )
 from vllm_operator.rollout.actions import Plan
 from vllm_operator.rollout.context import Pass, Settings
+from vllm_operator.rollout.gate_plan import plan_warnings
 from vllm_operator.rollout.observed import Observed
 from vllm_operator.rollout.status import (
     Outcome,
@@ -107,6 +108,10 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
                 EventReason.FlagsCheckedAgainstOlderRelease if older else EventReason.EngineWarning,
                 warning,
             )
+    gate_plan = plan_warnings(vd.spec.gate)
+    if gate_plan and previous.observed_generation != observed.generation:
+        for warning in gate_plan:
+            state.event("Warning", EventReason.GatePlanTooShort, warning)
     if update is not None:
         upgrade.announce(state, update)
     if desired == rendered:
@@ -129,6 +134,7 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
         stable=stable,
         candidate=candidate,
         operator_update=update,
+        gate_plan=gate_plan,
     )
     return _finish(state, status)
 
@@ -143,6 +149,7 @@ def _status(
     stable: str | None,
     candidate: str | None,
     operator_update: upgrade.OperatorUpdate | None = None,
+    gate_plan: list[str] | None = None,
 ) -> VLLMDeploymentStatus:
     observed = state.observed
     fallback = launch.record()
@@ -186,6 +193,7 @@ def _status(
         gate=(gate_status, gate_reason, gate_message),
         flags_note=_flags_note(launch) if launch.flags_from_older_release else "",
         operator_update=operator_update.condition() if operator_update is not None else None,
+        gate_plan_note="; ".join(gate_plan or []),
     )
 
 

@@ -148,6 +148,7 @@ def build_status(
     gate: tuple[ConditionStatus, ConditionReason, str],
     flags_note: str = "",
     operator_update: tuple[ConditionReason, str] | None = None,
+    gate_plan_note: str = "",
 ) -> VLLMDeploymentStatus:
     """The full status for ``outcome``; conditions keep their transition times.
 
@@ -155,6 +156,9 @@ def build_status(
     recorded parser (the version is newer than the data); it becomes a FlagsChecked
     condition (status False, reason NearestOlderRelease). ``operator_update``: (reason,
     message) of an OperatorUpdatePending condition (status True, ``rollout/upgrade.py``).
+    ``gate_plan_note``: set when the gate's plan cannot decide a tail limit in its time
+    (``rollout/gate_plan.py``); it becomes a GatePlanDecides condition (status False, reason
+    TooFewObservations).
     """
     phase = outcome.phase
     ready: ConditionStatus = "True" if phase == "Serving" else "False"
@@ -213,6 +217,18 @@ def build_status(
                 "OperatorUpdatePending",
                 "True",
                 *operator_update,
+                generation=generation,
+                now=now,
+            )
+        )
+    if gate_plan_note:
+        conditions.append(
+            _condition(
+                prev,
+                "GatePlanDecides",
+                "False",
+                ConditionReason.TooFewObservations,
+                gate_plan_note,
                 generation=generation,
                 now=now,
             )

@@ -17,8 +17,14 @@ noise of real hardware. The H200 calibration (``shared/calibration/h200-vllm-0.2
   size, are the modelling choice that reproduces the A/A table (at most one stall per
   concurrency level of 1, 2, 4, 8 streams).
 
+- ``ttft_tail_percent`` / ``ttft_tail_ms``: a TTFT tail, as a revision that stalls some
+  prefills (a scheduler change, a slower kernel on long prompts) has: that share of
+  requests waits ``ttft_tail_ms`` (model ms) more for its first token, the rest are
+  untouched. It moves a TTFT p99 without moving the median, what an SLO gate judged on
+  shares above a limit must catch (``benchmarks/slo_laptop.py``).
+
 Draws come from one generator seeded by ``--sim-seed`` or, without it, at random per start.
-Defaults are quiet: speed 1, no jitter, no stalls.
+Defaults are quiet: speed 1, no jitter, no stalls, no tail.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ class Noise:
     jitter_percent: float = 0.0
     jit_stall_ms: float = 0.0
     jit_stall_chance: float = 1.0
+    ttft_tail_percent: float = 0.0
+    ttft_tail_ms: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0 < self.speed <= 100:
@@ -46,6 +54,10 @@ class Noise:
             raise ValueError("--sim-jit-stall-ms must be >= 0")
         if not 0 <= self.jit_stall_chance <= 1:
             raise ValueError("--sim-jit-stall-chance must be 0..1")
+        if not 0 <= self.ttft_tail_percent <= 100:
+            raise ValueError("--sim-ttft-tail-percent must be 0..100 (percent)")
+        if self.ttft_tail_ms < 0:
+            raise ValueError("--sim-ttft-tail-ms must be >= 0")
 
 
 PRESETS: dict[str, dict[str, object]] = {
@@ -88,6 +100,13 @@ class NoiseState:
         """This request's timing factor (1.0 without jitter)."""
         sigma = self.noise.jitter_percent / 100
         return math.exp(self.rng.gauss(0.0, sigma)) if sigma > 0 else 1.0
+
+    def ttft_tail_ms(self) -> float:
+        """Model ms this request's first token waits beyond its TTFT (0 outside the tail)."""
+        share = self.noise.ttft_tail_percent / 100
+        if share <= 0 or self.noise.ttft_tail_ms <= 0:
+            return 0.0
+        return self.noise.ttft_tail_ms if self.rng.random() < share else 0.0
 
     def on_batch(self, size: int, now: float, scale: float) -> None:
         """The engine now runs ``size`` requests: stall if its bucket was never compiled."""

@@ -128,6 +128,8 @@ def build_app(state: SimState) -> web.Application:
                     "jitter_percent": config.noise.jitter_percent,
                     "jit_stall_ms": config.noise.jit_stall_ms,
                     "jit_stall_chance": config.noise.jit_stall_chance,
+                    "ttft_tail_percent": config.noise.ttft_tail_percent,
+                    "ttft_tail_ms": config.noise.ttft_tail_ms,
                     "stalled_buckets": list(state.engine.noise.stalls),
                 },
             }

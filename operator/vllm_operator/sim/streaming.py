@@ -101,7 +101,7 @@ class Generation:
         metrics.prompt_tokens.inc(req.prompt_tokens)
         record.queue_time = admitted - arrival
         factor = engine.noise.request_factor()  # 1.0 unless --sim-jitter
-        ttft = engine.ttft(req.prompt_tokens) * factor
+        ttft = engine.ttft(req.prompt_tokens) * factor + engine.noise.ttft_tail_ms() * engine.scale
         record.intended_ttft = record.queue_time + ttft
         deltas = plan.deltas
         n = len(deltas)

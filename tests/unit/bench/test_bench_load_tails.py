@@ -124,10 +124,11 @@ def test_against_the_baseline_identical_servers_pass_and_a_slow_one_fails() -> N
     slow = figures([make_run(i, slow=3.0, n=480, spread=0.35) for i in range(3)], base, t)
     record = same.tails["ttft.p99"].regression
     assert record is not None
-    assert record.confidence == look_confidence(0.95, PLAN, 3)
-    low, _high = record.baseline
-    assert low is not None
-    assert record.thresholds[0] == math.floor((low + 100) * 100) / 100  # the 100 ms floor
+    # the 100 ms floor; each pair's slowest 1% of 960 requests: 10
+    assert (record.relative_percent, record.floor, record.top) == (10, 100, [10] * 3)
+    slower = slow.tails["ttft.p99"].regression
+    assert slower is not None
+    assert sum(slower.candidate) > sum(record.candidate)
     for fig, expected in ((same, "note"), (slow, "fail")):
         s = BenchSummary(
             load=LoadSweep(mode="rate", levels=[fig]),
@@ -170,11 +171,11 @@ def test_the_worst_summary_fits_with_every_count_of_the_candidate() -> None:
     def counts(key: str, against: bool) -> TailCounts:
         itl = key.startswith("itl")
         record = TailRegression(
-            confidence=look_confidence(0.95, PLAN, 10),
-            baseline=[140.12, 170.45],
-            thresholds=[240.12, 270.45],
-            within=[123] * 10,
-            beyond=[30] * 10,
+            relative_percent=10,
+            floor=100,
+            top=[3669 if itl else 29] * 10,
+            candidate=[1234 if itl else 12] * 10,
+            design_effect=[12.37] * 10 if itl else None,
         )
         return TailCounts(
             limit=1000.0,
@@ -250,12 +251,7 @@ def test_a_report_counts_what_the_bench_counted() -> None:
         assert (ours.limit, ours.total, ours.above) == (theirs.limit, theirs.total, theirs.above)
         assert ours.regression is not None
         assert theirs.regression is not None
-        # the samples keep values to 0.001 ms: the bounds (sample values) move that much
-        assert ours.regression.baseline == pytest.approx(theirs.regression.baseline, abs=0.011)
-        assert (ours.regression.within, ours.regression.beyond) == (
-            theirs.regression.within,
-            theirs.regression.beyond,
-        )
+        assert ours.regression == theirs.regression
     assert got.goodput_percent == [100.0] * 3
     assert (
         verdict(again, t, None).outcome

@@ -91,11 +91,16 @@ def egress_allowed(
     ]
     if not applying:
         return True
+    # A rule without ``to`` (or with an empty one) admits every destination, and one without
+    # ``ports`` every port: Kubernetes' semantics, which a stricter reading would hide.
     return any(
         _port_admits(rule, port, protocol)
-        and any(
-            _peer_admits(peer, p["metadata"]["namespace"], dst[0], labels)
-            for peer in rule.get("to", [])
+        and (
+            not rule.get("to")
+            or any(
+                _peer_admits(peer, p["metadata"]["namespace"], dst[0], labels)
+                for peer in rule["to"]
+            )
         )
         for p in applying
         for rule in p["spec"].get("egress", [])
@@ -191,3 +196,36 @@ def test_the_job_pod_reaches_candidate_twin_and_dns_and_nothing_else() -> None:
     assert not ingress_allowed(policies, src)
     # The evaluator itself: without the policy every one of these would be allowed.
     assert egress_allowed([], src, (None, {}), 80)
+
+
+def test_an_egress_rule_without_to_admits_everything_and_voids_the_jobs_policy() -> None:
+    """Policies add up: a namespace-wide allow-all egress policy beside the chart's opens the
+    internet to the Job pod (what docs/security.md warns about), and the evaluator says so."""
+    _, _, job, port = _rendered_pods()
+    policies = _policies({"networkPolicy": {"benchmark": {"namespaces": [NS], "ports": [port]}}})
+    src = (NS, job)
+    outside = (None, {})
+    assert not egress_allowed(policies, src, outside, 80)
+    allow_all = {
+        "metadata": {"namespace": NS},
+        "spec": {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{}]},
+    }
+    assert egress_allowed([*policies, allow_all], src, outside, 80)
+    assert egress_allowed([*policies, allow_all], src, ("vllm-system", {}), 8080)
+    # `to` omitted but ports given: every destination, on those ports only.
+    dns_anywhere = {
+        "metadata": {"namespace": NS},
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [{"ports": [{"protocol": "TCP", "port": 53}]}],
+        },
+    }
+    assert egress_allowed([*policies, dns_anywhere], src, outside, 53)
+    assert not egress_allowed([*policies, dns_anywhere], src, outside, 80)
+    # An empty `to` list is the same as none (kubectl and the API treat them alike).
+    empty_to = {**allow_all, "spec": {**allow_all["spec"], "egress": [{"to": []}]}}
+    assert egress_allowed([*policies, empty_to], src, outside, 443)
+    # A policy in another namespace, or one selecting other pods, changes nothing.
+    elsewhere = {**allow_all, "metadata": {"namespace": "other"}}
+    assert not egress_allowed([*policies, elsewhere], src, outside, 80)

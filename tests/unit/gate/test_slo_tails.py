@@ -23,13 +23,8 @@ from vllm_operator.api.summary import (
     TrialPlan,
 )
 from vllm_operator.gate import verdict
-from vllm_operator.gate.sequential import look_confidence
 from vllm_operator.gate.slo import breached, judge_slo
-from vllm_operator.gate.slo_tails import (
-    regression_threshold,
-    stored_bounds,
-    stored_thresholds,
-)
+from vllm_operator.gate.slo_tails import regression_limit
 
 TTFT_P99 = {"ttftMs": {"p99": 1000}}
 
@@ -197,96 +192,109 @@ def test_a_summary_without_counts_keeps_the_old_rule_and_says_so() -> None:
 REGRESSION = {"maxRegressionPercent": 10}
 
 
-def test_the_threshold_is_the_relative_limit_or_the_floor_whichever_is_larger() -> None:
+def test_the_regression_limit_is_the_relative_limit_and_the_floor() -> None:
     t = th(TTFT_P99, **REGRESSION)
-    threshold = regression_threshold(t, 1000)  # floor: 10% of the 1000 ms limit
-    assert threshold(100) == 200
-    assert threshold(999) == 1099
-    assert threshold(2000) == pytest.approx(2200)
+    assert regression_limit(t, 1000) == (10, 100)  # floor: 10% of the 1000 ms limit
     floor_ms = th(TTFT_P99, maxRegressionPercent=10, regressionFloorMs=150)
-    assert regression_threshold(floor_ms, 1000)(100) == 250
+    assert regression_limit(floor_ms, 1000) == (10, 150)
     share = th({"ttftMs": {"p99": 1000}, "regressionFloorPercent": 20}, **REGRESSION)
-    assert regression_threshold(share, 1000)(100) == 300
+    assert regression_limit(share, 1000) == (10, 200)
 
 
 def record(
-    t: Thresholds,
-    within: list[int],
-    beyond: list[int],
-    base: tuple[float, float | None] = (150.0, 180.0),
-    confidence: float = 0.95,
+    candidate: list[int],
+    top: list[int] | None = None,
+    relative: float = 10,
+    floor: float = 100,
+    effects: list[float] | None = None,
 ) -> TailRegression:
-    low, high = stored_bounds(base[0], base[1] if base[1] is not None else float("inf"))
-    t_low, t_high = stored_thresholds(regression_threshold(t, 1000), low, high)
     return TailRegression(
-        confidence=confidence,
-        baseline=[low, high],
-        thresholds=[t_low, t_high],
-        within=within,
-        beyond=beyond if t_high is not None else [],
+        relative_percent=relative,
+        floor=floor,
+        top=top if top is not None else [30] * len(candidate),
+        candidate=candidate,
+        design_effect=effects,
     )
 
 
-def against(within: list[int], beyond: list[int], **kw: Any) -> Any:
-    t = th(TTFT_P99, **REGRESSION)
-    rec = kw.pop("rec", None) or record(t, within, beyond, **kw)
-    s = summary({"ttft.p99": counts([0] * len(within), [1440] * len(within), regression=rec)},
-                paired=True)  # fmt: skip
-    return finding(s, kw.pop("judged_with", t), "ttft p99 at 24 req/s against the baseline")
+def against(candidate: list[int], **kw: Any) -> Any:
+    t = kw.pop("judged_with", th(TTFT_P99, **REGRESSION))
+    plan = kw.pop("plan", None)
+    rec = kw.pop("rec", None) or record(candidate, **kw)
+    n = len(rec.top)
+    s = summary({"ttft.p99": counts([0] * n, [1440] * n, regression=rec)}, paired=True)
+    return finding(s, t, "ttft p99 at 24 req/s against the baseline", plan)
 
 
 @pytest.mark.parametrize(
-    ("within", "beyond", "expected"),
+    ("candidate", "expected"),
     [
-        (0, 0, "note"),
-        (6, 0, "note"),  # half of the error rate: 97.5% two-sided, 6 of 1,440 upper 0.99%
-        (7, 0, "inconclusive"),
-        (30, 23, "inconclusive"),
-        (30, 24, "fail"),
+        (0, "note"),
+        (9, "note"),  # 9 of 30: the 97.5% upper bound is just under one half
+        (10, "inconclusive"),
+        (15, "inconclusive"),  # exactly even: the limit itself, never decided
+        (20, "inconclusive"),
+        (21, "fail"),  # 21 of 30: the lower bound is just over one half
     ],
 )
-def test_each_edge_against_the_baseline(within: int, beyond: int, expected: str) -> None:
-    judged = against([within], [beyond])
+def test_each_edge_against_the_baseline(candidate: int, expected: str) -> None:
+    judged = against([candidate])
     assert judged.finding.severity == expected, judged.finding.text
 
 
-def test_the_reason_against_the_baseline_names_its_bounds_and_thresholds() -> None:
-    text = against([0], [0]).finding.text
+def test_the_reason_against_the_baseline_names_the_pairs_and_the_limit() -> None:
+    text = against([0, 0, 0]).finding.text
     assert text.startswith(
-        "ttft p99 at 24 req/s against the baseline: its pooled p99 lies in [150, 180] ms, so "
-        "the candidate may reach 250-280 ms (+10% or the 100 ms floor, the larger); 0 of "
-        "1,440 requests above 250 ms (share <= "
+        "ttft p99 at 24 req/s against the baseline: of the 90 slowest requests of both "
+        "revisions (30 a trial; the candidate's less 10% or 100 ms, whichever takes less off), "
+        "0 were the candidate's (share <= "
     ), text
-    assert text.endswith(", 95% interval, 1 trial): within the limit")
-    failed = against([30], [40]).finding.text
-    assert "40 of 1,440 requests above 280 ms (share >= " in failed
+    assert "within the limit" in text
+    failed = against([30, 28, 29]).finding.text
+    assert "87 were the candidate's (share >= " in failed
     assert "regression beyond the limit" in failed
 
 
-def test_without_a_high_bound_of_the_baseline_beyond_cannot_be_shown() -> None:
-    judged = against([200], [], base=(150.0, None))
-    assert judged.finding.severity == "inconclusive"
-    assert "[150, no bound] ms" in judged.finding.text
+def test_a_stray_trial_is_left_out_from_four_trials_on() -> None:
+    stalled = [4] + [0] * 6  # one trial's stall put its 4 slowest first: 8 req/s on the H200
+    judged = against(stalled, top=[4] * 7)
+    assert judged.finding.severity == "note", judged.finding.text
+    assert "stray trial 1 left out" in judged.finding.text
+    # three trials are too few to call one a stray
+    assert against([4, 0, 0], top=[4] * 3).finding.severity == "inconclusive"
+    # a slower candidate in every trial has no stray
+    assert against([4] * 7, top=[4] * 7).finding.severity == "fail"
 
 
-def test_counts_against_other_thresholds_or_confidence_ask_for_the_report() -> None:
-    t = th(TTFT_P99, **REGRESSION)
+def test_the_design_effect_of_gaps_widens_the_pairs() -> None:
+    plain = against([6, 6, 6], top=[20] * 3)
+    clustered = against([6, 6, 6], top=[20] * 3, effects=[8.0] * 3)
+    assert plain.finding.severity == "note"
+    assert clustered.finding.severity == "inconclusive"
+
+
+def test_counts_against_other_limits_ask_for_the_report() -> None:
     other = th(TTFT_P99, maxRegressionPercent=20, regressionFloorMs=200)
-    stale = against([0], [0], judged_with=other, rec=record(t, [0], [0]))
+    stale = against([0], judged_with=other)
     assert stale.finding.severity == "inconclusive"
-    assert "counted above 250/280 ms, these limits give 350/380 ms: re-judge with --report" in (
-        stale.finding.text
+    assert (
+        "counted at +10% or 100 ms, these limits give +20% or 200 ms: re-judge with --report"
+        in stale.finding.text
     )
+
+
+def test_the_look_widens_the_pairs_interval() -> None:
     plan = TrialPlan(min_trials=3, max_trials=10)
-    s = summary(
-        {"ttft.p99": counts([0] * 3, [480] * 3, regression=record(t, [0] * 3, [0] * 3))},
-        paired=True,
-    )
-    looked = finding(s, t, "ttft p99 at 24 req/s against", plan)
-    assert "counted at 95% confidence, this look needs 99.64% " in looked.finding.text
-    at_look = record(t, [0] * 3, [0] * 3, confidence=look_confidence(0.95, plan, 3))
-    s = summary({"ttft.p99": counts([0] * 3, [480] * 3, regression=at_look)}, paired=True)
-    assert finding(s, t, "ttft p99 at 24 req/s against", plan).finding.severity == "note"
+    # 9 of 30 is within at 95%, not at the first of 8 looks (99.64%)
+    assert against([3, 3, 3], top=[10] * 3).finding.severity == "note"
+    looked = against([3, 3, 3], top=[10] * 3, plan=plan)
+    assert looked.finding.severity == "inconclusive"
+    assert looked.undecided
+
+
+def test_damaged_pair_counts_are_inconclusive_not_a_crash() -> None:
+    rec = record([0, 0], top=[30, 30], effects=[1.0])
+    assert "counts do not agree" in against([], rec=rec).finding.text
 
 
 def test_new_counts_without_a_record_ask_for_the_report() -> None:
@@ -298,17 +306,9 @@ def test_new_counts_without_a_record_ask_for_the_report() -> None:
 
 def test_the_baseline_sweep_is_not_needed_with_counts() -> None:
     t = th(TTFT_P99, **REGRESSION)
-    s = summary({"ttft.p99": counts([0], [1440], regression=record(t, [0], [0]))}, paired=True)
+    s = summary({"ttft.p99": counts([0], [1440], regression=record([0]))}, paired=True)
     assert s.paired_baseline is not None
     cut = s.model_copy(
         update={"paired_baseline": s.paired_baseline.model_copy(update={"load": None})}
     )
     assert verdict(cut, t, None).outcome == "Passed"
-
-
-def test_stored_bounds_and_thresholds_round_outwards() -> None:
-    assert stored_bounds(1.234567, 2.345678) == (1.23, 2.35)
-    assert stored_bounds(5.0, float("inf")) == (5.0, None)
-    # the low threshold down (more counted above it: "within" stays safe), the high one up
-    assert stored_thresholds(lambda x: x + 0.004, 1.0, 2.0) == (1.0, 2.01)
-    assert stored_thresholds(lambda x: x + 0.004, 1.0, None) == (1.0, None)

@@ -6,16 +6,17 @@ import math
 
 import pytest
 
-from vllm_operator.gate import tails
-from vllm_operator.gate.tails import Exceedance, HistogramTally, SampleTally
+from vllm_operator.gate import binomial, tail_baseline, tails, tallies
+from vllm_operator.gate.tails import Exceedance
+from vllm_operator.gate.tallies import HistogramTally, SampleTally
 
 
 def test_clopper_pearson_matches_the_closed_form_at_zero_hits() -> None:
     # 0 of n: the upper bound solves (1 - p)^n = tail
     for n in (10, 367, 1440):
-        assert tails.clopper_pearson_upper(0, n, 0.025) == pytest.approx(1 - 0.025 ** (1 / n))
+        assert binomial.clopper_pearson_upper(0, n, 0.025) == pytest.approx(1 - 0.025 ** (1 / n))
     # n of n: the lower bound solves p^n = tail
-    assert tails.clopper_pearson_lower(20, 20, 0.025) == pytest.approx(0.025 ** (1 / 20))
+    assert binomial.clopper_pearson_lower(20, 20, 0.025) == pytest.approx(0.025 ** (1 / 20))
 
 
 @pytest.mark.parametrize(
@@ -23,7 +24,7 @@ def test_clopper_pearson_matches_the_closed_form_at_zero_hits() -> None:
     [(0.3, 1, 5, 1 - 0.7**5), (0.2, 3, 1, 0.2**3), (0.9, 1, 2, 1 - 0.1**2), (0.5, 7, 7, 0.5)],
 )
 def test_incomplete_beta_closed_forms(x: float, a: float, b: float, expected: float) -> None:
-    assert tails.incomplete_beta(x, a, b) == pytest.approx(expected, rel=1e-12)
+    assert binomial.incomplete_beta(x, a, b) == pytest.approx(expected, rel=1e-12)
 
 
 def test_no_exceedance_in_1440_requests_keeps_a_one_percent_promise() -> None:
@@ -75,29 +76,29 @@ def test_gap_design_effect_is_large_when_slow_gaps_share_a_request() -> None:
 
 def test_histogram_between_bucket_bounds_is_judged_conservatively() -> None:
     buckets = [(0.1, 50.0), (0.25, 90.0), (0.5, 99.0), (1.0, 100.0), (math.inf, 100.0)]
-    got = tails.histogram_exceedance(buckets, 0.3)
+    got = tallies.histogram_exceedance(buckets, 0.3)
     assert (got.above, got.surely_above, got.total) == (10, 1, 100)
-    on_bound = tails.histogram_exceedance(buckets, 0.25)
+    on_bound = tallies.histogram_exceedance(buckets, 0.25)
     assert (on_bound.above, on_bound.surely_above) == (10, 10)
-    below_first = tails.histogram_exceedance(buckets, 0.05)
+    below_first = tallies.histogram_exceedance(buckets, 0.05)
     assert (below_first.above, below_first.surely_above) == (100, 50)
-    in_inf = tails.histogram_exceedance(buckets, 5.0)
+    in_inf = tallies.histogram_exceedance(buckets, 5.0)
     assert (in_inf.above, in_inf.surely_above) == (0, 0)
     with pytest.raises(ValueError, match=r"\+Inf"):
-        tails.histogram_exceedance(buckets[:-1], 0.3)
+        tallies.histogram_exceedance(buckets[:-1], 0.3)
 
 
 def test_a_limit_between_bounds_never_decides_wrongly() -> None:
     # 10 of 100 above 0.25 s, 1 above 0.5 s: a p95 limit of 0.3 s cannot be decided either way
     buckets = [(0.1, 5000.0), (0.25, 9000.0), (0.5, 9900.0), (math.inf, 10000.0)]
-    judged = tails.judge_share([tails.histogram_exceedance(buckets, 0.3)], 0.05, 0.95)
+    judged = tails.judge_share([tallies.histogram_exceedance(buckets, 0.3)], 0.05, 0.95)
     assert judged.decision == "undecided"
     assert (
-        tails.judge_share([tails.histogram_exceedance(buckets, 0.5)], 0.05, 0.95).decision
+        tails.judge_share([tallies.histogram_exceedance(buckets, 0.5)], 0.05, 0.95).decision
         == "within"
     )
     assert (
-        tails.judge_share([tails.histogram_exceedance(buckets, 0.25)], 0.05, 0.95).decision
+        tails.judge_share([tallies.histogram_exceedance(buckets, 0.25)], 0.05, 0.95).decision
         == "beyond"
     )
 
@@ -110,8 +111,8 @@ def test_regression_against_baseline_samples() -> None:
     def threshold(x: float) -> float:
         return max(x * 1.1, x + 20)
 
-    assert tails.judge_regression(same, base, "p99", threshold, 0.95).decision == "within"
-    judged = tails.judge_regression(slower, base, "p99", threshold, 0.95)
+    assert tail_baseline.judge_regression(same, base, "p99", threshold, 0.95).decision == "within"
+    judged = tail_baseline.judge_regression(slower, base, "p99", threshold, 0.95)
     assert judged.decision == "beyond"
     assert judged.baseline_low <= 149 <= judged.baseline_high
 
@@ -134,15 +135,15 @@ def test_regression_against_baseline_histograms() -> None:
         return max(x * 1.2, x + 0.05)
 
     # the baseline's p95 is only known to lie between bucket bounds 0.06 and 0.1 s
-    same = tails.judge_regression([hist(fast, 2000)], base, "p95", threshold, 0.95)
+    same = tail_baseline.judge_regression([hist(fast, 2000)], base, "p95", threshold, 0.95)
     assert (same.baseline_low, same.baseline_high) == (0.06, 0.1)
     assert same.decision == "within"
     assert (
-        tails.judge_regression([hist(slow, 2000)], base, "p95", threshold, 0.95).decision
+        tail_baseline.judge_regression([hist(slow, 2000)], base, "p95", threshold, 0.95).decision
         == "beyond"
     )
     # a relative limit finer than the buckets cannot be decided from them
-    fine = tails.judge_regression([hist(fast, 2000)], base, "p95", lambda x: x * 1.2, 0.95)
+    fine = tail_baseline.judge_regression([hist(fast, 2000)], base, "p95", lambda x: x * 1.2, 0.95)
     assert fine.decision == "undecided"
 
 
@@ -154,37 +155,48 @@ def test_unknown_percentile_is_a_named_error() -> None:
 def test_decide_regression_edges_at_half_the_error_rate() -> None:
     # 97.5% two-sided for each share: 6 of 1,440 is within a 1% share, 7 is not
     none = [Exceedance(0, 1440)]
-    assert tails.decide_regression([Exceedance(6, 1440)], none, 0.01, 0.95)[0] == "within"
-    assert tails.decide_regression([Exceedance(7, 1440)], none, 0.01, 0.95)[0] == "undecided"
+    assert tail_baseline.decide_regression([Exceedance(6, 1440)], none, 0.01, 0.95)[0] == "within"
+    assert (
+        tail_baseline.decide_regression([Exceedance(7, 1440)], none, 0.01, 0.95)[0] == "undecided"
+    )
     high = [Exceedance(30, 1440)]
-    assert tails.decide_regression(high, [Exceedance(23, 1440)], 0.01, 0.95)[0] == "undecided"
-    assert tails.decide_regression(high, [Exceedance(24, 1440)], 0.01, 0.95)[0] == "beyond"
+    assert (
+        tail_baseline.decide_regression(high, [Exceedance(23, 1440)], 0.01, 0.95)[0] == "undecided"
+    )
+    assert tail_baseline.decide_regression(high, [Exceedance(24, 1440)], 0.01, 0.95)[0] == "beyond"
     # no high bound of the baseline: "beyond" cannot be shown however many are above
-    assert tails.decide_regression([Exceedance(1440, 1440)], None, 0.01, 0.95)[0] == "undecided"
+    assert (
+        tail_baseline.decide_regression([Exceedance(1440, 1440)], None, 0.01, 0.95)[0]
+        == "undecided"
+    )
 
 
 def test_judge_regression_decides_through_decide_regression() -> None:
     base = [SampleTally.of([100.0 + i % 50 for i in range(480)]) for _ in range(3)]
     slower = [SampleTally.of([2 * (100.0 + i % 50) for i in range(480)]) for _ in range(3)]
-    judged = tails.judge_regression(slower, base, "p99", lambda x: x + 20, 0.95)
-    low, high = tails.regression_bounds(base, 0.01, 0.95)
+    judged = tail_baseline.judge_regression(slower, base, "p99", lambda x: x + 20, 0.95)
+    low, high = tail_baseline.regression_bounds(base, 0.01, 0.95)
     assert (judged.baseline_low, judged.baseline_high) == (low, high)
     assert (judged.threshold_low, judged.threshold_high) == (low + 20, high + 20)
     within = [t.exceedance(low + 20) for t in slower]
     beyond = [t.exceedance(high + 20) for t in slower]
-    assert judged.decision == tails.decide_regression(within, beyond, 0.01, 0.95)[0] == "beyond"
+    assert (
+        judged.decision
+        == tail_baseline.decide_regression(within, beyond, 0.01, 0.95)[0]
+        == "beyond"
+    )
 
 
 def test_clustered_tally_counts_gaps_and_their_requests() -> None:
-    stalled = tails.ClusteredTally.of([[5.0] * 50 + [500.0] * 50] + [[5.0] * 100] * 49)
-    spread = tails.ClusteredTally.of([[5.0] * 99 + [500.0]] * 50)
+    stalled = tallies.ClusteredTally.of([[5.0] * 50 + [500.0] * 50] + [[5.0] * 100] * 49)
+    spread = tallies.ClusteredTally.of([[5.0] * 99 + [500.0]] * 50)
     a, b = stalled.exceedance(100.0), spread.exceedance(100.0)
     assert (a.above, a.total, b.above, b.total) == (50, 5000, 50, 5000)
     assert b.design_effect == 1.0
     assert a.design_effect > 40
     assert stalled.exceedance(500.0).above == 0  # at the bound is not above it
     assert list(spread.points())[:2] == [5.0, 5.0]
-    assert tails.ClusteredTally.of([[], [1.0]]).groups == ((1.0,),)
+    assert tallies.ClusteredTally.of([[], [1.0]]).groups == ((1.0,),)
 
 
 def test_every_observation_above_is_beyond_and_never_within() -> None:

@@ -1,0 +1,91 @@
+"""How a load sweep spends its time budget: the rule the bench follows and the plan check reads.
+
+The bench runs a workload's levels in order (``bench.sweep``): per level a warm-up run on
+every server (``WARMUP_SECONDS`` at most), the plan's first ``trials`` rounds (every server
+runs the level for ``secondsPerLevel``), then one more round at a time while a figure of the
+level is undecided, as long as the round is expected to end before the budget (the deadline
+less ``RESERVE_FRACTION``; a round is expected to take ``NEXT_ROUND_FACTOR`` times the
+longest round so far). The first rounds are not held to the budget, only to the deadline.
+
+The rule is owned here, in the pure core, rather than in the bench, because the operator and
+``render`` ask it before anything runs ("how many trials can this level get in
+timeoutSeconds?", ``gate.decidable``) and the core may not import the bench; the bench
+imports these constants. ``SweepBudget`` is the same rule on planned durations: a round
+lasts ``servers x secondsPerLevel`` (the requests still in flight when a level's sending
+stops, the Job's start and a quality suite come on top, so the trials it counts are the most
+the level can get, never fewer than the bench will run).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+RESERVE_FRACTION = 0.25
+"""Share of the deadline an extra round may not eat into (left for quality and the report)."""
+
+WARMUP_SECONDS = 10.0
+"""Longest warm-up run of a load level, per server."""
+
+NEXT_ROUND_FACTOR = 1.5
+"""An extra round is expected to take this many times the longest round of its level so far."""
+
+
+@dataclass(frozen=True)
+class SweepBudget:
+    """A sweep's planned durations: ``levels`` levels of ``seconds_per_level`` on ``servers``
+    servers (2 when a baseline twin is measured beside the candidate)."""
+
+    deadline: float
+    """The bench's deadline in seconds (``--deadline-seconds``: timeoutSeconds less a margin)."""
+    levels: int
+    seconds_per_level: float
+    servers: int
+    trials: int
+    max_trials: int
+    warmup: bool = True
+
+    @property
+    def round_seconds(self) -> float:
+        """One trial of one level on every server."""
+        return self.servers * self.seconds_per_level
+
+    @property
+    def warmup_seconds(self) -> float:
+        """One level's warm-up on every server."""
+        if not self.warmup:
+            return 0.0
+        return self.servers * min(self.seconds_per_level, WARMUP_SECONDS)
+
+    def start(self, index: int) -> float:
+        """When level ``index`` (0-based) starts at the earliest: every level before it
+        decided at its first look."""
+        return index * (self.warmup_seconds + self.trials * self.round_seconds)
+
+    def most_trials(self, index: int) -> int:
+        """The most trials level ``index`` can get: its first rounds that end before the
+        deadline, then extra rounds while the budget allows, up to ``max_trials``."""
+        begun = self.start(index) + self.warmup_seconds
+        first = min(self.trials, math.floor((self.deadline - begun) / self.round_seconds + 1e-9))
+        if first < self.trials:
+            return max(first, 0)
+        trials = self.trials
+        while trials < self.max_trials and extra_round_fits(
+            begun + trials * self.round_seconds, self.round_seconds, self.deadline
+        ):
+            trials += 1
+        return trials
+
+    def deadline_for(self, index: int, trials: int) -> float:
+        """The least deadline at which ``most_trials(index)`` reaches ``trials``."""
+        begun = self.start(index) + self.warmup_seconds
+        if trials <= self.trials:
+            return begun + trials * self.round_seconds
+        last_start = begun + (trials - 1) * self.round_seconds
+        extra = (last_start + NEXT_ROUND_FACTOR * self.round_seconds) / (1 - RESERVE_FRACTION)
+        return max(extra, begun + self.trials * self.round_seconds)
+
+
+def extra_round_fits(elapsed: float, longest_round: float, deadline: float) -> bool:
+    """Would one more round, ``elapsed`` seconds into the run, end before the budget?"""
+    return elapsed + NEXT_ROUND_FACTOR * longest_round <= deadline * (1 - RESERVE_FRACTION)

@@ -1,0 +1,51 @@
+"""`vllm-operator render` warns on stderr when the gate's plan cannot decide a tail limit in
+its time, and still renders (exit 0): a warning, not an invalid spec (issue 29)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import yaml
+
+import builders
+from vllm_operator.commands.render import run
+
+
+def cr(timeout: int) -> dict[str, Any]:
+    doc = builders.resource(builders.minimal_spec(builders.MODEL_30B))
+    doc["spec"]["gate"] = {
+        "timeoutSeconds": timeout,
+        "workload": {
+            "synthetic": {"inputTokens": {"mean": 512}, "outputTokens": {"mean": 128}},
+            "load": {"mode": "rate", "rates": [8, 24], "secondsPerLevel": 20},
+        },
+        "thresholds": {"slo": {"ttftMs": {"p99": 1000}, "itlMs": {"p99": 100}}},
+    }
+    return doc
+
+
+def render(doc: dict[str, Any]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run(["-f", "-"], "vllm-operator render", io.StringIO(yaml.safe_dump(doc)), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_render_warns_naming_the_level_the_limit_and_the_fix() -> None:
+    code, out, err = render(cr(200))
+    assert code == 0
+    assert "kind: Job" in out
+    lines = [line for line in err.splitlines() if "gate plan:" in line]
+    assert len(lines) == 3, err
+    assert lines[0].startswith("warning: -: VLLMDeployment")
+    assert "ttft p99 at 8 req/s cannot be decided" in lines[0]
+    assert "at least 630 requests with none above it" in lines[0]
+    assert lines[0].endswith("it needs timeoutSeconds >= 297")
+    assert "itl p99 at 24 req/s" in lines[2]
+    assert "gaps" in lines[2]
+
+
+def test_render_is_quiet_when_the_plan_can_decide() -> None:
+    code, _, err = render(cr(500))
+    assert code == 0
+    assert "gate plan:" not in err
