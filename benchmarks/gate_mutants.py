@@ -46,6 +46,9 @@ TESTS = [
     "tests/unit/gate/test_gate_differential.py",
     "tests/unit/bench/test_bench_judge_cli.py",
     "tests/unit/gate/test_gate_noise_model.py",
+    "tests/unit/gate/test_tails.py",
+    "tests/unit/gate/test_slo_tails.py",
+    "tests/unit/bench/test_bench_load_tails.py",
 ]
 TIMEOUT = 600
 
@@ -181,14 +184,14 @@ MUTANTS = [
     M("min-latency-samples", "regression.py", "MIN_LATENCY_SAMPLES = 3", "MIN_LATENCY_SAMPLES = 2"),
     M(
         "floor-cap",
-        "regression.py",
+        "comparison.py",
         "absolute = min(absolute, 1.0)",
         "absolute = min(absolute, 2.0)",
     ),
-    M("floor-wins>=", "regression.py", "if absolute > relative:", "if absolute >= relative:"),
+    M("floor-wins>=", "comparison.py", "if absolute > relative:", "if absolute >= relative:"),
     M(
         "floor-swap",
-        "regression.py",
+        "comparison.py",
         "floor = self.floor_ms if higher_is_worse else self.floor_tps",
         "floor = self.floor_tps if higher_is_worse else self.floor_ms",
     ),
@@ -198,7 +201,7 @@ MUTANTS = [
         "beyond = change > limit if",
         "beyond = change >= limit if",
     ),
-    M("point-tps<=", "regression.py", "else change < -limit", "else change <= -limit"),
+    M("point-tps<=", "comparison.py", "else change < -limit", "else change <= -limit"),
     M(
         "interval-latency-beyond>=",
         "regression.py",
@@ -225,25 +228,25 @@ MUTANTS = [
     ),
     M(
         "open-ignores-plan",
-        "regression.py",
+        "comparison.py",
         'open_ = severity == "inconclusive" and more_allowed(self.plan, trials)',
         'open_ = severity == "inconclusive"',
     ),
     M(
         "look-trials-min",
-        "regression.py",
+        "comparison.py",
         "trials = max(len(candidate), len(baseline))",
         "trials = min(len(candidate), len(baseline))",
     ),
     M(
         "decides-budget<=",
-        "regression.py",
+        "comparison.py",
         "elif n < self.plan.max_trials:",
         "elif n <= self.plan.max_trials:",
     ),
     M("decides-on-limit", "regression.py", "if distance < half / 10:", "if distance < half / 20:"),
-    M("decides-ceil", "regression.py", "needed = math.ceil(", "needed = math.floor("),
-    M("describe-looks>=", "regression.py", "self.plan.looks > 1:", "self.plan.looks >= 1:"),
+    M("decides-ceil", "comparison.py", "needed = math.ceil(", "needed = math.floor("),
+    M("describe-looks>=", "comparison.py", "self.plan.looks > 1:", "self.plan.looks >= 1:"),
     M(
         "thin-latency<=",
         "regression.py",
@@ -268,7 +271,7 @@ MUTANTS = [
         "elif base.aggregate_tokens_per_second <= 0:",
         "elif base.aggregate_tokens_per_second < 0:",
     ),
-    M("gpu-products", "regression.py", "if a and b and a != b:", "if a and b and a == b:"),
+    M("gpu-products", "comparison.py", "if a and b and a != b:", "if a and b and a == b:"),
     M(
         "placement-paired",
         "regression.py",
@@ -276,7 +279,7 @@ MUTANTS = [
         "if not a or not b or a == b:",
     ),
     M("quality-drop>=", "regression.py", "if drop > allowed:", "if drop >= allowed:"),
-    M("baseline-errors>=", "regression.py", "if v > 0)", "if v >= 0)"),
+    M("baseline-errors>=", "comparison.py", "if v > 0)", "if v >= 0)"),
     M(
         "paired-flag",
         "regression.py",
@@ -320,15 +323,15 @@ MUTANTS = [
     M("slo-fewest", "slo.py", "FEWEST = 4", "FEWEST = 3"),
     M(
         "slo-floor-share",
-        "slo.py",
-        "share = thresholds.slo.regression_floor_percent / 100",
-        "share = thresholds.slo.regression_floor_percent / 100 * 0.99",
+        "slo_tails.py",
+        "thresholds.slo.regression_floor_percent / 100 * limit",
+        "thresholds.slo.regression_floor_percent / 100 * limit * 0.99",
     ),
     M(
         "slo-floor-max",
-        "slo.py",
-        "floor = max(thresholds.regression_floor_ms, share * by_p[p])",
-        "floor = thresholds.regression_floor_ms",
+        "slo_tails.py",
+        "floor = max(\n        thresholds.regression_floor_ms,",
+        "floor = min(\n        thresholds.regression_floor_ms,",
     ),
     M(
         "slo-latency-beyond",

@@ -2,7 +2,7 @@
 
 Two ways:
 
-1. **Model** (pure): thousands of gates through the real gate (``gate.regression.undecided``
+1. **Model** (pure): thousands of gates through the real gate (``gate.open_figures``
    for the sequential looks, then ``gate.verdict``) on per-trial figures drawn from the noise
    model below, **refitted to the H200 paired runs of 2026-12-01**
    (``shared/calibration/h200-paired-2026-12-01``: seven A/A gates and one regression, every
@@ -76,8 +76,7 @@ from vllm_operator.api.summary import (
 )
 from vllm_operator.bench import BenchConfig, run_benchmark
 from vllm_operator.bench.prompts import SIZES
-from vllm_operator.gate import verdict
-from vllm_operator.gate.regression import judge_all, undecided
+from vllm_operator.gate import open_figures, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "gate_noise.json"
@@ -273,11 +272,8 @@ def model_gate(  # noqa: PLR0917 - the cell's parameters, one caller
         )  # fmt: skip
 
     for _ in range(plan.max_trials - plan.min_trials):
-        if any(
-            j.finding.severity == "fail" for j in judge_all(summary(), thresholds, stored, plan)
-        ):
-            break  # the bench stops too: a figure beyond its limit is final
-        pending = undecided(summary(), thresholds, stored, plan)
+        # the bench's own rule: nothing is open once a figure is beyond its limit
+        pending = open_figures(summary(), thresholds, stored, plan)
         if not pending:
             break
         for key in pending:

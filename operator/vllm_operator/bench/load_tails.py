@@ -22,6 +22,7 @@ from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import TailCounts, TailRegression
 from vllm_operator.api.workload import LatencyMetric, SloLimits
 from vllm_operator.bench.stats import percentile
+from vllm_operator.gate.comparison import regression_limit_set
 from vllm_operator.gate.pair_tails import candidate_shift, pair_exceedance
 from vllm_operator.gate.slo_tails import regression_limit
 from vllm_operator.gate.tails import Exceedance, allowed_share
@@ -46,7 +47,7 @@ def level_tails(
     """
     pooled: dict[str, float] = {}
     counts: dict[str, TailCounts] = {}
-    against = thresholds is not None and thresholds.max_regression_percent is not None
+    against = thresholds is not None and regression_limit_set(thresholds)
     for metric, by_p in (limits.metric_limits() if limits else {}).items():
         ours = candidate(metric)
         theirs = baseline(metric) if baseline is not None and against else None

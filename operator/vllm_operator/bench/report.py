@@ -20,10 +20,11 @@ from vllm_operator.bench.quality import differential
 from vllm_operator.bench.request import RequestRecord
 from vllm_operator.bench.run_state import RunState, ServerRun
 from vllm_operator.bench.stats import MIN_DECODE_GAPS, Stats, decode_rate, level_figures
+from vllm_operator.gate import open_figures as gate_open_figures
 from vllm_operator.gate import verdict as gate_verdict
-from vllm_operator.gate.classes import describe, kind_of
-from vllm_operator.gate.regression import judge_all
-from vllm_operator.gate.slo import breached, capacity, judge_slo
+from vllm_operator.gate.classes import describe
+from vllm_operator.gate.finding import FigureKey
+from vllm_operator.gate.slo import breached, capacity
 
 REPORT_SCHEMA = "vllm-operator.dev/bench-report/v1"
 
@@ -159,27 +160,14 @@ def _paired_baseline(
     )
 
 
-def open_figures(config: BenchConfig, state: RunState) -> set[tuple[str, str]]:
-    """The figures the gate cannot decide yet on what ``state`` measured so far.
-
-    The runner measures these once more (sequential trials); the gate's own judgement
-    (``judge_all``, once per round) decides, on the same summary the final verdict is
-    computed from. Nothing is open once the run is Failed for good: a regression decided
-    beyond its limit, or a server fault counted; neither can be undone by more trials. (An
-    absolute latency or tok/s limit is judged on medians that more trials can move, and a
-    missing quality result is only missing until the suite runs at the end: neither stops
-    the trials.)
-    """
+def open_figures(config: BenchConfig, state: RunState) -> set[FigureKey]:
+    """The figures the gate cannot decide yet on what ``state`` measured so far
+    (``gate.open_figures``, on the same summary the final verdict is computed from); the
+    runner measures these once more."""
     if config.thresholds is None:
         return set()
-    raw = raw_summary(config, state)
-    if any(count > 0 and kind_of(name) == "server" for name, count in raw.errors.items()):
-        return set()
-    judged = judge_all(raw, config.thresholds, config.baseline, config.plan)
-    judged += judge_slo(raw, config.thresholds, config.baseline, config.plan)
-    if any(j.finding.severity == "fail" and j.figure is not None for j in judged):
-        return set()  # final whatever the open figures would show: no more trials
-    return {j.figure for j in judged if j.undecided and j.figure is not None}
+    return gate_open_figures(raw_summary(config, state), config.thresholds, config.baseline,
+                             config.plan)  # fmt: skip
 
 
 def slo_breached(config: BenchConfig, state: RunState, level: float) -> bool:

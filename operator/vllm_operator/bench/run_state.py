@@ -16,11 +16,12 @@ from vllm_operator.bench.load import LoadRun
 from vllm_operator.bench.quality import SuiteOutcome
 from vllm_operator.bench.request import RequestRecord
 from vllm_operator.gate.budget import RESERVE_FRACTION
+from vllm_operator.gate.finding import FigureKey
 
 Clock = Callable[[], float]
 
-OpenFigures = Callable[["RunState"], set[tuple[str, str]]]
-"""The figures (``gate.regression.FigureKey``) still undecided on what was measured so far."""
+OpenFigures = Callable[["RunState"], set[FigureKey]]
+"""The figures still undecided on what was measured so far (``gate.open_figures``)."""
 
 Breached = Callable[["RunState", float], bool]
 """Did the candidate break an SLO limit at this load level (``gate.slo.breached``)?"""

@@ -77,6 +77,7 @@ from vllm_operator.bench.transport import (
     make_transport,
     named_class,
 )
+from vllm_operator.gate.finding import FigureKey
 
 TransportFactory = Callable[[BenchConfig, Clock], Transport]
 
@@ -135,14 +136,14 @@ async def run(
             trial = config.trials
             while open_figures is not None and trial < config.plan.max_trials:
                 pending = open_figures(state)
-                todo_classes = tuple(c for c in classes if ("latency", c) in pending)
+                todo_classes = tuple(c for c in classes if FigureKey.latency(c) in pending)
                 todo_levels = tuple(
-                    lv for lv in config.concurrency if ("concurrency", str(lv)) in pending
+                    lv for lv in config.concurrency if FigureKey.concurrency(lv) in pending
                 )
                 if not todo_classes and not todo_levels:
                     break
                 if not ctx.time_for_round(todo_classes, todo_levels):
-                    progress.emit("budget", trial=trial + 1, open=sorted(map(":".join, pending)))
+                    progress.emit("budget", trial=trial + 1, open=sorted(map(str, pending)))
                     break
                 await ctx.round(trial, todo_classes, todo_levels)
                 trial += 1

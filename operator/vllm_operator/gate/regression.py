@@ -9,14 +9,17 @@ of trusting anything the measured side concluded, and decides:
   than the limit with the stated confidence);
 - **Passed** (a note with the interval) only when the whole interval is within it;
 - **undecided** when the interval straddles the limit: while the trial plan allows, the
-  benchmark measures that figure once more (``undecided``) and the gate looks again; what is
+  benchmark measures that figure once more (``gate.verdict.open_figures``) and the gate
+  looks again; what is
   still undecided at the end is **Inconclusive**, with how many trials ran and about how many
   would decide it.
 
-The limit of a figure is the larger of ``maxRegressionPercent`` of the baseline and an
-absolute floor (``regressionFloorMs``, ``regressionFloorTokensPerSecond``): a 20 ms median
-moves 1-5 ms between trials on an H200, so 10% of it is below what a trial resolves. The
-reason names the floor when it set the limit. Each look's interval is widened for the
+Which baseline, the limit and the judge of one figure are ``gate.comparison``'s (shared with
+the load sweep's ``gate.slo``). The limit of a figure is the larger of
+``maxRegressionPercent`` of the baseline and an absolute floor (``regressionFloorMs``,
+``regressionFloorTokensPerSecond``): a 20 ms median moves 1-5 ms between trials on an H200,
+so 10% of it is below what a trial resolves. The reason names the floor when it set the
+limit. Each look's interval is widened for the
 number of looks the plan allows (``gate.sequential``), and one outlier trial is left out of
 it (``gate.robust``), so one JIT-compile stall cannot decide a figure alone.
 
@@ -29,14 +32,8 @@ hardware's. Quality is a count of deterministic answers, compared as before.
 
 from __future__ import annotations
 
-import math
-import statistics
-from collections.abc import Sequence
-from dataclasses import dataclass
-
 from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import (
-    SUMMARY_SCHEMA,
     BenchSummary,
     ConcurrencyFigures,
     Figures,
@@ -44,34 +41,11 @@ from vllm_operator.api.summary import (
     Placement,
     TrialPlan,
 )
-from vllm_operator.gate.finding import Finding, Severity
-from vllm_operator.gate.interval import Interval, robust_interval
-from vllm_operator.gate.sequential import look_confidence, more_allowed
-
-SITS_ON_LIMIT = 0.005
-"""An estimate within this (log scale, 0.5%) of the limit: no number of trials decides it."""
-
-MOST_TRIALS_NAMED = 100
-"""Beyond this, "about N trials" is no advice: the reason says more than this."""
-
-EXACT = 1e-12
-"""Relative differences this close to a limit count as on it (float rounding, not data)."""
+from vllm_operator.gate.comparison import Judge, baseline_for, regression_limit_set
+from vllm_operator.gate.finding import FigureKey, Finding, Judged
 
 MIN_LATENCY_SAMPLES = 3
 """Fewer measured requests per prompt class than this and a median is not a figure."""
-
-
-FigureKey = tuple[str, str]
-"""("latency", prompt class) or ("concurrency", level as text): one compared figure."""
-
-
-@dataclass(frozen=True)
-class Judged:
-    """One finding, and whether more trials of its figure could still decide it."""
-
-    finding: Finding
-    figure: FigureKey | None = None
-    undecided: bool = False
 
 
 def regressions(
@@ -84,23 +58,6 @@ def regressions(
     return [j.finding for j in judge_all(summary, thresholds, baseline, plan)]
 
 
-def undecided(
-    summary: BenchSummary,
-    thresholds: Thresholds,
-    baseline: BenchSummary | None,
-    plan: TrialPlan | None,
-) -> set[FigureKey]:
-    """Figures whose interval straddles their limit and that ``plan`` allows another trial.
-
-    The benchmark measures these once more (and only these) before judging again.
-    """
-    return {
-        j.figure
-        for j in judge_all(summary, thresholds, baseline, plan)
-        if j.undecided and j.figure is not None
-    }
-
-
 def judge_all(
     summary: BenchSummary,
     thresholds: Thresholds,
@@ -108,9 +65,10 @@ def judge_all(
     plan: TrialPlan | None,
 ) -> list[Judged]:
     """Every comparison with the baseline, each with its figure and whether it is open."""
-    allowed = thresholds.max_regression_percent
-    if allowed is None:
+    if not regression_limit_set(thresholds):
         return []
+    allowed = thresholds.max_regression_percent
+    assert allowed is not None
     paired = summary.paired_baseline is not None
     base, problem = baseline_for(summary, baseline)
     if base is None:
@@ -126,180 +84,6 @@ def judge_all(
         *_throughput(summary, base, judge),
         *quality,
     ]
-
-
-def baseline_for(
-    summary: BenchSummary, baseline: BenchSummary | None
-) -> tuple[Figures | None, Finding | None]:
-    """The baseline's figures (the paired one, else ``baseline``) and, when its speed figures
-    may not be compared with the candidate's, why: no baseline or one that is not comparable
-    at all (no figures: ``None``), or one on another GPU product (figures kept: quality is
-    still compared). ``gate.slo`` asks the same before comparing percentiles."""
-    paired = summary.paired_baseline is not None
-    if baseline is not None and not paired and baseline.schema_ != SUMMARY_SCHEMA:
-        text = f"baseline format {baseline.schema_!r} not comparable"
-        return None, Finding("inconclusive", text)
-    # Candidate and baseline are one shape (``Figures``): the paired one, else the stored.
-    base: Figures | None = summary.paired_baseline if paired else baseline
-    if base is None:
-        return None, Finding("note", "no baseline: regressions not checked (first revision)")
-    broken = sorted(k for k, v in base.errors.items() if v > 0)
-    if broken:
-        return None, Finding("inconclusive", f"baseline has failed requests ({', '.join(broken)})")
-    gpus = _gpu_products(summary.placement, base.placement)
-    return base, None if gpus is None else Finding("inconclusive", gpus)
-
-
-@dataclass(frozen=True)
-class _Bound:
-    """The regression limit of one figure: a fraction, and what set it."""
-
-    fraction: float
-    why: str
-
-
-class Judge:
-    """Turns two lists of trial figures into a finding about one compared figure.
-
-    Also used by ``gate.slo`` for the load sweep's percentiles against the baseline.
-    """
-
-    def __init__(self, thresholds: Thresholds, paired: bool, plan: TrialPlan | None) -> None:
-        assert thresholds.max_regression_percent is not None
-        self.allowed = thresholds.max_regression_percent
-        self.floor_ms = thresholds.regression_floor_ms
-        self.floor_tps = thresholds.regression_floor_tokens_per_second
-        self.confidence = thresholds.confidence_percent / 100
-        self.paired = paired
-        self.plan = plan
-
-    def bound(
-        self, baseline: float, higher_is_worse: bool, unit: str, floor: float | None = None
-    ) -> _Bound:
-        """max(allowed % of the baseline, the absolute floor), as a fraction of the baseline.
-
-        A tokens/s drop cannot exceed 100%: a floor above the baseline itself caps there.
-        ``floor`` replaces the thresholds' floor (``gate.slo``: a share of the SLO limit).
-        """
-        relative = self.allowed / 100
-        if floor is None:
-            floor = self.floor_ms if higher_is_worse else self.floor_tps
-        absolute = floor / baseline if baseline > 0 else 0.0
-        if not higher_is_worse:
-            absolute = min(absolute, 1.0)
-        if absolute > relative:
-            return _Bound(absolute, f"{floor:g} {unit} floor")
-        return _Bound(relative, f"{self.allowed:g}%")
-
-    def compare(  # noqa: PLR0917 - one call site per figure kind
-        self,
-        figure: FigureKey,
-        label: str,
-        unit: str,
-        candidate: Sequence[float],
-        baseline: Sequence[float],
-        higher_is_worse: bool,
-        digits: int,
-        floor: float | None = None,
-        fewest: int = 3,
-    ) -> Judged:
-        """One figure against the baseline's. ``floor`` replaces the thresholds' absolute
-        floor, ``fewest`` is the fewest trials from which an outlier may be left out."""
-        trials = max(len(candidate), len(baseline))
-        interval = robust_interval(
-            candidate,
-            baseline,
-            confidence=look_confidence(self.confidence, self.plan, trials),
-            paired=self.paired,
-            fewest=fewest,
-        )
-        if interval is None:
-            return Judged(Finding("inconclusive", f"{label}: a figure of 0, nothing to compare"))
-        # geometric means of the kept trials: their ratio is exactly the interval's change
-        c, b = (statistics.geometric_mean(side) for side in interval.kept)
-        bound = self.bound(b, higher_is_worse, unit, floor)
-        limit = bound.fraction
-        # A change exactly at the limit is within it; EXACT absorbs the last bits of float
-        # arithmetic (50 -> 55 ms computes as +10.00000000000003%, not +10%).
-        if not interval.estimated:  # one trial each: a point comparison
-            change = interval.change
-            beyond = change > limit + EXACT if higher_is_worse else change < -limit - EXACT
-            within = not beyond
-        elif higher_is_worse:
-            beyond, within = interval.low > limit + EXACT, interval.high <= limit + EXACT
-        else:
-            beyond, within = interval.high < -limit - EXACT, interval.low >= -limit - EXACT
-        severity: Severity = "fail" if beyond else "note" if within else "inconclusive"
-        open_ = severity == "inconclusive" and more_allowed(self.plan, trials)
-        verdict = {
-            "fail": "regression beyond the limit",
-            "note": "within the limit",
-            "inconclusive": "the interval straddles the limit",
-        }[severity]
-        if severity == "inconclusive":
-            verdict += self._what_decides(interval, limit, higher_is_worse)
-        sign = "+" if higher_is_worse else "-"
-        shown = f"{sign}{limit * 100:.3g}%"
-        if bound.why.endswith("floor"):
-            usual = b * self.allowed / 100
-            shown += f" (the {bound.why}; {self.allowed:g}% would be {sign}{usual:.{digits}f}"
-            shown += f" {unit})"
-        text = (
-            f"{label}: {c:,.{digits}f} {unit}, {interval.change * 100:+.1f}% vs baseline "
-            f"{b:,.{digits}f} {unit} ({self._describe(interval)}), limit {shown}: {verdict}"
-        )
-        return Judged(Finding(severity, text), figure, open_)
-
-    def _describe(self, interval: Interval) -> str:
-        if not interval.estimated:
-            return "one trial each: no interval, a point comparison"
-        how = "paired" if interval.paired else "unpaired"
-        n = interval.trials[0] if interval.paired else f"{interval.trials[0]}/{interval.trials[1]}"
-        text = (
-            f"{self.confidence * 100:g}% interval {interval.low * 100:+.1f}% to "
-            f"{interval.high * 100:+.1f}%, {how}, {n} trials"
-        )
-        if self.plan is not None and self.plan.looks > 1:
-            text += f", widened for {self.plan.looks} looks"
-        if interval.left_out:
-            text += f", outlier {', '.join(interval.left_out)} left out"
-        return text
-
-    def _what_decides(self, interval: Interval, limit: float, higher_is_worse: bool) -> str:
-        """Why it stayed open, and how many trials at this spread would decide it."""
-        n = max(interval.trials)
-        if self.plan is None:
-            ran = f"; {n} trials, a fixed number (no sequential plan)"
-        elif n < self.plan.max_trials:
-            ran = (
-                f"; {n} of up to {self.plan.max_trials} trials run (the benchmark stopped "
-                "early: its time budget ran out, or another figure had already failed)"
-            )
-        else:
-            ran = f"; {n} trials, the most allowed (gate.maxTrials)"
-        edge = math.log1p(limit) if higher_is_worse else math.log1p(-limit) if limit < 1 else None
-        centre = math.log1p(interval.change)
-        half = (math.log1p(interval.high) - math.log1p(interval.low)) / 2
-        if edge is None or half <= 0:
-            return ran
-        distance = abs(centre - edge)
-        if distance < SITS_ON_LIMIT:
-            return ran + ": the estimate sits on the limit, more trials would not decide it"
-        needed = math.ceil(n * (half / distance) ** 2)
-        if needed > MOST_TRIALS_NAMED:
-            return ran + f": more than {MOST_TRIALS_NAMED} trials at this spread would be needed"
-        return ran + f": about {needed} trials at this spread would decide it"
-
-
-def _gpu_products(candidate: Placement | None, baseline: Placement | None) -> str | None:
-    a = candidate.gpu_product if candidate else None
-    b = baseline.gpu_product if baseline else None
-    if a and b and a != b:
-        return (
-            f"candidate ran on {a}, baseline on {b}: different GPU products, so speed "
-            "regressions are not judged (the difference would be the hardware's)"
-        )
-    return None
 
 
 def _placement_note(
@@ -341,7 +125,7 @@ def _latency(summary: Figures, baseline: Figures, judge: Judge) -> list[Judged]:
         else:
             found.append(
                 judge.compare(
-                    ("latency", name),
+                    FigureKey.latency(name),
                     f"{name} prompts, median latency",
                     "ms",
                     _latency_trials(figure),
@@ -382,7 +166,7 @@ def _throughput(summary: Figures, baseline: Figures, judge: Judge) -> list[Judge
         else:
             found.append(
                 judge.compare(
-                    ("concurrency", str(level)),
+                    FigureKey.concurrency(level),
                     f"{level} stream" if level == 1 else f"{level} streams",
                     "tok/s",
                     _level_trials(figure),

@@ -26,7 +26,7 @@ req/s: 170 ms [21.3, 1357] straddles"; counted, the share is below 0.44% and the
 Summaries written before the counts (the calibration runs of 2026-12-01 and 2026-12-02)
 carry only per-trial percentiles; they are judged by the rule of that time, an interval of
 the trials' geometric mean relative to the limit (one outlier left out from ``FEWEST``
-trials on), and against the baseline ``gate.regression``'s judge on the paired per-trial
+trials on), and against the baseline ``gate.comparison``'s judge on the paired per-trial
 percentiles (``SMALLEST_MS`` keeps a 0 ms percentile off the logarithm); a note says so. A
 stored (unpaired) baseline is compared the same way (the benchmark counts only against a
 baseline it measured).
@@ -46,12 +46,12 @@ from collections.abc import Sequence
 
 from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import BenchSummary, LoadLevelFigures, LoadSweep, TrialPlan
-from vllm_operator.gate.finding import Finding, Severity
+from vllm_operator.gate.comparison import EXACT, Judge, baseline_for, regression_limit_set
+from vllm_operator.gate.finding import FigureKey, Finding, Judged, Severity
 from vllm_operator.gate.interval import robust_interval, t_quantile
-from vllm_operator.gate.regression import EXACT, FigureKey, Judge, Judged, baseline_for
 from vllm_operator.gate.robust import outliers
 from vllm_operator.gate.sequential import look_confidence, more_allowed
-from vllm_operator.gate.slo_tails import judge_against_baseline, judge_limit
+from vllm_operator.gate.slo_tails import judge_against_baseline, judge_limit, regression_limit
 
 FEWEST = 4
 """Fewest trials of an SLO share (goodput, errors), and of a percentile of a summary without
@@ -75,7 +75,7 @@ def level_key(level: float) -> str:
 
 def figure(level: float) -> FigureKey:
     """The figure key of a level: the benchmark measures a whole level once more."""
-    return ("load", level_key(level))
+    return FigureKey.load(level)
 
 
 def where(mode: str, level: float) -> str:
@@ -356,10 +356,11 @@ def _regressions(
     """Each limited percentile of each measured level against the baseline's: from the
     candidate's counts against the paired baseline (``gate.slo_tails``), else (a summary
     without counts, or a stored baseline) by the old per-trial rule."""
-    if thresholds.max_regression_percent is None or summary.load is None:
+    if not regression_limit_set(thresholds) or summary.load is None:
         return []
     assert thresholds.slo is not None
-    # Whether to compare at all is gate.regression's call; its findings say why not.
+    # Whether to compare at all is gate.comparison's call; gate.regression's findings say
+    # why not.
     compared, problem = baseline_for(summary, baseline)
     if compared is None or problem is not None:
         return []
@@ -391,7 +392,7 @@ def _regressions(
 
 class _PerTrial:
     """The old rule for a summary without counts (or a stored baseline): the paired
-    relative difference of the per-trial percentiles, through ``gate.regression``'s judge."""
+    relative difference of the per-trial percentiles, through ``gate.comparison``'s judge."""
 
     def __init__(
         self, thresholds: Thresholds, paired: bool, plan: TrialPlan | None, theirs: LoadSweep | None
@@ -399,7 +400,6 @@ class _PerTrial:
         assert thresholds.slo is not None
         self.judge = Judge(thresholds, paired, plan)
         self.thresholds = thresholds
-        self.share = thresholds.slo.regression_floor_percent / 100
         self.theirs = theirs
         self.base_levels = {f.level: f for f in theirs.levels} if theirs is not None else {}
         self.no_sweep = False
@@ -418,7 +418,7 @@ class _PerTrial:
         other = base.percentiles.get(name, []) if base is not None else []
         if not other:
             return [Judged(Finding("inconclusive", f"baseline has no {label}"))]
-        floor = max(self.thresholds.regression_floor_ms, self.share * limit)
+        _, floor = regression_limit(self.thresholds, limit)
         return [
             self.judge.compare(
                 figure(figures.level),

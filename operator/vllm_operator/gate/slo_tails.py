@@ -26,9 +26,8 @@ from collections.abc import Sequence
 
 from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import TailCounts, TrialPlan
-from vllm_operator.gate.finding import Finding, Severity
+from vllm_operator.gate.finding import FigureKey, Finding, Judged, Severity
 from vllm_operator.gate.pair_tails import EVEN
-from vllm_operator.gate.regression import FigureKey, Judged
 from vllm_operator.gate.sequential import look_confidence, more_allowed
 from vllm_operator.gate.tails import (
     Decision,

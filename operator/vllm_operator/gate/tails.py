@@ -56,7 +56,7 @@ from vllm_operator.gate.binomial import (
     clopper_pearson_upper,
     incomplete_beta,
 )
-from vllm_operator.gate.regression import EXACT
+from vllm_operator.gate.comparison import EXACT
 
 Decision = Literal["beyond", "within", "undecided"]
 

@@ -28,16 +28,17 @@ from vllm_operator.api.summary import (
 )
 from vllm_operator.gate.classes import describe, kind_of
 from vllm_operator.gate.differential import differential_limits
-from vllm_operator.gate.finding import Finding, Severity
+from vllm_operator.gate.finding import FigureKey, Finding, Severity
 from vllm_operator.gate.regression import (
     MIN_LATENCY_SAMPLES,
+    judge_all,
     regressions,
     thin_latency,
     thin_level,
 )
 from vllm_operator.gate.slo import judge_slo
 
-__all__ = ["MIN_LATENCY_SAMPLES", "Finding", "Severity", "verdict"]
+__all__ = ["MIN_LATENCY_SAMPLES", "Finding", "Severity", "open_figures", "verdict"]
 
 _ORDER: dict[Severity, int] = {"fail": 0, "error": 1, "inconclusive": 2, "note": 3}
 
@@ -87,6 +88,30 @@ def verdict(
     if outcome == "Passed" and not any(f.severity == "note" for f in findings):
         reasons.append("every measured figure is within its limits")
     return Verdict(outcome=outcome, reasons=reasons)
+
+
+def open_figures(
+    summary: BenchSummary,
+    thresholds: Thresholds,
+    baseline: BenchSummary | None,
+    plan: TrialPlan | None,
+) -> set[FigureKey]:
+    """The figures more trials could still decide, on the same judgement as ``verdict``.
+
+    The benchmark measures these once more between rounds (sequential trials), and only
+    these. Nothing is open once the run is Failed for good: a server fault counted, or a
+    figure decided beyond its limit (a regression, an SLO limit); more trials cannot undo
+    either. (An absolute latency or tok/s limit is judged on medians that more trials can
+    move, and a missing quality result is only missing until the suite runs at the end:
+    neither stops the trials.)
+    """
+    if any(count > 0 and kind_of(name) == "server" for name, count in summary.errors.items()):
+        return set()
+    judged = judge_all(summary, thresholds, baseline, plan)
+    judged += judge_slo(summary, thresholds, baseline, plan)
+    if any(j.finding.severity == "fail" and j.figure is not None for j in judged):
+        return set()  # final whatever the open figures would show: no more trials
+    return {j.figure for j in judged if j.undecided and j.figure is not None}
 
 
 def _schema(summary: BenchSummary) -> list[Finding]:

@@ -1,4 +1,4 @@
-"""SLO gate on a load sweep against simulator processes over real HTTP (issue 25).
+"""SLO gate on a load sweep against simulator processes over real HTTP (issues 25, 29).
 
 The profile is flat (TTFT 20 ms, 5 ms between tokens, 16 output tokens: about 95 ms a
 request) with two batch slots (``--max-num-seqs 2``), so it sustains about 21 requests/s:
@@ -10,6 +10,10 @@ req/s 4,090 ms [3,526, 4,745] against the 1,000 ms limit; TTFT p50 at 1 stream 3
 [21, 67] and at 16 streams 708 ms [680, 737] against the 250 ms limit; a candidate at half
 speed against its paired baseline, E2E p50 at 5 req/s +79% [+56%, +105%] and +88% [+69%,
 +108%] against the 10% limit.
+
+The gate counts the requests above each limit (issue 29): a tail limit needs enough
+requests to be shown kept (a p90 limit about 36 with none above it, a p99 limit 368), so
+these levels are a few seconds of a p90 or p50 limit, not the p99 limits of a real GPU run.
 
 The workload is a stand-in Traffic (unique fixed-size prompts) built in-process until the
 bench CLI takes ``--workload-json`` (issue 25, helper 25w).
@@ -66,19 +70,23 @@ def measure(url: str, load: dict[str, Any], thresholds: dict[str, Any], **more: 
 def test_rate_sweep_passes_where_the_profile_keeps_up_fails_beyond_and_stops(
     sim: StartSim,
 ) -> None:
+    # a p90 limit: 60 requests at 5 req/s can show it kept (0 or 1 above it bounds the
+    # share below 10%); a p99 limit needs at least 368 requests with none above it
     report = measure(
         sim(*PROFILE),
-        {"mode": "rate", "rates": [5, 60, 120], "secondsPerLevel": 2},
-        {"slo": {"ttftMs": {"p99": 1000}}},
+        {"mode": "rate", "rates": [5, 60, 120], "secondsPerLevel": 4},
+        {"slo": {"ttftMs": {"p90": 1000}}},
         trials=3,
     )
     reasons = report.verdict.reasons
     assert report.verdict.outcome == "Failed", reasons
     assert report.exit_code == 1
-    failed = next(r for r in reasons if r.startswith("ttft p99 at 60 req/s: "))
-    assert "above the 1000 ms limit (95% interval, 3 trials)" in failed
-    passed = next(r for r in reasons if r.startswith("ttft p99 at 5 req/s: "))
-    assert "within the 1000 ms limit" in passed
+    failed = next(r for r in reasons if r.startswith("ttft p90 at 60 req/s: "))
+    assert "of 720 requests above 1000 ms (share >= " in failed
+    assert "95% interval, 3 trials" in failed
+    assert failed.endswith("): beyond the 10% the p90 limit allows")
+    passed = next(r for r in reasons if r.startswith("ttft p90 at 5 req/s: "))
+    assert passed.endswith("within the 10% the p90 limit allows"), passed
     assert "at 120 req/s: not measured, the sweep stopped at its first breach 60" in reasons
     assert "capacity: 5 req/s, the highest level that met every SLO" in reasons
     data = report.to_json()["load"]
@@ -88,7 +96,7 @@ def test_rate_sweep_passes_where_the_profile_keeps_up_fails_beyond_and_stops(
         (lv, t) for lv in (5, 60) for t in range(3)
     }
     for entry in data["runs"]:
-        assert entry["requests"] == round(entry["level"] * 2)  # exactly rate x seconds
+        assert entry["requests"] == round(entry["level"] * 4)  # exactly rate x seconds
         assert entry["completed"] == entry["requests"]
         assert len(entry["samples"]) == entry["requests"]
         if entry["level"] == 5:  # (at 60 a loaded 2-core machine sends late: measured 49/s)
@@ -102,7 +110,10 @@ def test_rate_sweep_passes_where_the_profile_keeps_up_fails_beyond_and_stops(
     tables = human.render(report)
     assert "## Load sweep (rate; workload fixed)" in tables
     assert "sweep stopped at its first breach: 60 req/s" in tables
-    assert [lv.requests for lv in summary.load.levels] == [30, 360, 0]
+    assert [lv.requests for lv in summary.load.levels] == [60, 720, 0]
+    counted = summary.load.levels[1].tails["ttft.p90"]
+    assert (counted.limit, counted.total) == (1000, [240, 240, 240])
+    assert sum(counted.above) > 360  # most of them queued past a second
 
 
 def test_paired_candidate_and_baseline_get_the_same_arrivals_and_requests(
@@ -110,8 +121,8 @@ def test_paired_candidate_and_baseline_get_the_same_arrivals_and_requests(
 ) -> None:
     report = measure(
         sim(*PROFILE),
-        {"mode": "rate", "rates": [5], "secondsPerLevel": 2},
-        {"slo": {"ttftMs": {"p99": 1000}, "maxErrorPercent": 0}},
+        {"mode": "rate", "rates": [5], "secondsPerLevel": 4},
+        {"slo": {"ttftMs": {"p90": 1000}, "maxErrorPercent": 0}},
         trials=3,
         baseline_url=sim(*PROFILE),
     )
@@ -124,7 +135,9 @@ def test_paired_candidate_and_baseline_get_the_same_arrivals_and_requests(
     summary = report.summary
     assert summary.paired_baseline is not None
     assert summary.paired_baseline.load is not None
-    assert len(summary.paired_baseline.load.levels[0].percentiles["ttft.p99"]) == 3
+    assert len(summary.paired_baseline.load.levels[0].percentiles["ttft.p90"]) == 3
+    assert summary.load is not None
+    assert summary.load.levels[0].tails["ttft.p90"].total == [20, 20, 20]
 
 
 def test_closed_loop_streams_fail_where_requests_queue_for_the_batch(sim: StartSim) -> None:
@@ -136,8 +149,15 @@ def test_closed_loop_streams_fail_where_requests_queue_for_the_batch(sim: StartS
     )
     reasons = report.verdict.reasons
     assert report.verdict.outcome == "Failed", reasons
-    assert any(r.startswith("ttft p50 at 16 streams: ") and "above the 250" in r for r in reasons)
-    assert any(r.startswith("ttft p50 at 1 stream: ") and "within the 250" in r for r in reasons)
+    assert any(
+        r.startswith("ttft p50 at 16 streams: ")
+        and r.endswith("beyond the 50% the p50 limit allows")
+        for r in reasons
+    ), reasons
+    assert any(
+        r.startswith("ttft p50 at 1 stream: ") and r.endswith("within the 50% the p50 limit allows")
+        for r in reasons
+    ), reasons
     data = report.to_json()["load"]
     assert data["capacity"] == 1
     assert all(r["asked_rate"] is None for r in data["runs"])
@@ -156,7 +176,10 @@ def test_a_slower_candidate_fails_against_the_paired_baseline_at_the_level(
     )
     reasons = report.verdict.reasons
     assert report.verdict.outcome == "Failed", reasons
-    failed = next(r for r in reasons if r.endswith("regression beyond the limit"))
-    assert failed.startswith("e2e p50 at 5 req/s: ")
-    assert "paired, 3 trials" in failed
-    assert any(r.startswith("e2e p50 at 5 req/s: ") and "within the 1000 ms" in r for r in reasons)
+    failed = next(r for r in reasons if "regression beyond the limit" in r)
+    assert failed.startswith("e2e p50 at 5 req/s against the baseline: "), failed
+    assert "3 trials): regression beyond the limit" in failed
+    assert any(
+        r.startswith("e2e p50 at 5 req/s: ") and r.endswith("within the 50% the p50 limit allows")
+        for r in reasons
+    ), reasons

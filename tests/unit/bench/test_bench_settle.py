@@ -22,6 +22,7 @@ from vllm_operator.bench.config import BenchConfig
 from vllm_operator.bench.run_state import RESERVE_FRACTION, Clock, RunState, SettlePass
 from vllm_operator.bench.runner import agree, run
 from vllm_operator.bench.transport import HttpxTransport, Transport
+from vllm_operator.gate.finding import FigureKey
 
 QUALITY_PROMPTS = {"Say yes", "Say no"}
 Delay = Callable[[str, int], float]
@@ -208,13 +209,17 @@ def run_config(**kw: Any) -> BenchConfig:
 
 async def test_extra_rounds_measure_only_the_figures_still_open() -> None:
     answers = [
-        {("latency", "medium")},
-        {("latency", "medium"), ("concurrency", "2"), ("latency", "long")},  # long: not run
+        {FigureKey.latency("medium")},
+        {
+            FigureKey.latency("medium"),
+            FigureKey.concurrency(2),
+            FigureKey.latency("long"),
+        },  # long: not run
         set(),
     ]
     seen: list[int] = []
 
-    def open_figures(state: RunState) -> set[tuple[str, str]]:
+    def open_figures(state: RunState) -> set[FigureKey]:
         seen.append(len(state.rounds))
         return answers[len(seen) - 1]
 
@@ -240,9 +245,9 @@ async def test_extra_rounds_measure_only_the_figures_still_open() -> None:
 async def test_extra_rounds_stop_at_max_trials() -> None:
     calls: list[int] = []
 
-    def always(state: RunState) -> set[tuple[str, str]]:
+    def always(state: RunState) -> set[FigureKey]:
         calls.append(len(state.rounds))
-        return {("latency", "short")}
+        return {FigureKey.latency("short")}
 
     servers = Servers()
     state = await run(
@@ -270,7 +275,7 @@ async def test_no_round_starts_that_would_run_into_the_reserve() -> None:
         transport_factory=servers.factory,
         clock=servers.time,
         progress=progress,
-        open_figures=lambda state: {("latency", "short")},
+        open_figures=lambda state: {FigureKey.latency("short")},
     )
     # after round 1 at about 8 s: 8 + 6 <= 15.75 (three quarters of 21), so round 2 runs
     # (3 s); at about 11 s: 11 + 6 > 15.75, so round 3 does not (an estimate of 1.0 x 4 s, or
@@ -312,7 +317,7 @@ async def test_no_prompt_is_sent_twice_to_one_server() -> None:
         ),
         transport_factory=servers.factory,
         clock=servers.time,
-        open_figures=lambda state: {("latency", "short"), ("concurrency", "2")},
+        open_figures=lambda state: {FigureKey.latency("short"), FigureKey.concurrency(2)},
     )
     assert len(state.candidate.settle) == 3
     assert len(state.rounds) == 4

@@ -21,6 +21,7 @@ from vllm_operator.bench.request import ChatRequest
 from vllm_operator.bench.run_state import Clock, RunState
 from vllm_operator.bench.runner import run
 from vllm_operator.bench.transport import HttpxTransport, Transport
+from vllm_operator.gate.finding import FigureKey
 
 
 class Words:
@@ -51,8 +52,8 @@ def config(**more: Any) -> BenchConfig:
 
 
 def sweep(cfg: BenchConfig, open_level: str | None, breach: float | None) -> RunState:
-    def open_figures(state: RunState) -> set[tuple[str, str]]:
-        return set() if open_level is None else {("load", open_level)}
+    def open_figures(state: RunState) -> set[FigureKey]:
+        return set() if open_level is None else {FigureKey("load", open_level)}
 
     def breached(state: RunState, level: float) -> bool:
         return level == breach

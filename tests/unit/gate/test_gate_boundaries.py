@@ -14,9 +14,8 @@ import pytest
 from gate_figures import PLAN_3_10, lat, level, limits, pair, stored
 
 from vllm_operator.api.summary import BenchSummary, Placement, QualityFigures
-from vllm_operator.gate import MIN_LATENCY_SAMPLES, verdict
+from vllm_operator.gate import MIN_LATENCY_SAMPLES, open_figures, verdict
 from vllm_operator.gate.interval import relative_interval, t_quantile
-from vllm_operator.gate.regression import undecided
 
 
 def one_class(requests: int, trials: list[float]) -> BenchSummary:
@@ -144,7 +143,7 @@ def test_a_stored_baseline_with_fewer_trials_does_not_extend_the_candidates_plan
     wobble = [0.1, -0.1, 0.05, -0.05, 0.12, -0.12, 0.02, -0.02, 0.08, -0.08]
     cand = stored(levels={2: [500 * math.exp(-0.09 + w) for w in wobble]})
     base = stored(levels={2: [500.0, 501.0, 499.0]})
-    assert undecided(cand, limits(10), base, PLAN_3_10) == set()  # ten trials: the last look
+    assert open_figures(cand, limits(10), base, PLAN_3_10) == set()  # ten trials: the last look
     result = verdict(cand, limits(10), base, plan=PLAN_3_10)
     assert result.outcome == "Inconclusive"
     assert "10 trials, the most allowed (gate.maxTrials)" in result.reasons[0]

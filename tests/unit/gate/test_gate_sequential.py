@@ -10,9 +10,8 @@ import pytest
 from gate_figures import PLAN_3_10, limits, pair
 
 from vllm_operator.api.summary import TrialPlan, Warmup
-from vllm_operator.gate import verdict
+from vllm_operator.gate import open_figures, verdict
 from vllm_operator.gate.interval import relative_interval
-from vllm_operator.gate.regression import undecided
 from vllm_operator.gate.sequential import LAST_LOOK_SHARE, look_confidence, more_allowed
 
 
@@ -73,22 +72,22 @@ MIXED = pair({"medium": MEDIUM, "long": LONG}, {2: TWO, 4: FOUR})
 WOBBLE = [0.1, -0.1, 0.05, -0.05, 0.12, -0.12, 0.02, -0.02, 0.08, -0.08]
 
 
-def test_undecided_lists_exactly_the_straddling_figures() -> None:
-    assert undecided(MIXED, limits(10), None, PLAN_3_10) == {
+def test_open_figures_are_exactly_the_straddling_ones() -> None:
+    assert open_figures(MIXED, limits(10), None, PLAN_3_10) == {
         ("latency", "medium"),
         ("concurrency", "2"),
     }
     # a wider limit decides them: nothing open
-    assert undecided(MIXED, limits(60), None, PLAN_3_10) == set()
+    assert open_figures(MIXED, limits(60), None, PLAN_3_10) == set()
 
 
 def test_nothing_is_open_when_the_plan_is_exhausted_or_absent() -> None:
-    assert undecided(MIXED, limits(10), None, TrialPlan(min_trials=3, max_trials=3)) == set()
-    assert undecided(MIXED, limits(10), None, None) == set()
+    assert open_figures(MIXED, limits(10), None, TrialPlan(min_trials=3, max_trials=3)) == set()
+    assert open_figures(MIXED, limits(10), None, None) == set()
     ten = pair(levels={2: (around(500, [-0.09 + w for w in WOBBLE]), [500.0] * 10)})
-    assert undecided(ten, limits(10), None, PLAN_3_10) == set()
+    assert open_figures(ten, limits(10), None, PLAN_3_10) == set()
     nine = pair(levels={2: (around(500, [-0.09 + w for w in WOBBLE[:9]]), [500.0] * 9)})
-    assert undecided(nine, limits(10), None, PLAN_3_10) == {("concurrency", "2")}
+    assert open_figures(nine, limits(10), None, PLAN_3_10) == {("concurrency", "2")}
 
 
 def test_reasons_say_the_interval_was_widened_and_how_the_trials_ran() -> None:

@@ -197,3 +197,32 @@ def test_clustered_tally_counts_gaps_and_their_requests() -> None:
     assert stalled.exceedance(500.0).above == 0  # at the bound is not above it
     assert list(spread.points())[:2] == [5.0, 5.0]
     assert tallies.ClusteredTally.of([[], [1.0]]).groups == ((1.0,),)
+
+
+def test_every_observation_above_is_beyond_and_never_within() -> None:
+    # 10 of 10: the lower bound solves p^10 = 0.025, 0.69 > 0.5
+    assert tails.judge_share([Exceedance(10, 10)], 0.5, 0.95).decision == "beyond"
+    assert tails.share_decision([Exceedance(10, 10)], 0.5, 0.95) == "beyond"
+    # 0.025^(1/5) = 0.478: five of five cannot show a share above one half
+    assert tails.share_decision([Exceedance(5, 5)], 0.5, 0.95) == "undecided"
+    assert tails.share_decision([Exceedance(0, 0)], 0.5, 0.95) == "undecided"
+
+
+@pytest.mark.parametrize(
+    ("clusters", "allowed"),
+    [
+        ([Exceedance(7, 1440)], 0.01),
+        ([Exceedance(8, 1440)], 0.01),
+        ([Exceedance(23, 1440)], 0.01),
+        ([Exceedance(0, 0, None), Exceedance(3, 480)], 0.01),
+        ([Exceedance(2, 480), Exceedance(40, 480), Exceedance(1, 480)], 0.05),
+        ([Exceedance(30, 3000, 10, 4.0)], 0.005),
+    ],
+)
+def test_share_decision_is_judge_shares_decision(
+    clusters: list[Exceedance], allowed: float
+) -> None:
+    assert (
+        tails.share_decision(clusters, allowed, 0.95)
+        == tails.judge_share(clusters, allowed, 0.95).decision
+    )
