@@ -372,12 +372,16 @@ def binomial(rng: random.Random, n: int, p: float) -> int:
 # -- the gate: the summary the bench writes, judged by the gate ------------------------------
 
 
-def thresholds(metrics: Sequence[str], floor_percent: float) -> Thresholds:
-    """The gate's thresholds: p99 limits on ``metrics``, the regression floor's share."""
+def thresholds(
+    metrics: Sequence[str], floor_percent: float, *, against_baseline: bool = True
+) -> Thresholds:
+    """The gate's thresholds: p99 limits on ``metrics``, the regression floor's share, and
+    (``against_baseline``) maxRegressionPercent."""
     slo: dict[str, Any] = {f"{m}Ms": {"p99": LIMITS[m]} for m in metrics}
     slo |= {"minGoodputPercent": 90, "maxErrorPercent": 1}
     slo["regressionFloorPercent"] = floor_percent
-    return Thresholds.model_validate({"maxRegressionPercent": REGRESSION_PERCENT, "slo": slo})
+    regression = REGRESSION_PERCENT if against_baseline else None
+    return Thresholds.model_validate({"maxRegressionPercent": regression, "slo": slo})
 
 
 LIMITED: tuple[str, ...] = ("ttft", "itl")
@@ -638,10 +642,15 @@ def main() -> None:
     parser.add_argument(
         "--floor-percent", type=float, default=FLOOR_PERCENT, help="diagnostic: the floor"
     )
+    parser.add_argument(
+        "--limits-only",
+        action="store_true",
+        help="diagnostic: no maxRegressionPercent (the absolute limits alone)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the results go")
     args = parser.parse_args()
     LIMITED = tuple(args.limits.split(","))
-    THRESHOLDS = thresholds(LIMITED, args.floor_percent)
+    THRESHOLDS = thresholds(LIMITED, args.floor_percent, against_baseline=not args.limits_only)
     rng = random.Random(args.seed)
     worst = check_quantile(rng)
     print(f"Newton quantile against the bisection: largest difference {worst:.1e}")
