@@ -39,8 +39,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "slo_laptop.json"
 MODEL = "Qwen/Qwen3-8B"
-RATE = 50
-SECONDS = 5
+RATE = 25
+SECONDS = 10
 LIMIT_MS = 500
 TAIL = ("--sim-ttft-tail-percent", "5", "--sim-ttft-tail-ms", "2000")
 
