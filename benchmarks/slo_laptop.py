@@ -39,15 +39,20 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "slo_laptop.json"
 MODEL = "Qwen/Qwen3-8B"
-RATE = 50
-SECONDS = 5
+RATE = 25
+SECONDS = 10
 LIMIT_MS = 500
 TAIL = ("--sim-ttft-tail-percent", "5", "--sim-ttft-tail-ms", "2000")
-WORKLOAD = {
-    "synthetic": {"inputTokens": {"mean": 64}, "outputTokens": {"mean": 16}},
-    "seed": 7,
-    "load": {"mode": "rate", "rates": [RATE], "secondsPerLevel": SECONDS},
-}
+
+
+def workload(rate: float, seconds: int) -> dict[str, Any]:
+    return {
+        "synthetic": {"inputTokens": {"mean": 64}, "outputTokens": {"mean": 16}},
+        "seed": 7,
+        "load": {"mode": "rate", "rates": [rate], "secondsPerLevel": seconds},
+    }
+
+
 BENCH = [
     sys.executable,
     "-c",
@@ -70,7 +75,7 @@ def start_sim(*extra: str) -> tuple[subprocess.Popen[str], str]:
     raise RuntimeError(f"simulator {extra} exited with {proc.wait()}")
 
 
-def gate(tail: bool, folder: Path, number: int) -> dict[str, Any]:
+def gate(tail: bool, folder: Path, number: int, load: dict[str, Any]) -> dict[str, Any]:
     """One gate: fresh simulators, the bench as the Job runs it; its summary's verdict."""
     procs: list[subprocess.Popen[str]] = []
     try:
@@ -85,7 +90,7 @@ def gate(tail: bool, folder: Path, number: int) -> dict[str, Any]:
                 *BENCH, "bench",
                 "--url", cand_url, "--baseline-url", base_url, "--model", MODEL,
                 "--suite", "builtin:none",
-                "--workload-json", json.dumps(WORKLOAD),
+                "--workload-json", json.dumps(load),
                 "--thresholds-json", json.dumps(THRESHOLDS),
                 "--trials", "3", "--max-trials", "10", "--deadline-seconds", "300",
                 "--summary-path", str(summary_path), "--output", "jsonl",
@@ -114,14 +119,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gates", type=int, default=10)
     parser.add_argument("--busy", type=int, default=2, help="busy loops beside the gates")
+    parser.add_argument("--rate", type=float, default=RATE, help="requests/s of the level")
+    parser.add_argument("--seconds", type=int, default=SECONDS, help="seconds per trial")
     args = parser.parse_args()
+    load = workload(args.rate, args.seconds)
     spin = [sys.executable, "-c", "while True: pass"]
     loops = [subprocess.Popen(spin) for _ in range(args.busy)]
     rows: dict[str, Any] = {}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for name, tail in (("A/A", False), ("TTFT tail", True)):
-                gates = [gate(tail, Path(tmp), i) for i in range(args.gates)]
+                gates = [gate(tail, Path(tmp), i, load) for i in range(args.gates)]
                 verdicts = Counter(g["verdict"] for g in gates)
                 rows[name] = {
                     "verdicts": dict(verdicts),
@@ -140,8 +148,8 @@ def main() -> None:
     RESULTS.write_text(
         json.dumps(
             {
-                "rate": RATE,
-                "seconds_per_level": SECONDS,
+                "rate": args.rate,
+                "seconds_per_level": args.seconds,
                 "limit_ms": LIMIT_MS,
                 "busy_loops": args.busy,
                 "rows": rows,

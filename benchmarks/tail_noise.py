@@ -57,8 +57,11 @@ Newton solve of the same ``incomplete_beta`` (checked against the bisection at s
 1e-12) and caches it. Both find the same quantile to machine precision, so every decision is
 the same; only the time differs.
 
-Run: ``.venv/bin/python benchmarks/tail_noise.py [--gates 2000] [--seed 29]``. Saves
-``benchmarks/results/tail_noise.json``.
+Run: ``.venv/bin/python benchmarks/tail_noise.py [--gates 2000] [--seed 29]`` (44 minutes
+on the shared 2-core machine of 2026-12-02). Saves ``benchmarks/results/tail_noise.json``.
+Diagnostics (``--limits ttft``: the TTFT limit alone; ``--limits-only``: no comparison with
+the twin; ``--floor-percent``; ``--out``) say which judgement keeps a gate undecided; the
+200-gate runs quoted in docs/bench.md are ``benchmarks/results/tail_noise_diagnostics.json``.
 """
 
 from __future__ import annotations
@@ -396,12 +399,16 @@ def binomial(rng: random.Random, n: int, p: float) -> int:
 # -- the gate: the summary the bench writes, judged by the gate ------------------------------
 
 
-def thresholds(metrics: Sequence[str], floor_percent: float) -> Thresholds:
-    """The gate's thresholds: p99 limits on ``metrics``, the regression floor's share."""
+def thresholds(
+    metrics: Sequence[str], floor_percent: float, *, against_baseline: bool = True
+) -> Thresholds:
+    """The gate's thresholds: p99 limits on ``metrics``, the regression floor's share, and
+    (``against_baseline``) maxRegressionPercent."""
     slo: dict[str, Any] = {f"{m}Ms": {"p99": LIMITS[m]} for m in metrics}
     slo |= {"minGoodputPercent": 90, "maxErrorPercent": 1}
     slo["regressionFloorPercent"] = floor_percent
-    return Thresholds.model_validate({"maxRegressionPercent": REGRESSION_PERCENT, "slo": slo})
+    regression = REGRESSION_PERCENT if against_baseline else None
+    return Thresholds.model_validate({"maxRegressionPercent": regression, "slo": slo})
 
 
 LIMITED: tuple[str, ...] = ("ttft", "itl")
@@ -660,10 +667,15 @@ def main() -> None:
     parser.add_argument(
         "--floor-percent", type=float, default=FLOOR_PERCENT, help="diagnostic: the floor"
     )
+    parser.add_argument(
+        "--limits-only",
+        action="store_true",
+        help="diagnostic: no maxRegressionPercent (the absolute limits alone)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the results go")
     args = parser.parse_args()
     LIMITED = tuple(args.limits.split(","))
-    THRESHOLDS = thresholds(LIMITED, args.floor_percent)
+    THRESHOLDS = thresholds(LIMITED, args.floor_percent, against_baseline=not args.limits_only)
     rng = random.Random(args.seed)
     worst = check_quantile(rng)
     print(f"Newton quantile against the bisection: largest difference {worst:.1e}")
@@ -731,7 +743,7 @@ def main() -> None:
         "TTFT p99 x2 Failed >= 95%": rows["TTFT p99 x2"]["failed"] >= 0.95,
         "+5% Failed <= 5%": rows["+5% everywhere"]["failed"] <= 0.05,
     }
-    RESULTS.write_text(
+    args.out.write_text(
         json.dumps(
             {
                 "fitted": fitted,
@@ -739,6 +751,9 @@ def main() -> None:
                 "rows": rows,
                 "targets": targets,
                 "seed": args.seed,
+                "limits": list(LIMITED),
+                "floor_percent": args.floor_percent,
+                "against_baseline": not args.limits_only,
             },
             indent=1,
         )
