@@ -104,7 +104,7 @@ from vllm_operator.gate.verdict import verdict
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "tail_noise.json"
 REPORT_NAMES = (
-    "h200-2026-12-02/report-slo-aa.json.gz",
+    "h200-tails-2026-12-02/report-slo-aa.json.gz",
     "h200-slo-2026-12-01/report-aa-warm.json.gz",
 )
 """The fitted reports, looked up in docs/calibration/, then in the workspace's shared
