@@ -44,6 +44,7 @@ from vllm_operator.api.resource import (
 )
 from vllm_operator.api.spec import VLLMDeploymentSpec
 from vllm_operator.api.status import VLLMDeploymentStatus
+from vllm_operator.errors import VLLMOperatorError
 
 CRD_NAME = f"{PLURAL}.{GROUP}"
 CRD_FILENAME = f"{GROUP}_{PLURAL}.yaml"
@@ -130,7 +131,7 @@ PRINTER_COLUMNS: tuple[dict[str, Any], ...] = (
 )
 
 
-class CRDGenerationError(ValueError):
+class CRDGenerationError(VLLMOperatorError, ValueError):
     """A model uses a JSON-schema construct that has no structural CRD equivalent."""
 
 

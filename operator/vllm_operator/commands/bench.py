@@ -62,7 +62,7 @@ from vllm_operator.bench.traffic import Traffic
 from vllm_operator.bench.workload import build_traffic
 from vllm_operator.commands.inputs import read_capped
 from vllm_operator.commands.report import page_from_data, plotly_missing, write_page
-from vllm_operator.errors import SpecError
+from vllm_operator.errors import SpecError, VLLMOperatorError
 
 ModelT = TypeVar("ModelT", Thresholds, BenchSummary, WorkloadSpec)
 
@@ -85,7 +85,7 @@ sandbox container); otherwise they are refused. See docs/bench.md for every rule
 """
 
 
-class UsageError(Exception):
+class UsageError(VLLMOperatorError):
     """argparse rejected the command line (raised instead of exiting, to write a summary)."""
 
 

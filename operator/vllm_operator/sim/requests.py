@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_operator.errors import VLLMOperatorError
 from vllm_operator.sim import tokens
 
 
-class RequestError(Exception):
+class RequestError(VLLMOperatorError):
     """A request vLLM would refuse: HTTP ``status`` with an OpenAI-style message."""
 
     def __init__(self, status: int, message: str, param: str | None = None) -> None:
