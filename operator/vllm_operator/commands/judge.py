@@ -19,6 +19,7 @@ from typing import NoReturn
 
 from pydantic import ValidationError
 
+from vllm_operator.api.fixes import first_error
 from vllm_operator.api.spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, TrialPlan, Verdict
 from vllm_operator.bench import bounded
@@ -137,10 +138,8 @@ def plan_from(trials: int | None, max_trials: int | None) -> TrialPlan | None:
     try:
         return TrialPlan(min_trials=first, max_trials=most)
     except ValidationError as exc:
-        message = exc.errors()[0]["msg"].removeprefix("Value error, ")
-        raise SpecError(
-            "--trials/--max-trials", f"{message} (each 1..{MAX_TRIALS}, trials <= max)"
-        ) from exc
+        hint = f"(each 1..{MAX_TRIALS}, trials <= max)"
+        raise first_error(exc, "--trials/--max-trials", dotted=False, fix="", hint=hint) from exc
 
 
 def read_summary(path: str, option: str) -> BenchSummary:
@@ -160,11 +159,8 @@ def read_summary(path: str, option: str) -> BenchSummary:
     try:
         return BenchSummary.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise SpecError(
-            f"{option}: {where}", f"{first['msg']} (is {path} a bench summary?)"
-        ) from exc
+        hint = f"(is {path} a bench summary?)"
+        raise first_error(exc, option, fix="", hint=hint) from exc
 
 
 def render(judged: Verdict, output: str) -> str:
