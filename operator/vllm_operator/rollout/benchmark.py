@@ -16,16 +16,12 @@ from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord
 from vllm_operator.api.summary import BenchSummary, Placement, TrialPlan
+from vllm_operator.render import labels
 from vllm_operator.render.job import render_job
 from vllm_operator.rollout import advice, baseline, causes, ledger, reruns, trust, twin
 from vllm_operator.rollout.actions import EventType
 from vllm_operator.rollout.context import Pass
-from vllm_operator.rollout.observed import (
-    BASELINE_MODE_ANNOTATION,
-    BASELINE_REASON_ANNOTATION,
-    PROGRESS_SECONDS,
-    JobView,
-)
+from vllm_operator.rollout.observed import PROGRESS_SECONDS, JobView
 from vllm_operator.rollout.status import Outcome
 
 
@@ -91,8 +87,8 @@ def _start_job(
     )
     choice = baseline.choose(vd, stable, with_twin, stored, fallback)
     annotations = manifest["metadata"]["annotations"]
-    annotations[BASELINE_MODE_ANNOTATION] = choice.mode
-    annotations[BASELINE_REASON_ANNOTATION] = choice.reason
+    annotations[labels.BASELINE_MODE_ANNOTATION] = choice.mode
+    annotations[labels.BASELINE_REASON_ANNOTATION] = choice.reason
     state.create(manifest)
     if fallback is not None:
         baseline.announce(state, candidate, choice)

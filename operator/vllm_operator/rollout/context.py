@@ -87,7 +87,7 @@ class Pass:
             state.event(
                 "Warning",
                 EventReason.AnnotationIgnored,
-                f"{ledger.HANDLED_ANNOTATION}: " + "; ".join(problems) + ": treated as absent "
+                f"{labels.HANDLED_ANNOTATION}: " + "; ".join(problems) + ": treated as absent "
                 "and rewritten (the annotation is the operator's record; do not edit it)",
             )
         return state

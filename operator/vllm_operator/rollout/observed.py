@@ -24,17 +24,6 @@ from vllm_operator.rollout.scaling_view import (
     budget_view,
 )
 
-# Annotations and labels the operator adds to what ``render`` produces.
-STARTED_ANNOTATION = labels.STARTED_ANNOTATION
-ATTEMPT_ANNOTATION = labels.ATTEMPT_ANNOTATION
-JOB_LABEL = labels.JOB_LABEL
-# twin or stored: what the Job measured its candidate against (set when it is created).
-BASELINE_MODE_ANNOTATION = labels.BASELINE_MODE_ANNOTATION
-# Why that baseline (mode auto: why the twin was not used), for the gate record.
-BASELINE_REASON_ANNOTATION = labels.BASELINE_REASON_ANNOTATION
-# The spec digest a revision's Deployment was created from (render/revision.py spec_digest).
-SPEC_DIGEST_ANNOTATION = labels.SPEC_DIGEST_ANNOTATION
-
 
 def parse_time(text: object) -> datetime | None:
     """An RFC 3339 timestamp as an aware datetime, or None when absent or malformed."""
@@ -97,7 +86,7 @@ class PodView:
 
     @property
     def job(self) -> str | None:
-        return self.labels.get(JOB_LABEL) or self.labels.get("job-name")
+        return self.labels.get(labels.JOB_LABEL) or self.labels.get("job-name")
 
     @property
     def component(self) -> str | None:
@@ -332,7 +321,7 @@ def deployment_view(obj: Mapping[str, Any]) -> DeploymentView | None:
     template = _dict(spec.get("template"))
     containers = _list(_dict(template.get("spec")).get("containers"))
     image = _dict(containers[0]).get("image") if containers else None
-    started = parse_time(annotations.get(STARTED_ANNOTATION)) or parse_time(
+    started = parse_time(annotations.get(labels.STARTED_ANNOTATION)) or parse_time(
         meta.get("creationTimestamp")
     )
     return DeploymentView(
@@ -347,7 +336,7 @@ def deployment_view(obj: Mapping[str, Any]) -> DeploymentView | None:
         deleting=bool(meta.get("deletionTimestamp")),
         component=meta_labels.get(labels.COMPONENT_LABEL),
         template=template,
-        spec_digest=_str_or_none(annotations.get(SPEC_DIGEST_ANNOTATION)),
+        spec_digest=_str_or_none(annotations.get(labels.SPEC_DIGEST_ANNOTATION)),
     )
 
 
@@ -376,7 +365,7 @@ def job_view(obj: Mapping[str, Any]) -> JobView | None:
     # The attempt is in the Job's name too, which nobody can edit: the annotation counts only
     # while it is a number a Job name has room for.
     attempt = (
-        _attempt(annotations.get(ATTEMPT_ANNOTATION))
+        _attempt(annotations.get(labels.ATTEMPT_ANNOTATION))
         or _attempt(str(meta.get("name", "")).rsplit("-", 1)[-1])
         or 1
     )
@@ -402,8 +391,8 @@ def job_view(obj: Mapping[str, Any]) -> JobView | None:
         failed_message=failed_message,
         deleting=bool(meta.get("deletionTimestamp")),
         uid=meta.get("uid") if isinstance(meta.get("uid"), str) else None,
-        baseline_mode=_one_of(annotations.get(BASELINE_MODE_ANNOTATION), ("twin", "stored")),
-        baseline_reason=_str_or_none(annotations.get(BASELINE_REASON_ANNOTATION)),
+        baseline_mode=_one_of(annotations.get(labels.BASELINE_MODE_ANNOTATION), ("twin", "stored")),
+        baseline_reason=_str_or_none(annotations.get(labels.BASELINE_REASON_ANNOTATION)),
     )
 
 

@@ -32,12 +32,11 @@ from vllm_operator.api.status import VLLMDeploymentStatus
 from vllm_operator.engine.extra_args import unknown_version_note
 from vllm_operator.engine.policy import LaunchPlan, plan_launch
 from vllm_operator.errors import SpecErrors
-from vllm_operator.render import names
+from vllm_operator.render import labels, names
 from vllm_operator.render.revision import revision_hash, spec_digest
 from vllm_operator.render.validate import object_errors
 from vllm_operator.rollout import (
     baseline,
-    ledger,
     references,
     scaling,
     steps,
@@ -197,7 +196,7 @@ def _flags_note(launch: LaunchPlan) -> str:
 def _finish(state: Pass, status: VLLMDeploymentStatus) -> Plan:
     annotations: dict[str, str | None] = {}
     if state.handled_changed:
-        annotations[ledger.HANDLED_ANNOTATION] = state.handled.to_annotation()
+        annotations[labels.HANDLED_ANNOTATION] = state.handled.to_annotation()
     requeue = min(state.requeue) if state.requeue else None
     return Plan(
         status=status,
