@@ -19,7 +19,6 @@ from vllm_operator.api.summary import BenchSummary, Placement, TrialPlan
 from vllm_operator.render import labels
 from vllm_operator.render.job import render_job
 from vllm_operator.rollout import advice, baseline, causes, ledger, reruns, trust, twin
-from vllm_operator.rollout.actions import EventType
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.observed import PROGRESS_SECONDS, JobView
 from vllm_operator.rollout.status import Outcome
@@ -118,16 +117,16 @@ def _wait_for_job(
         cause, hopeless = failure
         if hopeless or age >= limit:
             reasons = [f"benchmark Job {job.name} never started: {cause}"]
-            state.record(
+            state.decide(
                 GateRecord(
                     revision=candidate,
                     outcome="Error",
                     reasons=reasons,
                     baseline_revision=stable,
                     attempt=job.attempt,
-                )
+                ),
+                EventReason.GateError,
             )
-            state.event("Warning", EventReason.GateError, f"revision {candidate}: {reasons[0]}")
             return Outcome("Benchmarking", "gate Error", ConditionReason.GateError)
         state.after(limit - age)
         return Outcome(
@@ -178,7 +177,7 @@ def _judge(
     why = job.baseline_reason or baseline.choose(vd, stable, paired, stored, None).reason
     if outcome != "Error":  # figures were judged: say what they were compared with
         reasons += baseline.notes(state, job, stable, paired=paired, stored=stored, reason=why)
-    entry = state.record(
+    entry = state.decide(
         GateRecord(
             revision=candidate,
             outcome=outcome,
@@ -193,9 +192,11 @@ def _judge(
                 summary.placement if summary is not None else None,
             ),
             baseline_placement=_baseline_placement(state, stable, summary, stored, paired=paired),
-        )
+        ),
+        EventReason(f"Gate{outcome}"),
+        "Normal" if outcome == "Passed" else "Warning",
     )
-    _announce_verdict(state, vd, candidate, entry, job.attempt)
+    _follow_up(state, vd, candidate, entry, job.attempt)
     return Outcome("Benchmarking", f"gate {outcome}", ConditionReason(f"Gate{outcome}"))
 
 
@@ -219,16 +220,10 @@ def _baseline_placement(
     return stored.placement if stored is not None else None
 
 
-def _announce_verdict(
+def _follow_up(
     state: Pass, vd: VLLMDeployment, candidate: str, entry: GateRecord, attempt: int
 ) -> None:
-    """The Event of a recorded verdict, and what follows an Inconclusive one."""
-    kind: EventType = "Normal" if entry.outcome == "Passed" else "Warning"
-    state.event(
-        kind,
-        EventReason(f"Gate{entry.outcome}"),
-        f"revision {candidate}: " + "; ".join(entry.reasons),
-    )
+    """What follows an Inconclusive verdict: a re-run, or a hold for a person."""
     if entry.outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "rerun":
         reruns.announce(state, vd, candidate, attempt)
     elif entry.outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "hold":

@@ -13,7 +13,10 @@ from typing import Any
 from vllm_operator import __version__
 from vllm_operator.api.reasons import EventReason
 from vllm_operator.api.resource import API_VERSION, KIND
-from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
+from vllm_operator.api.status import (
+    GateRecord,
+    VLLMDeploymentStatus,
+)
 from vllm_operator.render import labels
 from vllm_operator.render.job import TTL_SECONDS_AFTER_FINISHED
 from vllm_operator.rollout import ledger
@@ -108,10 +111,19 @@ class Pass:
     def scaled(self, seconds: float) -> float:
         return seconds * self.settings.deadline_scale
 
-    def record(self, entry: GateRecord) -> GateRecord:
+    def decide(
+        self, entry: GateRecord, event: EventReason | None, kind: EventType = "Warning"
+    ) -> GateRecord:
+        """Record a verdict in the history and post its Event (``revision R: reasons``).
+
+        The one way a step records a verdict, so status and Events always say the same;
+        ``event`` None for a verdict nobody needs telling about (the gate disabled).
+        """
         stamped = entry.model_copy(update={"finished_at": ledger.timestamp(self.now)})
         self.history = ledger.record(self.history, stamped)
         self.verdicts.append(stamped)
+        if event is not None:
+            self.event(kind, event, f"revision {entry.revision}: " + "; ".join(entry.reasons))
         return stamped
 
     def decision(self, revision: str) -> GateRecord | None:

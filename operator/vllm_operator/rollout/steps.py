@@ -137,13 +137,14 @@ def _start_candidate(
             deadline_seconds=vd.spec.rollout.progress_deadline_seconds,
         )
     if not vd.spec.gate.enabled:
-        state.record(
+        state.decide(
             GateRecord(
                 revision=candidate,
                 outcome="Passed",
                 reasons=["gate disabled: promoted once Ready"],
                 baseline_revision=stable,
-            )
+            ),
+            None,
         )
         return Outcome("Promoting", "gate disabled", ConditionReason.GateDisabled)
     fallback = None
