@@ -6,23 +6,28 @@ again) so each step stays a small function; it lives only for one call of ``plan
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from vllm_operator import __version__
-from vllm_operator.api.reasons import EventReason
+from vllm_operator.api.launch import LaunchRecord
+from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import API_VERSION, KIND
 from vllm_operator.api.status import (
+    ConditionStatus,
     GateRecord,
+    RevisionSummary,
     VLLMDeploymentStatus,
 )
+from vllm_operator.api.summary import BenchSummary
 from vllm_operator.render import labels
 from vllm_operator.render.job import TTL_SECONDS_AFTER_FINISHED
 from vllm_operator.rollout import ledger
 from vllm_operator.rollout.actions import Action, Create, Delete, Event, EventType, Kind
 from vllm_operator.rollout.observed import Observed
-from vllm_operator.rollout.status import previous_status
+from vllm_operator.rollout.status import Outcome, build_status, previous_status, summarise
 
 # The benchmark client is versioned with the operator that reads its summary: by default the
 # operator's own image, at its own version (the chart passes the image it runs).
@@ -125,6 +130,46 @@ class Pass:
         if event is not None:
             self.event(kind, event, f"revision {entry.revision}: " + "; ".join(entry.reasons))
         return stamped
+
+    def status(
+        self,
+        outcome: Outcome,
+        *,
+        stable: str | None,
+        stable_benchmark: BenchSummary | None,
+        candidate: RevisionSummary | None,
+        warnings: Sequence[str],
+        gate: tuple[ConditionStatus, ConditionReason, str],
+        fallback: LaunchRecord | None = None,
+        flags_note: str = "",
+        operator_update: tuple[ConditionReason, str] | None = None,
+    ) -> VLLMDeploymentStatus:
+        """The status this pass writes: the one builder of the planner and of a pass that
+        stops (``rollout.stopped``); the stable revision summarised from what is observed,
+        the history as this pass leaves it."""
+        stable_summary = None
+        if stable is not None:
+            stable_summary = summarise(
+                self.observed.deployment_of(stable),
+                stable,
+                fallback=fallback,
+                benchmark=stable_benchmark,
+                previous=self.previous.stable,
+                now=self.now,
+            )
+        return build_status(
+            self.previous,
+            outcome,
+            generation=self.observed.generation,
+            now=self.now,
+            stable=stable_summary,
+            candidate=candidate,
+            history=self.history,
+            warnings=warnings,
+            gate=gate,
+            flags_note=flags_note,
+            operator_update=operator_update,
+        )
 
     def decision(self, revision: str) -> GateRecord | None:
         return ledger.decision(self.history, revision, self.handled.rerun)

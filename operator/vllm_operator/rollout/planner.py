@@ -49,7 +49,6 @@ from vllm_operator.rollout.context import Pass, Settings
 from vllm_operator.rollout.observed import Observed
 from vllm_operator.rollout.status import (
     Outcome,
-    build_status,
     gate_condition,
     summarise,
 )
@@ -143,23 +142,12 @@ def _status(
     candidate: str | None,
     operator_update: upgrade.OperatorUpdate | None = None,
 ) -> VLLMDeploymentStatus:
-    observed = state.observed
     fallback = launch.record()
-    stable_summary = None
-    if stable is not None:
-        stable_summary = summarise(
-            observed.deployment_of(stable),
-            stable,
-            fallback=fallback if stable == desired else None,
-            benchmark=baseline.stored_summary(state, stable),
-            previous=state.previous.stable,
-            now=state.now,
-        )
     candidate_summary = None
     if candidate is not None:
         decided = state.decision(candidate)
         candidate_summary = summarise(
-            observed.deployment_of(candidate),
+            state.observed.deployment_of(candidate),
             candidate,
             fallback=fallback if candidate == desired else None,
             benchmark=decided.summary if decided is not None else None,
@@ -173,14 +161,12 @@ def _status(
         gate_message = f"revision {desired}: {decided.outcome}"
         if decided.reasons:
             gate_message += " - " + "; ".join(decided.reasons)
-    return build_status(
-        state.previous,
+    return state.status(
         outcome,
-        generation=observed.generation,
-        now=state.now,
-        stable=stable_summary,
+        stable=stable,
+        stable_benchmark=baseline.stored_summary(state, stable) if stable is not None else None,
+        fallback=fallback if stable == desired else None,
         candidate=candidate_summary,
-        history=state.history,
         warnings=launch.warnings,
         gate=(gate_status, gate_reason, gate_message),
         flags_note=_flags_note(launch) if launch.flags_from_older_release else "",
