@@ -28,7 +28,7 @@ import yaml
 from pydantic import ValidationError
 
 from vllm_operator.api.fixes import first_error
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, Placement, RunIdentity
 from vllm_operator.api.workload import WorkloadSpec
 from vllm_operator.api.yaml_input import MAX_INPUT_BYTES, YAMLInputError, load_documents

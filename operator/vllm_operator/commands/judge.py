@@ -20,7 +20,7 @@ from typing import NoReturn
 from pydantic import ValidationError
 
 from vllm_operator.api.fixes import first_error
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, TrialPlan, Verdict
 from vllm_operator.bench import bounded
 from vllm_operator.bench.report import REPORT_SCHEMA

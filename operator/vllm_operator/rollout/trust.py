@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vllm_operator import gate
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import (
     STRICTEST_FIRST,
     BenchSummary,

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from test_bench_runner import config, server
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import TrialPlan, Warmup
 from vllm_operator.bench import run_benchmark
 from vllm_operator.bench.config import BenchConfig
