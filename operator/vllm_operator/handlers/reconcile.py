@@ -44,15 +44,13 @@ from vllm_operator.rollout.observed import (
     PROGRESS_SECONDS,
     Observed,
     finished_jobs_needing_logs,
-    holder,
     nodes_needing_gpu_product,
-    owned_by,
-    pod_view,
     running_job_pods,
 )
 from vllm_operator.rollout.status import merge_patch
 from vllm_operator.rollout.stopped import unhandled
 from vllm_operator.rollout.trust import BENCH_CONTAINER
+from vllm_operator.rollout.views import holder, owned_by, pod_view
 
 logger = logging.getLogger(__name__)
 

@@ -20,8 +20,9 @@ from vllm_operator.render import labels
 from vllm_operator.render.job import render_job
 from vllm_operator.rollout import advice, baseline, causes, ledger, reruns, trust, twin
 from vllm_operator.rollout.context import Pass
-from vllm_operator.rollout.observed import PROGRESS_SECONDS, JobView
+from vllm_operator.rollout.observed import PROGRESS_SECONDS
 from vllm_operator.rollout.status import Outcome
+from vllm_operator.rollout.views import JobView
 
 
 def current_job(state: Pass, candidate: str) -> JobView | None:

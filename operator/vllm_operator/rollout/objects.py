@@ -17,7 +17,7 @@ from vllm_operator.render.revision import spec_digest
 from vllm_operator.rollout import ledger
 from vllm_operator.rollout.actions import Patch
 from vllm_operator.rollout.context import Pass
-from vllm_operator.rollout.observed import DeploymentView
+from vllm_operator.rollout.views import DeploymentView
 
 
 def create_deployment(

@@ -14,7 +14,8 @@ import json
 from pydantic import ValidationError
 
 from vllm_operator.api.summary import SUMMARY_SCHEMA, BenchSummary
-from vllm_operator.rollout.observed import JobView, Observed
+from vllm_operator.rollout.observed import Observed
+from vllm_operator.rollout.views import JobView
 
 
 def parse_summary(text: str | None) -> BenchSummary | None:

@@ -32,8 +32,9 @@ from vllm_operator.api.summary import (
     Verdict,
     VerdictOutcome,
 )
-from vllm_operator.rollout.observed import ContainerView, JobView, Observed, PodView
+from vllm_operator.rollout.observed import Observed
 from vllm_operator.rollout.results import job_summary, parse_summary, summary_from_log
+from vllm_operator.rollout.views import ContainerView, JobView, PodView
 
 BENCH_CONTAINER = "bench"
 # The bench's exit codes and the verdicts each may carry (bench/report.py).

@@ -28,8 +28,8 @@ from vllm_operator.render.twin import (
 from vllm_operator.rollout import causes, ledger, waiting
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.objects import ensure_service
-from vllm_operator.rollout.observed import DeploymentView, PodView
 from vllm_operator.rollout.status import Outcome
+from vllm_operator.rollout.views import DeploymentView, PodView
 
 
 def wanted(state: Pass, vd: VLLMDeployment, candidate: str, stable: str | None) -> bool:

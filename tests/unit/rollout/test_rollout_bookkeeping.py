@@ -16,7 +16,7 @@ from rollout_world import World, spec, summary
 from vllm_operator.api.resource import MAX_OBJECT_NAME
 from vllm_operator.render import labels
 from vllm_operator.rollout import ledger
-from vllm_operator.rollout.observed import job_view
+from vllm_operator.rollout.views import job_view
 
 GOOD_RERUN = {"token": "t", "revision": "abc", "at": "2026-01-01T00:00:00.000000Z"}
 
