@@ -20,7 +20,8 @@ from vllm_operator.api.summary import TrialPlan, Warmup
 from vllm_operator.bench import run_benchmark
 from vllm_operator.bench.config import BenchConfig
 from vllm_operator.bench.run_state import RESERVE_FRACTION, Clock, RunState, SettlePass
-from vllm_operator.bench.runner import agree, run
+from vllm_operator.bench.runner import run
+from vllm_operator.bench.settle import agree
 from vllm_operator.bench.transport import HttpxTransport, Transport
 
 QUALITY_PROMPTS = {"Say yes", "Say no"}
