@@ -19,6 +19,7 @@ from vllm_operator.api.summary import BenchSummary, Placement, TrialPlan
 from vllm_operator.render import labels
 from vllm_operator.render.job import render_job
 from vllm_operator.rollout import advice, baseline, causes, ledger, reruns, trust, twin
+from vllm_operator.rollout.actions import EventType
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.observed import PROGRESS_SECONDS
 from vllm_operator.rollout.status import Outcome
@@ -194,10 +195,9 @@ def _judge(
             ),
             baseline_placement=_baseline_placement(state, stable, summary, stored, paired=paired),
         ),
-        EventReason(f"Gate{outcome}"),
-        "Normal" if outcome == "Passed" else "Warning",
+        None,  # its Event is _announce_verdict's, with what follows an Inconclusive one
     )
-    _follow_up(state, vd, candidate, entry, job.attempt)
+    _announce_verdict(state, vd, candidate, entry, job.attempt)
     return Outcome("Benchmarking", f"gate {outcome}", ConditionReason(f"Gate{outcome}"))
 
 
@@ -221,10 +221,16 @@ def _baseline_placement(
     return stored.placement if stored is not None else None
 
 
-def _follow_up(
+def _announce_verdict(
     state: Pass, vd: VLLMDeployment, candidate: str, entry: GateRecord, attempt: int
 ) -> None:
-    """What follows an Inconclusive verdict: a re-run, or a hold for a person."""
+    """The Event of a recorded verdict, and what follows an Inconclusive one."""
+    kind: EventType = "Normal" if entry.outcome == "Passed" else "Warning"
+    state.event(
+        kind,
+        EventReason(f"Gate{entry.outcome}"),
+        f"revision {candidate}: " + "; ".join(entry.reasons),
+    )
     if entry.outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "rerun":
         reruns.announce(state, vd, candidate, attempt)
     elif entry.outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "hold":

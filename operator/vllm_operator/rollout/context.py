@@ -116,19 +116,19 @@ class Pass:
     def scaled(self, seconds: float) -> float:
         return seconds * self.settings.deadline_scale
 
-    def decide(
-        self, entry: GateRecord, event: EventReason | None, kind: EventType = "Warning"
-    ) -> GateRecord:
-        """Record a verdict in the history and post its Event (``revision R: reasons``).
+    def decide(self, entry: GateRecord, event: EventReason | None) -> GateRecord:
+        """Record a verdict in the history and post its Warning (``revision R: reasons``).
 
-        The one way a step records a verdict, so status and Events always say the same;
-        ``event`` None for a verdict nobody needs telling about (the gate disabled).
+        The one way a step records a verdict, so status and Events say the same; ``event``
+        None where the caller announces it itself (a judged Job: ``rollout.benchmark``) or
+        nobody needs telling (the gate disabled).
         """
         stamped = entry.model_copy(update={"finished_at": ledger.timestamp(self.now)})
         self.history = ledger.record(self.history, stamped)
         self.verdicts.append(stamped)
         if event is not None:
-            self.event(kind, event, f"revision {entry.revision}: " + "; ".join(entry.reasons))
+            text = f"revision {entry.revision}: " + "; ".join(entry.reasons)
+            self.event("Warning", event, text)
         return stamped
 
     def status(
