@@ -10,7 +10,7 @@ documents the field. One function, so no error reaches a user without a fix.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -83,6 +83,11 @@ def fix_for(error: Mapping[str, Any], path: str, docs: str | None = None) -> str
     return f"see {here}"
 
 
+def field_location(loc: Sequence[int | str]) -> tuple[int | str, ...]:
+    """A pydantic error's location without the ``function-...`` steps its validators add."""
+    return tuple(x for x in loc if not (isinstance(x, str) and x.startswith("function-")))
+
+
 def first_error(
     exc: ValidationError,
     where: str = "",
@@ -100,8 +105,7 @@ def first_error(
     ``fix`` when given ('' for none), else ``fix_for`` with ``docs`` (a CLI's ``--help``).
     """
     err = exc.errors()[0]
-    loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
-    path = ".".join(str(p) for p in loc) or "(top level)"
+    path = ".".join(str(p) for p in field_location(err["loc"])) or "(top level)"
     field = (f"{where}: {path}" if where else path) if dotted else where
     message = str(err["msg"]).removeprefix("Value error, ")
     if hint:
