@@ -32,8 +32,9 @@ class _Verdict:
     outcome: Literal["Passed", "Failed"]
     why: str
     event: EventReason
-    # True when the decision on record already says what the person asks for.
-    settled: Callable[[GateRecord], bool]
+    # True when the decision on record already says what the person asks for (given the
+    # pass as well: whether it does can depend on what is observed, e.g. a live canary).
+    settled: Callable[[Pass, GateRecord], bool]
 
 
 _PROMOTE = _Verdict(
@@ -41,10 +42,14 @@ _PROMOTE = _Verdict(
     "Passed",
     PERSON_PROMOTE,
     EventReason.ForcedPromotion,
-    lambda d: d.outcome == "Passed",
+    lambda _state, d: d.outcome == "Passed",
 )
 _ABORT = _Verdict(
-    "abort", "Failed", PERSON_ABORT, EventReason.Aborted, lambda d: ledger.is_rejection(d, "hold")
+    "abort",
+    "Failed",
+    PERSON_ABORT,
+    EventReason.Aborted,
+    lambda _state, d: ledger.is_rejection(d, "hold"),
 )
 
 
@@ -116,7 +121,7 @@ def _carry_out(
         return done
     if asked == desired and desired != stable:
         decided = state.decision(desired)
-        if decided is None or not request.settled(decided):
+        if decided is None or not request.settled(state, decided):
             entry = GateRecord(
                 revision=desired,
                 outcome=request.outcome,
