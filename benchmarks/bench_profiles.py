@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import BenchSummary
 from vllm_operator.bench import BenchConfig, BenchReport, run_benchmark
 from vllm_operator.bench.suite import load_suite

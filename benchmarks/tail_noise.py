@@ -80,7 +80,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import (
     BenchSummary,
     LoadLevelFigures,

@@ -164,34 +164,9 @@ class ApiServer(kmock.KubernetesEmulator):
         path = "/" + raw.path.strip("/")
         parts = [p for p in path.split("/") if p]
         if raw.method == "GET":
-            if path == "/":
-                return _json(discovery.root_paths(registry))
-            if path == "/version":
-                return _json(discovery.SERVER_VERSION)
-            if path in ("/healthz", "/livez", "/readyz"):
-                return aiohttp.web.Response(text="ok")
-            if path == "/api":
-                return _json(discovery.api_versions(self.server_address))
-            if path == "/apis":
-                return _json(discovery.api_group_list(registry))
-            if path == "/openapi/v3":
-                return _json(openapi.index(registry))
-            if path.startswith("/openapi/v3/"):
-                document = openapi.group_version(registry, path.removeprefix("/openapi/v3/"))
-                if document is None:
-                    raise apierrors.resource_not_found()
-                return _json(document)
-            if len(parts) == 2 and parts[0] == "apis":
-                group = discovery.api_group(registry, parts[1])
-                if group is None:
-                    raise apierrors.resource_not_found()
-                return _json(group)
-            if (len(parts) == 2 and parts[0] == "api") or (len(parts) == 3 and parts[0] == "apis"):
-                group_name, version = ("", parts[1]) if parts[0] == "api" else parts[1:3]
-                listing = discovery.api_resource_list(registry, group_name, version)
-                if listing is None:
-                    raise apierrors.resource_not_found()
-                return _json(listing)
+            found = self._discovery(path, parts)
+            if found is not None:
+                return found
         route = parse_route(raw.path, registry)
         if route is None:
             raise apierrors.resource_not_found()
@@ -208,6 +183,39 @@ class ApiServer(kmock.KubernetesEmulator):
                     return await self._serve_resource(request, raw, route, rtype)
             return await self._serve_resource(request, raw, route, rtype)
 
+    def _discovery(self, path: str, parts: list[str]) -> aiohttp.web.StreamResponse | None:
+        """A GET of a path outside the resources (discovery, OpenAPI, health); None if not."""
+        registry = self.semantics.registry
+        if path == "/":
+            return _json(discovery.root_paths(registry))
+        if path == "/version":
+            return _json(discovery.SERVER_VERSION)
+        if path in ("/healthz", "/livez", "/readyz"):
+            return aiohttp.web.Response(text="ok")
+        if path == "/api":
+            return _json(discovery.api_versions(self.server_address))
+        if path == "/apis":
+            return _json(discovery.api_group_list(registry))
+        if path == "/openapi/v3":
+            return _json(openapi.index(registry))
+        if path.startswith("/openapi/v3/"):
+            document = openapi.group_version(registry, path.removeprefix("/openapi/v3/"))
+            if document is None:
+                raise apierrors.resource_not_found()
+            return _json(document)
+        if len(parts) == 2 and parts[0] == "apis":
+            group = discovery.api_group(registry, parts[1])
+            if group is None:
+                raise apierrors.resource_not_found()
+            return _json(group)
+        if (len(parts) == 2 and parts[0] == "api") or (len(parts) == 3 and parts[0] == "apis"):
+            group_name, version = ("", parts[1]) if parts[0] == "api" else parts[1:3]
+            listing = discovery.api_resource_list(registry, group_name, version)
+            if listing is None:
+                raise apierrors.resource_not_found()
+            return _json(listing)
+        return None
+
     # --- resource paths ----------------------------------------------------------------
     async def _serve_resource(
         self,
@@ -216,17 +224,37 @@ class ApiServer(kmock.KubernetesEmulator):
         route: Route,
         rtype: ResourceType,
     ) -> aiohttp.web.StreamResponse:
-        sem = self.semantics
-        params = request.params
         ns = route.namespace or ""
-        name, sub, method = route.name, route.subresource, raw.method
+        name, method = route.name, raw.method
         if rtype.namespaced and name is not None and not ns and method != "POST":
             raise apierrors.resource_not_found()
-        if method == "GET" and params.get("watch") in ("true", "1"):
+        if method == "GET" and request.params.get("watch") in ("true", "1"):
             return await serve_watch(
-                self.semantics, raw, rtype, route, params, bookmark_interval=self.bookmark_interval
+                self.semantics,
+                raw,
+                rtype,
+                route,
+                request.params,
+                bookmark_interval=self.bookmark_interval,
             )
-        if method == "GET" and name is None:
+        if name is None:
+            return self._serve_collection(request, raw, route, rtype)
+        if method == "POST" and route.subresource == "eviction" and rtype.store_key == ("", "pods"):
+            return _json(disruption.evict(self.semantics, ns, name), 201)
+        if method == "GET":
+            return self._serve_get(request, raw, route, rtype, name)
+        return self._serve_write(request, raw, route, rtype, name)
+
+    def _serve_collection(
+        self,
+        request: kmock.Request,
+        raw: aiohttp.web.BaseRequest,
+        route: Route,
+        rtype: ResourceType,
+    ) -> aiohttp.web.StreamResponse:
+        """A request on a collection: list, create, or delete many."""
+        sem, params, method = self.semantics, request.params, raw.method
+        if method == "GET":
             sem.check_field_selector(rtype, params.get("fieldSelector"))
             matches = selector_matcher(params.get("labelSelector"), params.get("fieldSelector"))
             found, rv, token, remaining = listing.list_objects(
@@ -241,35 +269,55 @@ class ApiServer(kmock.KubernetesEmulator):
                     tab["metadata"]["continue"] = token
                 return _json(tab)
             return _json(self._list_body(rtype, items, rv, token, remaining))
-        if method == "POST" and name is None:
-            return _json(sem.create(rtype, ns, self._body(request)), 201)
-        if method == "DELETE" and name is None:
+        if method == "POST":
+            return _json(sem.create(rtype, route.namespace or "", self._body(request)), 201)
+        if method == "DELETE":
             sem.check_field_selector(rtype, params.get("fieldSelector"))
             matches = selector_matcher(params.get("labelSelector"), params.get("fieldSelector"))
             deleted = sem.delete_collection(rtype, route.namespace, matches, self._options(request))
             return _json(self._list_body(rtype, deleted, sem.store.rv))
-        if name is None:
-            raise apierrors.method_not_allowed()
-        if method == "POST" and sub == "eviction" and rtype.store_key == ("", "pods"):
-            return _json(disruption.evict(sem, ns, name), 201)
-        if method == "GET":
-            if sub == "log" and rtype.store_key == ("", "pods"):
-                tail = params.get("tailLines", "")
-                text = sem.pod_log(
-                    ns, name, params.get("container", ""), int(tail) if tail.isdigit() else None
-                )
-                return aiohttp.web.Response(text=text)
-            if sub == "scale" and "scale" in rtype.extra_subresources:
-                return _json(sem.scale(rtype, ns, name))
-            if sub not in ("", "status") or (sub == "status" and not rtype.status_subresource):
-                raise apierrors.resource_not_found()
-            obj = sem.get(rtype, ns, name)
-            if wants_table(raw.headers.get("Accept", "")):
-                rv = obj["metadata"]["resourceVersion"]
-                return _json(
-                    table(rtype, [obj], rv, sem.clock(), params.get("includeObject", "Metadata"))
-                )
-            return _json(obj)
+        raise apierrors.method_not_allowed()
+
+    def _serve_get(
+        self,
+        request: kmock.Request,
+        raw: aiohttp.web.BaseRequest,
+        route: Route,
+        rtype: ResourceType,
+        name: str,
+    ) -> aiohttp.web.StreamResponse:
+        """A GET of one object: itself, its status, its scale or (a pod) its log."""
+        sem, params, sub, ns = self.semantics, request.params, route.subresource, route.namespace
+        ns = ns or ""
+        if sub == "log" and rtype.store_key == ("", "pods"):
+            tail = params.get("tailLines", "")
+            text = sem.pod_log(
+                ns, name, params.get("container", ""), int(tail) if tail.isdigit() else None
+            )
+            return aiohttp.web.Response(text=text)
+        if sub == "scale" and "scale" in rtype.extra_subresources:
+            return _json(sem.scale(rtype, ns, name))
+        if sub not in ("", "status") or (sub == "status" and not rtype.status_subresource):
+            raise apierrors.resource_not_found()
+        obj = sem.get(rtype, ns, name)
+        if wants_table(raw.headers.get("Accept", "")):
+            rv = obj["metadata"]["resourceVersion"]
+            return _json(
+                table(rtype, [obj], rv, sem.clock(), params.get("includeObject", "Metadata"))
+            )
+        return _json(obj)
+
+    def _serve_write(
+        self,
+        request: kmock.Request,
+        raw: aiohttp.web.BaseRequest,
+        route: Route,
+        rtype: ResourceType,
+        name: str,
+    ) -> aiohttp.web.StreamResponse:
+        """A PUT, PATCH or DELETE of one object (or of its scale)."""
+        sem, params, sub, method = self.semantics, request.params, route.subresource, raw.method
+        ns = route.namespace or ""
         if sub == "scale" and "scale" in rtype.extra_subresources and method in ("PUT", "PATCH"):
             scale = self._body(request)
             spec = (scale.get("spec") or {}) if isinstance(scale, dict) else {}

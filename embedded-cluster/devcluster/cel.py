@@ -325,30 +325,9 @@ def _validate(
         return []
     correlated = old is not _MISSING and old is not None
     unchanged = (value == old) if correlated else parent_unchanged
-    errors: list[FieldError] = []
-    if node.rules:
-        data = {"self": to_cel(node.schema, value, root=root)}
-        if correlated:
-            data["oldSelf"] = to_cel(node.schema, old, root=root)
-        node_type = str(node.schema.get("type") or "object")
-        for rule in node.rules:
-            if rule.uses_old_self and not correlated:
-                continue
-            try:
-                result = rule.program.eval(data=data)
-                failure = str(result.value()) if result.type().name() in ("ERROR", "error") else ""
-            except Exception as exc:  # a value the evaluator cannot take: refused, never a 500
-                failure = str(exc) or type(exc).__name__
-            if failure:
-                detail = _runtime_error(failure, rule)
-                errors.append(fe.invalid(path or "<nil>", node_type, detail))
-                continue
-            if result.value() is True:
-                continue
-            if unchanged and not rule.uses_old_self:
-                continue  # ratcheting: an unchanged value is not judged again
-            shown = value if isinstance(value, str | int | float | bool) else None
-            errors.append(_failure(rule, path, node_type, shown, _message(rule, data)))
+    errors = _node_rules(
+        node, value, old, path, correlated=correlated, unchanged=unchanged, root=root
+    )
     if isinstance(value, dict):
         old_map = old if isinstance(old, dict) else {}
         for key, item in value.items():
@@ -369,6 +348,45 @@ def _validate(
             errors += _validate(
                 node.items, item, previous, f"{path}[{index}]", parent_unchanged=unchanged
             )
+    return errors
+
+
+def _node_rules(
+    node: Node,
+    value: Any,
+    old: Any,
+    path: str,
+    *,
+    correlated: bool,
+    unchanged: bool,
+    root: bool,
+) -> list[FieldError]:
+    """The verdicts of one node's own rules (its children are ``_validate``'s)."""
+    if not node.rules:
+        return []
+    errors: list[FieldError] = []
+    data = {"self": to_cel(node.schema, value, root=root)}
+    if correlated:
+        data["oldSelf"] = to_cel(node.schema, old, root=root)
+    node_type = str(node.schema.get("type") or "object")
+    for rule in node.rules:
+        if rule.uses_old_self and not correlated:
+            continue
+        try:
+            result = rule.program.eval(data=data)
+            failure = str(result.value()) if result.type().name() in ("ERROR", "error") else ""
+        except Exception as exc:  # a value the evaluator cannot take: refused, never a 500
+            failure = str(exc) or type(exc).__name__
+        if failure:
+            detail = _runtime_error(failure, rule)
+            errors.append(fe.invalid(path or "<nil>", node_type, detail))
+            continue
+        if result.value() is True:
+            continue
+        if unchanged and not rule.uses_old_self:
+            continue  # ratcheting: an unchanged value is not judged again
+        shown = value if isinstance(value, str | int | float | bool) else None
+        errors.append(_failure(rule, path, node_type, shown, _message(rule, data)))
     return errors
 
 

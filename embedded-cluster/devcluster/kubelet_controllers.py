@@ -146,8 +146,48 @@ def deployment_plan(
     template = spec.get("template") or {}
     want = int(spec.get("replicas", 1) if spec.get("replicas") is not None else 1)
     thash = template_hash(template)
-    owned = [p for p in pods if owned_by(p, deploy) and not _terminating(p)]
     plan = Plan()
+    current, rolling = _replace_and_scale(deploy, pods, want, thash, suffix, plan)
+    ready = sum(1 for p in current if pod_ready(p))
+    total = len(current) + len(plan.create)
+    old_conds = list((deploy.get("status") or {}).get("conditions") or [])
+    available = ready >= want
+    replica_set = f'ReplicaSet "{meta.get("name")}-{thash}"'
+    conds = [
+        _available(old_conds, available, now),
+        _progressing(
+            old_conds,
+            replica_set,
+            spec.get("progressDeadlineSeconds"),
+            available=available,
+            rolling=rolling,
+            now=now,
+            deadline_scale=deadline_scale,
+        ),
+    ]
+    plan.status = {
+        "observedGeneration": meta.get("generation", 1),
+        "replicas": total,
+        "updatedReplicas": total,
+        "readyReplicas": ready,
+        "availableReplicas": ready,
+        "unavailableReplicas": max(0, want - ready),
+        "conditions": conds,
+    }
+    return plan
+
+
+def _replace_and_scale(  # noqa: PLR0917 - private, one call site
+    deploy: Obj,
+    pods: list[Obj],
+    want: int,
+    thash: str,
+    suffix: Callable[[], str],
+    plan: Plan,
+) -> tuple[list[Obj], bool]:
+    """Delete the pods of an old template, then scale the current one to ``want`` (only once
+    the old ones are gone: Recreate). The current pods kept, and whether old ones remain."""
+    owned = [p for p in pods if owned_by(p, deploy) and not _terminating(p)]
     old = [p for p in owned if (p["metadata"].get("labels") or {}).get(HASH_LABEL) != thash]
     current = [p for p in owned if p not in old]
     plan.delete.extend(p["metadata"]["name"] for p in old)
@@ -161,63 +201,64 @@ def deployment_plan(
         plan.delete.extend(p["metadata"]["name"] for p in extra)
         current = [p for p in current if p not in extra]
     elif len(current) < want and not old:
-        labels = {HASH_LABEL: thash}
+        template = (deploy.get("spec") or {}).get("template") or {}
+        name = (deploy.get("metadata") or {}).get("name")
         for _ in range(want - len(current)):
-            name = f"{meta.get('name')}-{thash}-{suffix()}"
-            plan.create.append(pod_from_template(deploy, template, name, labels))
-    ready = sum(1 for p in current if pod_ready(p))
-    total = len(current) + len(plan.create)
-    old_status = deploy.get("status") or {}
-    old_conds = list(old_status.get("conditions") or [])
-    available = ready >= want
-    conds = [
-        _condition(
-            old_conds,
-            "Available",
-            "True" if available else "False",
-            "MinimumReplicasAvailable" if available else "MinimumReplicasUnavailable",
-            "Deployment has minimum availability."
-            if available
-            else "Deployment does not have minimum availability.",
-            now=now,
-        )
-    ]
-    deadline = spec.get("progressDeadlineSeconds")
+            pod_name = f"{name}-{thash}-{suffix()}"
+            plan.create.append(pod_from_template(deploy, template, pod_name, {HASH_LABEL: thash}))
+    return current, bool(old)
+
+
+def _available(old_conds: list[Obj], available: bool, now: float) -> Obj:
+    """A Deployment's Available condition: True once ``replicas`` pods are Ready."""
+    return _condition(
+        old_conds,
+        "Available",
+        "True" if available else "False",
+        "MinimumReplicasAvailable" if available else "MinimumReplicasUnavailable",
+        "Deployment has minimum availability."
+        if available
+        else "Deployment does not have minimum availability.",
+        now=now,
+    )
+
+
+def _progressing(
+    old_conds: list[Obj],
+    replica_set: str,
+    deadline: Any,
+    *,
+    available: bool,
+    rolling: bool,
+    now: float,
+    deadline_scale: float,
+) -> Obj:
+    """A Deployment's Progressing condition; False (ProgressDeadlineExceeded) once it has
+    not become available within ``progressDeadlineSeconds``, and then for good."""
     progressing = _condition(
         old_conds,
         "Progressing",
         "True",
-        "NewReplicaSetAvailable" if available and not old else "ReplicaSetUpdated",
-        f'ReplicaSet "{meta.get("name")}-{thash}" '
-        + ("has successfully progressed." if available else "is progressing."),
+        "NewReplicaSetAvailable" if available and not rolling else "ReplicaSetUpdated",
+        f"{replica_set} " + ("has successfully progressed." if available else "is progressing."),
         now=now,
     )
-    if not available and deadline is not None:
-        prev = next((c for c in old_conds if c.get("type") == "Progressing"), None)
-        since = parse_rfc3339((prev or {}).get("lastUpdateTime")) or now
-        if prev and prev.get("reason") == "ProgressDeadlineExceeded":
-            progressing = dict(prev)
-        elif now - since > float(deadline) * deadline_scale:
-            progressing = _condition(
-                old_conds,
-                "Progressing",
-                "False",
-                "ProgressDeadlineExceeded",
-                f'ReplicaSet "{meta.get("name")}-{thash}" has timed out progressing.',
-                now=now,
-            )
-    conds.append(progressing)
-    status: Obj = {
-        "observedGeneration": meta.get("generation", 1),
-        "replicas": total,
-        "updatedReplicas": total,
-        "readyReplicas": ready,
-        "availableReplicas": ready,
-        "unavailableReplicas": max(0, want - ready),
-        "conditions": conds,
-    }
-    plan.status = status
-    return plan
+    if available or deadline is None:
+        return progressing
+    prev = next((c for c in old_conds if c.get("type") == "Progressing"), None)
+    since = parse_rfc3339((prev or {}).get("lastUpdateTime")) or now
+    if prev and prev.get("reason") == "ProgressDeadlineExceeded":
+        return dict(prev)
+    if now - since > float(deadline) * deadline_scale:
+        return _condition(
+            old_conds,
+            "Progressing",
+            "False",
+            "ProgressDeadlineExceeded",
+            f"{replica_set} has timed out progressing.",
+            now=now,
+        )
+    return progressing
 
 
 def _job_finished(status: Obj) -> str | None:
@@ -236,30 +277,17 @@ def job_plan(
     deadline_scale: float = 1.0,
 ) -> Plan:
     """One pod per attempt; Complete on success, Failed after backoffLimit or the deadline."""
-    meta = job.get("metadata") or {}
     spec = job.get("spec") or {}
     old = job.get("status") or {}
     plan = Plan()
-    owned = [p for p in pods if owned_by(p, job)]
-    live = [p for p in owned if pod_phase(p) not in ("Succeeded", "Failed") and not _terminating(p)]
-    succeeded = sum(1 for p in owned if pod_phase(p) == "Succeeded")
-    failed = sum(1 for p in owned if pod_phase(p) == "Failed")
+    live, succeeded, failed = _job_pods(job, pods)
     status: Obj = dict(old)
     start = parse_rfc3339(old.get("startTime"))
     if start is None:
         start = now
         status["startTime"] = rfc3339(now)
-    finished = _job_finished(old)
-    if finished:
-        ttl = spec.get("ttlSecondsAfterFinished")
-        done_at = parse_rfc3339(old.get("completionTime")) or parse_rfc3339(
-            next(
-                (c.get("lastTransitionTime") for c in old.get("conditions") or []),
-                None,
-            )
-        )
-        if ttl is not None and done_at is not None and now - done_at >= ttl * deadline_scale:
-            plan.delete_owner = True
+    if _job_finished(old):
+        plan.delete_owner = _ttl_passed(spec, old, now, deadline_scale)
         plan.delete.extend(p["metadata"]["name"] for p in live)
         return plan
     conds: list[Obj] = list(old.get("conditions") or [])
@@ -272,49 +300,19 @@ def job_plan(
         ]
         status["completionTime"] = rfc3339(now)
     elif deadline is not None and now - start > float(deadline) * deadline_scale:
+        why = "Job was active longer than specified deadline"
         conds = [
-            _condition(
-                conds,
-                "FailureTarget",
-                "True",
-                "DeadlineExceeded",
-                "Job was active longer than specified deadline",
-                now=now,
-            ),
-            _condition(
-                conds,
-                "Failed",
-                "True",
-                "DeadlineExceeded",
-                "Job was active longer than specified deadline",
-                now=now,
-            ),
+            _condition(conds, "FailureTarget", "True", "DeadlineExceeded", why, now=now),
+            _condition(conds, "Failed", "True", "DeadlineExceeded", why, now=now),
         ]
         plan.delete.extend(p["metadata"]["name"] for p in live)
         failed += len(live)
         live = []
     elif failed > backoff:
-        conds = [
-            _condition(
-                conds,
-                "Failed",
-                "True",
-                "BackoffLimitExceeded",
-                "Job has reached the specified backoff limit",
-                now=now,
-            )
-        ]
+        why = "Job has reached the specified backoff limit"
+        conds = [_condition(conds, "Failed", "True", "BackoffLimitExceeded", why, now=now)]
     elif not live:
-        template = spec.get("template") or {}
-        uid = str(meta.get("uid") or "")
-        labels = {
-            "job-name": str(meta.get("name")),
-            "batch.kubernetes.io/job-name": str(meta.get("name")),
-        }
-        if uid:
-            labels["controller-uid"] = uid
-            labels["batch.kubernetes.io/controller-uid"] = uid
-        pod = pod_from_template(job, template, f"{meta.get('name')}-{suffix()}", labels)
+        pod = _job_pod(job, suffix)
         plan.create.append(pod)
         live = [pod]
     status["active"] = len(live)
@@ -325,3 +323,39 @@ def job_plan(
         status["conditions"] = conds
     plan.status = status
     return plan
+
+
+def _job_pods(job: Obj, pods: list[Obj]) -> tuple[list[Obj], int, int]:
+    """A Job's running pods, and how many of its pods succeeded and failed."""
+    owned = [p for p in pods if owned_by(p, job)]
+    live = [p for p in owned if pod_phase(p) not in ("Succeeded", "Failed") and not _terminating(p)]
+    succeeded = sum(1 for p in owned if pod_phase(p) == "Succeeded")
+    failed = sum(1 for p in owned if pod_phase(p) == "Failed")
+    return live, succeeded, failed
+
+
+def _ttl_passed(spec: Obj, old: Obj, now: float, deadline_scale: float) -> bool:
+    """Whether a finished Job's ``ttlSecondsAfterFinished`` has run out (it is deleted)."""
+    ttl = spec.get("ttlSecondsAfterFinished")
+    done_at = parse_rfc3339(old.get("completionTime")) or parse_rfc3339(
+        next(
+            (c.get("lastTransitionTime") for c in old.get("conditions") or []),
+            None,
+        )
+    )
+    return ttl is not None and done_at is not None and now - done_at >= ttl * deadline_scale
+
+
+def _job_pod(job: Obj, suffix: Callable[[], str]) -> Obj:
+    """The pod of a Job's next attempt, labelled as the Job controller labels it."""
+    meta = job.get("metadata") or {}
+    template = (job.get("spec") or {}).get("template") or {}
+    uid = str(meta.get("uid") or "")
+    labels = {
+        "job-name": str(meta.get("name")),
+        "batch.kubernetes.io/job-name": str(meta.get("name")),
+    }
+    if uid:
+        labels["controller-uid"] = uid
+        labels["batch.kubernetes.io/controller-uid"] = uid
+    return pod_from_template(job, template, f"{meta.get('name')}-{suffix()}", labels)

@@ -251,8 +251,37 @@ def prepare_launch(
     if container is None:
         container = (spec.get("containers") or [{}])[0]
     ns = str(pod["metadata"].get("namespace") or "default")
-    image = str(container.get("image") or "")
     (poddir / "logs").mkdir(parents=True, exist_ok=True)
+    roots, term_path = _roots(pod, container, poddir, ctx, sidecar=sidecar)
+    paths = PathMap(roots)
+    for fixed in _FIXED_ROOTS:
+        roots[fixed].mkdir(parents=True, exist_ok=True)
+    env = _launch_env(pod, container, poddir, ctx, roots, paths)
+    argv = [*(container.get("command") or []), *(container.get("args") or [])]
+    argv = [
+        rewrite_service_urls(paths.apply(expand_vars(str(a), env)), ns, ctx.resolve_service)
+        for a in argv
+    ]
+    argv, port, container_ports = _ports(argv, container)
+    cwd = _workdir(container, paths, poddir, roots)
+    name = str(container.get("name") or "main")
+    hostpaths.inside(poddir / "logs", f"{name}.log", "container name")
+    return Launch(
+        argv=argv,
+        env=env,
+        cwd=cwd,
+        port=port,
+        container_ports=container_ports,
+        termination_path=roots[term_path],
+        log_path=poddir / "logs" / f"{name}.log",
+    )
+
+
+def _roots(
+    pod: Obj, container: Obj, poddir: Path, ctx: LaunchContext, *, sidecar: bool
+) -> tuple[dict[str, Path], str]:
+    """The container's path roots (its mounts, its termination message file, the fixed
+    roots) under ``poddir``, and the termination message path."""
     roots = _mounts(pod, container, poddir, ctx)
     term_path = str(container.get("terminationMessagePath") or DEFAULT_TERMINATION_PATH)
     if term_path not in roots:
@@ -263,9 +292,20 @@ def prepare_launch(
     roots[term_path].parent.mkdir(parents=True, exist_ok=True)
     for fixed in _FIXED_ROOTS:
         roots.setdefault(fixed, poddir / "fs" / fixed.lstrip("/"))
-    paths = PathMap(roots)
-    for fixed in _FIXED_ROOTS:
-        roots[fixed].mkdir(parents=True, exist_ok=True)
+    return roots, term_path
+
+
+def _launch_env(  # noqa: PLR0917 - private, one call site
+    pod: Obj,
+    container: Obj,
+    poddir: Path,
+    ctx: LaunchContext,
+    roots: dict[str, Path],
+    paths: PathMap,
+) -> dict[str, str]:
+    """The process's environment: the image's, the pod's (paths and Service URLs mapped to
+    the host), confined by ``hostpaths.host_env``, and a PATH of the host's interpreters."""
+    ns = str(pod["metadata"].get("namespace") or "default")
     tmp = poddir / "fs" / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
     base = {
@@ -274,7 +314,7 @@ def prepare_launch(
         "PYTHONUNBUFFERED": "1",
         "KUBERNETES_SERVICE_HOST": "127.0.0.1",
     }
-    base.update(ctx.image_env(image))
+    base.update(ctx.image_env(str(container.get("image") or "")))
     base.update(ctx.extra_env)
     env = _pod_env(pod, container, ctx, base)
     env = {k: rewrite_service_urls(paths.apply(v), ns, ctx.resolve_service) for k, v in env.items()}
@@ -291,11 +331,12 @@ def prepare_launch(
     if ctx.shim_dir is not None:
         search.insert(0, str(ctx.shim_dir))
     env["PATH"] = ":".join(search)
-    argv = [*(container.get("command") or []), *(container.get("args") or [])]
-    argv = [
-        rewrite_service_urls(paths.apply(expand_vars(str(a), env)), ns, ctx.resolve_service)
-        for a in argv
-    ]
+    return env
+
+
+def _ports(argv: list[str], container: Obj) -> tuple[list[str], int | None, dict[str, int]]:
+    """One free host port for a server container (``--port`` rewritten or added: one host
+    network), and the container's declared ports (number and name) mapped to it."""
     port = None
     container_ports: dict[str, int] = {}
     declared = [p for p in container.get("ports") or [] if p.get("containerPort")]
@@ -310,19 +351,14 @@ def prepare_launch(
                 container_ports[str(p["name"])] = port
         if asked is not None:
             container_ports[str(asked)] = port
+    return argv, port, container_ports
+
+
+def _workdir(container: Obj, paths: PathMap, poddir: Path, roots: dict[str, Path]) -> Path:
+    """The container's working directory on the host, kept inside the pod's directories."""
     workdir = container.get("workingDir")
     cwd = paths.local(str(workdir)) if workdir else poddir / "fs"
     if workdir and not any(hostpaths.within(cwd, r) for r in [poddir, *roots.values()]):
         cwd = hostpaths.inside(poddir / "fs", str(workdir).lstrip("/") or ".", "workingDir")
     cwd.mkdir(parents=True, exist_ok=True)
-    name = str(container.get("name") or "main")
-    hostpaths.inside(poddir / "logs", f"{name}.log", "container name")
-    return Launch(
-        argv=argv,
-        env=env,
-        cwd=cwd,
-        port=port,
-        container_ports=container_ports,
-        termination_path=roots[term_path],
-        log_path=poddir / "logs" / f"{name}.log",
-    )
+    return cwd

@@ -21,6 +21,7 @@ from typing import Any
 
 from . import apierrors, cel, validation
 from . import fielderrors as fe
+from .crd_accept import accept_crd
 from .fielderrors import GoLiteral
 from .kinds import apply_kind_defaults, validate_kind
 from .lifecycle import Lifecycle
@@ -42,7 +43,6 @@ from .resources import (
     CRD_PLURAL,
     Registry,
     ResourceType,
-    types_from_crd,
 )
 from .schema import unknown_fields
 from .schema import validate as validate_schema
@@ -276,50 +276,9 @@ class Semantics(Lifecycle):
                 self._next_ip += 1
 
     def _accept_crd(self, crd: dict[str, Any]) -> None:
-        spec = crd.get("spec") or {}
-        names = spec.get("names") or {}
-        expected = f"{names.get('plural', '')}.{spec.get('group', '')}"
-        if meta(crd).get("name") != expected:
-            raise apierrors.invalid(
-                CRD_PLURAL,
-                CRD_GROUP,
-                str(meta(crd).get("name")),
-                f'metadata.name: Invalid value: must be spec.names.plural+"."+spec.group'
-                f" ({expected})",
-            )
-        rule_errors = [
-            error
-            for index, version in enumerate(spec.get("versions") or [])
-            if isinstance(version, dict)
-            for error in cel.compile_schema(
-                (version.get("schema") or {}).get("openAPIV3Schema"),
-                f"spec.versions[{index}].schema.openAPIV3Schema",
-            )[1]
-        ]
-        if rule_errors:
-            raise fe.invalid_error(
-                "CustomResourceDefinition", CRD_GROUP, str(meta(crd).get("name")), rule_errors
-            )
-        types = types_from_crd(crd)
-        if not types:
-            raise apierrors.invalid(CRD_PLURAL, CRD_GROUP, expected, "spec.versions: Required")
+        name, types = accept_crd(crd, self.clock())
         if not self.store.dry_run:
-            self.registry.set_crd(expected, types)
-        accepted = dict(names)
-        accepted.setdefault("singular", names.get("kind", "").lower())
-        accepted.setdefault("listKind", f"{names.get('kind', '')}List")
-        now = timestamp(self.clock())
-        crd["status"] = {
-            "acceptedNames": accepted,
-            "storedVersions": [v["name"] for v in spec.get("versions", []) if v.get("storage")],
-            "conditions": [
-                {"type": t, "status": "True", "reason": r, "message": m, "lastTransitionTime": now}
-                for t, r, m in (
-                    ("NamesAccepted", "NoConflicts", "no conflicts found"),
-                    ("Established", "InitialNamesAccepted", "the initial names have been accepted"),
-                )
-            ],
-        }
+            self.registry.set_crd(name, types)
 
     # --- update (PUT) and patch ----------------------------------------------------------
     def replace(

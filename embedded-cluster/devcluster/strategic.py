@@ -95,25 +95,39 @@ def _merge_map(
     retain = patch.get("$retainKeys")
     result = base
     for name, value in patch.items():
-        if name.startswith("$"):
-            continue
-        if value is None:
+        if not name.startswith("$"):
+            _merge_field(result, name, value, (*path, name), keys)
+    _apply_list_directives(result, patch, path, keys)
+    if isinstance(retain, list):
+        result = {k: v for k, v in result.items() if k in retain}
+    return result
+
+
+def _merge_field(
+    result: dict[str, Any], name: str, value: Any, child: Path, keys: dict[Path, str]
+) -> None:
+    """Merge one field of a patch into ``result``: null deletes, a map merges, a list with
+    a merge key merges by it, anything else replaces."""
+    if value is None:
+        result.pop(name, None)
+        return
+    current = result.get(name)
+    if isinstance(value, dict):
+        merged = _merge_map(current if isinstance(current, dict) else {}, value, child, keys)
+        if merged is None:
             result.pop(name, None)
-            continue
-        child = (*path, name)
-        current = result.get(name)
-        if isinstance(value, dict):
-            merged = _merge_map(current if isinstance(current, dict) else {}, value, child, keys)
-            if merged is None:
-                result.pop(name, None)
-            else:
-                result[name] = merged
-        elif isinstance(value, list) and _match(child, keys) is not None:
-            result[name] = _merge_list(
-                current if isinstance(current, list) else [], value, child, keys
-            )
         else:
-            result[name] = copy.deepcopy(value)
+            result[name] = merged
+    elif isinstance(value, list) and _match(child, keys) is not None:
+        result[name] = _merge_list(current if isinstance(current, list) else [], value, child, keys)
+    else:
+        result[name] = copy.deepcopy(value)
+
+
+def _apply_list_directives(
+    result: dict[str, Any], patch: dict[str, Any], path: Path, keys: dict[Path, str]
+) -> None:
+    """``$deleteFromPrimitiveList/<field>`` first, then ``$setElementOrder/<field>``."""
     for name, value in patch.items():
         if name.startswith(_DELETE_PRIMITIVES) and isinstance(value, list):
             field = name.removeprefix(_DELETE_PRIMITIVES)
@@ -125,9 +139,6 @@ def _merge_map(
             key = _match((*path, field), keys)
             if isinstance(result.get(field), list) and key is not None:
                 result[field] = _reorder(result[field], value, key)
-    if isinstance(retain, list):
-        result = {k: v for k, v in result.items() if k in retain}
-    return result
 
 
 def _match(path: Path, keys: dict[Path, str]) -> str | None:

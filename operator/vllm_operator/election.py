@@ -32,12 +32,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from vllm_operator.errors import VLLMOperatorError
+
 # The factor client-go requires between renew deadline and retry period (JitterFactor).
 JITTER_FACTOR = 1.2
 MAX_IDENTITY = 253  # a Lease's holderIdentity is free text; keep it to a name's length
 
 
-class ElectionSettingsError(ValueError):
+class ElectionSettingsError(VLLMOperatorError, ValueError):
     """Timings that would let two leaders overlap or never renew in time."""
 
 

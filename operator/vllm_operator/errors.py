@@ -1,5 +1,9 @@
 """One error hierarchy for the whole project.
 
+Every exception class the product defines derives from ``VLLMOperatorError`` (a class that a
+library's protocol wants as a ``ValueError`` or ``RuntimeError`` takes that as a second base);
+the few that cannot are listed with their reason in ``docs/architecture.md``, and
+``tests/unit/test_error_tree.py`` walks the package to hold both claims.
 Every failure the operator, the benchmark or the simulator can explain is one of these.
 Nothing translates them in the shell: the pure planner returns ``SpecErrors`` as a value and
 turns them into an ``InvalidSpec`` status and Event itself (``rollout.stopped``); the API client

@@ -6,6 +6,7 @@ when the committed file differs. Import from here::
     from vllm_operator.api import VLLMDeployment, parse_vllm_deployment
 """
 
+from vllm_operator.api.gate_spec import GateSpec, Thresholds
 from vllm_operator.api.resource import (
     API_VERSION,
     GROUP,
@@ -21,11 +22,9 @@ from vllm_operator.api.resource import (
 )
 from vllm_operator.api.spec import (
     EngineSpec,
-    GateSpec,
     ModelSpec,
     ResourcesSpec,
     RolloutSpec,
-    Thresholds,
     VLLMDeploymentSpec,
 )
 from vllm_operator.api.status import (

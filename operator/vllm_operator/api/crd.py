@@ -44,6 +44,7 @@ from vllm_operator.api.resource import (
 )
 from vllm_operator.api.spec import VLLMDeploymentSpec
 from vllm_operator.api.status import VLLMDeploymentStatus
+from vllm_operator.errors import VLLMOperatorError
 
 CRD_NAME = f"{PLURAL}.{GROUP}"
 CRD_FILENAME = f"{GROUP}_{PLURAL}.yaml"
@@ -130,7 +131,7 @@ PRINTER_COLUMNS: tuple[dict[str, Any], ...] = (
 )
 
 
-class CRDGenerationError(ValueError):
+class CRDGenerationError(VLLMOperatorError, ValueError):
     """A model uses a JSON-schema construct that has no structural CRD equivalent."""
 
 
@@ -148,60 +149,11 @@ def _is_null(schema: Any) -> bool:
 
 def _convert(schema: dict[str, Any], defs: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
     """Translate one pydantic JSON-schema node (and its children) into a structural node."""
-    node = dict(schema)
-    nullable = False
-
-    # Optional[X]: anyOf [X, null] -> X + nullable. The outer node keeps its own keys
-    # (description, default), which win over those of X.
-    if "anyOf" in node:
-        options = node.pop("anyOf")
-        non_null = [o for o in options if not _is_null(o)]
-        if len(non_null) != 1:
-            raise CRDGenerationError(
-                f"{'.'.join(path) or '<root>'}: anyOf with {len(non_null)} non-null options "
-                "has no structural equivalent"
-            )
-        nullable = len(non_null) != len(options)
-        node = {**non_null[0], **node}
-
-    # Inline references; keys written next to the $ref (description) win.
-    while "$ref" in node:
-        ref = node.pop("$ref")
-        node = {**_resolve(ref, defs), **node}
-
-    for key in ("oneOf", "allOf", "not"):
-        if key in node:
-            raise CRDGenerationError(f"{'.'.join(path)}: {key} is not supported in a CRD schema")
-
+    node, nullable = _inline(schema, defs, path)
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if key in _DROPPED_KEYS:
-            continue
-        if key == "const":
-            out["enum"] = [value]
-        elif key == "default":
-            if value is not None:
-                out["default"] = value
-        elif key == "properties":
-            out["properties"] = {
-                name: _convert(sub, defs, (*path, name)) for name, sub in value.items()
-            }
-        elif key == "items":
-            out["items"] = _convert(value, defs, (*path, "[]"))
-        elif key == "additionalProperties":
-            if isinstance(value, dict):
-                out["additionalProperties"] = _convert(value, defs, (*path, "{}"))
-            # `false` (forbid) and `true` (free-form) are handled below / dropped.
-        elif key in ("exclusiveMinimum", "exclusiveMaximum"):
-            bound = "minimum" if key == "exclusiveMinimum" else "maximum"
-            if isinstance(value, bool):
-                out[key] = value
-            else:
-                out[bound] = value
-                out[key] = True
-        else:
-            out[key] = value
-
+        if key not in _DROPPED_KEYS:
+            _convert_key(out, key, value, defs, path)
     if node.get("additionalProperties") is True or out.get("x-kubernetes-preserve-unknown-fields"):
         out.pop("additionalProperties", None)
         out["x-kubernetes-preserve-unknown-fields"] = True
@@ -215,6 +167,64 @@ def _convert(schema: dict[str, Any], defs: dict[str, Any], path: tuple[str, ...]
         out["x-kubernetes-list-type"] = "map"
         out["x-kubernetes-list-map-keys"] = list(keys)
     return out
+
+
+def _inline(
+    schema: dict[str, Any], defs: dict[str, Any], path: tuple[str, ...]
+) -> tuple[dict[str, Any], bool]:
+    """The node with ``Optional`` unwrapped and ``$ref`` inlined, and whether it is nullable."""
+    node = dict(schema)
+    nullable = False
+    # Optional[X]: anyOf [X, null] -> X + nullable. The outer node keeps its own keys
+    # (description, default), which win over those of X.
+    if "anyOf" in node:
+        options = node.pop("anyOf")
+        non_null = [o for o in options if not _is_null(o)]
+        if len(non_null) != 1:
+            raise CRDGenerationError(
+                f"{'.'.join(path) or '<root>'}: anyOf with {len(non_null)} non-null options "
+                "has no structural equivalent"
+            )
+        nullable = len(non_null) != len(options)
+        node = {**non_null[0], **node}
+    # Inline references; keys written next to the $ref (description) win.
+    while "$ref" in node:
+        ref = node.pop("$ref")
+        node = {**_resolve(ref, defs), **node}
+    for key in ("oneOf", "allOf", "not"):
+        if key in node:
+            raise CRDGenerationError(f"{'.'.join(path)}: {key} is not supported in a CRD schema")
+    return node, nullable
+
+
+def _convert_key(
+    out: dict[str, Any], key: str, value: Any, defs: dict[str, Any], path: tuple[str, ...]
+) -> None:
+    """Write one key of a JSON-schema node into ``out`` in its structural form."""
+    if key == "const":
+        out["enum"] = [value]
+    elif key == "default":
+        if value is not None:
+            out["default"] = value
+    elif key == "properties":
+        out["properties"] = {
+            name: _convert(sub, defs, (*path, name)) for name, sub in value.items()
+        }
+    elif key == "items":
+        out["items"] = _convert(value, defs, (*path, "[]"))
+    elif key == "additionalProperties":
+        if isinstance(value, dict):
+            out["additionalProperties"] = _convert(value, defs, (*path, "{}"))
+        # `false` (forbid) and `true` (free-form) are handled by _convert / dropped.
+    elif key in ("exclusiveMinimum", "exclusiveMaximum"):
+        bound = "minimum" if key == "exclusiveMinimum" else "maximum"
+        if isinstance(value, bool):
+            out[key] = value
+        else:
+            out[bound] = value
+            out[key] = True
+    else:
+        out[key] = value
 
 
 def structural_schema(model: type[Any], path: tuple[str, ...]) -> dict[str, Any]:

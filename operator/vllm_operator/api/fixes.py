@@ -10,8 +10,12 @@ documents the field. One function, so no error reaches a user without a fix.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from pydantic import ValidationError
+
+from vllm_operator.errors import SpecError
 
 # The type errors: what to write instead, in a user's words.
 _EXPECTED: dict[str, str] = {
@@ -77,3 +81,33 @@ def fix_for(error: Mapping[str, Any], path: str, docs: str | None = None) -> str
         except (KeyError, IndexError):
             pass
     return f"see {here}"
+
+
+def field_location(loc: Sequence[int | str]) -> tuple[int | str, ...]:
+    """A pydantic error's location without the ``function-...`` steps its validators add."""
+    return tuple(x for x in loc if not (isinstance(x, str) and x.startswith("function-")))
+
+
+def first_error(
+    exc: ValidationError,
+    where: str = "",
+    *,
+    dotted: bool = True,
+    docs: str | None = None,
+    fix: str | None = None,
+    hint: str = "",
+) -> SpecError:
+    """pydantic's first error as one ``SpecError``: the one formatter of inputs read by a CLI.
+
+    The field is ``where: a.b.0`` (the error's dotted location, ``(top level)`` when it has
+    none) or just ``where`` when ``dotted`` is false (an option that is one value). The
+    message is pydantic's, without its ``Value error, `` prefix, then ``hint``. The fix is
+    ``fix`` when given ('' for none), else ``fix_for`` with ``docs`` (a CLI's ``--help``).
+    """
+    err = exc.errors()[0]
+    path = ".".join(str(p) for p in field_location(err["loc"])) or "(top level)"
+    field = (f"{where}: {path}" if where else path) if dotted else where
+    message = str(err["msg"]).removeprefix("Value error, ")
+    if hint:
+        message = f"{message} {hint}"
+    return SpecError(field, message, fix_for(err, path, docs) if fix is None else fix)

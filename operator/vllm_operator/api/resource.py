@@ -13,7 +13,7 @@ from pydantic import Field, ValidationError
 
 from vllm_operator.api.affinity import check_affinity
 from vllm_operator.api.base import APIModel
-from vllm_operator.api.fixes import fix_for
+from vllm_operator.api.fixes import field_location, fix_for
 from vllm_operator.api.limits import check_raw, child_path, describe
 from vllm_operator.api.spec import VLLMDeploymentSpec
 from vllm_operator.api.status import VLLMDeploymentStatus
@@ -76,10 +76,7 @@ def spec_errors_from(exc: ValidationError, prefix: str = "") -> SpecErrors:
     each with a fix (``api/fixes.py``)."""
     errors: list[SpecError] = []
     for err in exc.errors():
-        loc = tuple(err["loc"])
-        # Drop the function-validator wrappers pydantic inserts into locations.
-        loc = tuple(x for x in loc if not (isinstance(x, str) and x.startswith("function-")))
-        path = _field_path(loc, prefix)
+        path = _field_path(field_location(err["loc"]), prefix)
         errors.append(SpecError(path, str(err["msg"]), fix_for(err, path)))
     return SpecErrors(errors)
 

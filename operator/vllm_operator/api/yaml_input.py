@@ -33,6 +33,7 @@ from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, ScalarNode
 
 from vllm_operator.api.limits import MAX_DEPTH, MAX_VALUES
+from vllm_operator.errors import VLLMOperatorError
 
 MAX_INPUT_BYTES = 1024 * 1024
 """Largest input accepted. One VLLMDeployment is a few KiB; etcd's limit is 1.5 MiB."""
@@ -63,7 +64,7 @@ except ImportError:  # PyYAML built without libyaml: the pure-Python parser, sam
     _Parser = _PureParser
 
 
-class YAMLInputError(ValueError):
+class YAMLInputError(VLLMOperatorError, ValueError):
     """Input that is not a bounded YAML stream; the message names where and what to do."""
 
 

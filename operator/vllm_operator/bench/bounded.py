@@ -16,6 +16,8 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
+from vllm_operator.errors import VLLMOperatorError
+
 MAX_JSON_DEPTH = 32
 """Nesting that any OpenAI-style answer stays far below (vLLM's chunks nest 4-5 levels)."""
 MAX_GET_BYTES = 4 << 20
@@ -25,7 +27,7 @@ PIECE_BYTES = 256 << 10
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 
-class BoundError(ValueError):
+class BoundError(VLLMOperatorError, ValueError):
     """An answer exceeded a limit (size, decompressed size, nesting) or cannot be decoded."""
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from vllm_operator.errors import VLLMOperatorError
+
 KEYWORDS = frozenset(
     {
         "type",
@@ -42,7 +44,7 @@ KEYWORDS = frozenset(
 _TYPES = {"object", "array", "string", "number", "integer", "boolean", "null"}
 
 
-class SchemaUnsupported(ValueError):
+class SchemaUnsupported(VLLMOperatorError, ValueError):
     """The schema uses something outside the supported subset."""
 
 

@@ -20,6 +20,7 @@ import hashlib
 import random
 from dataclasses import dataclass
 
+from vllm_operator.bench.request import ChatRequest
 from vllm_operator.errors import SpecError
 
 _VOCABULARY = (
@@ -109,3 +110,8 @@ def parse_classes(text: str) -> tuple[PromptClass, ...]:
             raise SpecError("--prompt-classes", f"class {cls.name!r} given twice")
         out.append(cls)
     return tuple(out)
+
+
+def sized_request(cls: PromptClass, index: int) -> ChatRequest:
+    """The ``index``-th request of a prompt class: its prompt and its output length."""
+    return ChatRequest(prompt=prompt_for(cls, index), max_tokens=cls.output_tokens)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import BenchSummary, PairedBaseline, Placement, Verdict, Warmup
 from vllm_operator.bench import summary as summary_mod
 from vllm_operator.bench.config import BenchConfig

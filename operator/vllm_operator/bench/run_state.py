@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from vllm_operator.bench.load import LoadRun
 from vllm_operator.bench.quality import SuiteOutcome
 from vllm_operator.bench.request import RequestRecord
+from vllm_operator.errors import VLLMOperatorError
 from vllm_operator.gate.budget import RESERVE_FRACTION
 from vllm_operator.gate.finding import FigureKey
 
@@ -40,7 +41,7 @@ class NoProgress:
         return None
 
 
-class Aborted(Exception):
+class Aborted(VLLMOperatorError):
     """The server failed too many requests in a row; the run stops early."""
 
 

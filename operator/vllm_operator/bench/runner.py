@@ -11,16 +11,8 @@ Order of a run (docs/bench.md, "Trials, pairing and warm-up"): preflight of each
 the settling warm-up, then ``trials`` rounds, then extra rounds of the figures still undecided,
 then quality.
 
-- **Settling warm-up** (``settle_max_passes`` > 0): discarded passes over every measured shape
-  (``warmup`` requests of each prompt class; every concurrency level with all its streams and
-  the measured requests per stream), on every server, alternating which goes first, repeated
-  until the last two passes of every server agree within ``settle_tolerance`` on every figure
-  (latency within the gate's ms floor too), or the pass or time cap is reached. A fresh vLLM
-  JIT-compiles Triton kernels on the first use of a batch shape and runs about 10% slower for
-  minutes (H200, 2026-12-01: a level's first trial read half of the others; a fresh server
-  trailed a settled one through a 24 s pass), so one request per shape did not settle it.
-  Each pass's figures are in the report. With ``settle_max_passes`` 0 the older warm-up runs
-  instead: ``warmup`` requests of a class and one request per stream of a level, once each.
+- **Settling warm-up** (``bench.settle``): discarded passes over every measured shape on
+  every server until two passes in a row agree, or the older one-request-per-shape warm-up.
 - **Rounds**: every prompt class and then every concurrency level is measured on the
   candidate and on the baseline (``--baseline-url``) back to back, the candidate first in odd
   rounds and the baseline first in even ones, so both see the same time window and slow
@@ -41,7 +33,6 @@ preflight and quality stay.
 from __future__ import annotations
 
 import asyncio
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,7 +40,7 @@ from typing import Any
 
 from vllm_operator.bench import bounded
 from vllm_operator.bench.config import BenchConfig, root_url
-from vllm_operator.bench.prompts import PromptClass, prompt_for
+from vllm_operator.bench.prompts import sized_request
 from vllm_operator.bench.pyexec import executor_for
 from vllm_operator.bench.quality import SuiteOutcome, TestOutcome, request_of, run_suite
 from vllm_operator.bench.request import ChatRequest, RequestRecord, send
@@ -63,9 +54,8 @@ from vllm_operator.bench.run_state import (
     RoundRecord,
     RunState,
     ServerRun,
-    SettlePass,
 )
-from vllm_operator.bench.stats import level_figures
+from vllm_operator.bench.settle import settle
 from vllm_operator.bench.suite import QualityTest
 from vllm_operator.bench.sweep import Sweep
 from vllm_operator.bench.transport import (
@@ -129,7 +119,7 @@ async def run(
                 for server in state.servers:
                     await ctx.quality(server)
                 return state
-            await ctx.settle()
+            await settle(ctx)
             classes = tuple(c.name for c in config.prompt_classes)
             for trial in range(config.trials):
                 await ctx.round(trial, classes, config.concurrency)
@@ -296,67 +286,6 @@ class _Context:
         estimate = 1.5 * sum(spent.get(f, 0.0) for f in [*classes, *map(str, levels)])
         return self.state.within_budget(self.clock(), estimate, self.config.deadline_seconds)
 
-    async def settle(self) -> None:
-        """The settling warm-up (module docstring); records every pass on its server."""
-        config = self.config
-        if config.settle_max_passes == 0:
-            return
-        began = self.clock()
-        for server in self.state.servers:
-            server.warmed.update(f"class/{c.name}" for c in config.prompt_classes)
-            server.warmed.update(f"level/{lv}" for lv in config.concurrency)
-        settled = False
-        for number in range(1, config.settle_max_passes + 1):
-            order = self.state.servers if number % 2 == 1 else self.state.servers[::-1]
-            for server in order:
-                await self._settle_pass(server, number)
-            settled = number >= 2 and all(s.settle[-1].agreed for s in self.state.servers)
-            if settled or self.clock() - began >= config.settle_max_seconds:
-                break
-        self.state.settled = settled
-        self.progress.emit(
-            "settled" if settled else "unsettled",
-            passes=len(self.state.candidate.settle),
-            seconds=round(self.clock() - began, 1),
-        )
-
-    async def _settle_pass(self, server: ServerRun, number: int) -> None:
-        config = self.config
-        began, wall = self.clock(), time.time()
-        latency: dict[str, float] = {}
-        for cls in config.prompt_classes:
-            self.progress.emit(
-                "settle", server=server.role, settle_pass=number, **{"class": cls.name}
-            )
-            records: list[RequestRecord] = []
-            for i in range(max(1, config.warmup)):
-                index = SETTLE_BASE + number * SETTLE_STRIDE + i
-                await self.request(server, _sized(cls, index), records)
-            server.warmups.extend(records)
-            done = [r.e2e * 1000 for r in records if r.ok]
-            latency[cls.name] = statistics.median(done) if done else 0.0
-        throughput: dict[int, float] = {}
-        for level in config.concurrency:
-            self.progress.emit("settle", server=server.role, settle_pass=number, level=level)
-            streams: list[list[RequestRecord]] = [[] for _ in range(level)]
-            first = SETTLE_BASE + number * SETTLE_STRIDE
-            await self._closed_loop(
-                server, level, streams, requests=config.requests_per_stream, first=first
-            )
-            server.warmups.extend(r for stream in streams for r in stream)
-            throughput[level] = level_figures(level, streams).aggregate_tps
-        record = SettlePass(number, latency, throughput, self.clock() - began, wall)
-        if server.settle:
-            record.agreed = agree(server.settle[-1], record, config)
-        server.settle.append(record)
-        self.progress.emit(
-            "warmup",
-            server=server.role,
-            settle_pass=number,
-            of=config.settle_max_passes,
-            agreed=record.agreed,
-        )
-
     async def latency(
         self, trial: int, order: tuple[ServerRun, ...], classes: tuple[str, ...]
     ) -> None:
@@ -367,14 +296,16 @@ class _Context:
                 if f"class/{cls.name}" not in server.warmed:
                     server.warmed.add(f"class/{cls.name}")
                     for i in range(self.config.warmup):
-                        rec = await self.request(server, _sized(cls, 1000 + i), server.warmups)
+                        rec = await self.request(
+                            server, sized_request(cls, 1000 + i), server.warmups
+                        )
                         self._emit_request(server, "warmup", cls.name, i, rec)
                 trials = server.latency.setdefault(cls.name, [])
                 measured: list[RequestRecord] = []
                 trials.append(measured)
                 for i in range(self.config.iterations):
                     index = 2000 + trial * self.config.iterations + i
-                    rec = await self.request(server, _sized(cls, index), measured)
+                    rec = await self.request(server, sized_request(cls, index), measured)
                     self._emit_request(server, "latency", cls.name, i, rec, trial)
 
     async def concurrency(
@@ -385,13 +316,13 @@ class _Context:
                 if f"level/{level}" not in server.warmed and self.config.warmup > 0:
                     server.warmed.add(f"level/{level}")
                     warm: list[list[RequestRecord]] = [[] for _ in range(level)]
-                    await self._closed_loop(server, level, warm, requests=1, first=0)
+                    await self.closed_loop(server, level, warm, requests=1, first=0)
                     server.warmups.extend(r for stream in warm for r in stream)
                     self.progress.emit("warmup", server=server.role, level=level)
                 streams: list[list[RequestRecord]] = [[] for _ in range(level)]
                 server.concurrency.setdefault(level, []).append(streams)
                 first = 1 + trial * self.config.requests_per_stream
-                await self._closed_loop(
+                await self.closed_loop(
                     server, level, streams, requests=self.config.requests_per_stream, first=first
                 )
                 done = sum(1 for s in streams for r in s if r.ok)
@@ -399,7 +330,7 @@ class _Context:
                     "concurrency", server=server.role, trial=trial + 1, level=level, completed=done
                 )
 
-    async def _closed_loop(
+    async def closed_loop(
         self,
         server: ServerRun,
         level: int,
@@ -414,7 +345,7 @@ class _Context:
         async def worker(n: int, stream: list[RequestRecord]) -> None:
             for j in range(first, first + requests):
                 index = (level * 10_000 + j) * 10_000 + n
-                await self.request(server, _sized(cls, index), stream)
+                await self.request(server, sized_request(cls, index), stream)
 
         # Not a TaskGroup: when one stream gives up (Aborted), the others must finish
         # their own request rather than be cancelled and miscounted as timeouts.
@@ -478,37 +409,6 @@ class _Context:
         else:
             fields.update(error=rec.error, detail=rec.detail)
         self.progress.emit("request", **fields)
-
-
-SETTLE_BASE = 5000
-"""Prompt indices of settling passes start here (measured ones stay below; all distinct)."""
-SETTLE_STRIDE = 100
-"""Prompt indices per settling pass (more than any ``warmup`` or requests per stream)."""
-
-
-def agree(before: SettlePass, after: SettlePass, config: BenchConfig) -> bool:
-    """Did two passes of one server read the same, figure by figure, within the tolerance?
-
-    Latency may also differ by the gate's absolute floor (a 20 ms median moves by a few ms
-    however settled the server is); tokens/s likewise.
-    """
-    thresholds = config.thresholds
-    floor_ms = thresholds.regression_floor_ms if thresholds else 0.0
-    floor_tps = thresholds.regression_floor_tokens_per_second if thresholds else 0.0
-    tolerance = config.settle_tolerance
-    for name, ms in after.latency_ms.items():
-        old = before.latency_ms.get(name, 0.0)
-        if ms <= 0 or old <= 0 or abs(ms - old) > max(tolerance * old, floor_ms):
-            return False
-    for level, tps in after.tokens_per_second.items():
-        old = before.tokens_per_second.get(level, 0.0)
-        if tps <= 0 or old <= 0 or abs(tps - old) > max(tolerance * old, floor_tps):
-            return False
-    return True
-
-
-def _sized(cls: PromptClass, index: int) -> ChatRequest:
-    return ChatRequest(prompt=prompt_for(cls, index), max_tokens=cls.output_tokens)
 
 
 def _model_ids(body: bytes) -> list[str] | None:

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vllm_operator.errors import VLLMOperatorError
+
 MAX_EVENT_BYTES = 4 * 1024 * 1024
 """An event larger than this is treated as a malformed stream rather than buffered forever
 (an honest chunk is under 1 kB; several streams may each buffer this much at once)."""
 
 
-class SSEError(ValueError):
+class SSEError(VLLMOperatorError, ValueError):
     """The byte stream is not SSE the benchmark can trust."""
 
 

@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
+from vllm_operator.api.fixes import first_error
 from vllm_operator.bench import jsonschema_lite
 from vllm_operator.bench.local_files import read_regular
 from vllm_operator.errors import SpecError
@@ -193,9 +194,7 @@ def parse_suite(text: str, origin: str) -> Suite:
     try:
         return Suite.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise SpecError(f"{origin}: {where}", first["msg"]) from exc
+        raise first_error(exc, origin, fix="") from exc
 
 
 def load_suite(ref: str) -> Suite:

@@ -28,6 +28,7 @@ import aiohttp
 import httpx
 
 from vllm_operator.bench.bounded import MAX_GET_BYTES, BoundError, Decoder
+from vllm_operator.errors import VLLMOperatorError
 
 Clock = Callable[[], float]
 
@@ -45,7 +46,7 @@ often idles for several seconds while the other is measured. Below the server's 
 the race cannot happen; a new connection costs one loopback or in-cluster handshake."""
 
 
-class TransportError(Exception):
+class TransportError(VLLMOperatorError):
     """Base of the failures a transport reports."""
 
 

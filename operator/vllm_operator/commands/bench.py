@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import ValidationError
 
-from vllm_operator.api.fixes import fix_for
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.fixes import first_error
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, Placement, RunIdentity
 from vllm_operator.api.workload import WorkloadSpec
 from vllm_operator.api.yaml_input import MAX_INPUT_BYTES, YAMLInputError, load_documents
@@ -61,7 +61,7 @@ from vllm_operator.bench.traffic import Traffic
 from vllm_operator.bench.workload import build_traffic
 from vllm_operator.commands.inputs import read_capped, read_option_file
 from vllm_operator.commands.report import page_from_data, plotly_missing, write_page
-from vllm_operator.errors import SpecError
+from vllm_operator.errors import SpecError, VLLMOperatorError
 
 ModelT = TypeVar("ModelT", Thresholds, BenchSummary, WorkloadSpec)
 
@@ -84,7 +84,7 @@ sandbox container); otherwise they are refused. See docs/bench.md for every rule
 """
 
 
-class UsageError(Exception):
+class UsageError(VLLMOperatorError):
     """argparse rejected the command line (raised instead of exiting, to write a summary)."""
 
 
@@ -442,10 +442,9 @@ def identity_from_args(args: argparse.Namespace) -> RunIdentity | None:
     try:
         return RunIdentity(job=args.job_name, revision=args.revision, attempt=args.attempt)
     except ValidationError as exc:
-        first = exc.errors()[0]
         option = {"job": "--job-name", "revision": "--revision", "attempt": "--attempt"}
-        flag = option.get(str(first["loc"][0]), "--job-name")
-        raise SpecError(flag, first["msg"], fix_for(first, flag, HELP)) from exc
+        flag = option.get(str(exc.errors()[0]["loc"][0]), "--job-name")
+        raise first_error(exc, flag, dotted=False, docs=HELP) from exc
 
 
 def _identity_or_none(args: argparse.Namespace) -> RunIdentity | None:
@@ -581,18 +580,14 @@ def _workload_file(path: str) -> WorkloadSpec:
     try:
         return WorkloadSpec.model_validate(documents[0])
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise SpecError(f"--workload: {where}", first["msg"], fix_for(first, where, HELP)) from exc
+        raise first_error(exc, "--workload", docs=HELP) from exc
 
 
 def _placement(node: str | None, gpu: str | None) -> Placement:
     try:
         return Placement(node=node or None, gpu_product=gpu or None)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        flag = "--*-node/--*-gpu-product"
-        raise SpecError(flag, first["msg"], fix_for(first, flag, HELP)) from exc
+        raise first_error(exc, "--*-node/--*-gpu-product", dotted=False, docs=HELP) from exc
 
 
 def _check_url(url: str, option: str = "--url") -> None:
@@ -653,11 +648,7 @@ def model_arg(model: type[ModelT], text: str | None, option: str) -> ModelT | No
         return model.model_validate(bounded.loads(text, max_bytes=1 << 20))
     except ValueError as exc:
         if isinstance(exc, ValidationError):
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise SpecError(
-                f"{option}: {where}", first["msg"], fix_for(first, where, HELP)
-            ) from exc
+            raise first_error(exc, option, docs=HELP) from exc
         raise SpecError(option, str(exc), "give a JSON object, or @FILE") from exc
 
 

@@ -27,7 +27,8 @@ from typing import NoReturn
 
 from pydantic import ValidationError
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.fixes import first_error
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, TrialPlan, Verdict
 from vllm_operator.api.summary_checks import contradiction_in
 from vllm_operator.bench import bounded
@@ -168,10 +169,8 @@ def plan_from(trials: int | None, max_trials: int | None) -> TrialPlan | None:
     try:
         return TrialPlan(min_trials=first, max_trials=most)
     except ValidationError as exc:
-        message = exc.errors()[0]["msg"].removeprefix("Value error, ")
-        raise SpecError(
-            "--trials/--max-trials", f"{message} (each 1..{MAX_TRIALS}, trials <= max)"
-        ) from exc
+        hint = f"(each 1..{MAX_TRIALS}, trials <= max)"
+        raise first_error(exc, "--trials/--max-trials", dotted=False, fix="", hint=hint) from exc
 
 
 def read_report(path: str, thresholds: Thresholds, plan: TrialPlan | None) -> BenchSummary:
@@ -219,11 +218,8 @@ def _summary_of(data: object, path: str, option: str) -> BenchSummary:
     except ValidationError as exc:
         if (contradiction := contradiction_in(exc)) is not None:
             raise ContradictorySummary(option, f"{path}: {contradiction}") from exc
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise SpecError(
-            f"{option}: {where}", f"{first['msg']} (is {path} a bench summary?)"
-        ) from exc
+        hint = f"(is {path} a bench summary?)"
+        raise first_error(exc, option, fix="", hint=hint) from exc
 
 
 class ContradictorySummary(SpecError):

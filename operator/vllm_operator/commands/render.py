@@ -21,7 +21,7 @@ import yaml
 from vllm_operator.api.limits import describe
 from vllm_operator.api.resource import KIND, VLLMDeployment, parse_vllm_deployment
 from vllm_operator.api.yaml_input import MAX_INPUT_BYTES, YAMLInputError, load_documents
-from vllm_operator.errors import SpecError, SpecErrors
+from vllm_operator.errors import SpecError, SpecErrors, VLLMOperatorError
 from vllm_operator.render.validate import check
 from vllm_operator.rollout.context import DEFAULT_BENCH_IMAGE, Settings
 from vllm_operator.rollout.gate_plan import plan_warnings
@@ -93,7 +93,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
-class _Problem(Exception):
+class _Problem(VLLMOperatorError):
     """Input that is not a VLLMDeployment at all (unreadable file, bad YAML)."""
 
 

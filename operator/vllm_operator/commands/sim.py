@@ -38,6 +38,7 @@ from vllm_operator.booleans import parse_bool
 from vllm_operator.engine import argv as vllm_argv
 from vllm_operator.engine import catalog, extra_args, flagdata
 from vllm_operator.engine.version import Version
+from vllm_operator.errors import VLLMOperatorError
 from vllm_operator.sim import profiles
 from vllm_operator.sim.config import (
     DEFAULT_MAX_MODEL_LEN,
@@ -149,7 +150,7 @@ class _Parser(argparse.ArgumentParser):
         raise _Exit(status)
 
 
-class _Exit(Exception):
+class _Exit(VLLMOperatorError):
     def __init__(self, status: int) -> None:
         super().__init__(status)
         self.status = status

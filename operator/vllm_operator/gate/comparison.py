@@ -20,7 +20,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import SUMMARY_SCHEMA, BenchSummary, Figures, Placement, TrialPlan
 from vllm_operator.gate.finding import FigureKey, Finding, Judged, Severity
 from vllm_operator.gate.interval import Interval, robust_interval

@@ -34,7 +34,7 @@ import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from vllm_operator.api.spec import GateSpec
+from vllm_operator.api.gate_spec import GateSpec
 from vllm_operator.api.summary import TrialPlan
 from vllm_operator.api.workload import LatencyMetric, Percentile, SloLimits
 from vllm_operator.gate.budget import SweepBudget

@@ -18,7 +18,7 @@ note says so; a paired baseline without answers to compare is Inconclusive.
 
 from __future__ import annotations
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import BenchSummary, QualityDifferential
 from vllm_operator.gate.finding import Finding
 

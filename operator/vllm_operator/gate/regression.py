@@ -32,7 +32,7 @@ hardware's. Quality is a count of deterministic answers, compared as before.
 
 from __future__ import annotations
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import (
     BenchSummary,
     ConcurrencyFigures,

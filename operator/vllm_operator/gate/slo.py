@@ -44,7 +44,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import BenchSummary, LoadLevelFigures, LoadSweep, TrialPlan
 from vllm_operator.gate.comparison import EXACT, Judge, baseline_for, regression_limit_set
 from vllm_operator.gate.finding import FigureKey, Finding, Judged, Severity

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import TailCounts, TrialPlan
 from vllm_operator.gate.finding import FigureKey, Finding, Judged, Severity
 from vllm_operator.gate.pair_tails import EVEN

@@ -18,7 +18,7 @@ and service-level objectives of a load sweep (absolute and against the baseline)
 
 from __future__ import annotations
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import (
     SUMMARY_SCHEMA,
     BenchSummary,

@@ -29,7 +29,7 @@ import kopf
 from vllm_operator.kube.client import RESOURCES, VLLMD, Resource
 from vllm_operator.kube.own_writes import OwnWrites
 from vllm_operator.render import labels as lbl
-from vllm_operator.rollout.observed import owned_by
+from vllm_operator.rollout.views import owned_by
 
 Obj = Mapping[str, Any]
 IndexKey = tuple[str, str]  # (namespace, VLLMDeployment name)
@@ -58,7 +58,7 @@ POD_METADATA = (
 
 
 def slim_pod(body: Obj) -> dict[str, Any]:
-    """What ``rollout.observed.pod_view`` reads of a pod: its identity, node and status.
+    """What ``rollout.views.pod_view`` reads of a pod: its identity, node and status.
 
     Pods are the most numerous children; their specs (containers, env, volumes) are the
     Deployment's template again and are never read, so they are not kept.

@@ -41,23 +41,19 @@ from vllm_operator.metrics import OperatorMetrics
 from vllm_operator.render import labels
 from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, observe, plan
 from vllm_operator.rollout.observed import (
-    JOB_LABEL,
     PROGRESS_SECONDS,
     Observed,
     finished_jobs_needing_logs,
-    holder,
     nodes_needing_gpu_product,
-    owned_by,
-    pod_view,
     running_job_pods,
 )
 from vllm_operator.rollout.status import merge_patch
 from vllm_operator.rollout.stopped import unhandled
 from vllm_operator.rollout.trust import BENCH_CONTAINER
+from vllm_operator.rollout.views import holder, owned_by, pod_view
 
 logger = logging.getLogger(__name__)
 
-GPU_PRODUCT_LABEL = labels.GPU_PRODUCT_LABEL
 # Node name -> GPU product entries kept; a label that rarely changes, read once per node.
 NODE_CACHE_LIMIT = 1024
 # Finished Jobs whose pods were read fresh (uid -> resourceVersion); cleared when full.
@@ -169,7 +165,7 @@ class Reconciler:
             except KubeError as exc:  # 403 without the chart's nodes rule: record node only
                 logger.info("GPU product of node %s unknown: %s", node, exc)
                 found = None
-            self.node_gpu[node] = (found or {}).get(GPU_PRODUCT_LABEL, "")
+            self.node_gpu[node] = (found or {}).get(labels.GPU_PRODUCT_LABEL, "")
 
     async def __call__(self, key: tuple[str, str]) -> float | None:
         started = time.perf_counter()
@@ -252,7 +248,7 @@ class Reconciler:
             if len(self.refreshed_jobs) >= REFRESHED_JOBS_LIMIT:
                 self.refreshed_jobs.clear()
             self.refreshed_jobs[job.uid] = version
-            pods = await self.kube.list_pods(namespace, {JOB_LABEL: job.name})
+            pods = await self.kube.list_pods(namespace, {labels.JOB_LABEL: job.name})
             fresh += [slim_pod(p) for p in pods]
             refreshed.add(job.name)
         if not refreshed:

@@ -37,7 +37,7 @@ from kubernetes import config as k8s_config
 
 from vllm_operator.api.kinds import KINDS
 from vllm_operator.api.resource import KIND
-from vllm_operator.errors import TransientError
+from vllm_operator.errors import TransientError, VLLMOperatorError
 from vllm_operator.kube.permissions import require
 
 
@@ -59,7 +59,7 @@ RESOURCES: dict[str, Resource] = {k.kind: Resource(k.group, k.version, k.plural)
 VLLMD = RESOURCES[KIND]
 
 
-class KubeError(Exception):
+class KubeError(VLLMOperatorError):
     """The API refused a call; ``code`` is the HTTP status."""
 
     def __init__(self, code: int, reason: str, message: str) -> None:

@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vllm_operator.api.kinds import KINDS, By, Feature, Verb
+from vllm_operator.errors import VLLMOperatorError
 
 __all__ = ["CLUSTER_SCOPED", "PERMISSIONS", "Permission", "PermissionNotDeclared", "Verb"]
 
@@ -62,7 +63,7 @@ class Permission:
         return self.resource in OWN_NAMESPACE
 
 
-class PermissionNotDeclared(RuntimeError):
+class PermissionNotDeclared(VLLMOperatorError, RuntimeError):
     """A call to the API that ``PERMISSIONS`` does not declare (a bug, never a retry)."""
 
 

@@ -20,8 +20,6 @@ from vllm_operator.render import labels
 from vllm_operator.render.deployment import API_KEY_ENV
 from vllm_operator.render.names import candidate_service_name, job_name
 
-ATTEMPT_ANNOTATION = labels.ATTEMPT_ANNOTATION
-JOB_LABEL = labels.JOB_LABEL
 SUITE_MOUNT = "/etc/vllm-operator/suite"
 # A dataset workload's file: the ConfigMap's key projected under a fixed name (the key is
 # the user's; the path bench reads is ours), or the claim mounted read-only with its path.
@@ -219,7 +217,7 @@ def render_job(
     name = job_name(vd.metadata.name, revision, attempt)
     pod_labels = {
         **labels.revision_labels(vd.metadata.name, revision, labels.COMPONENT_BENCHMARK),
-        JOB_LABEL: name,
+        labels.JOB_LABEL: name,
     }
     _, volumes, mounts = _suite_argument(vd)
     _, dataset_volumes, dataset_mounts = _workload_arguments(vd)
@@ -275,7 +273,10 @@ def render_job(
             "name": name,
             "namespace": vd.metadata.namespace,
             "labels": dict(pod_labels),
-            "annotations": {labels.REVISION_ANNOTATION: revision, ATTEMPT_ANNOTATION: str(attempt)},
+            "annotations": {
+                labels.REVISION_ANNOTATION: revision,
+                labels.ATTEMPT_ANNOTATION: str(attempt),
+            },
         },
         "spec": {
             "backoffLimit": 0,

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 
+from vllm_operator.api.gate_spec import GateSpec
 from vllm_operator.api.resource import VLLMDeployment
-from vllm_operator.api.spec import GateSpec
 from vllm_operator.render.labels import ABORT_ANNOTATION, PROMOTE_ANNOTATION, RERUN_ANNOTATION
 
 

@@ -35,8 +35,8 @@ from vllm_operator.api.status import GateRecord
 from vllm_operator.api.summary import BenchSummary
 from vllm_operator.rollout import causes, twin
 from vllm_operator.rollout.context import Pass
-from vllm_operator.rollout.observed import DeploymentView, JobView, PodView, parse_time
 from vllm_operator.rollout.status import Outcome
+from vllm_operator.rollout.views import DeploymentView, JobView, PodView, parse_time
 
 # What the H200 calibration measured, quoted where a comparison may be biased by it.
 FRESH_SLOWER = "a fresh vLLM server ran ~10% slower than a settled one for minutes on H200s"

@@ -16,17 +16,14 @@ from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord
 from vllm_operator.api.summary import BenchSummary, Placement, TrialPlan
+from vllm_operator.render import labels
 from vllm_operator.render.job import render_job
 from vllm_operator.rollout import advice, baseline, causes, ledger, reruns, trust, twin
 from vllm_operator.rollout.actions import EventType
 from vllm_operator.rollout.context import Pass
-from vllm_operator.rollout.observed import (
-    BASELINE_MODE_ANNOTATION,
-    BASELINE_REASON_ANNOTATION,
-    PROGRESS_SECONDS,
-    JobView,
-)
+from vllm_operator.rollout.observed import PROGRESS_SECONDS
 from vllm_operator.rollout.status import Outcome
+from vllm_operator.rollout.views import JobView
 
 
 def current_job(state: Pass, candidate: str) -> JobView | None:
@@ -91,8 +88,8 @@ def _start_job(
     )
     choice = baseline.choose(vd, stable, with_twin, stored, fallback)
     annotations = manifest["metadata"]["annotations"]
-    annotations[BASELINE_MODE_ANNOTATION] = choice.mode
-    annotations[BASELINE_REASON_ANNOTATION] = choice.reason
+    annotations[labels.BASELINE_MODE_ANNOTATION] = choice.mode
+    annotations[labels.BASELINE_REASON_ANNOTATION] = choice.reason
     state.create(manifest)
     if fallback is not None:
         baseline.announce(state, candidate, choice)
@@ -122,16 +119,16 @@ def _wait_for_job(
         cause, hopeless = failure
         if hopeless or age >= limit:
             reasons = [f"benchmark Job {job.name} never started: {cause}"]
-            state.record(
+            state.decide(
                 GateRecord(
                     revision=candidate,
                     outcome="Error",
                     reasons=reasons,
                     baseline_revision=stable,
                     attempt=job.attempt,
-                )
+                ),
+                EventReason.GateError,
             )
-            state.event("Warning", EventReason.GateError, f"revision {candidate}: {reasons[0]}")
             return Outcome("Benchmarking", "gate Error", ConditionReason.GateError)
         state.after(limit - age)
         return Outcome(
@@ -182,7 +179,7 @@ def _judge(
     why = job.baseline_reason or baseline.choose(vd, stable, paired, stored, None).reason
     if outcome != "Error":  # figures were judged: say what they were compared with
         reasons += baseline.notes(state, job, stable, paired=paired, stored=stored, reason=why)
-    entry = state.record(
+    entry = state.decide(
         GateRecord(
             revision=candidate,
             outcome=outcome,
@@ -197,7 +194,8 @@ def _judge(
                 summary.placement if summary is not None else None,
             ),
             baseline_placement=_baseline_placement(state, stable, summary, stored, paired=paired),
-        )
+        ),
+        None,  # its Event is _announce_verdict's, with what follows an Inconclusive one
     )
     _announce_verdict(state, vd, candidate, entry, job.attempt)
     return Outcome("Benchmarking", f"gate {outcome}", ConditionReason(f"Gate{outcome}"))

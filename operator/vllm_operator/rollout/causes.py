@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vllm_operator.api.summary import BenchSummary
-from vllm_operator.rollout.observed import ContainerView, JobView, PodView
+from vllm_operator.rollout.views import ContainerView, JobView, PodView
 
 IMAGE_PULL = frozenset({"ImagePullBackOff", "ErrImagePull", "ErrImageNeverPull"})
 # Waiting reasons no amount of waiting fixes.

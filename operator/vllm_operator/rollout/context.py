@@ -6,20 +6,28 @@ again) so each step stays a small function; it lives only for one call of ``plan
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from vllm_operator import __version__
-from vllm_operator.api.reasons import EventReason
+from vllm_operator.api.launch import LaunchRecord
+from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import API_VERSION, KIND
-from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
+from vllm_operator.api.status import (
+    ConditionStatus,
+    GateRecord,
+    RevisionSummary,
+    VLLMDeploymentStatus,
+)
+from vllm_operator.api.summary import BenchSummary
 from vllm_operator.render import labels
 from vllm_operator.render.job import TTL_SECONDS_AFTER_FINISHED
 from vllm_operator.rollout import ledger
 from vllm_operator.rollout.actions import Action, Create, Delete, Event, EventType, Kind
 from vllm_operator.rollout.observed import Observed
-from vllm_operator.rollout.status import previous_status
+from vllm_operator.rollout.status import Outcome, build_status, previous_status, summarise
 
 # The benchmark client is versioned with the operator that reads its summary: by default the
 # operator's own image, at its own version (the chart passes the image it runs).
@@ -87,7 +95,7 @@ class Pass:
             state.event(
                 "Warning",
                 EventReason.AnnotationIgnored,
-                f"{ledger.HANDLED_ANNOTATION}: " + "; ".join(problems) + ": treated as absent "
+                f"{labels.HANDLED_ANNOTATION}: " + "; ".join(problems) + ": treated as absent "
                 "and rewritten (the annotation is the operator's record; do not edit it)",
             )
         return state
@@ -108,11 +116,62 @@ class Pass:
     def scaled(self, seconds: float) -> float:
         return seconds * self.settings.deadline_scale
 
-    def record(self, entry: GateRecord) -> GateRecord:
+    def decide(self, entry: GateRecord, event: EventReason | None) -> GateRecord:
+        """Record a verdict in the history and post its Warning (``revision R: reasons``).
+
+        The one way a step records a verdict, so status and Events say the same; ``event``
+        None where the caller announces it itself (a judged Job: ``rollout.benchmark``) or
+        nobody needs telling (the gate disabled).
+        """
         stamped = entry.model_copy(update={"finished_at": ledger.timestamp(self.now)})
         self.history = ledger.record(self.history, stamped)
         self.verdicts.append(stamped)
+        if event is not None:
+            text = f"revision {entry.revision}: " + "; ".join(entry.reasons)
+            self.event("Warning", event, text)
         return stamped
+
+    def status(
+        self,
+        outcome: Outcome,
+        *,
+        stable: str | None,
+        stable_benchmark: BenchSummary | None,
+        candidate: RevisionSummary | None,
+        warnings: Sequence[str],
+        gate: tuple[ConditionStatus, ConditionReason, str],
+        fallback: LaunchRecord | None = None,
+        flags_note: str = "",
+        operator_update: tuple[ConditionReason, str] | None = None,
+        gate_plan_note: str = "",
+    ) -> VLLMDeploymentStatus:
+        """The status this pass writes: the one builder of the planner and of a pass that
+        stops (``rollout.stopped``); the stable revision summarised from what is observed,
+        the history as this pass leaves it."""
+        stable_summary = None
+        if stable is not None:
+            stable_summary = summarise(
+                self.observed.deployment_of(stable),
+                stable,
+                fallback=fallback,
+                benchmark=stable_benchmark,
+                previous=self.previous.stable,
+                now=self.now,
+            )
+        return build_status(
+            self.previous,
+            outcome,
+            generation=self.observed.generation,
+            now=self.now,
+            stable=stable_summary,
+            candidate=candidate,
+            history=self.history,
+            warnings=warnings,
+            gate=gate,
+            flags_note=flags_note,
+            operator_update=operator_update,
+            gate_plan_note=gate_plan_note,
+        )
 
     def decision(self, revision: str) -> GateRecord | None:
         return ledger.decision(self.history, revision, self.handled.rerun)

@@ -9,7 +9,7 @@ alone). ``render`` prints the warnings to stderr; the planner turns them into a
 
 from __future__ import annotations
 
-from vllm_operator.api.spec import GateSpec
+from vllm_operator.api.gate_spec import GateSpec
 from vllm_operator.gate.decidable import shortfalls
 from vllm_operator.render.job import DEADLINE_MARGIN_SECONDS, bench_deadline
 

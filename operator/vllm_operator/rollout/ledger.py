@@ -18,12 +18,6 @@ from vllm_operator.api.resource import MAX_ATTEMPT_DIGITS
 from vllm_operator.api.status import HISTORY_BYTES, HISTORY_FULL, HISTORY_LIMIT, GateRecord
 from vllm_operator.render import labels
 
-# The request annotations people write and the operator's record (keys: render/labels.py).
-PROMOTE_ANNOTATION = labels.PROMOTE_ANNOTATION
-ABORT_ANNOTATION = labels.ABORT_ANNOTATION
-RERUN_ANNOTATION = labels.RERUN_ANNOTATION
-HANDLED_ANNOTATION = labels.HANDLED_ANNOTATION
-
 REJECTIONS = ("Failed", "Error")
 
 
@@ -89,7 +83,7 @@ def check_handled(annotations: Mapping[str, str]) -> tuple[Handled, list[str]]:
     ``minAttempt`` of 1000 would name a Job past 63 characters, a ``rerun.at`` that is not
     a time would void or keep verdicts at random. Each bad part is treated as absent.
     """
-    text = annotations.get(HANDLED_ANNOTATION)
+    text = annotations.get(labels.HANDLED_ANNOTATION)
     if not text:
         return Handled(), []
     try:
@@ -153,9 +147,9 @@ def parse_requests(annotations: Mapping[str, str]) -> Requests:
         return text.strip() if isinstance(text, str) and text.strip() else None
 
     return Requests(
-        promote=value(PROMOTE_ANNOTATION),
-        abort=value(ABORT_ANNOTATION),
-        rerun=value(RERUN_ANNOTATION),
+        promote=value(labels.PROMOTE_ANNOTATION),
+        abort=value(labels.ABORT_ANNOTATION),
+        rerun=value(labels.RERUN_ANNOTATION),
     )
 
 

@@ -17,11 +17,7 @@ from vllm_operator.render.revision import spec_digest
 from vllm_operator.rollout import ledger
 from vllm_operator.rollout.actions import Patch
 from vllm_operator.rollout.context import Pass
-from vllm_operator.rollout.observed import (
-    SPEC_DIGEST_ANNOTATION,
-    STARTED_ANNOTATION,
-    DeploymentView,
-)
+from vllm_operator.rollout.views import DeploymentView
 
 
 def create_deployment(
@@ -31,8 +27,8 @@ def create_deployment(
     started and the spec digest it was rendered from."""
     manifest = render_deployment(vd, launch, revision, replicas)
     annotations = manifest["metadata"].setdefault("annotations", {})
-    annotations[STARTED_ANNOTATION] = ledger.timestamp(state.now)
-    annotations[SPEC_DIGEST_ANNOTATION] = spec_digest(vd.spec)
+    annotations[labels.STARTED_ANNOTATION] = ledger.timestamp(state.now)
+    annotations[labels.SPEC_DIGEST_ANNOTATION] = spec_digest(vd.spec)
     state.create(manifest, role)
 
 

@@ -10,6 +10,10 @@ operator does not either. A request naming another revision is refused with an E
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
 from vllm_operator.api.reasons import EventReason
 from vllm_operator.api.status import GateRecord
 from vllm_operator.render.labels import ABORT_ANNOTATION, PROMOTE_ANNOTATION, RERUN_ANNOTATION
@@ -20,75 +24,116 @@ PERSON_PROMOTE = f"promoted by a person (annotation {PROMOTE_ANNOTATION})"
 PERSON_ABORT = f"aborted by a person (annotation {ABORT_ANNOTATION})"
 
 
+@dataclass(frozen=True)
+class _Verdict:
+    """A request that records a person's verdict on the candidate: promote or abort."""
+
+    key: str  # the annotation's short name, as the refusal Event writes it
+    outcome: Literal["Passed", "Failed"]
+    why: str
+    event: EventReason
+    # True when the decision on record already says what the person asks for (given the
+    # pass as well: whether it does can depend on what is observed, e.g. a live canary).
+    settled: Callable[[Pass, GateRecord], bool]
+
+
+_PROMOTE = _Verdict(
+    "promote",
+    "Passed",
+    PERSON_PROMOTE,
+    EventReason.ForcedPromotion,
+    lambda _state, d: d.outcome == "Passed",
+)
+_ABORT = _Verdict(
+    "abort",
+    "Failed",
+    PERSON_ABORT,
+    EventReason.Aborted,
+    lambda _state, d: ledger.is_rejection(d, "hold"),
+)
+
+
 def handle_requests(state: Pass, desired: str, stable: str | None) -> None:
     """Carry out new promote / abort / rerun-gate annotations, each exactly once."""
     requests = ledger.parse_requests(state.observed.annotations)
-    handled = state.handled
-    rerun = handled.rerun
-    if requests.rerun is not None and (rerun is None or rerun.token != requests.rerun):
-        if desired == stable:
-            state.event(
-                "Normal", EventReason.RequestIgnored, f"rerun-gate: revision {desired} serves"
-            )
-            min_attempt = rerun.min_attempt if rerun is not None else 1
-        else:
-            attempts = [j.attempt for j in state.observed.jobs if j.revision == desired]
-            min_attempt = max([ledger.verdicts_on(state.history, desired), *attempts]) + 1
-            state.event(
-                "Normal",
-                EventReason.GateRerun,
-                f"re-running the gate on revision {desired} (attempt {min_attempt}), "
-                f"requested by annotation {RERUN_ANNOTATION}",
-            )
-        rerun = ledger.Rerun(requests.rerun, desired, ledger.timestamp(state.now), min_attempt)
-        handled = ledger.Handled(handled.promote, handled.abort, rerun)
-    state.handled = handled
-    decided = state.decision(desired)
-    if requests.promote is not None and requests.promote != handled.promote:
-        if requests.promote == desired and desired != stable:
-            if decided is None or decided.outcome != "Passed":
-                state.record(
-                    GateRecord(
-                        revision=desired,
-                        outcome="Passed",
-                        reasons=[PERSON_PROMOTE],
-                        baseline_revision=stable,
-                        decided_by="person",
-                    )
-                )
-                state.event(
-                    "Warning", EventReason.ForcedPromotion, f"revision {desired}: {PERSON_PROMOTE}"
-                )
-        else:
-            state.event(
-                "Warning",
-                EventReason.RequestIgnored,
-                f"promote={requests.promote} does not name the candidate revision "
-                f"({desired if desired != stable else 'none: ' + desired + ' serves'})",
-            )
-        handled = ledger.Handled(requests.promote, handled.abort, handled.rerun)
-    decided = state.decision(desired)
-    if requests.abort is not None and requests.abort != handled.abort:
-        if requests.abort == desired and desired != stable:
-            if decided is None or not ledger.is_rejection(decided, "hold"):
-                state.record(
-                    GateRecord(
-                        revision=desired,
-                        outcome="Failed",
-                        reasons=[PERSON_ABORT],
-                        baseline_revision=stable,
-                        decided_by="person",
-                    )
-                )
-                state.event("Warning", EventReason.Aborted, f"revision {desired}: {PERSON_ABORT}")
-        else:
-            state.event(
-                "Warning",
-                EventReason.RequestIgnored,
-                f"abort={requests.abort} does not name the candidate revision; the serving "
-                "revision is never aborted",
-            )
-        handled = ledger.Handled(handled.promote, requests.abort, handled.rerun)
+    state.handled = handled = _rerun(state, requests.rerun, desired, stable)
+    serves = "none: " + desired + " serves" if desired == stable else desired
+    promote = _carry_out(
+        state,
+        _PROMOTE,
+        requests.promote,
+        handled.promote,
+        desired=desired,
+        stable=stable,
+        refusal=f" ({serves})",
+    )
+    handled = ledger.Handled(promote, handled.abort, handled.rerun)
+    abort = _carry_out(
+        state,
+        _ABORT,
+        requests.abort,
+        handled.abort,
+        desired=desired,
+        stable=stable,
+        refusal="; the serving revision is never aborted",
+    )
+    handled = ledger.Handled(handled.promote, abort, handled.rerun)
     if handled != state.handled or handled != ledger.parse_handled(state.observed.annotations):
         state.handled_changed = True
     state.handled = handled
+
+
+def _rerun(state: Pass, token: str | None, desired: str, stable: str | None) -> ledger.Handled:
+    """The handled record once a new rerun-gate token is carried out (unchanged if none)."""
+    handled = state.handled
+    rerun = handled.rerun
+    if token is None or (rerun is not None and rerun.token == token):
+        return handled
+    if desired == stable:
+        state.event("Normal", EventReason.RequestIgnored, f"rerun-gate: revision {desired} serves")
+        min_attempt = rerun.min_attempt if rerun is not None else 1
+    else:
+        attempts = [j.attempt for j in state.observed.jobs if j.revision == desired]
+        min_attempt = max([ledger.verdicts_on(state.history, desired), *attempts]) + 1
+        state.event(
+            "Normal",
+            EventReason.GateRerun,
+            f"re-running the gate on revision {desired} (attempt {min_attempt}), "
+            f"requested by annotation {RERUN_ANNOTATION}",
+        )
+    rerun = ledger.Rerun(token, desired, ledger.timestamp(state.now), min_attempt)
+    return ledger.Handled(handled.promote, handled.abort, rerun)
+
+
+def _carry_out(
+    state: Pass,
+    request: _Verdict,
+    asked: str | None,
+    done: str | None,
+    *,
+    desired: str,
+    stable: str | None,
+    refusal: str,
+) -> str | None:
+    """Record the person's verdict once (refused with an Event unless ``asked`` names the
+    candidate); the request's handled value afterwards."""
+    if asked is None or asked == done:
+        return done
+    if asked == desired and desired != stable:
+        decided = state.decision(desired)
+        if decided is None or not request.settled(state, decided):
+            entry = GateRecord(
+                revision=desired,
+                outcome=request.outcome,
+                reasons=[request.why],
+                baseline_revision=stable,
+                decided_by="person",
+            )
+            state.decide(entry, request.event)
+    else:
+        state.event(
+            "Warning",
+            EventReason.RequestIgnored,
+            f"{request.key}={asked} does not name the candidate revision{refusal}",
+        )
+    return asked

@@ -32,12 +32,11 @@ from vllm_operator.api.status import VLLMDeploymentStatus
 from vllm_operator.engine.extra_args import unknown_version_note
 from vllm_operator.engine.policy import LaunchPlan, plan_launch
 from vllm_operator.errors import SpecErrors
-from vllm_operator.render import names
+from vllm_operator.render import labels, names
 from vllm_operator.render.revision import revision_hash, spec_digest
 from vllm_operator.render.validate import object_errors
 from vllm_operator.rollout import (
     baseline,
-    ledger,
     references,
     scaling,
     steps,
@@ -51,7 +50,6 @@ from vllm_operator.rollout.gate_plan import plan_warnings
 from vllm_operator.rollout.observed import Observed
 from vllm_operator.rollout.status import (
     Outcome,
-    build_status,
     gate_condition,
     summarise,
 )
@@ -151,23 +149,12 @@ def _status(
     operator_update: upgrade.OperatorUpdate | None = None,
     gate_plan: list[str] | None = None,
 ) -> VLLMDeploymentStatus:
-    observed = state.observed
     fallback = launch.record()
-    stable_summary = None
-    if stable is not None:
-        stable_summary = summarise(
-            observed.deployment_of(stable),
-            stable,
-            fallback=fallback if stable == desired else None,
-            benchmark=baseline.stored_summary(state, stable),
-            previous=state.previous.stable,
-            now=state.now,
-        )
     candidate_summary = None
     if candidate is not None:
         decided = state.decision(candidate)
         candidate_summary = summarise(
-            observed.deployment_of(candidate),
+            state.observed.deployment_of(candidate),
             candidate,
             fallback=fallback if candidate == desired else None,
             benchmark=decided.summary if decided is not None else None,
@@ -181,14 +168,12 @@ def _status(
         gate_message = f"revision {desired}: {decided.outcome}"
         if decided.reasons:
             gate_message += " - " + "; ".join(decided.reasons)
-    return build_status(
-        state.previous,
+    return state.status(
         outcome,
-        generation=observed.generation,
-        now=state.now,
-        stable=stable_summary,
+        stable=stable,
+        stable_benchmark=baseline.stored_summary(state, stable) if stable is not None else None,
+        fallback=fallback if stable == desired else None,
         candidate=candidate_summary,
-        history=state.history,
         warnings=launch.warnings,
         gate=(gate_status, gate_reason, gate_message),
         flags_note=_flags_note(launch) if launch.flags_from_older_release else "",
@@ -205,7 +190,7 @@ def _flags_note(launch: LaunchPlan) -> str:
 def _finish(state: Pass, status: VLLMDeploymentStatus) -> Plan:
     annotations: dict[str, str | None] = {}
     if state.handled_changed:
-        annotations[ledger.HANDLED_ANNOTATION] = state.handled.to_annotation()
+        annotations[labels.HANDLED_ANNOTATION] = state.handled.to_annotation()
     requeue = min(state.requeue) if state.requeue else None
     return Plan(
         status=status,

@@ -15,7 +15,8 @@ from pydantic import ValidationError
 
 from vllm_operator.api.summary import SUMMARY_SCHEMA, BenchSummary
 from vllm_operator.api.summary_checks import contradiction_in
-from vllm_operator.rollout.observed import JobView, Observed
+from vllm_operator.rollout.observed import Observed
+from vllm_operator.rollout.views import JobView
 
 
 def parse_summary(text: str | None) -> BenchSummary | None:

@@ -1,6 +1,6 @@
 """What the planner sees of the autoscaler and the disruption budgets of one resource.
 
-Read-only views built from raw API objects, like ``observed.py``'s (kept apart so that
+Read-only views built from raw API objects, like those of ``views.py`` (kept apart so that
 module stays small): the autoscaler by the Deployment it targets, each budget by the
 revision label it was created with. ``differs`` compares only what the operator sets, so a
 field the API server or KEDA defaults never causes a patch (and a patch loop).

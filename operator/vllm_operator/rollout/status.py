@@ -30,7 +30,7 @@ from vllm_operator.api.status import (
 )
 from vllm_operator.api.summary import BenchSummary
 from vllm_operator.rollout.ledger import bounded, second_timestamp
-from vllm_operator.rollout.observed import DeploymentView
+from vllm_operator.rollout.views import DeploymentView
 
 WORKING: frozenset[str] = frozenset({"Pending", "Progressing", "Benchmarking", "Promoting"})
 NEEDS_PERSON: frozenset[str] = frozenset({"Holding", "Degraded", "Failed"})

@@ -27,10 +27,10 @@ from vllm_operator.rollout import (
 from vllm_operator.rollout.actions import Delete, Patch
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.objects import create_deployment, ensure_service, patch_deployment
-from vllm_operator.rollout.observed import parse_time
 from vllm_operator.rollout.overrides import handle_requests
 from vllm_operator.rollout.status import Outcome
 from vllm_operator.rollout.stopped import serving_ok
+from vllm_operator.rollout.views import parse_time
 
 
 def steady(state: Pass, vd: VLLMDeployment, launch: LaunchPlan, revision: str) -> Outcome:
@@ -137,13 +137,14 @@ def _start_candidate(
             deadline_seconds=vd.spec.rollout.progress_deadline_seconds,
         )
     if not vd.spec.gate.enabled:
-        state.record(
+        state.decide(
             GateRecord(
                 revision=candidate,
                 outcome="Passed",
                 reasons=["gate disabled: promoted once Ready"],
                 baseline_revision=stable,
-            )
+            ),
+            None,
         )
         return Outcome("Promoting", "gate disabled", ConditionReason.GateDisabled)
     fallback = None

@@ -36,7 +36,7 @@ from vllm_operator.render import names
 from vllm_operator.rollout.actions import Plan
 from vllm_operator.rollout.context import Pass, Settings
 from vllm_operator.rollout.observed import Observed
-from vllm_operator.rollout.status import Outcome, build_status, gate_condition, summarise
+from vllm_operator.rollout.status import Outcome, gate_condition
 
 MESSAGE_LIMIT = 300
 FIX = (
@@ -127,27 +127,13 @@ def stopped_status(
     """The status of a pass that stops and touches nothing: Degraded while the stable
     revision still serves (it keeps serving, untouched), else Failed; stable, candidate and
     history as they were."""
-    observed = state.observed
-    serving = serving_ok(state, stable)
-    outcome = Outcome("Degraded" if serving else "Failed", message, reason)
-    stable_summary = None
-    if stable is not None:
-        prev = state.previous.stable
-        stable_summary = summarise(
-            observed.deployment_of(stable),
-            stable,
-            benchmark=prev.benchmark if prev is not None and prev.revision == stable else None,
-            previous=prev,
-            now=state.now,
-        )
-    return build_status(
-        state.previous,
+    outcome = Outcome("Degraded" if serving_ok(state, stable) else "Failed", message, reason)
+    prev = state.previous.stable
+    return state.status(
         outcome,
-        generation=observed.generation,
-        now=state.now,
-        stable=stable_summary,
+        stable=stable,
+        stable_benchmark=prev.benchmark if prev is not None and prev.revision == stable else None,
         candidate=state.previous.candidate,
-        history=state.history,
         warnings=warnings,
         gate=(*gate, ""),
     )

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vllm_operator import gate
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import (
     STRICTEST_FIRST,
     BenchSummary,
@@ -32,13 +32,14 @@ from vllm_operator.api.summary import (
     Verdict,
     VerdictOutcome,
 )
-from vllm_operator.rollout.observed import ContainerView, JobView, Observed, PodView
+from vllm_operator.rollout.observed import Observed
 from vllm_operator.rollout.results import (
     job_summary,
     parse_summary,
     refused_summary,
     summary_from_log,
 )
+from vllm_operator.rollout.views import ContainerView, JobView, PodView
 
 BENCH_CONTAINER = "bench"
 # The bench's exit codes and the verdicts each may carry (bench/report.py).

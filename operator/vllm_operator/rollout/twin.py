@@ -17,6 +17,7 @@ from __future__ import annotations
 from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.summary import Placement
+from vllm_operator.render import labels
 from vllm_operator.render.names import twin_service_name
 from vllm_operator.render.twin import (
     render_twin_deployment,
@@ -27,8 +28,8 @@ from vllm_operator.render.twin import (
 from vllm_operator.rollout import causes, ledger, waiting
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.objects import ensure_service
-from vllm_operator.rollout.observed import STARTED_ANNOTATION, DeploymentView, PodView
 from vllm_operator.rollout.status import Outcome
+from vllm_operator.rollout.views import DeploymentView, PodView
 
 
 def wanted(state: Pass, vd: VLLMDeployment, candidate: str, stable: str | None) -> bool:
@@ -57,7 +58,7 @@ def ensure(state: Pass, vd: VLLMDeployment, candidate: str, stable: str) -> None
     manifest = render_twin_deployment(
         observed.name, observed.namespace, stable, source.template, replicas
     )
-    manifest["metadata"]["annotations"][STARTED_ANNOTATION] = ledger.timestamp(state.now)
+    manifest["metadata"]["annotations"][labels.STARTED_ANNOTATION] = ledger.timestamp(state.now)
     state.create(manifest)
     state.event(
         "Normal",

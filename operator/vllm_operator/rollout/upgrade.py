@@ -26,10 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vllm_operator.api.reasons import ConditionReason, EventReason
+from vllm_operator.render import labels
 from vllm_operator.render.labels import ROLL_OPERATOR_UPDATE_ANNOTATION
 from vllm_operator.rollout.actions import Patch
 from vllm_operator.rollout.context import Pass
-from vllm_operator.rollout.observed import SPEC_DIGEST_ANNOTATION, Observed
+from vllm_operator.rollout.observed import Observed
 
 ROLL_ANNOTATION = ROLL_OPERATOR_UPDATE_ANNOTATION
 ROLL_ALWAYS = "true"
@@ -130,6 +131,8 @@ def record_digest(state: Pass, revision: str, digest: str) -> None:
         return
     state.actions.append(
         Patch(
-            "Deployment", dep.name, {"metadata": {"annotations": {SPEC_DIGEST_ANNOTATION: digest}}}
+            "Deployment",
+            dep.name,
+            {"metadata": {"annotations": {labels.SPEC_DIGEST_ANNOTATION: digest}}},
         )
     )

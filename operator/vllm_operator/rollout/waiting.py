@@ -54,7 +54,7 @@ def until_ready(
             "gate.baseline.mode: auto uses the stored baseline when the twin is not scheduled "
             "in time; stored never starts a twin (no extra GPUs)"
         )
-    state.record(
+    state.decide(
         GateRecord(
             revision=candidate,
             outcome="Error",
@@ -62,8 +62,7 @@ def until_ready(
             baseline_revision=stable,
             decided_by="deadline",
             baseline_mode="twin" if side == "twin" else None,
-        )
+        ),
+        EventReason.CandidateStuck if side == "candidate" else EventReason.TwinStuck,
     )
-    event = EventReason.CandidateStuck if side == "candidate" else EventReason.TwinStuck
-    state.event("Warning", event, f"revision {candidate}: " + "; ".join(reasons))
     return Outcome("Progressing", f"{side} stuck", ConditionReason.ProgressDeadlineExceeded)

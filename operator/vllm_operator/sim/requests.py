@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from vllm_operator.errors import VLLMOperatorError
 from vllm_operator.sim import tokens
 
 
-class RequestError(Exception):
+class RequestError(VLLMOperatorError):
     """A request vLLM would refuse: HTTP ``status`` with an OpenAI-style message."""
 
     def __init__(self, status: int, message: str, param: str | None = None) -> None:
@@ -63,36 +64,10 @@ def parse(
         model = model_names[0]
     if model not in model_names:
         raise RequestError(404, f"The model `{model}` does not exist.", "model")
-    if chat:
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise RequestError(400, "messages: a non-empty list is required", "messages")
-        if not all(isinstance(m, dict) for m in messages):
-            raise RequestError(400, "messages: each message must be an object", "messages")
-        for i, message in enumerate(messages):
-            _check_content(message.get("content"), f"messages.{i}.content")
-        prompt = tokens.chat_prompt(messages)
-        prompt_tokens = tokens.count(prompt)
-    else:
-        raw = body.get("prompt")
-        if isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], str | list):
-            raw = raw[0]
-        if isinstance(raw, str):
-            prompt, prompt_tokens = raw, tokens.count(raw)
-        elif isinstance(raw, list) and raw and all(isinstance(t, int) for t in raw):
-            prompt, prompt_tokens = " ".join(str(t) for t in raw), len(raw)
-        else:
-            raise RequestError(
-                400, "prompt: one string or one list of token ids is required", "prompt"
-            )
-    n = body.get("n", 1)
-    if n != 1:
+    prompt, prompt_tokens = _chat_prompt(body) if chat else _completion_prompt(body)
+    if body.get("n", 1) != 1:
         raise RequestError(400, "n: the simulator generates one choice per request", "n")
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    if max_tokens is not None and (
-        not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
-    ):
-        raise RequestError(400, "max_tokens must be at least 1", "max_tokens")
+    max_tokens = _max_tokens(body)
     total = prompt_tokens + (max_tokens or 0)
     if total > max_model_len:
         raise RequestError(
@@ -101,11 +76,7 @@ def parse(
             f"requested {total} tokens ({prompt_tokens} in the messages, {max_tokens or 0} in "
             "the completion). Please reduce the length of the messages or completion.",
         )
-    stop_raw = body.get("stop") or ()
-    if isinstance(stop_raw, str):
-        stop_raw = (stop_raw,)
-    if not isinstance(stop_raw, list | tuple) or not all(isinstance(s, str) for s in stop_raw):
-        raise RequestError(400, "stop must be a string or a list of strings", "stop")
+    stop = _stop(body)
     options = body.get("stream_options") or {}
     stream = bool(body.get("stream", False))
     if options and not stream:
@@ -121,6 +92,51 @@ def parse(
         max_tokens=max_tokens,
         stream=stream,
         include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
-        stop=tuple(stop_raw),
+        stop=stop,
         ignore_eos=bool(body.get("ignore_eos", False)),
     )
+
+
+def _chat_prompt(body: dict[str, Any]) -> tuple[str, int]:
+    """The rendered chat prompt and its token count; the messages checked like vLLM's."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise RequestError(400, "messages: a non-empty list is required", "messages")
+    if not all(isinstance(m, dict) for m in messages):
+        raise RequestError(400, "messages: each message must be an object", "messages")
+    for i, message in enumerate(messages):
+        _check_content(message.get("content"), f"messages.{i}.content")
+    prompt = tokens.chat_prompt(messages)
+    return prompt, tokens.count(prompt)
+
+
+def _completion_prompt(body: dict[str, Any]) -> tuple[str, int]:
+    """A completion's prompt (one string or one list of token ids) and its token count."""
+    raw = body.get("prompt")
+    if isinstance(raw, list) and len(raw) == 1 and isinstance(raw[0], str | list):
+        raw = raw[0]
+    if isinstance(raw, str):
+        return raw, tokens.count(raw)
+    if isinstance(raw, list) and raw and all(isinstance(t, int) for t in raw):
+        return " ".join(str(t) for t in raw), len(raw)
+    raise RequestError(400, "prompt: one string or one list of token ids is required", "prompt")
+
+
+def _max_tokens(body: dict[str, Any]) -> int | None:
+    """``max_completion_tokens`` (or the older ``max_tokens``): None or a whole number >= 1."""
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if max_tokens is not None and (
+        not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
+    ):
+        raise RequestError(400, "max_tokens must be at least 1", "max_tokens")
+    return max_tokens
+
+
+def _stop(body: dict[str, Any]) -> tuple[str, ...]:
+    """The stop strings: one string or a list of them."""
+    stop_raw = body.get("stop") or ()
+    if isinstance(stop_raw, str):
+        stop_raw = (stop_raw,)
+    if not isinstance(stop_raw, list | tuple) or not all(isinstance(s, str) for s in stop_raw):
+        raise RequestError(400, "stop must be a string or a list of strings", "stop")
+    return tuple(stop_raw)

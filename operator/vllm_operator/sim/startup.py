@@ -17,6 +17,7 @@ import re
 
 from vllm_operator.engine.tables import CUBLAS_PATH_BUG
 from vllm_operator.engine.version import Version
+from vllm_operator.errors import VLLMOperatorError
 
 # The same rule as the entrypoint's strip-cuda (engine/entrypoint.py; a test compares them).
 _TOOLKIT_ENTRY = re.compile(r"^/usr/local/cuda(-[0-9]+(\.[0-9]+)*)?/(lib64|targets/[^/]+/lib)/?$")
@@ -45,7 +46,7 @@ def warmup_stages(mode: str, seconds: float) -> list[tuple[float, str]]:
     return [(fraction * seconds, text) for fraction, text in stages]
 
 
-class StartupFailure(Exception):
+class StartupFailure(VLLMOperatorError):
     """vLLM would exit during start-up; ``log`` is the line it prints last."""
 
     def __init__(self, log: str, exit_code: int = 1) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from vllm_operator.errors import VLLMOperatorError
 from vllm_operator.sim import openai_format
 from vllm_operator.sim.engine import EARLY, sleep_until
 from vllm_operator.sim.generation import Plan
@@ -38,7 +39,7 @@ def reset_connection(request: web.Request) -> None:
     transport.abort()
 
 
-class _Dropped(Exception):
+class _Dropped(VLLMOperatorError):
     """The connection was reset on purpose (fault) or by the client."""
 
 

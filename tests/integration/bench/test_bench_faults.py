@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pytest
 from bench_simproc import MODEL, start_sim
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.bench import BenchConfig, BenchReport, run_benchmark
 from vllm_operator.bench.prompts import PromptClass
 

@@ -19,7 +19,7 @@ import pytest
 from aiohttp import web
 from hostile_servers import MODEL, start
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import BenchSummary
 from vllm_operator.bench import run_benchmark
 from vllm_operator.bench.config import BenchConfig

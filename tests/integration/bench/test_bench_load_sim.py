@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from bench_simproc import MODEL, StartSim
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.workload import WorkloadSpec
 from vllm_operator.bench import human, run_benchmark
 from vllm_operator.bench.config import BenchConfig

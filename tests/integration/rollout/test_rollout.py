@@ -16,8 +16,8 @@ import pytest
 
 from devcluster.kubelet import ADDRESS_ANNOTATION
 from devcluster.kubelet_faults import Faults, Match
+from vllm_operator.render import labels
 from vllm_operator.render.labels import REVISION_LABEL
-from vllm_operator.rollout.ledger import ABORT_ANNOTATION, PROMOTE_ANNOTATION
 
 from .harness import API, Rollout, resource
 
@@ -238,7 +238,7 @@ def test_forced_promotion_and_abort_annotations(rollout: Rollout) -> None:
     )
     st = rollout.wait_phase("Degraded", timeout=60)
     rejected = st["lastGate"]["revision"]
-    rollout.annotate("qwen", PROMOTE_ANNOTATION, rejected)
+    rollout.annotate("qwen", labels.PROMOTE_ANNOTATION, rejected)
     st = rollout.wait(
         lambda: (
             rollout.serving_revision() == rejected and rollout.wait_phase("Serving", timeout=20)
@@ -253,7 +253,7 @@ def test_forced_promotion_and_abort_annotations(rollout: Rollout) -> None:
 
     rollout.apply(resource(mode="interactivity", gate=_gate(iterations=40)))
     candidate = rollout.wait(lambda: rollout.status()["candidate"]["revision"], what="candidate")
-    rollout.annotate("qwen", ABORT_ANNOTATION, candidate)
+    rollout.annotate("qwen", labels.ABORT_ANNOTATION, candidate)
     st = rollout.wait_phase("Degraded", timeout=30)
     assert st["lastGate"]["decidedBy"] == "person"
     assert st["lastGate"]["revision"] == candidate

@@ -8,7 +8,7 @@ the history it repeats. ``decision`` (the GATE column) is derived from outcome a
 
 from __future__ import annotations
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
 from vllm_operator.api.summary import STRICTEST_FIRST, BenchSummary, Verdict, VerdictOutcome
 from vllm_operator.gate import verdict as gate_verdict

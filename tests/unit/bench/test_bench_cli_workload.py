@@ -64,7 +64,7 @@ def test_workload_from_a_file(tmp_path: Path, suffix: str) -> None:
         (["--workload-json", "{"], "--workload-json: not JSON"),
         (
             ["--workload-json", '{"load": {"mode": "rate"}}'],
-            "--workload-json: load: Value error, mode rate needs at least one level in rates",
+            "--workload-json: load: mode rate needs at least one level in rates",
         ),
         (["--workload-json", DATASET], "--dataset: the workload is a dataset, but no dataset"),
         (["--dataset", "/nonexistent"], "--dataset: cannot read /nonexistent"),

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.commands.judge import main
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.workload import WorkloadSpec
 from vllm_operator.bench.config import BenchConfig
 from vllm_operator.bench.load import LoadRecord, LoadRun

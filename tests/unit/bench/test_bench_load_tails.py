@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import (
     BenchSummary,
     LoadLevelFigures,

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from test_bench_runner import config, counter, server, sse
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import Placement
 from vllm_operator.bench import run_benchmark
 from vllm_operator.bench.config import BenchConfig

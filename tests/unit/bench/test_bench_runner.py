@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.bench import BenchConfig, run_benchmark
 from vllm_operator.bench.config import BenchConfig as Config
 from vllm_operator.bench.human import render

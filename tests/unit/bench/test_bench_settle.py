@@ -15,12 +15,13 @@ import httpx
 import pytest
 from test_bench_runner import config, server
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import TrialPlan, Warmup
 from vllm_operator.bench import run_benchmark
 from vllm_operator.bench.config import BenchConfig
 from vllm_operator.bench.run_state import RESERVE_FRACTION, Clock, RunState, SettlePass
-from vllm_operator.bench.runner import agree, run
+from vllm_operator.bench.runner import run
+from vllm_operator.bench.settle import agree
 from vllm_operator.bench.transport import HttpxTransport, Transport
 from vllm_operator.gate.finding import FigureKey
 

@@ -10,7 +10,7 @@ from typing import Any
 from test_bench_runner import counter, factory
 from test_bench_sweep import config, trials
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.bench.config import BenchConfig
 from vllm_operator.bench.run_state import RunState
 from vllm_operator.bench.runner import run

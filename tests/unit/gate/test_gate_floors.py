@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import pytest
 from gate_figures import limits, pair, stored
 
-from vllm_operator.api.spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.gate import verdict
 from vllm_operator.gate.interval import robust_interval
 

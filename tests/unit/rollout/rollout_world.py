@@ -17,8 +17,8 @@ from builders import minimal_spec, resource
 from vllm_operator.api.summary import BenchSummary, PairedBaseline, Placement, RunIdentity
 from vllm_operator.render import labels
 from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, observe, plan
-from vllm_operator.rollout.observed import holder, owned_by
 from vllm_operator.rollout.preview import apply_merge_patch
+from vllm_operator.rollout.views import holder, owned_by
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -16,7 +16,7 @@ from vllm_operator.api.launch import LaunchRecord
 from vllm_operator.api.resource import parse_vllm_deployment
 from vllm_operator.engine.policy import plan_launch
 from vllm_operator.render import labels, render_all
-from vllm_operator.rollout.observed import deployment_view
+from vllm_operator.rollout.views import deployment_view
 
 RESOURCE = {
     "apiVersion": "vllm-operator.dev/v1alpha1",

@@ -15,7 +15,6 @@ from rollout_world import World, serving_world, spec, summary
 
 from vllm_operator.render import labels
 from vllm_operator.rollout import Create, Delete, Patch
-from vllm_operator.rollout.observed import SPEC_DIGEST_ANNOTATION
 from vllm_operator.rollout.upgrade import ROLL_ANNOTATION
 
 OLD = "0ld0ld0ld0"
@@ -175,7 +174,7 @@ def test_a_huge_annotation_value_is_quoted_short() -> None:
 
 def test_a_deployment_without_a_digest_is_taken_as_the_current_spec() -> None:
     w, new = upgraded()
-    del w.deployment(OLD)["metadata"]["annotations"][SPEC_DIGEST_ANNOTATION]
+    del w.deployment(OLD)["metadata"]["annotations"][labels.SPEC_DIGEST_ANNOTATION]
     p = w.settle()
     assert p.actions == ()
     pending = w.condition("OperatorUpdatePending")
@@ -196,13 +195,13 @@ def test_an_edit_that_changes_no_pod_refreshes_the_recorded_digest_once() -> Non
     w = deployed()
     rev = w.serving()
     assert rev is not None
-    before = w.deployment(rev)["metadata"]["annotations"][SPEC_DIGEST_ANNOTATION]
+    before = w.deployment(rev)["metadata"]["annotations"][labels.SPEC_DIGEST_ANNOTATION]
     w.set_spec(spec(engine={"version": "0.17.0"}))  # what the image tag already said
     p = w.step()
     assert w.serving() == rev
     patches = [a for a in p.actions if isinstance(a, Patch)]
     assert [a.name for a in patches] == [f"qwen--{rev}"]
-    after = w.deployment(rev)["metadata"]["annotations"][SPEC_DIGEST_ANNOTATION]
+    after = w.deployment(rev)["metadata"]["annotations"][labels.SPEC_DIGEST_ANNOTATION]
     assert after != before
     assert w.settle().actions == ()
 

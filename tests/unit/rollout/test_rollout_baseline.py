@@ -17,7 +17,6 @@ import pytest
 from rollout_world import World, spec, summary
 
 from vllm_operator.render import labels
-from vllm_operator.rollout.ledger import RERUN_ANNOTATION
 
 V16 = spec(image="vllm/vllm-openai:v0.16.0", mode="eager")
 LIMIT = {"thresholds": {"maxRegressionPercent": 10}}
@@ -361,7 +360,7 @@ def test_a_fresh_twin_beside_a_measured_candidate_is_named_in_the_reasons() -> N
     assert w.twins() == []  # holding for a person costs no twin GPUs
     # A person's rerun starts a new twin beside the candidate that served attempt 1.
     w.advance(600)
-    w.annotate(RERUN_ANNOTATION, "again")
+    w.annotate(labels.RERUN_ANNOTATION, "again")
     w.step()
     assert w.twins() == [stable]
     del w.objects[("Pod", "twin-1")]

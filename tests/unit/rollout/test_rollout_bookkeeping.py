@@ -14,20 +14,21 @@ import pytest
 from rollout_world import World, spec, summary
 
 from vllm_operator.api.resource import MAX_OBJECT_NAME
+from vllm_operator.render import labels
 from vllm_operator.rollout import ledger
-from vllm_operator.rollout.observed import job_view
+from vllm_operator.rollout.views import job_view
 
 GOOD_RERUN = {"token": "t", "revision": "abc", "at": "2026-01-01T00:00:00.000000Z"}
 
 
 def _handled(doc: object) -> tuple[ledger.Handled, list[str]]:
     text = doc if isinstance(doc, str) else json.dumps(doc)
-    return ledger.check_handled({ledger.HANDLED_ANNOTATION: text})
+    return ledger.check_handled({labels.HANDLED_ANNOTATION: text})
 
 
 def test_a_good_record_reads_back_as_written() -> None:
     handled = ledger.Handled("r1", None, ledger.Rerun("t", "abc", GOOD_RERUN["at"], 3))
-    assert ledger.check_handled({ledger.HANDLED_ANNOTATION: handled.to_annotation()}) == (
+    assert ledger.check_handled({labels.HANDLED_ANNOTATION: handled.to_annotation()}) == (
         handled,
         [],
     )
@@ -87,14 +88,14 @@ def test_a_hand_written_min_attempt_of_1000_names_no_overlong_job_and_warns_once
     w.ready_all()
     revision = w.revisions()[0]
     damaged = {"rerun": {**GOOD_RERUN, "revision": revision, "minAttempt": 1000}}
-    w.annotate(ledger.HANDLED_ANNOTATION, json.dumps(damaged))
+    w.annotate(labels.HANDLED_ANNOTATION, json.dumps(damaged))
     w.step()
     w.step()
     name = w.job()["metadata"]["name"]
     assert name.endswith("-1")
     assert len(name) <= MAX_OBJECT_NAME
     assert w.events().count("AnnotationIgnored") == 1
-    rewritten = json.loads(w.body["metadata"]["annotations"][ledger.HANDLED_ANNOTATION])
+    rewritten = json.loads(w.body["metadata"]["annotations"][labels.HANDLED_ANNOTATION])
     assert "rerun" not in rewritten
     w.finish_job(summary(median_ms=900, tokens=700))
     w.step()

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rollout_world import World, serving_world, spec, summary
 
+from vllm_operator.render import labels
 from vllm_operator.render.labels import REVISION_LABEL
 from vllm_operator.rollout import Delete
-from vllm_operator.rollout.ledger import ABORT_ANNOTATION, PROMOTE_ANNOTATION, RERUN_ANNOTATION
 
 SPECS = [
     spec(image="vllm/vllm-openai:v0.16.0", mode="eager"),
@@ -101,11 +101,11 @@ def _play(w: World, move: tuple[Any, ...]) -> None:
         w.advance(move[1])
     elif kind in ("promote", "abort"):
         cand = _candidate(w)
-        key = PROMOTE_ANNOTATION if kind == "promote" else ABORT_ANNOTATION
+        key = labels.PROMOTE_ANNOTATION if kind == "promote" else labels.ABORT_ANNOTATION
         if cand and move[1]:
             w.annotate(key, cand)
     elif kind == "rerun":
-        w.annotate(RERUN_ANNOTATION, f"token-{move[1]}")
+        w.annotate(labels.RERUN_ANNOTATION, f"token-{move[1]}")
 
 
 @settings(

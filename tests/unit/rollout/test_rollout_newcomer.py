@@ -25,9 +25,9 @@ from vllm_operator.api.status import (
     VLLMDeploymentStatus,
 )
 from vllm_operator.engine.policy import plan_launch
+from vllm_operator.render import labels
 from vllm_operator.render.revision import revision_hash
 from vllm_operator.rollout import advice, ledger
-from vllm_operator.rollout.ledger import PROMOTE_ANNOTATION
 
 
 def _held_world(**rollout: Any) -> World:
@@ -83,7 +83,7 @@ def test_a_person_promoting_shows_in_the_gate_column_and_condition() -> None:
     w = _held_world()
     rev = w.revisions()[0]
     assert w.status["lastGate"]["decision"] == "Inconclusive"
-    w.annotate(PROMOTE_ANNOTATION, rev)
+    w.annotate(labels.PROMOTE_ANNOTATION, rev)
     w.settle()
     w.ready_all()
     w.settle()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from rollout_world import World, spec, summary
 
+from vllm_operator.render import labels
 from vllm_operator.rollout import Settings
-from vllm_operator.rollout.ledger import ABORT_ANNOTATION, PROMOTE_ANNOTATION, RERUN_ANNOTATION
 
 V16_EAGER = spec(image="vllm/vllm-openai:v0.16.0", mode="eager")
 V17_EAGER = spec(image="vllm/vllm-openai:v0.17.0", mode="eager")
@@ -270,7 +270,7 @@ def test_forced_promotion_of_a_rejected_revision() -> None:
     w.settle()
     rejected = w.status["lastGate"]["revision"]
     assert w.status["phase"] == "Degraded"
-    w.annotate(PROMOTE_ANNOTATION, rejected)
+    w.annotate(labels.PROMOTE_ANNOTATION, rejected)
     w.step()
     assert w.status["lastGate"]["decidedBy"] == "person"
     assert "ForcedPromotion" in w.events()
@@ -293,14 +293,14 @@ def test_abort_removes_the_candidate_once_and_rerun_gate_tries_again() -> None:
     w.set_spec({**V17_FAST, "gate": {"baseline": {"mode": "stored"}}})
     w.step()
     cand = next(r for r in w.revisions() if r != stable)
-    w.annotate(ABORT_ANNOTATION, cand)
+    w.annotate(labels.ABORT_ANNOTATION, cand)
     w.advance(1)
     w.settle()
     assert w.status["phase"] == "Degraded"
     assert w.status["lastGate"]["decidedBy"] == "person"
     assert w.revisions() == [stable]
     w.advance(1)
-    w.annotate(RERUN_ANNOTATION, "try-2")
+    w.annotate(labels.RERUN_ANNOTATION, "try-2")
     p = w.step()
     assert "GateRerun" in [e.reason for e in p.events]
     assert w.revisions() == sorted([stable, cand])
@@ -318,7 +318,7 @@ def test_abort_removes_the_candidate_once_and_rerun_gate_tries_again() -> None:
 
 def test_request_for_another_revision_is_ignored_with_an_event() -> None:
     w = deployed()
-    w.annotate(PROMOTE_ANNOTATION, "0123456789")
+    w.annotate(labels.PROMOTE_ANNOTATION, "0123456789")
     p = w.step()
     assert [e.reason for e in p.events] == ["RequestIgnored"]
     assert p.annotations  # consumed
@@ -409,7 +409,7 @@ def test_inconclusive_holds_for_a_person() -> None:
     assert w.condition("Stalled")["status"] == "True"
     assert len(w.revisions()) == 1  # the candidate waits
     rev = w.revisions()[0]
-    w.annotate(PROMOTE_ANNOTATION, rev)
+    w.annotate(labels.PROMOTE_ANNOTATION, rev)
     w.settle()
     w.ready_all()
     w.settle()

@@ -10,7 +10,6 @@ from rollout_world import World, spec, summary
 from vllm_operator.api.summary import Placement
 from vllm_operator.render import labels
 from vllm_operator.rollout import observe
-from vllm_operator.rollout.ledger import ABORT_ANNOTATION, PROMOTE_ANNOTATION, RERUN_ANNOTATION
 from vllm_operator.rollout.observed import nodes_needing_gpu_product
 
 V16_EAGER = spec(image="vllm/vllm-openai:v0.16.0", mode="eager")
@@ -139,7 +138,7 @@ def test_twin_is_removed_whatever_ends_the_gate(end: str) -> None:
     w = deployed()
     stable, cand = _twin_started(w)
     if end == "abort":
-        w.annotate(ABORT_ANNOTATION, cand)
+        w.annotate(labels.ABORT_ANNOTATION, cand)
     elif end == "twin-stuck":
         w.ready(cand, 1)
         w.step()
@@ -239,13 +238,13 @@ def test_rerun_on_inconclusive_runs_new_attempts_then_holds() -> None:
     assert [h["attempt"] for h in w.status["history"][:3]] == [3, 2, 1]
     # A person's re-run starts the count again, with a twin again; then promote.
     w.advance(1)
-    w.annotate(RERUN_ANNOTATION, "again")
+    w.annotate(labels.RERUN_ANNOTATION, "again")
     w.step()
     assert w.twins() == [stable]
     w.ready_all()
     w.step()
     assert w.job()["metadata"]["name"] == f"qwen--gate-{cand}-4"
-    w.annotate(PROMOTE_ANNOTATION, cand)
+    w.annotate(labels.PROMOTE_ANNOTATION, cand)
     w.settle()
     w.ready_all()
     w.settle()

@@ -29,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from vllm_operator.api.fixes import first_error
 from vllm_operator.bench import bounded
 from vllm_operator.bench.report import REPORT_SCHEMA
 from vllm_operator.errors import SpecError
@@ -307,13 +308,10 @@ def parse(data: object, where: str) -> Report:
     try:
         return Report.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise ReportError(
-            f"{where}: {field}",
-            str(first["msg"]),
-            "give a report as `vllm-operator bench --report-path` writes it",
-        ) from exc
+        error = first_error(
+            exc, where, fix="give a report as `vllm-operator bench --report-path` writes it"
+        )
+        raise ReportError(error.field, error.message, error.fix) from exc
 
 
 def _too_many(text: bytes) -> str | None:
