@@ -26,7 +26,6 @@ BEING_MOVED = {
     "engine.argv.ParseFailure",  # fixed by issue-32/31 branch (engine/argv.py is being split)
     "engine.argv_values.TypeMessage",  # fixed by issue-32/31 branch (engine split)
     "engine.config_schema.SchemaMismatch",  # fixed by issue-32/31 branch (_check is being split)
-    "bench.sandbox_kernel.KernelLimitsUnavailable",  # fixed by issue-32/31 branch (sandbox)
 }
 
 

@@ -34,7 +34,6 @@ TOO_LONG_FOR_NOW = {
 TOO_COMPLEX_FOR_NOW = {
     ("operator/vllm_operator/engine/config_schema.py", "_check"),  # fixed by issue-32/31 branch
     ("operator/vllm_operator/engine/extra_args.py", "check"),  # fixed by issue-32/31 branch
-    ("operator/vllm_operator/bench/sandbox_child.py", "hook"),  # fixed by issue-32/31 branch
 }
 
 

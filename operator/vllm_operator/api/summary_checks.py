@@ -18,8 +18,10 @@ from typing import Protocol
 
 from pydantic import ValidationError
 
+from vllm_operator.errors import VLLMOperatorError
 
-class SummaryContradiction(ValueError):
+
+class SummaryContradiction(VLLMOperatorError, ValueError):
     """Figures of one summary that cannot all be true."""
 
 

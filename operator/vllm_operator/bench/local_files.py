@@ -14,8 +14,10 @@ import os
 import stat
 from typing import BinaryIO
 
+from vllm_operator.errors import VLLMOperatorError
 
-class NotRegularFile(OSError):
+
+class NotRegularFile(VLLMOperatorError, OSError):
     """The path names a FIFO, device, socket or directory: nothing a command reads."""
 
 

@@ -30,13 +30,14 @@ from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import BenchSummary, LoadLevelFigures, LoadSweep, TrialPlan
 from vllm_operator.api.workload import LatencyMetric
 from vllm_operator.bench.load_tails import level_tails
+from vllm_operator.errors import VLLMOperatorError
 from vllm_operator.gate.tails import Exceedance, gap_design_effect
 from vllm_operator.gate.tallies import SampleTally, Tally
 
 NO_GAPS = "not decidable from this report (no gap counts: written before they were kept)"
 
 
-class ReportError(ValueError):
+class ReportError(VLLMOperatorError, ValueError):
     """The report's load section is not what this version wrote."""
 
 
