@@ -132,7 +132,7 @@ def _mode_spellings(table: FlagTable, value: Any) -> list[list[str]]:
     doc = json.dumps({"mode": value})
     forms = [["-cc", doc], [f"--compilation-config={doc}"], ["--compilation_config", doc]]
     text = value if isinstance(value, str) else json.dumps(value)
-    dotted = argv._dotted_value(text, argv._dotted_suffixes(table))
+    dotted = argv.dotted_value(text, argv.dotted_suffixes(table))
     if dotted == value and type(dotted) is type(value):
         forms.append([f"-cc.mode={text}"])
     return forms
@@ -202,7 +202,7 @@ def test_eager_verdict_equals_vllms_conversion_where_o_is_the_compilation_level(
         doc = json.dumps({"level": value})
         spellings = [["--compilation-config", doc], [f"--compilation-config={doc}"], ["-O", doc]]
         text = value if isinstance(value, str) else json.dumps(value)
-        if argv._dotted_value(text) == value and type(argv._dotted_value(text)) is type(value):
+        if argv.dotted_value(text) == value and type(argv.dotted_value(text)) is type(value):
             spellings.append([f"-O.level={text}"])
             if text and not text.startswith(("-", "=", ".")):
                 spellings.append([f"-O{text}"])
