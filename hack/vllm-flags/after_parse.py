@@ -44,6 +44,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import engine_stage
+
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _DROP = {"description", "title", "default", "examples"}
 
@@ -114,14 +116,44 @@ def _mode_of(cc: Any) -> int | None:
 
 
 def _after(ns: argparse.Namespace) -> dict[str, Any]:
+    """The first stage that refuses ``ns`` (validate, api_server, config, engine), or ok
+    with eager or not; a refusal that depends on what the stand-in cannot have (the
+    model, the image's files, a GPU) is ``left_to_vllm`` and stops the stages after it."""
+    left: dict[str, Any] | None = None
     try:
         _serve_validate(ns)
     except Exception as exc:
-        return {"verdict": "refused", "stage": "validate", "message": _message(exc)}
+        refusal = {"verdict": "refused", "stage": "validate", "message": _message(exc)}
+        left = engine_stage.left_to_vllm(refusal)
+        if left is None:
+            return refusal
+    if left is None:
+        refused = engine_stage.api_server(ns, _message)
+        if refused is not None and refused["verdict"] == "refused":
+            left = engine_stage.left_to_vllm(refused)
+            if left is None:
+                return refused
+    verdict = _config_stage(ns)
+    if verdict["verdict"] != "ok":
+        return verdict
+    if left is None:
+        found = engine_stage.engine(ns, _message, _no_platform_hooks)
+        if found is None:
+            return verdict
+        left = engine_stage.left_to_vllm(found)
+        if left is None:
+            return found
+    return {**verdict, "left_to_vllm": left}
+
+
+def _config_stage(ns: argparse.Namespace) -> dict[str, Any]:
+    """The compilation settings alone through ``VllmConfig``: refused, or eager or not."""
     from vllm.engine.arg_utils import EngineArgs
 
+    local = copy.copy(ns)
+    local.model = engine_stage.STANDIN  # offline: the default model would be looked up
     try:
-        engine_args = EngineArgs.from_cli_args(ns)
+        engine_args = EngineArgs.from_cli_args(local)
         cc = engine_args.compilation_config
         explicit = _mode_of(cc) is not None
         config = _build(

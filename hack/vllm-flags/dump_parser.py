@@ -37,11 +37,14 @@ import json
 import os
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the engine stage's models are local stand-ins
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 # Memory addresses in reprs (``<function loads at 0x7f...>``) differ between runs.
@@ -331,6 +334,9 @@ def main() -> None:
         probes: list[list[str]] = json.load(fh)
     with open(sys.argv[3]) as fh:
         corpus: dict[str, list[Any]] = json.load(fh)
+    import engine_stage
+
+    engine_stage.write_standins(Path.cwd())
     top = build_top_parser()
     serve = _serve_parser(top)
     options = dump_options(serve)
@@ -338,6 +344,9 @@ def main() -> None:
     import after_parse
 
     after_parse.record_schemas(serve, options, _config_class)
+    engine_stage.engine_fields(
+        options, after_parse._strip, after_parse._custom_fields, after_parse._message
+    )
     result = {
         "python": ".".join(map(str, sys.version_info[:3])),
         "parser": {
@@ -358,6 +367,7 @@ def main() -> None:
         "forms": [after_parse.with_after(top, f, _verdict(top, serve, f)) for f in forms],
         "conversions": after_parse.conversions(corpus),
         "json_number_suffixes": after_parse.suffix_probes(corpus),
+        "registries": engine_stage.registries(),
     }
     json.dump(result, out)
     out.flush()

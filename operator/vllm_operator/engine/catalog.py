@@ -158,6 +158,19 @@ NO_SERVER: dict[str, NoServer] = {
     ),
 }
 
+
+def ignored_config(version: Version) -> NoServer:
+    """``--config=FILE`` (one item): vLLM's rewrite loads a YAML file only for ``--config
+    FILE``, so argparse stores the path and vLLM ignores the file (read in
+    ``FlexibleArgumentParser.parse_args``: ``if "--config" in args``)."""
+    return NoServer(
+        f"is ignored by vLLM {version}: it reads the YAML file only for --config FILE (two "
+        "items), so the flags in the file would silently not apply",
+        "put those flags in spec.engine.extraArgs, where each is checked against this vLLM "
+        "release (the revision hash then covers them too)",
+    )
+
+
 # Flags whose value decides performance: summarised in status as the revision's key flags.
 KEY_DESTS = frozenset(
     {

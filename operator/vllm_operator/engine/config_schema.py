@@ -14,6 +14,7 @@ schema construct it does not model passes, so a valid config is never refused.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -91,6 +92,8 @@ def _type_ok(kind: str, value: Any) -> bool | None:
         return isinstance(value, list)
     if kind == "object":
         return isinstance(value, dict)
+    if kind == "callable":  # recorded for Callable fields: no command-line value is one
+        return False
     return None
 
 
@@ -111,35 +114,73 @@ def _check(walk: _Walk, schema: Any, value: Any, path: str, depth: int) -> None:
     if not isinstance(schema, dict) or depth > _MAX_DEPTH or not walk.spend():
         return
     schema = _resolve(schema, walk.root)
-    for key in ("anyOf", "oneOf"):
-        branches = schema.get(key)
-        if isinstance(branches, list) and branches:
-            errors = []
-            for branch in branches:
-                try:
-                    _check(walk, branch, value, path, depth + 1)
-                    break
-                except SchemaMismatch as e:
-                    errors.append(e)
-            else:
-                raise errors[0]
+    _check_alternatives(walk, schema, value, path, depth)
     if "enum" in schema:
-        members = schema["enum"]
-        if all(isinstance(m, str) for m in members):
-            if not (isinstance(value, str) and value in members):
-                raise SchemaMismatch(path, f"Input should be {_one_of(members)}")
-        elif all(isinstance(m, int) and not isinstance(m, bool) for m in members) and (
-            lax_int(value) not in members
-        ):
-            raise SchemaMismatch(path, f"Input should be {_one_of(members)}")
+        _check_enum(schema["enum"], value, path)
         return
     kind = schema.get("type")
     if isinstance(kind, str):
         ok = _type_ok(kind, value)
         if ok is False:
-            raise SchemaMismatch(path, f"Input should be a valid {_NAMES.get(kind, kind)}")
+            raise SchemaMismatch(path, f"Input should be {_NAMES.get(kind, 'a valid ' + kind)}")
         if ok is None:
             return
+    _check_bounds(schema, value, path)
+    _check_items(walk, schema, value, path, depth)
+
+
+def _check_alternatives(walk: _Walk, schema: dict[str, Any], value: Any, path: str,
+                        depth: int) -> None:  # fmt: skip
+    """``anyOf``/``oneOf``: the first branch that takes the value wins; none: the first
+    branch's reason."""
+    for key in ("anyOf", "oneOf"):
+        branches = schema.get(key)
+        if not isinstance(branches, list) or not branches:
+            continue
+        errors = []
+        for branch in branches:
+            try:
+                _check(walk, branch, value, path, depth + 1)
+                break
+            except SchemaMismatch as e:
+                errors.append(e)
+        else:
+            raise errors[0]
+
+
+def _check_enum(members: list[Any], value: Any, path: str) -> None:
+    if all(isinstance(m, str) for m in members):
+        if not (isinstance(value, str) and value in members):
+            raise SchemaMismatch(path, f"Input should be {_one_of(members)}")
+    elif all(isinstance(m, int) and not isinstance(m, bool) for m in members) and (
+        lax_int(value) not in members
+    ):
+        raise SchemaMismatch(path, f"Input should be {_one_of(members)}")
+
+
+_BOUNDS: tuple[tuple[str, Callable[[float, float], bool], str], ...] = (
+    ("minimum", lambda v, b: v >= b, "greater than or equal to"),
+    ("exclusiveMinimum", lambda v, b: v > b, "greater than"),
+    ("maximum", lambda v, b: v <= b, "less than or equal to"),
+    ("exclusiveMaximum", lambda v, b: v < b, "less than"),
+)
+
+
+def _check_bounds(schema: dict[str, Any], value: Any, path: str) -> None:
+    """pydantic's ``ge``/``gt``/``le``/``lt`` on a number (a bool or text is not compared:
+    what lax reading makes of it is not modelled here)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    for key, holds, words in _BOUNDS:
+        bound = schema.get(key)
+        if isinstance(bound, bool) or not isinstance(bound, (int, float)):
+            continue
+        if not holds(value, bound):
+            raise SchemaMismatch(path, f"Input should be {words} {bound}")
+
+
+def _check_items(walk: _Walk, schema: dict[str, Any], value: Any, path: str, depth: int) -> None:
+    """The members of a list, the keys of an object."""
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
         for i, item in enumerate(value):
             _check(walk, schema["items"], item, f"{path}.{i}" if path else str(i), depth + 1)
@@ -156,8 +197,9 @@ def _check(walk: _Walk, schema: Any, value: Any, path: str, depth: int) -> None:
                 _check(walk, extra, v, where, depth + 1)
 
 
-_NAMES = {"integer": "integer", "number": "number", "boolean": "boolean", "string": "string",
-          "array": "list", "object": "dictionary", "null": "null"}  # fmt: skip
+_NAMES = {"integer": "a valid integer", "number": "a valid number", "boolean": "a valid boolean",
+          "string": "a valid string", "array": "a valid list", "object": "a valid dictionary",
+          "null": "None", "callable": "callable"}  # fmt: skip
 
 
 def _one_of(members: list[Any]) -> str:
@@ -186,3 +228,14 @@ def check(schema: dict[str, Any], value: dict[str, Any], skip: frozenset[str]) -
             _check(walk, props[key], item, key, 1)
         elif schema.get("additionalProperties") is False:
             raise SchemaMismatch(key, "Unexpected keyword argument")
+
+
+def check_value(schema: dict[str, Any], value: Any, path: str) -> None:
+    """Raise ``SchemaMismatch`` where pydantic surely refuses ``value`` for a field of
+    ``schema`` (one field's schema, with the ``$defs`` it refers to)."""
+    _check(_Walk(schema, _MAX_STEPS), schema, value, path, 1)
+
+
+def check_bounds(schema: dict[str, Any], value: Any, path: str) -> None:
+    """Only the numeric bounds of a field's schema (``minimum``, ``exclusiveMinimum``, ...)."""
+    _check_bounds(schema, value, path)

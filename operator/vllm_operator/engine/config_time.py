@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_operator.engine import catalog, flagdata
+from vllm_operator.engine import catalog, engine_checks, flagdata
 from vllm_operator.engine.config_schema import lax_int
 from vllm_operator.engine.flagdata import FlagTable
 
@@ -37,7 +37,8 @@ _NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 @dataclass(frozen=True)
 class Refusal:
-    """vLLM would stop after argparse: at ``stage`` (validate | config), for ``reason``."""
+    """vLLM would stop after argparse: at ``stage`` (validate | api_server | config |
+    engine), for ``reason``."""
 
     stage: str
     reason: str
@@ -184,6 +185,17 @@ class AfterParse:
         return bool(self.eager_reasons)
 
 
+def _validates(table: FlagTable, rule: catalog.Requires) -> bool:
+    """Whether the release's ``validate`` makes the check: its recorded form of the option
+    alone was refused there (0.10.2 lets ``--enable-log-outputs`` alone through). A table
+    recorded without that form is read as making it."""
+    form = table.form((f"--{rule.dest.replace('_', '-')}",))
+    after = (form.record.get("after") or {}) if form is not None else None
+    if after is None or not table.records_after_parse:
+        return True
+    return after.get("verdict") == "refused" and after.get("stage") == "validate"
+
+
 def read(table: FlagTable, values: dict[str, Any], taken: set[str]) -> AfterParse:
     """What vLLM does after argparse accepted a command line.
 
@@ -193,7 +205,12 @@ def read(table: FlagTable, values: dict[str, Any], taken: set[str]) -> AfterPars
     refusals: list[Refusal] = []
     for rule in catalog.REQUIRES:
         present = rule.dest in table.by_dest and rule.needs in table.by_dest
-        if present and values.get(rule.dest) and not values.get(rule.needs):
+        if (
+            present
+            and _validates(table, rule)
+            and values.get(rule.dest)
+            and not values.get(rule.needs)
+        ):
             refusals.append(Refusal("validate", rule.message))
     level: int | None = 2 if "optimization_level" in table.by_dest else None
     if "optimization_level" in taken:
@@ -204,6 +221,7 @@ def read(table: FlagTable, values: dict[str, Any], taken: set[str]) -> AfterPars
             level = None
         else:
             level = converted
+    refusals += [Refusal(f.stage, f.reason) for f in engine_checks.refusals(table, values)]
     if refusals:
         return AfterParse(tuple(refusals), ())
     reasons = []

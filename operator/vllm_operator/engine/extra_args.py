@@ -172,18 +172,28 @@ def eager_reasons(parsed: argv.Parsed, table: FlagTable) -> list[str]:
     return list(after_parse(parsed, table).eager_reasons)
 
 
-def _no_server_errors(taken: tuple[argv.Taken, ...], start: int) -> list[SpecError]:
+def _no_server_errors(
+    taken: tuple[argv.Taken, ...], start: int, table: FlagTable
+) -> list[SpecError]:
     errors = []
     for t in taken:
         row = catalog.NO_SERVER.get(t.option.dest)
         if row is None or t.value in (False, None, ""):
             continue
+        if t.option.dest == "config" and "=" in t.written:
+            # vLLM's rewrite reads the file only for "--config FILE" (two items); with "="
+            # argparse takes the path and nothing reads it
+            row = catalog.ignored_config(table.version)
         errors.append(SpecError(_field(t.index, start), f"{t.written} {row.why}", row.fix))
     return errors
 
 
 def _owned_errors(
-    report_taken: tuple[argv.Taken, ...], start: int, performance_mode: str
+    report_taken: tuple[argv.Taken, ...],
+    start: int,
+    performance_mode: str,
+    parsed: argv.Parsed,
+    table: FlagTable,
 ) -> list[SpecError]:
     errors: list[SpecError] = []
     for t in report_taken:
@@ -200,7 +210,17 @@ def _owned_errors(
             )
             continue
         owner = catalog.OWNED.get(dest)
-        if owner == "(operator-managed)":
+        if dest == "model" and parsed.model is not None:
+            errors.append(
+                SpecError(
+                    field,
+                    f"{t.written}: vLLM {table.version} would ignore it and serve "
+                    f"{parsed.model} (the positional model, spec.model.name, wins); "
+                    "a second model name in extraArgs only misleads",
+                    "remove it; the model is spec.model.name",
+                )
+            )
+        elif owner == "(operator-managed)":
             errors.append(
                 SpecError(
                     field,
@@ -233,80 +253,19 @@ def check(
     """Read ``operator_args + extra`` like vLLM ``table.version``; errors name extraArgs[i]."""
     start = len(operator_args)
     parsed = argv.parse(table, [*operator_args, *extra])
-    errors: list[SpecError] = []
-    warnings: list[str] = []
-    if parsed.exception is not None and parsed.exception.startswith("ConfigFile:"):
-        row = catalog.NO_SERVER["config"]
-        where = next((i for i, a in enumerate(extra) if a == "--config"), None)
-        errors.append(
-            SpecError(
-                _field(None if where is None else start + where, start),
-                f"--config {row.why}",
-                row.fix,
-            )
-        )
-    elif parsed.exception is not None:
-        errors.append(
-            SpecError(
-                FIELD,
-                f"vLLM {table.version} would stop at start: {parsed.exception}",
-                "pass the model only as spec.model.name"
-                if "--model" in parsed.exception
-                else "flatten the value (write it as JSON)",
-            )
-        )
-    elif parsed.failure is not None:
-        errors += _failure_errors(table, parsed.failure, extra, start)
+    errors = _parse_errors(parsed, table, extra, start)
     taken = tuple(t for t in parsed.taken if t.index is not None and t.index >= start)
-    errors += _owned_errors(taken, start, performance_mode)
-    errors += _no_server_errors(taken, start)
-    pp = 1
-    dp = 1
-    for t in taken:
-        if t.option.action in ("help", "version"):
-            errors.append(
-                SpecError(
-                    _field(t.index, start),
-                    f"{t.written} makes vLLM print and exit instead of serving; the pod would "
-                    "restart forever",
-                    "remove it",
-                )
-            )
-        if t.option.deprecated:
-            warnings.append(f"extraArgs {t.written}: vLLM {table.version} marks it deprecated")
-        if t.option.dest == "pipeline_parallel_size" and isinstance(t.value, int):
-            if t.value < 1:
-                errors.append(
-                    SpecError(_field(t.index, start), f"{t.written} must be at least 1", "")
-                )
-            else:
-                pp = t.value
-        if t.option.dest == "data_parallel_size" and isinstance(t.value, int):
-            if t.value < 1:
-                errors.append(
-                    SpecError(_field(t.index, start), f"{t.written} must be at least 1", "")
-                )
-            else:
-                dp = t.value
-        if t.option.dest == "api_key":
-            warnings.append(
-                "extraArgs --api-key puts the key into the pod spec, readable by anyone who "
-                "can read Deployments in the namespace, and the benchmark Job does not get it "
-                "(the gate cannot measure); use spec.engine.apiKeySecret"
-            )
+    errors += _owned_errors(taken, start, performance_mode, parsed, table)
+    errors += _no_server_errors(taken, start, table)
+    per_option = _per_option(taken, start, table)
+    errors += per_option.errors
+    warnings = list(per_option.warnings)
     reasons: list[str] = []
     if parsed.accepted:
         after = after_parse(parsed, table)
         reasons = list(after.eager_reasons)
-        errors += [
-            SpecError(
-                FIELD,
-                f"vLLM {table.version} would stop at start, after parsing its arguments "
-                f'("{r.reason}"); the pod would crash-loop',
-                _AFTER_FIX.get(r.stage, "fix the value or drop the flag"),
-            )
-            for r in after.refusals
-        ]
+        errors += [_after_error(table, r) for r in after.refusals]
+        warnings += _deprecated_level(parsed, table)
     errors.sort(key=_field_order)
     runs_eager = bool(reasons)
     if runs_eager and performance_mode != "eager":
@@ -316,13 +275,128 @@ def check(
             "(e.g. to debug a compile failure); performanceMode eager says so explicitly"
         )
     return ExtraArgsReport(
-        tuple(errors), tuple(warnings), parsed, runs_eager, pp, table, start, data_parallel_size=dp
+        tuple(errors),
+        tuple(warnings),
+        parsed,
+        runs_eager,
+        per_option.pipeline_parallel_size,
+        table,
+        start,
+        data_parallel_size=per_option.data_parallel_size,
     )
+
+
+def _parse_errors(
+    parsed: argv.Parsed, table: FlagTable, extra: list[str], start: int
+) -> list[SpecError]:
+    """What vLLM's rewrite or argparse refuses (``--config FILE`` is the project's own)."""
+    if parsed.exception is not None and parsed.exception.startswith("ConfigFile:"):
+        row = catalog.NO_SERVER["config"]
+        where = next((i for i, a in enumerate(extra) if a == "--config"), None)
+        field = _field(None if where is None else start + where, start)
+        return [SpecError(field, f"--config {row.why}", row.fix)]
+    if parsed.exception is not None:
+        fix = (
+            "pass the model only as spec.model.name"
+            if "--model" in parsed.exception
+            else "flatten the value (write it as JSON)"
+        )
+        return [
+            SpecError(FIELD, f"vLLM {table.version} would stop at start: {parsed.exception}", fix)
+        ]
+    if parsed.failure is not None:
+        return _failure_errors(table, parsed.failure, extra, start)
+    return []
+
+
+@dataclass(frozen=True)
+class _PerOption:
+    errors: list[SpecError]
+    warnings: list[str]
+    pipeline_parallel_size: int
+    data_parallel_size: int
+
+
+def _at_least_one(t: argv.Taken, start: int) -> SpecError | None:
+    if isinstance(t.value, int) and t.value < 1:
+        return SpecError(_field(t.index, start), f"{t.written} must be at least 1", "")
+    return None
+
+
+def _per_option(taken: tuple[argv.Taken, ...], start: int, table: FlagTable) -> _PerOption:
+    """Checks of single options: print-and-exit ones, deprecation, the parallel sizes that
+    count towards the GPUs, a literal API key."""
+    out = _PerOption([], [], 1, 1)
+    sizes = {"pipeline_parallel_size": 1, "data_parallel_size": 1}
+    for t in taken:
+        if t.option.action in ("help", "version"):
+            out.errors.append(
+                SpecError(
+                    _field(t.index, start),
+                    f"{t.written} makes vLLM print and exit instead of serving; the pod would "
+                    "restart forever",
+                    "remove it",
+                )
+            )
+        if t.option.deprecated:
+            out.warnings.append(f"extraArgs {t.written}: vLLM {table.version} marks it deprecated")
+        if t.option.dest in sizes and isinstance(t.value, int):
+            error = _at_least_one(t, start)
+            if error is not None:
+                out.errors.append(error)
+            else:
+                sizes[t.option.dest] = t.value
+        if t.option.dest == "api_key":
+            out.warnings.append(
+                "extraArgs --api-key puts the key into the pod spec, readable by anyone who "
+                "can read Deployments in the namespace, and the benchmark Job does not get it "
+                "(the gate cannot measure); use spec.engine.apiKeySecret"
+            )
+    return _PerOption(
+        out.errors, out.warnings, sizes["pipeline_parallel_size"], sizes["data_parallel_size"]
+    )
+
+
+_WHERE = {
+    "validate": "after parsing its arguments",
+    "config": "after parsing its arguments",
+    "api_server": "after parsing its arguments, in its API server's checks before binding the port",
+    "engine": "after parsing its arguments, building its engine config (before loading the model)",
+}
+
+
+def _after_error(table: FlagTable, refusal: config_time.Refusal) -> SpecError:
+    where = _WHERE.get(refusal.stage, "after parsing its arguments")
+    return SpecError(
+        FIELD,
+        f'vLLM {table.version} would stop at start, {where} ("{refusal.reason}"); the pod '
+        "would crash-loop",
+        _AFTER_FIX.get(refusal.stage, "fix the value or drop the flag"),
+    )
+
+
+def _deprecated_level(parsed: argv.Parsed, table: FlagTable) -> list[str]:
+    """``level`` inside ``-cc`` where the release's parser takes both keys and ``level``
+    takes effect (recorded ``config_values``/``config_effective``): vLLM 0.17.0 logs
+    "Level is deprecated" and reads it as ``mode`` (issue 32, checked against vLLM)."""
+    config = parsed.value("compilation_config")
+    option = table.by_dest.get("compilation_config")
+    if not isinstance(config, dict) or "level" not in config or option is None:
+        return []
+    both = bool(option.config_values.get("mode")) and bool(option.config_values.get("level"))
+    if not both or not {"level", "mode"} <= option.config_effective:
+        return []
+    return [
+        f'extraArgs -cc {{"level": ...}}: vLLM {table.version} logs "Level is deprecated" '
+        'and reads it as mode; write "mode" instead'
+    ]
 
 
 _AFTER_FIX = {
     "config": "give a value vLLM converts (the optimization level is 0, 1, 2 or 3)",
     "validate": "add the option it requires, or drop it",
+    "api_server": "name a parser this vLLM release registers, or drop the flag",
+    "engine": "give a value vLLM's engine config accepts, or drop the flag",
 }
 
 

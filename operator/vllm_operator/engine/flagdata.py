@@ -47,6 +47,9 @@ class Option:
     config_custom: frozenset[str] = frozenset()
     # vLLM expands 1k/2M/... inside this option's JSON (0.22+); None: not recorded
     json_suffixes: bool | None = False
+    # the config class field the value reaches in create_engine_config: {"class", "schema"
+    # (pydantic's JSON schema of the field, constraints kept), "converted_first"}
+    engine_field: dict[str, Any] | None = field(default=None, compare=False)
 
     @property
     def takes_value(self) -> bool:
@@ -91,6 +94,18 @@ class FlagTable:
         default_factory=dict, repr=False, compare=False
     )
     suffix_probes: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)
+    # names vLLM checks values against after argparse (quantization, kv_connector,
+    # tool_call_parser, reasoning_parser); empty where not recorded
+    registries: dict[str, frozenset[str]] = field(default_factory=dict, repr=False, compare=False)
+    # recorded with the API-server and engine-config stages (hack/vllm-flags/engine_stage.py)
+    records_engine: bool = False
+
+    def form(self, argv: tuple[str, ...]) -> Form | None:
+        """The recorded form ``argv``, if this release was asked about it."""
+        for recorded in self.forms:
+            if recorded.argv == argv:
+                return recorded
+        return None
 
     @property
     def records_after_parse(self) -> bool:
@@ -135,6 +150,7 @@ def _option(row: dict[str, Any], suffixes: bool | None) -> Option:
         config_schema=schema["schema"] if recorded else None,
         config_custom=_converted_first(schema.get("custom", {})) if recorded else frozenset(),
         json_suffixes=suffixes if "parse_dataclass" in row["type"] else False,
+        engine_field=row.get("engine_field"),
     )
 
 
@@ -172,6 +188,8 @@ def parse_table(doc: dict[str, Any]) -> FlagTable:
             k: tuple((v, r) for v, r in rows) for k, rows in doc.get("conversions", {}).items()
         },
         suffix_probes=suffix_probes,
+        registries={k: frozenset(v) for k, v in doc.get("registries", {}).items()},
+        records_engine="registries" in doc,
     )
 
 

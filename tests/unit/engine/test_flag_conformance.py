@@ -19,6 +19,8 @@ from vllm_operator.engine import argv, extra_args, flagdata
 from vllm_operator.engine.flagdata import FlagTable, Form
 
 RELEASES = flagdata.releases()
+# Releases recorded with the API-server and engine-config stages (hack/vllm-flags).
+ENGINE = [r for r in RELEASES if flagdata.table(r).records_engine]
 
 
 def _mismatch(table: FlagTable, form: Form) -> str | None:
@@ -68,10 +70,13 @@ def _mismatch(table: FlagTable, form: Form) -> str | None:
     ):
         return f"{form.argv}: optimization level {rec['optimization_level']} vs {level}"
     after = rec.get("after")
-    if after is not None:
+    if after is not None and not _refused_by_the_project(table, form):
         got_after = extra_args.after_parse(parsed, table)
         if (after["verdict"] == "refused") != bool(got_after.refusals):
             return f"{form.argv}: after argparse vLLM {after}, policy {got_after}"
+        stages = {r.stage for r in got_after.refusals}
+        if after["verdict"] == "refused" and after["stage"] not in stages:
+            return f"{form.argv}: vLLM stops at {after['stage']}, the policy at {stages}"
         if after["verdict"] == "ok" and after["eager"] != got_after.eager:
             return f"{form.argv}: vLLM eager {after['eager']}, policy {got_after.eager_reasons}"
     if parsed.last("compilation_config") is None:
@@ -85,6 +90,15 @@ def _mismatch(table: FlagTable, form: Form) -> str | None:
     if mode != recorded_mode:
         return f"{form.argv}: compilation mode {rec['compilation_level']} vs {mode}"
     return None
+
+
+def _refused_by_the_project(table: FlagTable, form: Form) -> bool:
+    """The project refuses the form for its own reasons (a spec-owned setting such as
+    --tensor-parallel-size, a parallel size below 1, no server on the probe port): vLLM's
+    own verdict after argparse on it cannot reach a pod (test below: either reason)."""
+    report = extra_args.check(["m"], list(form.argv), table, "balanced")
+    says = ("would exit at start", "would stop at start")
+    return any(not any(s in e.message for s in says) for e in report.errors)
 
 
 def test_every_release_from_0_10_2_to_the_newest_is_recorded() -> None:
@@ -123,31 +137,67 @@ def test_rewrites_equal_vllms(release: flagdata.Version) -> None:
 @pytest.mark.parametrize("release", RELEASES, ids=str)
 def test_policy_refuses_exactly_what_vllm_refuses(release: flagdata.Version) -> None:
     """Through the policy's own entry (operator args first, then the form as extraArgs):
-    a form vLLM refuses (argparse, or after it where recorded) is refused with vLLM's
-    reason; a form it accepts draws no such error (the project may still refuse it for
-    its own reasons: spec-owned settings, no server on the probe port)."""
+    a form vLLM refuses (argparse, serve's validate, the API server's checks, VllmConfig or
+    create_engine_config) is refused; a form it accepts draws no error in vLLM's name.
+    The project refuses some forms for its own reasons (spec-owned settings, no server on
+    the probe port, --config): where vLLM refuses those too, either reason stops the pod."""
     table = flagdata.table(release)
     for form in table.forms:
         report = extra_args.check(["m"], list(form.argv), table, "balanced")
         says = ("would exit at start", "would stop at start")
         vllm_says = [e for e in report.errors if any(s in e.message for s in says)]
-        own = [e for e in report.errors if e.message.startswith("--config ")]
-        if not table.records_after_parse:
-            # recorded before the after-argparse classes: vLLM's verdict there is unknown
-            vllm_says = [e for e in vllm_says if "after parsing" not in e.message]
+        own = [e for e in report.errors if e not in vllm_says]
         after = form.record.get("after") or {}
         refuses = form.verdict != "accepted" or after.get("verdict") == "refused"
-        assert bool(vllm_says or own) == refuses, (form.argv, form.message, after, report.errors)
-        assert not own or "--config" in form.argv
+        if not table.records_engine:
+            # recorded before the engine stage: what vLLM does there is unknown, and the
+            # checks of the stages after argparse are read leniently
+            vllm_says = [e for e in vllm_says if "after parsing" not in e.message]
+            if not table.records_after_parse or not refuses:
+                own = [e for e in own if e.message.startswith("--config")]
+        if refuses:
+            assert vllm_says or own, (form.argv, form.message, after)
+            if not own:
+                stage = after.get("stage", "parser")
+                assert any(_STAGE_WORDS[stage] in e.message for e in vllm_says), (form.argv, stage)
+        else:
+            assert not vllm_says, (form.argv, after, vllm_says)
 
 
-def test_the_after_argparse_classes_are_recorded_for_the_issue_releases() -> None:
-    """0.11, 0.17, 0.22 and 0.33 carry vLLM's verdict after argparse for every accepted form."""
-    for name in ("0.11.0", "0.17.0", "0.22.0", "0.33.0"):
-        table = flagdata.table(flagdata.Version.parse(name))
-        assert table.records_after_parse, name
-        accepted = [f for f in table.forms if f.verdict == "accepted"]
-        assert accepted, name
-        assert all("after" in f.record for f in accepted), name
-        refused_after = {f.argv for f in accepted if f.record["after"]["verdict"] == "refused"}
-        assert ("--enable-log-outputs",) in refused_after, name
+_STAGE_WORDS = {
+    "parser": "at start",
+    "validate": "after parsing its arguments",
+    "config": "after parsing its arguments",
+    "api_server": "API server's checks",
+    "engine": "building its engine config",
+}
+
+
+@pytest.mark.parametrize("release", ENGINE, ids=str)
+def test_every_stage_is_recorded_for_every_release(release: flagdata.Version) -> None:
+    """Every release carries vLLM's verdict after argparse for every accepted form: serve's
+    ``validate``, the API server's checks, ``VllmConfig`` and ``create_engine_config``."""
+    table = flagdata.table(release)
+    assert table.records_after_parse
+    assert table.records_engine
+    assert table.registries.get("quantization")
+    accepted = [f for f in table.forms if f.verdict == "accepted"]
+    assert len(accepted) >= 150
+    assert all("after" in f.record for f in accepted)
+    stages = {f.record["after"].get("stage") for f in accepted}
+    assert {"validate", "engine"} <= stages, stages
+
+
+def test_model_dependent_refusals_are_left_to_vllm() -> None:
+    """A --max-model-len beyond the stand-in's context is refused by vLLM on that model
+    only: recorded as depending on the model, and the policy lets it through."""
+    assert ENGINE
+    for release in ENGINE:
+        table = flagdata.table(release)
+        form = table.form(("--max-model-len", "100000"))
+        assert form is not None, release
+        assert form.verdict == "accepted", release
+        after = form.record["after"]
+        assert after["verdict"] == "ok", release
+        assert after["left_to_vllm"]["depends_on"] == "model", release
+        assert "max_model_len" in after["left_to_vllm"]["message"], release

@@ -1,0 +1,140 @@
+"""Random combinations of recorded forms: the policy's verdict equals vLLM's, per release.
+
+Each committed table holds vLLM's verdict on every conformance form alone (parser, serve's
+``validate``, the API server's checks, ``VllmConfig`` and ``create_engine_config``; see
+test_flag_conformance). Forms that touch different settings do not interact in vLLM, so a
+command line made of several of them is refused when one of them is, and otherwise runs
+eager exactly when its one compilation-deciding form does. The property draws such
+combinations at random and asks the whole policy (``extra_args.check``, the entry
+``plan_launch`` uses) for accept/refuse and eager/compiled.
+
+What is kept out of a combination, and why: forms whose settings interact in vLLM
+(an option another one requires, ``--max-num-seqs`` against ``--max-num-batched-tokens``,
+the model, ``--config``), more than one form that decides compilation (an explicit mode
+wins over a level), and forms the project refuses for its own reasons only (spec-owned
+settings, no server on the probe port: they say nothing about vLLM). A form refused by the
+parser goes first: what follows it cannot repair it (a stray value stays stray, a ``--``
+turns the rest into stray values), except a dotted key, which vLLM merges with later ones
+of the same option (kept out).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from vllm_operator.engine import catalog, extra_args, flagdata
+from vllm_operator.engine.flagdata import FlagTable, Form
+
+# Releases recorded with every stage: the others' tables miss what vLLM does after argparse.
+RELEASES = [r for r in flagdata.releases() if flagdata.table(r).records_engine]
+_INTERACTING = {
+    "enable_log_outputs",
+    "enable_log_requests",
+    "enable_auto_tool_choice",
+    "tool_call_parser",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "model",
+    "model_tag",
+    "config",
+    "data_parallel_size",
+    "headless",
+    "api_server_count",
+}
+_COMPILATION = {"optimization_level", "compilation_config", "enforce_eager"}
+
+
+def _vllm(form: Form) -> str:
+    """refused | eager | compiled, as recorded from vLLM (a refusal that depends on the
+    model is vLLM's to make: the policy lets it through)."""
+    after = form.record.get("after") or {}
+    if form.verdict != "accepted" or after.get("verdict") == "refused":
+        return "refused"
+    return "eager" if after.get("eager") else "compiled"
+
+
+def _own_refusal(table: FlagTable, form: Form) -> bool:
+    """The project refuses the form for a reason of its own (not vLLM's)."""
+    dests = set(form.record.get("set", ()))
+    if dests & (set(catalog.OWNED) | set(catalog.NO_SERVER)):
+        return True
+    report = extra_args.check(["m"], list(form.argv), table, "balanced")
+    says = ("would exit at start", "would stop at start")
+    return any(not any(s in e.message for s in says) for e in report.errors)
+
+
+def _pools(table: FlagTable) -> tuple[list[Form], list[Form], list[Form]]:
+    """(accepted forms of independent settings, compilation forms, parser refusals)."""
+    plain: list[Form] = []
+    compiling: list[Form] = []
+    broken: list[Form] = []
+    for form in table.forms:
+        if not form.argv or any(a.startswith("--config") or "model" in a for a in form.argv):
+            continue
+        if form.verdict != "accepted":
+            if not any(_dotted(a) for a in form.argv):
+                broken.append(form)
+            continue
+        dests = set(form.record["set"])
+        if not dests or dests & _INTERACTING or _own_refusal(table, form):
+            continue
+        (compiling if dests & _COMPILATION else plain).append(form)
+    return plain, compiling, broken
+
+
+def _dotted(token: str) -> bool:
+    """``-cc.mode=bogus``: vLLM merges every dotted key of an option into one JSON value
+    before argparse, so a later ``-cc.mode=0`` repairs it; such forms do not stay broken."""
+    return token.startswith("-") and "." in token.split("=", 1)[0]
+
+
+def _policy(table: FlagTable, extra: list[str]) -> str:
+    report = extra_args.check(["m"], extra, table, "balanced")
+    says = ("would exit at start", "would stop at start")
+    if any(any(s in e.message for s in says) for e in report.errors):
+        return "refused"
+    return "eager" if report.runs_eager else "compiled"
+
+
+def _expected(chosen: list[Form]) -> str:
+    verdicts = [_vllm(f) for f in chosen]
+    if "refused" in verdicts:
+        return "refused"
+    return "eager" if "eager" in verdicts else "compiled"
+
+
+@pytest.mark.parametrize("release", RELEASES, ids=str)
+def test_random_combinations_get_vllms_verdict(release: flagdata.Version) -> None:
+    table = flagdata.table(release)
+    plain, compiling, broken = _pools(table)
+    assert len(plain) >= 40
+    assert compiling
+    assert broken
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(
+        others=st.lists(st.sampled_from(plain), min_size=1, max_size=4),
+        compile_form=st.none() | st.sampled_from(compiling),
+        first=st.none() | st.sampled_from(broken),
+        data=st.data(),
+    )
+    def check(others: list[Form], compile_form: Any, first: Any, data: st.DataObject) -> None:
+        chosen: list[Form] = []
+        seen: set[str] = set()
+        for form in [*others, *([compile_form] if compile_form else [])]:
+            dests = set(form.record["set"])
+            if dests & seen:
+                continue
+            seen |= dests
+            chosen.append(form)
+        chosen = data.draw(st.permutations(chosen))
+        if first is not None:
+            chosen = [first, *chosen]
+        extra = [a for form in chosen for a in form.argv]
+        assert _policy(table, extra) == _expected(chosen), (extra, [_vllm(f) for f in chosen])
+
+    check()
