@@ -31,10 +31,7 @@ TOO_LONG_FOR_NOW = {
     # into commands/bench_options.py (commit d410e63 on issue-33) waits for that merge.
     "operator/vllm_operator/commands/bench.py",
 }
-TOO_COMPLEX_FOR_NOW = {
-    ("operator/vllm_operator/engine/config_schema.py", "_check"),  # fixed by issue-32/31 branch
-    ("operator/vllm_operator/engine/extra_args.py", "check"),  # fixed by issue-32/31 branch
-}
+TOO_COMPLEX_FOR_NOW = {}
 
 
 def _modules() -> list[Path]:

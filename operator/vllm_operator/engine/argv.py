@@ -29,6 +29,7 @@ from vllm_operator.engine.argv_rewrite import (
 )
 from vllm_operator.engine.argv_values import TypeMessage, convert_named
 from vllm_operator.engine.flagdata import FlagTable, Option
+from vllm_operator.errors import VLLMOperatorError
 
 __all__ = [
     "ConfigFile",
@@ -45,7 +46,7 @@ __all__ = [
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 
 
-class ParseFailure(Exception):
+class ParseFailure(VLLMOperatorError):
     """argparse's error: ``prog: error: message`` and exit status 2."""
 
     def __init__(

@@ -20,12 +20,13 @@ from typing import Any
 
 from vllm_operator.engine.argv_values import TypeMessage, human_readable_int
 from vllm_operator.engine.flagdata import FlagTable
+from vllm_operator.errors import VLLMOperatorError
 
 _NAME_PART = re.compile(r"(?<=--)[^.]*")
 _MAX_TOKENS = 4096  # a spec's extraArgs are bounded; this bounds any caller
 
 
-class ConfigFile(ValueError):
+class ConfigFile(VLLMOperatorError, ValueError):
     """``--config FILE``: vLLM reads more flags from the file before argparse."""
 
 

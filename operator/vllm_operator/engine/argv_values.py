@@ -21,6 +21,7 @@ from typing import Any
 from vllm_operator.engine import config_time
 from vllm_operator.engine.config_schema import SchemaMismatch, check
 from vllm_operator.engine.flagdata import FlagTable, Option
+from vllm_operator.errors import VLLMOperatorError
 
 _HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
 _JSON_OBJECT = re.compile(r"(?s)^\s*{.*}\s*$")
@@ -28,7 +29,7 @@ _QUOTED = re.compile(r'("(?:[^"\\]|\\.)*")')
 _SUFFIXED = re.compile(r"\b\d+(?:\.\d+)?[kKmMgGtT]\b")
 
 
-class TypeMessage(Exception):
+class TypeMessage(VLLMOperatorError):
     """An ``argparse.ArgumentTypeError`` raised by one of vLLM's converters."""
 
 

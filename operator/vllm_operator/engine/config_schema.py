@@ -19,6 +19,8 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from vllm_operator.errors import VLLMOperatorError
+
 _INT: TypeAdapter[int] = TypeAdapter(int)
 _MAX_TEXT = 4300  # Python's own limit on int digits; longer is no level or mode anyway
 _BOOL_STRINGS = {"0", "1", "true", "false", "yes", "no", "on", "off", "t", "f", "y", "n"}
@@ -26,7 +28,7 @@ _MAX_DEPTH = 32
 _MAX_STEPS = 20_000
 
 
-class SchemaMismatch(Exception):
+class SchemaMismatch(VLLMOperatorError):
     """pydantic would refuse the value: ``path`` (dotted) and its reason."""
 
     def __init__(self, path: str, reason: str) -> None:
