@@ -44,7 +44,14 @@ from vllm_operator.api.summary import (
     Placement,
     TrialPlan,
 )
-from vllm_operator.gate.finding import Finding, Severity
+from vllm_operator.gate.finding import (
+    BRIEF,
+    Comparison,
+    FigureOutcome,
+    Finding,
+    Severity,
+    StopReason,
+)
 from vllm_operator.gate.interval import Interval, robust_interval
 from vllm_operator.gate.sequential import look_confidence, more_allowed
 
@@ -58,6 +65,10 @@ EXACT = 1e-12
 """Relative differences this close to a limit count as on it (float rounding, not data)."""
 
 MIN_LATENCY_SAMPLES = 3
+
+EARLY = "the benchmark stopped early: its time budget ran out, or another figure had already failed"
+"""What a figure's reason says when it stopped before ``maxTrials``; ``gate.verdict`` replaces
+it with which of the two it was (``gate.finding.STOP_TEXT``)."""
 """Fewer measured requests per prompt class than this and a median is not a figure."""
 
 
@@ -236,8 +247,10 @@ class Judge:
             "note": "within the limit",
             "inconclusive": "the interval straddles the limit",
         }[severity]
+        stop: StopReason | None = None
         if severity == "inconclusive":
             verdict += self._what_decides(interval, limit, higher_is_worse)
+            stop = self._stop(interval)
         sign = "+" if higher_is_worse else "-"
         shown = f"{sign}{limit * 100:.3g}%"
         if bound.why.endswith("floor"):
@@ -248,7 +261,37 @@ class Judge:
             f"{label}: {c:,.{digits}f} {unit}, {interval.change * 100:+.1f}% vs baseline "
             f"{b:,.{digits}f} {unit} ({self._describe(interval)}), limit {shown}: {verdict}"
         )
-        return Judged(Finding(severity, text), figure, open_)
+        span = (
+            f" ({interval.low * 100:+.1f}% to {interval.high * 100:+.1f}%)"
+            if interval.estimated
+            else ""
+        )
+        outcome: FigureOutcome = "beyond" if beyond else "within" if within else "undecided"
+        brief = (
+            f"{label}: {interval.change * 100:+.1f}%{span} vs baseline, limit "
+            f"{sign}{limit * 100:.3g}%: {BRIEF[outcome]}"
+        )
+        numbers = Comparison(
+            candidate=c,
+            baseline=b,
+            unit=unit,
+            change=interval.change,
+            low=interval.low if interval.estimated else interval.change,
+            high=interval.high if interval.estimated else interval.change,
+            limit=limit if higher_is_worse else -limit,
+            higher_is_worse=higher_is_worse,
+            trials=trials,
+        )
+        found = Finding(
+            severity,
+            text,
+            figure=label if unit == "ms" else f"{label}, {unit}",
+            outcome=outcome,
+            stop=stop,
+            comparison=numbers,
+            brief=brief,
+        )
+        return Judged(found, figure, open_)
 
     def _describe(self, interval: Interval) -> str:
         if not interval.estimated:
@@ -265,16 +308,19 @@ class Judge:
             text += f", outlier {', '.join(interval.left_out)} left out"
         return text
 
+    def _stop(self, interval: Interval) -> StopReason:
+        """Why an undecided figure has no more trials ("early": ``gate.verdict`` says which)."""
+        if self.plan is None or max(interval.trials) >= self.plan.max_trials:
+            return "plan-exhausted"
+        return "early"
+
     def _what_decides(self, interval: Interval, limit: float, higher_is_worse: bool) -> str:
         """Why it stayed open, and how many trials at this spread would decide it."""
         n = max(interval.trials)
         if self.plan is None:
             ran = f"; {n} trials, a fixed number (no sequential plan)"
         elif n < self.plan.max_trials:
-            ran = (
-                f"; {n} of up to {self.plan.max_trials} trials run (the benchmark stopped "
-                "early: its time budget ran out, or another figure had already failed)"
-            )
+            ran = f"; {n} of up to {self.plan.max_trials} trials run ({EARLY})"
         else:
             ran = f"; {n} trials, the most allowed (gate.maxTrials)"
         edge = math.log1p(limit) if higher_is_worse else math.log1p(-limit) if limit < 1 else None
