@@ -205,8 +205,16 @@ def _errors(errors: dict[str, Any]) -> list[str]:
 def _verdict(report: BenchReport) -> list[str]:
     if not report.config.gated:
         return [f"## No gate (no thresholds or baseline given); exit {report.exit_code}"]
-    out = [f"## Gate: {report.verdict.outcome} (exit {report.exit_code})"]
-    out += [f"- {reason}" for reason in report.verdict.reasons]
+    verdict = report.verdict
+    out = [f"## Gate: {verdict.outcome} (exit {report.exit_code})"]
+    if verdict.headline:
+        out.append(verdict.headline)
+    if not verdict.deciding:
+        return [*out, *(f"- {reason}" for reason in verdict.reasons)]
+    out += ["", "Decided by:", *(f"- {reason}" for reason in verdict.decided_by_reasons())]
+    rest = verdict.reasons[verdict.deciding :]
+    if rest:
+        out += ["", "Other figures and notes:", *(f"- {reason}" for reason in rest)]
     return out
 
 

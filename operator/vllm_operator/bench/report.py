@@ -24,6 +24,7 @@ from vllm_operator.gate import verdict as gate_verdict
 from vllm_operator.gate.classes import describe, kind_of
 from vllm_operator.gate.regression import judge_all
 from vllm_operator.gate.slo import breached, capacity, judge_slo
+from vllm_operator.gate.verdict import HEADLINE_CHARS
 
 REPORT_SCHEMA = "vllm-operator.dev/bench-report/v1"
 
@@ -194,12 +195,16 @@ def build_report(config: BenchConfig, state: RunState) -> BenchReport:
     thresholds = config.thresholds or Thresholds()
     raw = raw_summary(config, state)
     judged = gate_verdict(raw, thresholds, config.baseline)
-    reasons = list(judged.reasons)
-    if state.aborted:
-        reasons.insert(0, f"run stopped early: {state.aborted}")
+    first = [f"run stopped early: {state.aborted}"] if state.aborted else []
     if state.deadline_hit:
-        reasons.insert(0, f"deadline of {config.deadline_seconds:g} s reached")
-    verdict = Verdict(outcome=judged.outcome, reasons=reasons)
+        first.insert(0, f"deadline of {config.deadline_seconds:g} s reached")
+    headline = "; ".join([*first, judged.headline or ""]).strip("; ")
+    verdict = Verdict(
+        outcome=judged.outcome,
+        reasons=[*first, *judged.reasons],
+        deciding=(judged.deciding or 0) + len(first) or None,
+        headline=headline[:HEADLINE_CHARS] or None,
+    )
     summary = raw.model_copy(
         update={"verdict": verdict.outcome if config.gated else None, "reasons": verdict.reasons}
     )

@@ -285,7 +285,7 @@ class Judge:
         found = Finding(
             severity,
             text,
-            figure=label if unit == "ms" else f"{label}, {unit}",
+            figure=label if unit == "ms" else f"{label} {unit}",
             outcome=outcome,
             stop=stop,
             comparison=numbers,

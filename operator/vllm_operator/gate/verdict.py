@@ -188,18 +188,21 @@ def _headline(outcome: VerdictOutcome, ordered: list[Finding]) -> str:
     if outcome == "Passed":
         within = len(deciding)
         return f"all {within} judged figure(s) within their limits" if within else ALL_WITHIN
-    parts = [f.short for f in deciding[:2]]
-    if len(deciding) > 2:
-        parts.append(f"+{len(deciding) - 2} more like these")
+    parts = [deciding[0].short] if deciding else []
+    if len(deciding) > 1:  # the others by name: the first one says how
+        named = [f.figure or _clip(f.short, 60) for f in deciding[1:4]]
+        more = f" and {len(deciding) - 4} more" if len(deciding) > 4 else ""
+        parts.append(f"also {', '.join(named)}{more}")
     if others:
         counts = {o: sum(f.outcome == o for f in others) for o in ("beyond", "within", "undecided")}
         said = ", ".join(f"{n} {o}" for o, n in counts.items() if n)
         stops = sorted({STOP_BRIEF[f.stop] for f in others if f.stop is not None})
         parts.append(f"other figures: {said}" + (f" ({'; '.join(stops)})" if stops else ""))
-    line = "; ".join(parts)
-    if len(line) > HEADLINE_CHARS:
-        line = line[: HEADLINE_CHARS - 3].rstrip() + "..."
-    return line
+    return _clip("; ".join(parts), HEADLINE_CHARS)
+
+
+def _clip(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 3].rstrip() + "..."
 
 
 def _schema(summary: BenchSummary) -> list[Finding]:

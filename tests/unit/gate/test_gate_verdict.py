@@ -92,7 +92,9 @@ def test_study_gate_rejects_017_eager_against_016_eager() -> None:
     )
     assert text.count("beyond the limit") == 4
     assert result.headline.startswith("medium prompts, median latency: +11.9% vs baseline")
-    assert result.headline.endswith("+2 more like these; other figures: 3 within")
+    assert result.headline.endswith(
+        "; also 2 streams tok/s, 4 streams tok/s, 8 streams tok/s; other figures: 3 within"
+    )
 
 
 def test_study_gate_passes_017_throughput_against_016_eager() -> None:
