@@ -68,6 +68,10 @@ DATASET_RULES: list[JsonValue] = [
     },
 ]
 _RATE = "(has(self.mode) && self.mode == 'rate')"
+UNUSED_LEVELS = (
+    "rates are the levels of mode rate, and the load mode is concurrency (the default): "
+    "set mode: rate, or give concurrency levels instead"
+)
 LOAD_RULES: list[JsonValue] = [
     {
         "rule": (
@@ -84,6 +88,10 @@ LOAD_RULES: list[JsonValue] = [
             "self.concurrency.all(x, self.concurrency.exists_one(y, y == x))))"
         ),
         "message": "load levels must be distinct and ascending",
+    },
+    {
+        "rule": f"{_RATE} || !has(self.rates) || size(self.rates) == 0",
+        "message": UNUSED_LEVELS,
     },
 ]
 WORKLOAD_RULES: list[JsonValue] = [
@@ -239,6 +247,8 @@ class LoadSpec(APIModel):
             raise ValueError(f"mode {self.mode} needs at least one level in {field}")
         if levels != sorted(set(levels)):
             raise ValueError("load levels must be distinct and ascending")
+        if self.mode != "rate" and self.rates:
+            raise ValueError(UNUSED_LEVELS)
         return self
 
     @property

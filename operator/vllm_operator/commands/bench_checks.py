@@ -1,8 +1,9 @@
 """What `bench` refuses before it sends a request, and the workload file it reads.
 
 A run that cannot end well should end at once: the CRD refuses SLO limits without a
-workload, a load level its mode does not use, and a gated quality suite whose code checks
-have no sandbox to run in, so `bench` refuses the same with exit 2 and the fix in the
+workload (and the workload model itself load levels its mode does not use), and a gated
+quality suite whose code checks have no sandbox to run in can only end in Error, so `bench`
+refuses the same with exit 2 and the fix in the
 message, instead of measuring for minutes and ending in Error. The workload file is the
 ``gate.workload`` block as the README shows it, with or without its ``workload:`` key;
 ``--dataset`` stands for the dataset's ConfigMap or claim; a misspelt field gets a "did you
@@ -67,19 +68,6 @@ def refuse_early(
             "SLO limits are held at load levels, and the study's classes have none",
             "add --workload FILE with a synthetic or dataset workload (README, 'Gate on your "
             "own traffic'), or remove slo",
-        )
-    load = workload.load
-    if not workload.is_study and load.mode == "concurrency" and load.rates:
-        raise SpecError(
-            "--workload: load.rates",
-            "rates are levels of mode rate, and the load mode is concurrency (the default)",
-            "add mode: rate to load, or give concurrency levels instead",
-        )
-    if not workload.is_study and load.mode == "rate" and "concurrency" in load.model_fields_set:
-        raise SpecError(
-            "--workload: load.concurrency",
-            "concurrency levels are for mode concurrency, and the load mode is rate",
-            "remove concurrency (mode rate sweeps rates), or set mode: concurrency",
         )
     code = code_tests(suite)
     if gated and code and not runs_code:

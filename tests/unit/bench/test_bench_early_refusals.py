@@ -74,23 +74,17 @@ def test_a_gated_suite_runs_with_any_way_to_run_code_and_ungated_is_not_refused(
     assert code_tests(load_suite("builtin:none")) == []
 
 
-@pytest.mark.parametrize(
-    ("load", "field", "fix"),
-    [
-        ("{rates: [5, 10]}", "load.rates", "add mode: rate"),
-        ("{mode: rate, rates: [5], concurrency: [1, 2]}", "load.concurrency", "remove concurrency"),
-    ],
-)
 def test_levels_the_load_mode_does_not_use_are_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], load: str, field: str, fix: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    load = "{rates: [5, 10]}"  # mode rate forgotten: it would sweep 1, 2, 4, 8 streams
     path = tmp_path / "w.yaml"
     path.write_text(
         f"synthetic: {{inputTokens: {{mean: 8}}, outputTokens: {{mean: 4}}}}\nload: {load}\n"
     )
     err = refused([*URL, "--suite", "builtin:none", "--workload", str(path)], capsys)
-    assert f"--workload: {field}" in err
-    assert fix in err
+    assert "--workload: load: Value error, rates are the levels of mode rate" in err
+    assert "set mode: rate" in err
 
 
 @pytest.mark.parametrize(
