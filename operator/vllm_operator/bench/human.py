@@ -246,7 +246,10 @@ def _load(load: dict[str, Any] | None) -> list[str]:
             )
         )
     capacity = load["capacity"]
-    out.append(f"capacity: {'-' if capacity is None else f'{capacity:g} {unit}'}")
+    if capacity is None:
+        out.append("capacity: none established (no SLO limits given, or no level met them all)")
+    else:
+        out.append(f"capacity: {capacity:g} {unit} (the highest level meeting every SLO)")
     if load["stopped_at"] is not None:
         out.append(f"sweep stopped at its first breach: {load['stopped_at']:g} {unit}")
     return [*out, ""]

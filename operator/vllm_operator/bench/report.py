@@ -181,10 +181,12 @@ def open_figures(config: BenchConfig, state: RunState) -> set[tuple[str, str]]:
         return set()
     raw = raw_summary(config, state)
     if any(count > 0 and kind_of(name) == "server" for name, count in raw.errors.items()):
+        state.closed_by_failure = True
         return set()
     judged = judge_all(raw, config.thresholds, config.baseline, config.plan)
     judged += judge_slo(raw, config.thresholds, config.baseline, config.plan)
     if any(j.finding.severity == "fail" and j.figure is not None for j in judged):
+        state.closed_by_failure = True
         return set()  # final whatever the open figures would show: no more trials
     return {j.figure for j in judged if j.undecided and j.figure is not None}
 
