@@ -170,7 +170,7 @@ def _structured(judged: Judged, failed_first: bool) -> Finding:
         outcome = {"fail": "beyond", "note": "within", "inconclusive": "undecided"}
         found = replace(
             found,
-            figure=found.figure or ":".join(judged.figure),
+            figure=found.figure or found.text.split(":")[0][:80],  # its label, as it reads
             outcome=outcome.get(found.severity),  # type: ignore[arg-type]
         )
     if found.stop == "early":

@@ -101,3 +101,17 @@ def test_the_headline_is_bounded_however_many_figures_decide() -> None:
         result.headline
     )
     assert len(result.headline) <= HEADLINE_CHARS
+
+
+def test_a_judge_that_fills_no_structure_still_gets_outcome_and_figure() -> None:
+    """``gate.slo``'s findings carry only severity and text: the verdict names the figure
+    from the text's label and derives the outcome from the severity, so any judge slots in."""
+    from test_gate_slo import TRIALS, lv, slo, summary
+
+    judged = judge(summary(lv(20, TRIALS)), slo(ttftMs={"p99": 1000}), None)
+    ttft = next(f for f in judged.findings if f.figure == "ttft p99 at 20 req/s")
+    assert (ttft.outcome, ttft.deciding, ttft.comparison) == ("within", True, None)
+    failed = judge(summary(lv(20, TRIALS)), slo(ttftMs={"p99": 100}), None)
+    assert failed.outcome == "Failed"
+    assert failed.deciding[0].figure == "ttft p99 at 20 req/s"
+    assert failed.deciding[0].outcome == "beyond"
