@@ -5,6 +5,7 @@ mean"). The workload file is README's ``gate.workload`` block, ``workload:`` key
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from pathlib import Path
@@ -159,3 +160,13 @@ def test_help_workload_documents_every_field(capsys: pytest.CaptureFixture[str])
         "seed",
     ):
         assert f"\n  {field}\n" in shown
+
+
+def test_every_multi_line_example_of_help_continues_its_lines() -> None:
+    text = parser("bench").format_help()
+    examples = text.split("examples:")[1].split("JSON options")[0]
+    lines = [line for line in examples.splitlines() if line.strip()]
+    assert not any("   " in line.split(" #")[0].strip() for line in lines), lines  # none run on
+    for line, following in itertools.pairwise(lines):
+        if following.startswith("      "):  # a continuation line of the example above it
+            assert line.rstrip().endswith("\\"), line
