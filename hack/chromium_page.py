@@ -55,6 +55,7 @@ REPORT_STATE = """(() => ({
   charts: Array.from(document.querySelectorAll(".js-plotly-plot")).map(gd => ({
     id: gd.id,
     points: gd.data.map(t => [t.meta, (t.y || []).filter(v => v !== null).length]),
+    rows: gd.data.map(t => [t.meta, Array.from(t.y || []), Array.from(t.x || [])]),
     drawn: Array.from(gd.querySelectorAll("g.trace")).map(g => {
       const d = g.__data__;
       const first = Array.isArray(d) ? d[0] : d;
@@ -67,7 +68,8 @@ REPORT_STATE = """(() => ({
   pwned: typeof window.__pwned,
 }))()"""
 """What a person sees of a ``vllm-operator report`` page: per chart, the points of each
-trace (plotly's ``div.data``, by ``meta``: candidate or baseline) and the trace groups
+trace (plotly's ``div.data``, by ``meta``: candidate or baseline; ``rows``: each trace's
+y and x values) and the trace groups
 plotly drew (each SVG ``g.trace`` with its trace's ``meta`` and its ``path`` count); the
 text of each section (verdict, load, quality, errors)."""
 
@@ -214,6 +216,8 @@ def report_problems(result: PageResult, page: Path, roles: Sequence[str]) -> lis
     if not state.get("charts"):
         problems.append("no charts")
     for chart in state.get("charts", []):
+        if chart["id"].startswith("gate-"):
+            continue  # the gate's own chart (figures against limits), not one per revision
         for role in roles:
             points = sum(n for meta, n in chart["points"] if meta == role)
             drawn = sum(paths for meta, paths in chart["drawn"] if meta == role)

@@ -168,7 +168,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         metavar="DIR",
         help="write one report page per step here (the verdict, charts of candidate and "
         "baseline, the quality table; `vllm-operator report`); default: WORKDIR/reports "
-        "with --workdir, else a new temporary folder, kept; the pages are printed",
+        "with --workdir, else a new temporary folder, kept (those of earlier runs beyond the "
+        "last two are removed); the pages are printed",
     )
     parser.add_argument("--verbose", action="store_true", help="log the operator and kubelet")
     return parser

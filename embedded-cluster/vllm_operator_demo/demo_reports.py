@@ -14,6 +14,7 @@ demo's outcome: the verdicts are what the demo checks.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from pathlib import Path
 
@@ -22,13 +23,31 @@ from vllm_operator.errors import SpecError
 from vllm_operator.render import job_name
 from vllm_operator_demo.demo_session import Session
 
+REPORTS_PREFIX = "vllm-operator-demo-reports-"
+KEEP_EARLIER = 2
+"""Earlier runs' default report folders kept (a run's pages are about 14 MB)."""
 
-def reports_dir(given: Path | None) -> Path:
-    """Where the pages go: ``given`` (created), or a new temporary folder kept after exit."""
+
+def reports_dir(given: Path | None, temp: Path | None = None) -> Path:
+    """Where the pages go: ``given`` (created), or a new temporary folder kept after exit;
+    the default folders of earlier runs beyond the newest ``KEEP_EARLIER`` are removed, so
+    pages do not pile up in the temporary directory run after run."""
     if given is not None:
         given.mkdir(parents=True, exist_ok=True)
         return given
-    return Path(tempfile.mkdtemp(prefix="vllm-operator-demo-reports-"))
+    temp = temp or Path(tempfile.gettempdir())
+    earlier = sorted(
+        (p for p in temp.glob(f"{REPORTS_PREFIX}*") if p.is_dir()),
+        key=lambda p: p.stat().st_mtime,
+    )
+    for old in earlier[: max(0, len(earlier) - KEEP_EARLIER)]:
+        pages = list(old.iterdir())
+        if all(p.is_file() and p.suffix == ".html" for p in pages):  # only what a run wrote
+            for page in pages:
+                page.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                old.rmdir()
+    return Path(tempfile.mkdtemp(prefix=REPORTS_PREFIX, dir=temp))
 
 
 def bench_log(session: Session, job: str, namespace: str) -> str:

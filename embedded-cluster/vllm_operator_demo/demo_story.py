@@ -105,8 +105,14 @@ class Watcher:
         if gate is not None and self.seen.get(f"{name}/gate") != key:
             self.seen[f"{name}/gate"] = key
             self.say(f"{name}: verdict on revision {gate.revision}: {gate.outcome.upper()}")
-            for reason in gate.reasons:
+            decided = gate.decided_by_reasons() if gate.deciding else gate.reasons
+            for reason in decided:  # what decided, in full
                 self.say(f"    - {reason}", stamp=False)
+            rest = gate.reasons[len(decided) :]
+            if rest:  # the other figures and notes, a few words each
+                self.say(f"    and {len(rest)} more:", stamp=False)
+                for reason in rest:
+                    self.say(f"      {reason}", stamp=False)
             where = _where(gate)
             if where:
                 self.say(f"    ({where})", stamp=False)

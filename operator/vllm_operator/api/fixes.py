@@ -9,11 +9,14 @@ documents the field. One function, so no error reaches a user without a fix.
 
 from __future__ import annotations
 
+import difflib
 import re
+import types
+import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from vllm_operator.errors import SpecError
 
@@ -55,15 +58,28 @@ def explain_path(path: str) -> str:
     return f"vllmd.{plain}" if plain else "vllmd"
 
 
-def fix_for(error: Mapping[str, Any], path: str, docs: str | None = None) -> str:
+def fix_for(
+    error: Mapping[str, Any],
+    path: str,
+    docs: str | None = None,
+    model: type[BaseModel] | None = None,
+) -> str:
     """The fix to show for one pydantic error at ``path`` (never empty). ``docs`` names
     where the field is documented: by default the ``kubectl explain`` command of a
-    VLLMDeployment field (a CLI passes its ``--help``)."""
+    VLLMDeployment field (a CLI passes its ``--help``). ``model``: the model validated, so
+    an unknown field gets "did you mean" from the fields of the model it was found in."""
     kind = str(error.get("type", ""))
     ctx: Mapping[str, Any] = error.get("ctx") or {}
     here = docs or f"`kubectl explain {explain_path(path)}`"
     if kind == "extra_forbidden":
         parent = docs or f"`kubectl explain {explain_path(path.rpartition('.')[0])}`"
+        loc = tuple(error.get("loc") or ())
+        known = fields_at(model, loc[:-1]) if model is not None and loc else []
+        close = difflib.get_close_matches(str(loc[-1]), known, n=2, cutoff=0.6) if loc else []
+        if close:
+            return f"did you mean {' or '.join(close)}? (fields here: {', '.join(known)})"
+        if known:
+            return f"remove it; the fields here are {', '.join(known)} ({parent})"
         return f"remove it or check its spelling against {parent}"
     if kind == "missing":
         return f"add it ({here})"
@@ -111,3 +127,36 @@ def first_error(
     if hint:
         message = f"{message} {hint}"
     return SpecError(field, message, fix_for(err, path, docs) if fix is None else fix)
+
+
+def fields_at(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:
+    """The field names (camelCase, as written) of the model found at ``loc`` inside ``model``;
+    empty when ``loc`` leads to no model (a list index is stepped over)."""
+    here: type[BaseModel] | None = model
+    for step in loc:
+        if here is None:
+            return []
+        if isinstance(step, int):
+            continue
+        field = next(
+            (f for n, f in here.model_fields.items() if step in (n, f.alias)),
+            None,
+        )
+        here = model_in(field.annotation) if field is not None else None
+    if here is None:
+        return []
+    return [f.alias or n for n, f in here.model_fields.items()]
+
+
+def model_in(annotation: object) -> type[BaseModel] | None:
+    """The pydantic model inside an annotation (``X | None``, ``list[X]``, ``Annotated``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin is None and not isinstance(annotation, types.UnionType):
+        return None
+    for arg in typing.get_args(annotation):
+        found = model_in(arg)
+        if found is not None:
+            return found
+    return None

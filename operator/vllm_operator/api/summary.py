@@ -407,7 +407,40 @@ class Verdict(APIModel):
     """A decision on one revision's benchmark, with its reasons."""
 
     outcome: VerdictOutcome = Field(description="Passed, Failed, Inconclusive or Error.")
-    reasons: list[str] = Field(default_factory=list, description="Why, one line per reason.")
+    reasons: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Why, one line per reason: the reasons that decided the outcome first and in full "
+            "(the first `deciding` of them), then every other one in a few words."
+        ),
+    )
+    deciding: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "How many of the first reasons decided the outcome (absent: none singled out, "
+            "e.g. a person's decision, or a record written before this field)."
+        ),
+    )
+    headline: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="The verdict in one line: the deciding figures first, then the others counted.",
+    )
+
+    def line(self) -> str:
+        """The verdict in one line: its headline, else (a record written before headlines, or
+        a verdict no gate computed: a person's, a deadline's) its first reasons."""
+        if self.headline:
+            return self.headline
+        shown = "; ".join(self.reasons[:2])
+        if len(self.reasons) > 2:
+            shown += f" (+{len(self.reasons) - 2} more)"
+        return shown
+
+    def decided_by_reasons(self) -> list[str]:
+        """The reasons that decided the outcome (the first one when none was singled out)."""
+        return self.reasons[: max(self.deciding or 0, 1)]
 
 
 class BenchSummary(Figures):

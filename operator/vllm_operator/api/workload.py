@@ -77,6 +77,10 @@ DATASET_RULES: list[JsonValue] = [
     },
 ]
 _RATE = "(has(self.mode) && self.mode == 'rate')"
+UNUSED_LEVELS = (
+    "rates are the levels of mode rate, and the load mode is concurrency (the default): "
+    "set mode: rate, or give concurrency levels instead"
+)
 LOAD_RULES: list[JsonValue] = [
     {
         "rule": (
@@ -104,6 +108,10 @@ LOAD_RULES: list[JsonValue] = [
             f"every rate x secondsPerLevel must be at most {MAX_LEVEL_REQUESTS} requests per "
             "level: lower the rate or secondsPerLevel"
         ),
+    },
+    {
+        "rule": f"{_RATE} || !has(self.rates) || size(self.rates) == 0",
+        "message": UNUSED_LEVELS,
     },
 ]
 SLO_LEVEL_RULES: list[JsonValue] = [
@@ -296,6 +304,8 @@ class LoadSpec(APIModel):
                         f"{rate * self.seconds_per_level:.0f} requests, more than "
                         f"{MAX_LEVEL_REQUESTS} per level: lower the rate or secondsPerLevel"
                     )
+        if self.mode != "rate" and self.rates:
+            raise ValueError(UNUSED_LEVELS)
         return self
 
     @property

@@ -205,8 +205,16 @@ def _errors(errors: dict[str, Any]) -> list[str]:
 def _verdict(report: BenchReport) -> list[str]:
     if not report.config.gated:
         return [f"## No gate (no thresholds or baseline given); exit {report.exit_code}"]
-    out = [f"## Gate: {report.verdict.outcome} (exit {report.exit_code})"]
-    out += [f"- {reason}" for reason in report.verdict.reasons]
+    verdict = report.verdict
+    out = [f"## Gate: {verdict.outcome} (exit {report.exit_code})"]
+    if verdict.headline:
+        out.append(verdict.headline)
+    if not verdict.deciding:
+        return [*out, *(f"- {reason}" for reason in verdict.reasons)]
+    out += ["", "Decided by:", *(f"- {reason}" for reason in verdict.decided_by_reasons())]
+    rest = verdict.reasons[verdict.deciding :]
+    if rest:
+        out += ["", "Other figures and notes:", *(f"- {reason}" for reason in rest)]
     return out
 
 
@@ -238,7 +246,10 @@ def _load(load: dict[str, Any] | None) -> list[str]:
             )
         )
     capacity = load["capacity"]
-    out.append(f"capacity: {'-' if capacity is None else f'{capacity:g} {unit}'}")
+    if capacity is None:
+        out.append("capacity: none established (no SLO limits given, or no level met them all)")
+    else:
+        out.append(f"capacity: {capacity:g} {unit} (the highest level meeting every SLO)")
     if load["stopped_at"] is not None:
         out.append(f"sweep stopped at its first breach: {load['stopped_at']:g} {unit}")
     return [*out, ""]

@@ -64,7 +64,11 @@ def _what(event: str, f: dict[str, Any]) -> str | None:
     if event == "concurrency":
         return f"concurrency {f['level']}: {f['completed']} requests done"
     if event == "warmup":
-        return f"warm-up of {f['level']} streams done"
+        if f.get("mode") == "rate":  # a load sweep's level: requests/s, not streams
+            return f"warm-up at {f['level']:g} requests/s done"
+        return f"warm-up of {f['level']:g} streams done"
+    if event == "trials":
+        return f"{f['phase']} after {f['trial']} trial(s)"
     if event == "quality":
         return f"quality {f['id']}: {'pass' if f['passed'] else 'FAIL'}"
     if event in ("deadline", "aborted"):

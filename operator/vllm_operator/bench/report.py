@@ -20,11 +20,10 @@ from vllm_operator.bench.quality import differential
 from vllm_operator.bench.request import RequestRecord
 from vllm_operator.bench.run_state import RunState, ServerRun
 from vllm_operator.bench.stats import MIN_DECODE_GAPS, Stats, decode_rate, level_figures
-from vllm_operator.gate import open_figures as gate_open_figures
-from vllm_operator.gate import verdict as gate_verdict
 from vllm_operator.gate.classes import describe
-from vllm_operator.gate.finding import FigureKey
+from vllm_operator.gate.finding import FigureKey, Finding
 from vllm_operator.gate.slo import breached, capacity
+from vllm_operator.gate.verdict import HEADLINE_CHARS, judge, openness
 
 REPORT_SCHEMA = "vllm-operator.dev/bench-report/v1"
 
@@ -44,6 +43,8 @@ class BenchReport:
     verdict: Verdict  # the gate's, with the run's own notes (deadline, early stop) first
     capacity: float | None = None
     """A load sweep's highest level that met every SLO (``gate.slo.capacity``)."""
+    figures: tuple[Finding, ...] = ()
+    """The gate's findings about judged figures, deciding first (the page's table and chart)."""
 
     @property
     def exit_code(self) -> int:
@@ -94,7 +95,11 @@ class BenchReport:
             "baseline": None,
             "load": load_json(self.config, state, self.capacity),
             "summary": self.summary.to_wire(),
-            "verdict": self.verdict.to_wire() if self.config.gated else None,
+            "verdict": (
+                {**self.verdict.to_wire(), "figures": [figure_json(f) for f in self.figures]}
+                if self.config.gated
+                else None
+            ),
             "exit_code": self.exit_code,
         }
         base = state.baseline
@@ -166,8 +171,9 @@ def open_figures(config: BenchConfig, state: RunState) -> set[FigureKey]:
     runner measures these once more."""
     if config.thresholds is None:
         return set()
-    return gate_open_figures(raw_summary(config, state), config.thresholds, config.baseline,
-                             config.plan)  # fmt: skip
+    still = openness(raw_summary(config, state), config.thresholds, config.baseline, config.plan)
+    state.closed_by_failure = still.failed
+    return set(still.figures)
 
 
 def slo_breached(config: BenchConfig, state: RunState, level: float) -> bool:
@@ -177,22 +183,56 @@ def slo_breached(config: BenchConfig, state: RunState, level: float) -> bool:
     return breached(raw_summary(config, state), config.thresholds, level, config.plan)
 
 
+def figure_json(found: Finding) -> dict[str, object]:
+    """One judged figure as the report (and its page) carries it: outcome, why it stopped,
+    and, where the judge gave them, the numbers (changes and limits as fractions)."""
+    row: dict[str, object] = {
+        "figure": found.figure,
+        "outcome": found.outcome,
+        "deciding": found.deciding,
+        "stop": found.stop,
+        "severity": found.severity,
+        "reason": found.short,
+    }
+    numbers = found.comparison
+    if numbers is not None:
+        row |= {
+            "candidate": round(numbers.candidate, 6),
+            "baseline": round(numbers.baseline, 6),
+            "unit": numbers.unit,
+            "change": round(numbers.change, 6),
+            "low": round(numbers.low, 6),
+            "high": round(numbers.high, 6),
+            "limit": round(numbers.limit, 6),
+            "higher_is_worse": numbers.higher_is_worse,
+            "trials": numbers.trials,
+            "against": numbers.against,
+        }
+    return row
+
+
 def build_report(config: BenchConfig, state: RunState) -> BenchReport:
     """Figures, summary and verdict from a finished (or cut-short) run."""
     thresholds = config.thresholds or Thresholds()
     raw = raw_summary(config, state)
-    judged = gate_verdict(raw, thresholds, config.baseline)
-    reasons = list(judged.reasons)
-    if state.aborted:
-        reasons.insert(0, f"run stopped early: {state.aborted}")
+    judgement = judge(raw, thresholds, config.baseline)
+    judged = judgement.as_verdict()
+    first = [f"run stopped early: {state.aborted}"] if state.aborted else []
     if state.deadline_hit:
-        reasons.insert(0, f"deadline of {config.deadline_seconds:g} s reached")
-    verdict = Verdict(outcome=judged.outcome, reasons=reasons)
+        first.insert(0, f"deadline of {config.deadline_seconds:g} s reached")
+    headline = "; ".join([*first, judged.headline or ""]).strip("; ")
+    verdict = Verdict(
+        outcome=judged.outcome,
+        reasons=[*first, *judged.reasons],
+        deciding=(judged.deciding or 0) + len(first) or None,
+        headline=headline[:HEADLINE_CHARS] or None,
+    )
     summary = raw.model_copy(
         update={"verdict": verdict.outcome if config.gated else None, "reasons": verdict.reasons}
     )
     most = capacity(raw, thresholds, config.plan)
-    return BenchReport(config, state, summary_mod.fit(summary), verdict, most)
+    figures = tuple(f for f in judgement.findings if f.outcome is not None)
+    return BenchReport(config, state, summary_mod.fit(summary), verdict, most, figures)
 
 
 def raw_summary(config: BenchConfig, state: RunState) -> BenchSummary:

@@ -140,6 +140,9 @@ class RunState:
     """Every measured round: which figures it measured and how long it took."""
     load_stopped_at: float | None = None
     """The load level where the sweep ended early (an SLO broken on the candidate)."""
+    closed_by_failure: bool = False
+    """Set by the gate's ``open_figures`` when no more trials are taken because a figure
+    already failed for good (the progress line then says so, not "every figure decided")."""
 
     @property
     def server_version(self) -> str | None:

@@ -131,12 +131,16 @@ async def run(
                     lv for lv in config.concurrency if FigureKey.concurrency(lv) in pending
                 )
                 if not todo_classes and not todo_levels:
+                    why = "a figure failed" if state.closed_by_failure else "all decided"
+                    progress.emit("trials", phase=f"trials done: {why}", trial=trial)
                     break
                 if not ctx.time_for_round(todo_classes, todo_levels):
                     progress.emit("budget", trial=trial + 1, open=sorted(map(str, pending)))
                     break
                 await ctx.round(trial, todo_classes, todo_levels)
                 trial += 1
+            if open_figures is not None and trial >= config.plan.max_trials > config.trials:
+                progress.emit("trials", phase="trials done: maxTrials reached", trial=trial)
             for server in state.servers:
                 await ctx.quality(server)
     except TimeoutError:

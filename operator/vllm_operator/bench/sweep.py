@@ -124,7 +124,9 @@ class Sweep:
         for server in self.state.servers:
             run = LoadRun(server.role, level, 0, self.load.mode, seconds)
             server.load_warmup.append(run)
-            self.progress.emit("warmup", server=server.role, level=level, seconds=seconds)
+            self.progress.emit(
+                "warmup", server=server.role, level=level, seconds=seconds, mode=self.load.mode
+            )
             await self.level(server, run, first_index(level_number, 0), seed_trial=-1)
 
     async def round(self, number: int, level: float, trial: int) -> None:

@@ -59,6 +59,7 @@ from vllm_operator.bench.runner import run
 from vllm_operator.bench.suite import load_suite
 from vllm_operator.bench.traffic import Traffic
 from vllm_operator.bench.workload import build_traffic
+from vllm_operator.commands import bench_checks
 from vllm_operator.commands.inputs import read_capped, read_option_file
 from vllm_operator.commands.report import page_from_data, plotly_missing, write_page
 from vllm_operator.errors import SpecError, VLLMOperatorError
@@ -74,7 +75,7 @@ examples:
   vllm-operator bench --url http://cand:8000 --model m --summary-path /dev/termination-log \\
       --thresholds-json '{"quality": {"minPassed": 12}, "maxRegressionPercent": 10}' \\
       --baseline-json @stable-summary.json
-  vllm-operator bench --url http://cand:8000 --baseline-url http://stable:8000 --model m \
+  vllm-operator bench --url http://cand:8000 --baseline-url http://stable:8000 --model m \\
       --trials 3 --max-trials 10 --thresholds-json '{"maxRegressionPercent": 10}'
   vllm-operator bench --url http://cand:8000 --model m --workload gate-workload.yaml \\
       --dataset prompts.jsonl      # your own requests (docs/workloads.md)
@@ -91,6 +92,23 @@ class UsageError(VLLMOperatorError):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
+
+
+class _WorkloadHelp(argparse.Action):
+    """--help-workload: every field of the workload file, then exit (like --help)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        sys.stdout.write(bench_checks.workload_help())
+        parser.exit()
 
 
 HELP = "`vllm-operator bench --help`"
@@ -174,7 +192,16 @@ def parser(prog: str) -> argparse.ArgumentParser:
     workload.add_argument(
         "--workload",
         metavar="study|FILE",
-        help="the same as --workload-json from a YAML or JSON file, or 'study' (the default)",
+        help=(
+            "the same as --workload-json from a YAML or JSON file (the gate.workload block as "
+            "the README shows it, with or without its 'workload:' key; --help-workload lists "
+            "every field), or 'study' (the default)"
+        ),
+    )
+    p.add_argument(
+        "--help-workload",
+        action=_WorkloadHelp,
+        help="print every field of the workload file (gate.workload) and exit",
     )
     p.add_argument(
         "--dataset",
@@ -519,6 +546,13 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     ):
         if not math.isfinite(value) or value <= 0:
             raise SpecError(name, f"must be a finite number > 0, not {value!r}", f"{name} 30")
+    bench_checks.refuse_early(
+        thresholds=thresholds,
+        workload=workload,
+        suite=suite,
+        gated=thresholds is not None or baseline is not None or args.baseline_url is not None,
+        runs_code=args.allow_code_execution or args.sandbox_dir is not None,
+    )
     return BenchConfig(
         url=args.url,
         model=args.model,
@@ -556,14 +590,14 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
 def workload_from_args(args: argparse.Namespace) -> tuple[WorkloadSpec, Traffic | None]:
     """The workload of --workload-json/--workload and, for a dataset, its checked requests."""
     if args.workload is not None and args.workload != "study":
-        workload = _workload_file(args.workload)
+        workload = _workload_file(args.workload, dataset_given=args.dataset is not None)
     else:
         workload = model_arg(WorkloadSpec, args.workload_json, "--workload-json") or WorkloadSpec()
     dataset = None if args.dataset is None else read_dataset_file(args.dataset)
     return workload, build_traffic(workload, dataset, source=args.dataset or "")
 
 
-def _workload_file(path: str) -> WorkloadSpec:
+def _workload_file(path: str, *, dataset_given: bool) -> WorkloadSpec:
     """A WorkloadSpec from a YAML or JSON file (bounded: ``api.yaml_input``)."""
     try:
         data = read_capped(path, MAX_INPUT_BYTES)
@@ -577,10 +611,7 @@ def _workload_file(path: str) -> WorkloadSpec:
         raise SpecError("--workload", f"{path}: {exc}", "a YAML or JSON WorkloadSpec") from exc
     if len(documents) != 1:
         raise SpecError("--workload", f"{path} holds {len(documents)} documents", "give one")
-    try:
-        return WorkloadSpec.model_validate(documents[0])
-    except ValidationError as exc:
-        raise first_error(exc, "--workload", docs=HELP) from exc
+    return bench_checks.workload_from_document(documents[0], dataset_given=dataset_given)
 
 
 def _placement(node: str | None, gpu: str | None) -> Placement:

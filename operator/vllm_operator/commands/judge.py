@@ -228,8 +228,18 @@ class ContradictorySummary(SpecError):
 
 
 def render(judged: Verdict, output: str) -> str:
-    """The verdict for people (one reason a line) or as JSON."""
+    """The verdict for people (its headline, the reasons that decided it, then the others,
+    one a line) or as JSON."""
     if output == "json":
         return json.dumps(judged.to_wire(), indent=2) + "\n"
-    lines = [f"verdict: {judged.outcome}", *(f"  - {r}" for r in judged.reasons)]
+    deciding = judged.deciding or 0
+    lines = [f"verdict: {judged.outcome}"]
+    if judged.headline:
+        lines.append(f"  {judged.headline}")
+    if not deciding:
+        return "\n".join([*lines, *(f"  - {r}" for r in judged.reasons)]) + "\n"
+    lines += ["decided by:", *(f"  - {r}" for r in judged.reasons[:deciding])]
+    rest = judged.reasons[deciding:]
+    if rest:
+        lines += ["other figures and notes:", *(f"  - {r}" for r in rest)]
     return "\n".join(lines) + "\n"

@@ -156,16 +156,27 @@ class _Exit(VLLMOperatorError):
         self.status = status
 
 
+FIRST_START = (
+    "First start: like vLLM, the server answers /health and requests only after its "
+    "warm-up, simulated from the profile: about 54 s for an eager launch and 115 s with "
+    "torch.compile and CUDA graphs (times --sim-time-scale). On a laptop, skip most of it: "
+    "`vllm-operator sim my-model --port 8000 --sim-warmup-seconds 2`."
+)
+"""The warm-up a first start waits through, said in --help (profiles.yaml's warmup_seconds)."""
+
+
 def build_parser(prog: str, version: Version, env: Mapping[str, str]) -> argparse.ArgumentParser:
     """The ``--sim-*`` knobs (vLLM's own flags are read by ``engine.argv``)."""
     parser = _Parser(
         prog=prog,
+        usage=f"{prog} MODEL [--port PORT] [vLLM flags ...] [--sim-* knobs ...]",
         allow_abbrev=False,
         description=(
             f"Simulate `vllm serve` of vLLM {version}: OpenAI-compatible endpoints, "
             "vLLM's warm-up, metrics and failures, timing from a profile. "
             "vLLM flags are accepted exactly as the recorded parser of that release "
-            "(vllm_operator/engine/flags) accepts them."
+            "(vllm_operator/engine/flags) accepts them; --port (default 8000) and --host "
+            "are vLLM's. " + FIRST_START
         ),
         epilog="Every --sim-X knob can also be set with the environment variable VLLMOP_SIM_X "
         "(upper case, '-' -> '_'; the old VLLM_SIM_X is read too); the command line wins. "

@@ -22,7 +22,16 @@ from dataclasses import dataclass
 
 from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import SUMMARY_SCHEMA, BenchSummary, Figures, Placement, TrialPlan
-from vllm_operator.gate.finding import FigureKey, Finding, Judged, Severity
+from vllm_operator.gate.finding import (
+    BRIEF,
+    Comparison,
+    FigureKey,
+    FigureOutcome,
+    Finding,
+    Judged,
+    Severity,
+    StopReason,
+)
 from vllm_operator.gate.interval import Interval, robust_interval
 from vllm_operator.gate.sequential import look_confidence, more_allowed
 
@@ -31,6 +40,10 @@ SITS_ON_LIMIT = 0.005
 
 MOST_TRIALS_NAMED = 100
 """Beyond this, "about N trials" is no advice: the reason says more than this."""
+
+EARLY = "the benchmark stopped early: its time budget ran out, or another figure had already failed"
+"""What a figure's reason says when it stopped before ``maxTrials``; ``gate.verdict`` replaces
+it with which of the two it was (``gate.finding.STOP_TEXT``)."""
 
 EXACT = 1e-12
 """Relative differences this close to a limit count as on it (float rounding, not data)."""
@@ -150,8 +163,10 @@ class Judge:
             "note": "within the limit",
             "inconclusive": "the interval straddles the limit",
         }[severity]
+        stop: StopReason | None = None
         if severity == "inconclusive":
             verdict += self._what_decides(interval, limit, higher_is_worse)
+            stop = self._stop(interval)
         sign = "+" if higher_is_worse else "-"
         shown = f"{sign}{limit * 100:.3g}%"
         if bound.why.endswith("floor"):
@@ -162,7 +177,43 @@ class Judge:
             f"{label}: {c:,.{digits}f} {unit}, {interval.change * 100:+.1f}% vs baseline "
             f"{b:,.{digits}f} {unit} ({self._describe(interval)}), limit {shown}: {verdict}"
         )
-        return Judged(Finding(severity, text), figure, open_)
+        span = (
+            f" ({interval.low * 100:+.1f}% to {interval.high * 100:+.1f}%)"
+            if interval.estimated
+            else ""
+        )
+        outcome: FigureOutcome = "beyond" if beyond else "within" if within else "undecided"
+        brief = (
+            f"{label}: {interval.change * 100:+.1f}%{span} vs baseline, limit "
+            f"{sign}{limit * 100:.3g}%: {BRIEF[outcome]}"
+        )
+        numbers = Comparison(
+            candidate=c,
+            baseline=b,
+            unit=unit,
+            change=interval.change,
+            low=interval.low if interval.estimated else interval.change,
+            high=interval.high if interval.estimated else interval.change,
+            limit=limit if higher_is_worse else -limit,
+            higher_is_worse=higher_is_worse,
+            trials=trials,
+        )
+        found = Finding(
+            severity,
+            text,
+            figure=label if unit == "ms" else f"{label} {unit}",
+            outcome=outcome,
+            stop=stop,
+            comparison=numbers,
+            brief=brief,
+        )
+        return Judged(found, figure, open_)
+
+    def _stop(self, interval: Interval) -> StopReason:
+        """Why an undecided figure has no more trials ("early": ``gate.verdict`` says which)."""
+        if self.plan is None or max(interval.trials) >= self.plan.max_trials:
+            return "plan-exhausted"
+        return "early"
 
     def _describe(self, interval: Interval) -> str:
         if not interval.estimated:
@@ -185,10 +236,7 @@ class Judge:
         if self.plan is None:
             ran = f"; {n} trials, a fixed number (no sequential plan)"
         elif n < self.plan.max_trials:
-            ran = (
-                f"; {n} of up to {self.plan.max_trials} trials run (the benchmark stopped "
-                "early: its time budget ran out, or another figure had already failed)"
-            )
+            ran = f"; {n} of up to {self.plan.max_trials} trials run ({EARLY})"
         else:
             ran = f"; {n} trials, the most allowed (gate.maxTrials)"
         edge = math.log1p(limit) if higher_is_worse else math.log1p(-limit) if limit < 1 else None

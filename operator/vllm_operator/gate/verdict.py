@@ -18,6 +18,8 @@ and service-level objectives of a load sweep (absolute and against the baseline)
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import (
     SUMMARY_SCHEMA,
@@ -27,20 +29,81 @@ from vllm_operator.api.summary import (
     VerdictOutcome,
 )
 from vllm_operator.gate.classes import describe, kind_of
+from vllm_operator.gate.comparison import EARLY
 from vllm_operator.gate.differential import differential_limits
-from vllm_operator.gate.finding import FigureKey, Finding, Severity
+from vllm_operator.gate.finding import (
+    STOP_BRIEF,
+    STOP_TEXT,
+    FigureKey,
+    Finding,
+    Judged,
+    Severity,
+    StopReason,
+)
 from vllm_operator.gate.regression import (
     MIN_LATENCY_SAMPLES,
     judge_all,
-    regressions,
     thin_latency,
     thin_level,
 )
 from vllm_operator.gate.slo import judge_slo
 
-__all__ = ["MIN_LATENCY_SAMPLES", "Finding", "Severity", "open_figures", "verdict"]
+__all__ = [
+    "MIN_LATENCY_SAMPLES",
+    "Finding",
+    "Judgement",
+    "Severity",
+    "judge",
+    "open_figures",
+    "openness",
+    "verdict",
+]
 
 _ORDER: dict[Severity, int] = {"fail": 0, "error": 1, "inconclusive": 2, "note": 3}
+_DECIDES: dict[VerdictOutcome, Severity | None] = {
+    "Failed": "fail",
+    "Error": "error",
+    "Inconclusive": "inconclusive",
+    "Passed": None,
+}
+ALL_WITHIN = "every measured figure is within its limits"
+HEADLINE_CHARS = 240
+"""The headline's most characters: the status line adds its own words around it."""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The gate's verdict with its structure: every finding, the deciding ones first.
+
+    ``findings`` are ordered: those that decided the outcome (``Finding.deciding``), then the
+    rest by severity, each group in rule order. ``headline`` is the verdict in one line (the
+    deciding figures, then a count of the others): what a status line or an Event leads with.
+    """
+
+    outcome: VerdictOutcome
+    findings: tuple[Finding, ...]
+    headline: str
+
+    @property
+    def deciding(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.deciding)
+
+    @property
+    def figures(self) -> tuple[Finding, ...]:
+        """The findings about one judged figure with its numbers (table and chart rows)."""
+        return tuple(f for f in self.findings if f.comparison is not None)
+
+    def as_verdict(self) -> Verdict:
+        """The stored shape: deciding reasons in full, every other one in a few words."""
+        reasons = [f.text if f.deciding else f.short for f in self.findings]
+        if self.outcome == "Passed" and not any(f.severity == "note" for f in self.findings):
+            reasons.append(ALL_WITHIN)
+        return Verdict(
+            outcome=self.outcome,
+            reasons=reasons,
+            deciding=len(self.deciding) or None,
+            headline=self.headline,
+        )
 
 
 def verdict(
@@ -51,6 +114,20 @@ def verdict(
     require_paired: bool = False,
     plan: TrialPlan | None = None,
 ) -> Verdict:
+    """Judge one candidate's summary against limits and a baseline (``judge``, stored shape)."""
+    return judge(
+        summary, thresholds, baseline, require_paired=require_paired, plan=plan
+    ).as_verdict()
+
+
+def judge(
+    summary: BenchSummary,
+    thresholds: Thresholds,
+    baseline: BenchSummary | None,
+    *,
+    require_paired: bool = False,
+    plan: TrialPlan | None = None,
+) -> Judgement:
     """Judge one candidate's summary against limits and a baseline.
 
     The baseline compared against is ``summary.paired_baseline`` when present (measured in
@@ -62,6 +139,12 @@ def verdict(
     fixed number of trials, judged as one look (``gate.sequential``).
     """
     plan = plan if plan is not None else summary.trial_plan
+    compared: list[Judged] = [
+        *judge_all(summary, thresholds, baseline, plan),
+        *judge_slo(summary, thresholds, baseline, plan),
+    ]
+    failed_first = any(j.finding.severity == "fail" and j.figure is not None for j in compared)
+    failed_first |= any(n > 0 and kind_of(name) == "server" for name, n in summary.errors.items())
     findings = [
         *_schema(summary),
         *_paired(summary, require_paired),
@@ -70,8 +153,7 @@ def verdict(
         *differential_limits(summary, thresholds),
         *_latency_limits(summary, thresholds),
         *_throughput_limits(summary, thresholds),
-        *regressions(summary, thresholds, baseline, plan),
-        *(j.finding for j in judge_slo(summary, thresholds, baseline, plan)),
+        *(_structured(j, failed_first) for j in compared),
         *_warmup(summary),
     ]
     severities = {f.severity for f in findings}
@@ -83,19 +165,77 @@ def verdict(
         outcome = "Inconclusive"
     else:
         outcome = "Passed"
-    ordered = sorted(findings, key=lambda f: _ORDER[f.severity])  # stable: keeps rule order
-    reasons = [f.text for f in ordered]
-    if outcome == "Passed" and not any(f.severity == "note" for f in findings):
-        reasons.append("every measured figure is within its limits")
-    return Verdict(outcome=outcome, reasons=reasons)
+    decides = _DECIDES[outcome]
+    marked = [replace(f, deciding=_decides(f, decides)) for f in findings]
+    # stable sorts: deciding first, then by severity, each group in rule order
+    ordered = sorted(marked, key=lambda f: (not f.deciding, _ORDER[f.severity]))
+    return Judgement(outcome, tuple(ordered), _headline(outcome, ordered))
 
 
-def open_figures(
+def _decides(found: Finding, severity: Severity | None) -> bool:
+    """Did ``found`` decide the outcome? For Passed: every figure judged within its limit."""
+    if severity is None:
+        return found.outcome == "within"
+    return found.severity == severity
+
+
+def _structured(judged: Judged, failed_first: bool) -> Finding:
+    """A compared figure's finding with its outcome and stop reason resolved."""
+    found = judged.finding
+    if judged.figure is not None and found.outcome is None:
+        outcome = {"fail": "beyond", "note": "within", "inconclusive": "undecided"}
+        found = replace(
+            found,
+            figure=found.figure or found.text.split(":")[0][:80],  # its label, as it reads
+            outcome=outcome.get(found.severity),  # type: ignore[arg-type]
+        )
+    if found.stop == "early":
+        stop: StopReason = "failed-first" if failed_first else "budget"
+        found = replace(found, stop=stop, text=found.text.replace(EARLY, STOP_TEXT[stop]))
+    if found.outcome == "undecided" and found.stop is not None and found.brief:
+        found = replace(found, brief=f"{found.brief} ({STOP_BRIEF[found.stop]})")
+    return found
+
+
+def _headline(outcome: VerdictOutcome, ordered: list[Finding]) -> str:
+    """The verdict in one line: what decided, then how the other figures ended."""
+    deciding = [f for f in ordered if f.deciding]
+    others = [f for f in ordered if not f.deciding and f.outcome is not None]
+    if outcome == "Passed":
+        within = len(deciding)
+        return f"all {within} judged figure(s) within their limits" if within else ALL_WITHIN
+    parts = [deciding[0].short] if deciding else []
+    if len(deciding) > 1:  # the others by name: the first one says how
+        named = [f.figure or _clip(f.short, 60) for f in deciding[1:4]]
+        more = f" and {len(deciding) - 4} more" if len(deciding) > 4 else ""
+        parts.append(f"also {', '.join(named)}{more}")
+    if others:
+        counts = {o: sum(f.outcome == o for f in others) for o in ("beyond", "within", "undecided")}
+        said = ", ".join(f"{n} {o}" for o, n in counts.items() if n)
+        stops = sorted({STOP_BRIEF[f.stop] for f in others if f.stop is not None})
+        parts.append(f"other figures: {said}" + (f" ({'; '.join(stops)})" if stops else ""))
+    return _clip("; ".join(parts), HEADLINE_CHARS)
+
+
+def _clip(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 3].rstrip() + "..."
+
+
+@dataclass(frozen=True)
+class Openness:
+    """What more trials could still change: the open figures, and whether the run is Failed
+    for good (then none is open)."""
+
+    figures: frozenset[FigureKey]
+    failed: bool
+
+
+def openness(
     summary: BenchSummary,
     thresholds: Thresholds,
     baseline: BenchSummary | None,
     plan: TrialPlan | None,
-) -> set[FigureKey]:
+) -> Openness:
     """The figures more trials could still decide, on the same judgement as ``verdict``.
 
     The benchmark measures these once more between rounds (sequential trials), and only
@@ -106,12 +246,24 @@ def open_figures(
     neither stops the trials.)
     """
     if any(count > 0 and kind_of(name) == "server" for name, count in summary.errors.items()):
-        return set()
+        return Openness(frozenset(), failed=True)
     judged = judge_all(summary, thresholds, baseline, plan)
     judged += judge_slo(summary, thresholds, baseline, plan)
     if any(j.finding.severity == "fail" and j.figure is not None for j in judged):
-        return set()  # final whatever the open figures would show: no more trials
-    return {j.figure for j in judged if j.undecided and j.figure is not None}
+        return Openness(frozenset(), failed=True)  # final whatever more trials would show
+    return Openness(
+        frozenset(j.figure for j in judged if j.undecided and j.figure is not None), failed=False
+    )
+
+
+def open_figures(
+    summary: BenchSummary,
+    thresholds: Thresholds,
+    baseline: BenchSummary | None,
+    plan: TrialPlan | None,
+) -> set[FigureKey]:
+    """``openness``'s figures: what the benchmark measures once more."""
+    return set(openness(summary, thresholds, baseline, plan).figures)
 
 
 def _schema(summary: BenchSummary) -> list[Finding]:

@@ -16,6 +16,7 @@ from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord
 from vllm_operator.api.summary import BenchSummary, Placement, TrialPlan
+from vllm_operator.gate.verdict import HEADLINE_CHARS
 from vllm_operator.render import labels
 from vllm_operator.render.job import render_job
 from vllm_operator.rollout import advice, baseline, causes, ledger, reruns, trust, twin
@@ -174,16 +175,29 @@ def _judge(
         list(judged.verdict.reasons),
         judged.summary,
     )
+    deciding, headline = judged.verdict.deciding or 0, judged.verdict.headline
     if outcome == "Error":
-        reasons += causes.job_error_details(job, state.observed.job_pods(job), reasons, summary)
+        details = causes.job_error_details(job, state.observed.job_pods(job), reasons, summary)
+        if deciding:  # they explain the Error: with what decided it
+            reasons[deciding:deciding] = details
+            deciding += len(details)
+        else:
+            reasons += details
+        if details and headline:
+            headline = f"{headline}; {details[0]}"[:HEADLINE_CHARS]
     why = job.baseline_reason or baseline.choose(vd, stable, paired, stored, None).reason
     if outcome != "Error":  # figures were judged: say what they were compared with
-        reasons += baseline.notes(state, job, stable, paired=paired, stored=stored, reason=why)
+        said = baseline.notes(state, job, stable, paired=paired, stored=stored, reason=why)
+        reasons += said
+        if said and headline:  # its first words: "baseline measured earlier", ...
+            headline = f"{headline}; {said[0].split(':')[0]}"
     entry = state.decide(
         GateRecord(
             revision=candidate,
             outcome=outcome,
             reasons=reasons,
+            deciding=deciding or None,
+            headline=headline,
             summary=summary,
             baseline_revision=stable if paired or stored is not None else None,
             attempt=job.attempt,
@@ -226,11 +240,13 @@ def _announce_verdict(
 ) -> None:
     """The Event of a recorded verdict, and what follows an Inconclusive one."""
     kind: EventType = "Normal" if entry.outcome == "Passed" else "Warning"
-    state.event(
-        kind,
-        EventReason(f"Gate{entry.outcome}"),
-        f"revision {candidate}: " + "; ".join(entry.reasons),
-    )
+    said = entry.line()
+    if entry.outcome != "Passed":  # what decided, in full; the rest are in status.lastGate
+        said = "; ".join(entry.decided_by_reasons())
+        more = len(entry.reasons) - len(entry.decided_by_reasons())
+        if more > 0:
+            said += f" (+{more} more in status.lastGate)"
+    state.event(kind, EventReason(f"Gate{entry.outcome}"), f"revision {candidate}: {said}")
     if entry.outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "rerun":
         reruns.announce(state, vd, candidate, attempt)
     elif entry.outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "hold":

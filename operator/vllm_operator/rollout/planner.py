@@ -167,7 +167,7 @@ def _status(
     if decided is not None:
         gate_message = f"revision {desired}: {decided.outcome}"
         if decided.reasons:
-            gate_message += " - " + "; ".join(decided.reasons)
+            gate_message += " - " + decided.line()
     return state.status(
         outcome,
         stable=stable,

@@ -83,7 +83,7 @@ def rollout(
         return _promote(state, vd, launch, candidate, stable, decided=decided), candidate
     policy = vd.spec.rollout.on_inconclusive
     if decided.outcome == "Inconclusive" and policy in ("hold", "rerun"):
-        text = "; ".join(decided.reasons) or "inconclusive"
+        text = decided.line() or "inconclusive"
         if policy == "rerun":
             text += f"; still inconclusive after {vd.spec.rollout.max_reruns} rerun(s)"
         return Outcome(
@@ -230,7 +230,7 @@ def _reject(state: Pass, candidate: str, stable: str | None, decided: GateRecord
             EventReason.CandidateRemoved,
             f"revision {candidate} rejected: Deployment deleted",
         )
-    text = "; ".join(decided.reasons[:3]) or decided.outcome
+    text = decided.line() or decided.outcome
     if serving_ok(state, stable):
         return Outcome(
             "Degraded",

@@ -172,8 +172,11 @@ def judge(
         summary, thresholds, baseline, require_paired=require_paired, plan=widest
     )
     outcome = stricter(own.outcome, verdict.outcome)
-    reasons = list(verdict.reasons)
-    if outcome != verdict.outcome:
-        said = "; ".join(own.reasons[:3]) or "no reasons given"
-        reasons.insert(0, f"the benchmark's own verdict {own.outcome} is stricter ({said})")
-    return Judgement(Verdict(outcome=outcome, reasons=reasons), summary)
+    if outcome == verdict.outcome:
+        return Judgement(verdict, summary)
+    said = "; ".join(own.reasons[:3]) or "no reasons given"
+    stricter_own = f"the benchmark's own verdict {own.outcome} is stricter ({said})"
+    return Judgement(
+        Verdict(outcome=outcome, reasons=[stricter_own, *verdict.reasons], deciding=1),
+        summary,
+    )

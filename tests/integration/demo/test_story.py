@@ -93,6 +93,7 @@ def test_demo_story(tmp_path: Path) -> None:
     assert re.search(r"95% interval [-+][\d.]+% to [-+][\d.]+%, paired", text), text
     assert "| Streams |" in text
     assert "| Configuration | Short lat. |" in text
+    _status_line_leads_with_the_deciding_figure(text)
 
     # Every selector of the serving Service must name a revision whose Deployment had a
     # Ready replica at that moment.
@@ -128,6 +129,19 @@ def test_demo_story(tmp_path: Path) -> None:
     _quoted_runs_match(text, services, deployments)
 
 
+def _status_line_leads_with_the_deciding_figure(text: str) -> None:
+    """Step 2's status line (status.message of the rejected rollout) names the figure that
+    decided first, as the verdict's first reason, and stays under 300 characters."""
+    step2 = text.split("== Step 2/3")[1].split("== Step 3/3", maxsplit=1)[0]
+    line = next(x for x in step2.splitlines() if ": Degraded - revision " in x)
+    message = line.split(": Degraded - ", 1)[1]
+    assert len(message) < 300, message
+    deciding = next(x for x in step2.splitlines() if x.startswith("    - "))[len("    - ") :]
+    figure = deciding.split(":")[0]  # "2 streams", say
+    assert re.match(rf"revision [0-9a-f]{{10}} rejected \(Failed: {re.escape(figure)}: ", message)
+    assert "regression beyond the limit" in deciding  # the deciding reason, in full
+
+
 def _reports_open(text: str, folder: Path) -> None:
     """One page per step, printed; step 2's (a twin as baseline, rejected) opens in headless
     Chromium with both revisions drawn in every chart and its verdict shown."""
@@ -152,6 +166,15 @@ def _reports_open(text: str, folder: Path) -> None:
     result = browser.open_page(rejected, expression=browser.REPORT_STATE)
     assert browser.report_problems(result, rejected, ("candidate", "baseline")) == []
     assert "regression beyond the limit" in result.value["sections"]["verdict"]
+    # the gate's chart: one row per judged figure, each with its limit, deciding ones first
+    gate = next(c for c in result.value["charts"] if c["id"] == "gate-intervals")
+    rows = {meta: (ys, xs) for meta, ys, xs in gate["rows"]}
+    names, limits = rows["limit"]
+    assert rows["change"][0] == names
+    assert len(names) >= 7  # 3 prompt classes and 4 stream levels, all judged
+    assert len(limits) == len(names)
+    assert all(x != 0 for x in limits)
+    assert names[0].startswith("<b>")  # a deciding figure leads
 
 
 def _quoted_runs_match(fresh: str, services: Recorder, deployments: Recorder) -> None:

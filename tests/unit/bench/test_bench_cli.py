@@ -153,6 +153,7 @@ def test_placement_and_pairing_flags_reach_the_config() -> None:
     args = parser("bench").parse_args(
         [
             *BASE,
+            "--allow-code-execution",  # gated, and the suite's code checks need a sandbox
             "--baseline-url",
             "http://u:p@stable:8000",
             "--trials",

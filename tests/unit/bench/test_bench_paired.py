@@ -19,6 +19,7 @@ from vllm_operator.bench.runner import Clock
 from vllm_operator.bench.stats import MIN_DECODE_GAPS, decode_rate
 from vllm_operator.bench.summary import LIMIT, size
 from vllm_operator.bench.transport import HttpxTransport, Transport
+from vllm_operator.gate.verdict import judge
 
 
 def two_servers(log: list[tuple[str, int]]) -> Callable[[BenchConfig, Clock], Transport]:
@@ -94,7 +95,11 @@ async def test_interleaved_trials_with_a_warm_up_per_shape() -> None:
     # the scripted server answers at once, so the baseline's 2 streams never overlapped
     assert report.verdict.reasons[0] == "baseline at 2 streams: no steady window (0 tok/s)"
     assert report.verdict.outcome == "Inconclusive"
-    assert sum("paired, 2 trials), limit" in r for r in report.verdict.reasons) == 3
+    # the three compared figures did not decide: a few words each, their full text in judge
+    assert report.verdict.deciding == 1
+    assert sum("vs baseline, limit" in r for r in report.verdict.reasons[1:]) == 3
+    full = judge(report.summary, Thresholds(max_regression_percent=10), None).findings
+    assert sum("paired, 2 trials), limit" in f.text for f in full) == 3
     text = render(report)
     assert "| baseline |" in text
     assert "candidate and baseline interleaved, 2 trial(s)" in text

@@ -85,7 +85,11 @@ def test_load_page_draws_percentiles_distributions_and_throughput_for_both() -> 
         assert drawn(fig, "baseline") > 0
     curves = figs["load-percentiles"]["data"]
     assert len(curves) == 4 * 2 * 4  # metrics x revisions x percentiles
-    p99 = next(t for t in curves if t["name"] == "candidate p99" and t["xaxis"] == "x")
+    p99 = next(
+        t
+        for t in curves
+        if t["meta"] == "candidate" and t["name"].endswith(" p99") and t["xaxis"] == "x"
+    )
     assert p99["x"] == [5.0, 10.0, 20.0]
     assert p99["y"][2] > p99["y"][0]  # TTFT p99 grows with the rate
     boxes = figs["load-ttft-ms"]["data"]
@@ -118,7 +122,11 @@ def test_baseline_from_another_report_is_its_candidate() -> None:
     for fig in figs.values():
         assert drawn(fig, "baseline") > 0
     curves = figs["load-percentiles"]["data"]
-    base = next(t for t in curves if t["name"] == "baseline p99" and t["xaxis"] == "x")
+    base = next(
+        t
+        for t in curves
+        if t["meta"] == "baseline" and t["name"].endswith(" p99") and t["xaxis"] == "x"
+    )
     assert base["y"] == [1.0, 1.0, 1.0]
 
 

@@ -10,9 +10,11 @@ matplotlib draws static images without hover.) It is an optional dependency
 (``pip install 'vllm-operator[report]'``): 64 MB installed, too much for the benchmark
 image's size budget, and the Job does not draw pages.
 
-Every trace carries ``meta`` = "candidate" or "baseline" (what the test inspects) and a fixed
-name; the only strings taken from the report are prompt-class names, escaped here because
-plotly.js renders a subset of HTML in labels. Samples are capped per chart
+Every trace carries ``meta`` = "candidate" or "baseline" (what the test inspects) and a name
+with the revision's server version; the only strings taken from the report are prompt-class
+names and server versions, escaped here because plotly.js renders a subset of HTML in labels.
+Where one axis spans 10x or more (a 14 ms short class beside a 939 ms long one) it is a log
+axis. Samples are capped per chart
 (``MAX_POINTS_PER_CHART``), so a huge report cannot make a huge page.
 """
 
@@ -78,12 +80,24 @@ def _box(
     return go.Box(
         x=xs,
         y=ys,
-        name=side.role,
+        name=html.escape(side.label),
         meta=side.role,
         legendgroup=side.role,
         marker=marker,
         **style,
     )
+
+
+SPREAD_FOR_LOG = 10.0
+"""Figures on one axis spanning this factor or more get a log axis: 14 ms and 939 ms on a
+linear one leave the short class flat at zero."""
+
+
+def _log_if_spread(fig: Any, values: Iterable[float]) -> None:
+    positive = [v for v in values if v is not None and v > 0]
+    if positive and max(positive) >= SPREAD_FOR_LOG * min(positive):
+        fig.update_yaxes(type="log")
+        fig.update_layout(yaxis_title=f"{fig.layout.yaxis.title.text}, log scale")
 
 
 def _median(values: Iterable[float | None]) -> float | None:
@@ -123,6 +137,7 @@ def _class_latency(sides: Sequence[Side]) -> Chart:
         fig.add_trace(_box(side, xs, ys, boxpoints="all", pointpos=0, jitter=0.3))
     _layout(fig, 420, boxmode="group", yaxis_title="median end-to-end latency (ms)")
     fig.update_xaxes(title="prompt class")
+    _log_if_spread(fig, [y for t in fig.data for y in t.y or ()])
     return Chart(
         "study-latency",
         "Median latency per prompt class, one point per trial",
@@ -146,6 +161,7 @@ def _class_ttft(sides: Sequence[Side]) -> Chart:
         fig.add_trace(_box(side, xs, ys, boxpoints="outliers"))
     _layout(fig, 420, boxmode="group", yaxis_title="time to first token (ms)")
     fig.update_xaxes(title="prompt class")
+    _log_if_spread(fig, [y for t in fig.data for y in t.y or ()])
     return Chart(
         "study-ttft",
         "Time to first token per request, by prompt class",
@@ -166,7 +182,7 @@ def _concurrency(sides: Sequence[Side]) -> Chart:
                 x=[r.concurrency for r in rows],
                 y=[r.aggregate_tokens_per_second for r in rows],
                 mode="lines+markers",
-                name=side.role,
+                name=html.escape(side.label),
                 meta=side.role,
                 legendgroup=side.role,
                 line={"color": color},
@@ -178,7 +194,7 @@ def _concurrency(sides: Sequence[Side]) -> Chart:
                 x=[x for x, y in trials if y is not None],
                 y=[y for _, y in trials if y is not None],
                 mode="markers",
-                name=f"{side.role} trials",
+                name=f"{html.escape(side.label)} trials",
                 meta=side.role,
                 legendgroup=side.role,
                 showlegend=False,
@@ -250,7 +266,7 @@ def _percentile_curves(sides: Sequence[Side], load: Load) -> Chart:
                         x=list(levels),
                         y=ys,
                         mode="lines+markers",
-                        name=f"{side.role} {p}",
+                        name=f"{html.escape(side.label)} {p}",
                         meta=side.role,
                         legendgroup=f"{side.role}-{p}",
                         showlegend=n == 0,
@@ -336,7 +352,7 @@ def _throughput(sides: Sequence[Side], load: Load) -> Chart:
                     x=list(levels),
                     y=ys,
                     mode="lines+markers",
-                    name=f"{side.role} {what}",
+                    name=f"{html.escape(side.label)} {what}",
                     meta=side.role,
                     legendgroup=f"{side.role}-{field}",
                     line={"color": COLORS[side.role], "dash": dash},

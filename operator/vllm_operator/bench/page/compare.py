@@ -22,6 +22,12 @@ class Side:
     runs: tuple[LoadRun, ...]
     source: str  # plain text; escaped where it is shown
 
+    @property
+    def label(self) -> str:
+        """The legend's name: the role and the server's version, as people tell them apart."""
+        version = self.server.server_version
+        return f"{self.role} ({version})" if version else self.role
+
 
 @dataclass(frozen=True)
 class Comparison:

@@ -27,7 +27,8 @@ from plotly.offline import get_plotlyjs  # type: ignore[import-untyped]
 from vllm_operator import __version__
 from vllm_operator.bench.page.charts import Chart, level_word, load_charts, study_charts
 from vllm_operator.bench.page.compare import Comparison, Side, compare
-from vllm_operator.bench.page.view import Load, LoadRun, Quality, Report
+from vllm_operator.bench.page.gate_chart import figure_cells, interval_chart
+from vllm_operator.bench.page.view import Figure, Load, LoadRun, Quality, Report
 
 MAX_WORKLOAD_ROWS = 40
 
@@ -45,6 +46,8 @@ th{background:#f0f2f5}td.num{text-align:right;font-variant-numeric:tabular-nums}
 margin:0 0 8px}.Passed{border-left-color:#2a9d3c}.Failed,.Error{border-left-color:#c62828}
 .Inconclusive{border-left-color:#e0a100}.pass{color:#1f7a30;font-weight:600}
 .fail{color:#b71c1c;font-weight:600}.chart{width:100%}
+td.beyond{color:#b71c1c;font-weight:600}td.within{color:#1f7a30}td.undecided{color:#8a6100}
+tr.deciding td:first-child{font-weight:700}p.headline{margin:0 0 8px}
 dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:8px 0}
 dt{color:#5b6472}dd{margin:0;overflow-wrap:anywhere}
 """
@@ -82,6 +85,8 @@ def render(comparison: Comparison) -> str:
     report = comparison.report
     load = report.load
     charts = study_charts(comparison) if load is None else load_charts(comparison, load)
+    gate = interval_chart(report.verdict.figures) if report.verdict is not None else None
+    charts = charts if gate is None else [gate, *charts]
     body = [
         _header(comparison),
         _verdict(comparison),
@@ -167,7 +172,19 @@ def _verdict(comparison: Comparison) -> str:
             '<section class="verdict" id="verdict"><p class="outcome">No verdict</p>'
             '<p class="muted">This run had no gate (no thresholds): figures only.</p></section>'
         )
-    reasons = "".join(f"<li>{esc(r)}</li>" for r in verdict.reasons)
+    deciding = verdict.deciding or 0
+    shown = verdict.reasons[:deciding] if deciding else verdict.reasons
+    reasons = "".join(f"<li>{esc(r)}</li>" for r in shown)
+    rest = verdict.reasons[deciding:] if deciding else []
+    more = ""
+    if rest:
+        items = "".join(f"<li>{esc(r)}</li>" for r in rest)
+        more = (
+            f"<details><summary>{len(rest)} more: the figures and notes that did not "
+            f"decide</summary><ul>{items}</ul></details>"
+        )
+    headline = f'<p class="headline">{esc(verdict.headline)}</p>' if verdict.headline else ""
+    decided = '<p class="muted">Decided by:</p>' if deciding else ""
     note = ""
     if comparison.baseline_file is not None:
         note = (
@@ -176,8 +193,34 @@ def _verdict(comparison: Comparison) -> str:
         )
     return (
         f'<section class="verdict {esc(verdict.outcome)}" id="verdict">'
-        f'<p class="outcome">Verdict: {esc(verdict.outcome.upper())}</p>'
-        f"<ul>{reasons or '<li>no reasons given</li>'}</ul>{note}</section>"
+        f'<p class="outcome">Verdict: {esc(verdict.outcome.upper())}</p>{headline}{decided}'
+        f"<ul>{reasons or '<li>no reasons given</li>'}</ul>{more}{note}"
+        f"{_figure_table(verdict.figures)}</section>"
+    )
+
+
+def _figure_table(figures: Sequence[Figure]) -> str:
+    """Every judged figure, deciding first: candidate, baseline, change, interval, limit,
+    what the gate decided and why it stopped."""
+    if not figures:
+        return ""
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("figure", "candidate", "baseline", "change", "interval", "limit", "outcome")
+    )
+    rows = []
+    for figure in figures:
+        cells = figure_cells(figure)
+        tds = [f"<td>{esc(cells[0])}</td>"]
+        tds += [f'<td class="num">{esc(c)}</td>' for c in cells[1:6]]
+        tds.append(f'<td class="{esc(figure.outcome or "")}">{esc(cells[6])}</td>')
+        rows.append(f'<tr class="{"deciding" if figure.deciding else ""}">{"".join(tds)}</tr>')
+    return (
+        '<h2>Judged figures</h2><table id="gate-figures"><tr>'
+        + head
+        + "</tr>"
+        + "".join(rows)
+        + "</table>"
     )
 
 
@@ -240,7 +283,7 @@ def _level_row(side: Side, run: LoadRun) -> str:
 
     cells = [
         f"{run.level:g}",
-        str(run.trial),
+        str(run.trial + 1),  # counted from 1, as bench prints it
         _fmt(run.achieved_rate, 2),
         f"{run.completed}/{run.requests}",
         _fmt(run.error_percent),

@@ -265,9 +265,33 @@ class Load(_Model):
     runs: list[LoadRun] = Field(default=[], max_length=MAX_RUNS)
 
 
+class Figure(_Model):
+    """One judged figure of the verdict (``bench.report.figure_json``): what was decided,
+    why it stopped, and the numbers where the judge gave them (fractions: -0.2 is -20%)."""
+
+    figure: Name = ""
+    outcome: Literal["beyond", "within", "undecided"] | None = None
+    deciding: bool = False
+    stop: Literal["budget", "failed-first", "plan-exhausted", "early"] | None = None
+    reason: Text = ""
+    candidate: Num = None
+    baseline: Num = None
+    unit: Name = ""
+    change: Num = None
+    low: Num = None
+    high: Num = None
+    limit: Num = None
+    higher_is_worse: bool = True
+    trials: Count = 0
+    against: Literal["baseline", "limit"] = "baseline"
+
+
 class Verdict(_Model):
     outcome: Literal["Passed", "Failed", "Inconclusive", "Error"]
     reasons: Annotated[list[Text], BeforeValidator(_head(MAX_REASONS))] = []
+    deciding: Count | None = None
+    headline: Text | None = None
+    figures: Annotated[list[Figure], BeforeValidator(_head(MAX_REASONS))] = []
 
 
 class Config(_Model):
