@@ -279,7 +279,8 @@ def test_slo_aa_report_recounted_keeps_the_ttft_promise_and_cannot_count_itl(
         "widened for 8 looks, 3 trials of up to 10): within the 1% the p99 limit allows"
     ) in out
     assert "ttft p99 at 8 req/s: 0 of 1,120 requests above 1000 ms (share <= 0.56%" in out
-    assert out.count("not decidable from this report (no gap counts") == 2
+    for level in (8, 24):
+        assert f"itl p99 at {level} req/s: not decidable from this report (no gap counts" in out
     lines = [line for line in out.splitlines() if "against the baseline" in line]
     assert any("24 req/s" in line and "3 trials of up to 10): within the limit" in line
                for line in lines), lines  # fmt: skip
