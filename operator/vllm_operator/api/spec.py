@@ -19,6 +19,7 @@ from vllm_operator.api.autoscaling import (
     DisruptionSpec,
 )
 from vllm_operator.api.base import APIModel
+from vllm_operator.api.canary import CanarySpec, gate_slo_problem
 from vllm_operator.api.kube_rules import (
     GPU_RESOURCE_PATTERN,
     GPU_RESOURCE_RULES,
@@ -329,6 +330,14 @@ class RolloutSpec(APIModel):
         description=(
             "With onInconclusive: rerun, how many more benchmark attempts an Inconclusive "
             "gate gets before the candidate is held for a person."
+        ),
+    )
+    canary: CanarySpec | None = Field(
+        default=None,
+        description=(
+            "Live traffic after the gate passed: steps of a rising share of the serving "
+            "traffic, each judged on vLLM's metrics of candidate against stable; a failing "
+            "step sends the traffic back to stable at once. Unset: promote at once."
         ),
     )
 
@@ -674,3 +683,12 @@ class VLLMDeploymentSpec(APIModel):
         ),
         json_schema_extra={"x-kubernetes-validations": DISRUPTION_RULES},
     )
+
+    @model_validator(mode="after")
+    def _canary_can_judge_gate_slo(self) -> VLLMDeploymentSpec:
+        canary = self.rollout.canary
+        if canary is not None:
+            problem = gate_slo_problem(canary, self.gate.thresholds.slo)
+            if problem is not None:
+                raise ValueError(problem)
+        return self

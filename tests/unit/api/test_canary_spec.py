@@ -1,0 +1,98 @@
+"""rollout.canary: the fields, their checks and the request count a percentile needs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from vllm_operator.api.canary import CanarySpec, minimum_requests
+from vllm_operator.api.spec import VLLMDeploymentSpec
+
+
+def _spec(canary: dict[str, Any], gate: dict[str, Any] | None = None) -> VLLMDeploymentSpec:
+    body: dict[str, Any] = {
+        "model": {"name": "m"},
+        "engine": {"image": "vllm/vllm-openai:v0.22.0"},
+        "rollout": {"canary": canary},
+    }
+    if gate is not None:
+        body["gate"] = gate
+    return VLLMDeploymentSpec.model_validate(body)
+
+
+def test_defaults_judge_p95_of_three_latencies_with_replicas() -> None:
+    canary = CanarySpec.model_validate({"steps": [{"weight": 10}, {"weight": 50}]})
+    assert [(f.metric, f.percentile) for f in canary.analysis.latency] == [
+        ("ttft", "p95"),
+        ("itl", "p95"),
+        ("e2e", "p95"),
+    ]
+    assert canary.traffic.mode == "replicas"
+    assert canary.steps[0].hold_seconds == 600
+    assert canary.analysis.min_requests >= minimum_requests("p95", 95)
+
+
+@pytest.mark.parametrize(
+    ("percentile", "confidence", "needed"),
+    [("p99", 95, 299), ("p99", 99, 459), ("p99", 90, 230), ("p95", 95, 59), ("p50", 95, 5)],
+)
+def test_minimum_requests(percentile: Any, confidence: int, needed: int) -> None:
+    # With none above: the upper bound 1 - (1-c)^(1/n) reaches the allowed share at n.
+    assert minimum_requests(percentile, confidence) == needed
+    allowed = 1 - int(percentile[1:]) / 100
+    miss = 1 - confidence / 100
+    assert 1 - miss ** (1 / needed) <= allowed < 1 - miss ** (1 / (needed - 1))
+
+
+def test_p99_with_too_few_requests_is_refused_naming_the_count() -> None:
+    analysis = {"latency": [{"metric": "ttft", "percentile": "p99"}], "minRequests": 298}
+    with pytest.raises(ValidationError, match=r"minRequests \(298\).*p99.*at least 299"):
+        CanarySpec.model_validate({"steps": [{"weight": 10}], "analysis": analysis})
+    analysis["minRequests"] = 299
+    CanarySpec.model_validate({"steps": [{"weight": 10}], "analysis": analysis})
+
+
+def test_slo_limits_count_as_judged_percentiles() -> None:
+    analysis = {"slo": {"e2eMs": {"p99": 2000}}, "minRequests": 100, "latency": []}
+    with pytest.raises(ValidationError, match="p99"):
+        CanarySpec.model_validate({"steps": [{"weight": 10}], "analysis": analysis})
+
+
+def test_gate_slo_reused_needs_its_requests_too() -> None:
+    gate = {
+        "thresholds": {"slo": {"ttftMs": {"p99": 500}}},
+        "workload": {
+            "synthetic": {"inputTokens": {"mean": 8}, "outputTokens": {"mean": 8}},
+            "load": {"mode": "rate", "rates": [1]},
+        },
+    }
+    canary: dict[str, Any] = {
+        "steps": [{"weight": 10}],
+        "analysis": {"useGateSlo": True, "minRequests": 100},
+    }
+    with pytest.raises(ValidationError, match=r"useGateSlo.*p99.*at least 299"):
+        _spec(canary, gate)
+    canary["analysis"]["useGateSlo"] = False
+    assert _spec(canary, gate).rollout.canary is not None
+    canary["analysis"] = {"useGateSlo": True, "minRequests": 299}
+    assert _spec(canary, gate).rollout.canary is not None
+
+
+def test_weights_must_rise() -> None:
+    with pytest.raises(ValidationError, match="must rise"):
+        CanarySpec.model_validate({"steps": [{"weight": 50}, {"weight": 50}]})
+
+
+def test_gateway_mode_needs_a_route_and_only_it() -> None:
+    with pytest.raises(ValidationError, match="gatewayAPI needs httpRoute"):
+        CanarySpec.model_validate({"steps": [{"weight": 5}], "traffic": {"mode": "gatewayAPI"}})
+    with pytest.raises(ValidationError, match="gatewayAPI needs httpRoute"):
+        CanarySpec.model_validate(
+            {"steps": [{"weight": 5}], "traffic": {"httpRoute": {"name": "r"}}}
+        )
+    traffic = {"mode": "gatewayAPI", "httpRoute": {"name": "r"}}
+    canary = CanarySpec.model_validate({"steps": [{"weight": 5}], "traffic": traffic})
+    assert canary.traffic.http_route is not None
+    assert canary.traffic.http_route.name == "r"
