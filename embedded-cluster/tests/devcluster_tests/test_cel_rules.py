@@ -328,9 +328,9 @@ CASES += [
         ),
         f"{_CANARY}.traffic: Invalid value: mode gatewayAPI needs httpRoute.name",
     ),
-    _analysis_case("p50", 4),
-    _analysis_case("p95", 58),
-    _analysis_case("p99", 298),
+    _analysis_case("p50", 6),
+    _analysis_case("p95", 85),
+    _analysis_case("p99", 436),
 ]
 
 

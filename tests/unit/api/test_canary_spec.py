@@ -9,6 +9,12 @@ from pydantic import ValidationError
 
 from vllm_operator.api.canary import CanarySpec, minimum_requests
 from vllm_operator.api.spec import VLLMDeploymentSpec
+from vllm_operator.gate.tails import (
+    SampleTally,
+    allowed_share,
+    judge_regression,
+    observations_needed,
+)
 
 
 def _spec(canary: dict[str, Any], gate: dict[str, Any] | None = None) -> VLLMDeploymentSpec:
@@ -36,21 +42,33 @@ def test_defaults_judge_p95_of_three_latencies_with_replicas() -> None:
 
 @pytest.mark.parametrize(
     ("percentile", "confidence", "needed"),
-    [("p99", 95, 299), ("p99", 99, 459), ("p99", 90, 230), ("p95", 95, 59), ("p50", 95, 5)],
+    [("p99", 95, 437), ("p99", 99, 597), ("p99", 90, 368), ("p95", 95, 86), ("p50", 95, 7)],
 )
-def test_minimum_requests(percentile: Any, confidence: int, needed: int) -> None:
-    # With none above: the upper bound 1 - (1-c)^(1/n) reaches the allowed share at n.
+def test_minimum_requests_is_the_tail_judges_count(
+    percentile: Any, confidence: int, needed: int
+) -> None:
+    # The judge of a regression errs with (1 - c) / 4 on the candidate's upper bound.
     assert minimum_requests(percentile, confidence) == needed
-    allowed = 1 - int(percentile[1:]) / 100
-    miss = 1 - confidence / 100
-    assert 1 - miss ** (1 / needed) <= allowed < 1 - miss ** (1 / (needed - 1))
+    allowed = allowed_share(percentile)
+    half = 1 - (1 - confidence / 100) / 2
+    assert observations_needed(allowed, half) == needed
+    # ... and that many fast candidate requests decide "within" against a slower stable;
+    # one fewer cannot, however fast.
+    stable = [SampleTally.of([0.5 + i / 2000 for i in range(1000)])]
+
+    def judged(n: int) -> str:
+        fast = [SampleTally.of([0.1] * n)]
+        return judge_regression(fast, stable, percentile, lambda v: v, confidence / 100).decision
+
+    assert judged(needed) == "within"
+    assert judged(needed - 1) == "undecided"
 
 
 def test_p99_with_too_few_requests_is_refused_naming_the_count() -> None:
-    analysis = {"latency": [{"metric": "ttft", "percentile": "p99"}], "minRequests": 298}
-    with pytest.raises(ValidationError, match=r"minRequests \(298\).*p99.*at least 299"):
+    analysis = {"latency": [{"metric": "ttft", "percentile": "p99"}], "minRequests": 436}
+    with pytest.raises(ValidationError, match=r"minRequests \(436\).*p99.*at least 437"):
         CanarySpec.model_validate({"steps": [{"weight": 10}], "analysis": analysis})
-    analysis["minRequests"] = 299
+    analysis["minRequests"] = 437
     CanarySpec.model_validate({"steps": [{"weight": 10}], "analysis": analysis})
 
 
@@ -72,11 +90,11 @@ def test_gate_slo_reused_needs_its_requests_too() -> None:
         "steps": [{"weight": 10}],
         "analysis": {"useGateSlo": True, "minRequests": 100},
     }
-    with pytest.raises(ValidationError, match=r"useGateSlo.*p99.*at least 299"):
+    with pytest.raises(ValidationError, match=r"useGateSlo.*p99.*at least 437"):
         _spec(canary, gate)
     canary["analysis"]["useGateSlo"] = False
     assert _spec(canary, gate).rollout.canary is not None
-    canary["analysis"] = {"useGateSlo": True, "minRequests": 299}
+    canary["analysis"] = {"useGateSlo": True, "minRequests": 437}
     assert _spec(canary, gate).rollout.canary is not None
 
 
