@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, JsonValue, model_validator
 
@@ -61,11 +61,12 @@ class CanaryStep(APIModel):
 
     weight: int = Field(
         ge=1,
-        le=100,
+        le=99,
         description=(
-            "Share of the serving traffic (percent) the candidate gets in this step. With "
-            "traffic.mode replicas the share follows from whole replicas and is rounded up "
-            "(status shows the share in effect)."
+            "Share of the serving traffic (percent) the candidate gets in this step (below "
+            "100: the stable's figures under the same traffic are the comparison; the last "
+            "step passed, promotion moves the rest). With traffic.mode replicas the share "
+            "follows from whole replicas and is rounded up (status shows the share in effect)."
         ),
     )
     hold_seconds: int = Field(
@@ -370,3 +371,56 @@ class CanarySpec(APIModel):
                 f"rollout.canary.steps: weights must rise from step to step, got {weights}"
             )
         return self
+
+
+class CanaryFigures(APIModel):
+    """One revision's live figures over the last judged canary step (bucket-bound estimates
+    of its percentiles: vLLM's histograms know no finer)."""
+
+    revision: str = Field(description="The revision these figures are of.")
+    pods: int = Field(default=0, ge=0, description="Pods scraped.")
+    restarted_pods: int = Field(
+        default=0, ge=0, description="Pods restarted inside the step (counted since restart)."
+    )
+    requests: int = Field(default=0, ge=0, description="Requests finished in the step.")
+    error_percent: float = Field(default=0.0, description="Non-2xx or aborted, in percent.")
+    tokens_per_second_per_replica: float = Field(
+        default=0.0, description="Generated tokens per second per pod."
+    )
+    ttft_p95_ms: float | None = Field(default=None, description="TTFT p95 (bucket bound, ms).")
+    itl_p95_ms: float | None = Field(default=None, description="ITL p95 (bucket bound, ms).")
+    e2e_p95_ms: float | None = Field(default=None, description="E2E p95 (bucket bound, ms).")
+
+
+class CanaryStatus(APIModel):
+    """Where the canary stands: its step, the share of traffic, the figures of both sides."""
+
+    step: int = Field(ge=1, description="The current step (from 1).")
+    steps: int = Field(ge=1, description="Steps in all.")
+    weight: int = Field(ge=0, le=100, description="The share the step asks for (percent).")
+    share_percent: float = Field(
+        default=0.0,
+        ge=0,
+        le=100,
+        description=(
+            "The share in effect: with traffic.mode replicas candidate / (candidate + stable) "
+            "Ready pods (rounded up to whole replicas), with gatewayAPI the route's weight."
+        ),
+    )
+    mode: TrafficMode = Field(default="replicas", description="How the share is made.")
+    started_at: str | None = Field(
+        default=None, description="When the step's share was in place and first scraped."
+    )
+    due_at: str | None = Field(default=None, description="When the step is judged.")
+    extensions: int = Field(default=0, ge=0, description="Times the step was held longer.")
+    candidate: CanaryFigures | None = Field(
+        default=None, description="The candidate's figures over the last judged step."
+    )
+    stable: CanaryFigures | None = Field(
+        default=None, description="The stable's figures over the last judged step."
+    )
+    last_judgement: list[Annotated[str, Field(max_length=1024)]] = Field(
+        default_factory=list,
+        max_length=16,
+        description="The last judged step's figures, failed first.",
+    )

@@ -52,6 +52,14 @@ class EventReason(StrEnum):
     AutoscalerRemoved = "AutoscalerRemoved"
     OperatorUpdatePending = "OperatorUpdatePending"
     OperatorUpdateRolling = "OperatorUpdateRolling"
+    CanaryStepStarted = "CanaryStepStarted"
+    CanaryStepPassed = "CanaryStepPassed"
+    CanaryStepExtended = "CanaryStepExtended"
+    CanaryFailed = "CanaryFailed"
+    CanaryInconclusive = "CanaryInconclusive"
+    CanaryPassed = "CanaryPassed"
+    CanaryScrapeFailed = "CanaryScrapeFailed"
+    TrafficRestored = "TrafficRestored"
 
 
 class ConditionReason(StrEnum):
@@ -70,6 +78,7 @@ class ConditionReason(StrEnum):
     GateInconclusive = "GateInconclusive"
     GateDisabled = "GateDisabled"
     Promoting = "Promoting"
+    Canary = "Canary"
     CandidateRejected = "CandidateRejected"
     ProgressDeadlineExceeded = "ProgressDeadlineExceeded"
     InvalidSpec = "InvalidSpec"
@@ -135,6 +144,14 @@ EVENT_MEANINGS: dict[EventReason, str] = {
     EventReason.AutoscalerRemoved: "an autoscaler the spec no longer asks for was deleted",
     EventReason.OperatorUpdatePending: "this operator renders the unchanged spec differently",
     EventReason.OperatorUpdateRolling: "a person asked to gate and roll the operator update",
+    EventReason.CanaryStepStarted: "a canary step's share of live traffic is in place",
+    EventReason.CanaryStepPassed: "a canary step's figures were within their limits",
+    EventReason.CanaryStepExtended: "a canary step had too few requests or undecided figures",
+    EventReason.CanaryFailed: "a canary step failed a figure: traffic back to stable",
+    EventReason.CanaryInconclusive: "a canary step stayed undecided past maxExtensions",
+    EventReason.CanaryPassed: "every canary step passed: the candidate is promoted",
+    EventReason.CanaryScrapeFailed: "a pod's /metrics could not be read for a canary step",
+    EventReason.TrafficRestored: "the serving traffic went back to the stable revision only",
 }
 
 CONDITION_MEANINGS: dict[ConditionReason, str] = {
@@ -150,6 +167,7 @@ CONDITION_MEANINGS: dict[ConditionReason, str] = {
     ConditionReason.GateInconclusive: "inconclusive; holding (or just recorded)",
     ConditionReason.GateDisabled: "gate.enabled is false: promoted once Ready",
     ConditionReason.Promoting: "traffic moves to the promoted revision",
+    ConditionReason.Canary: "a canary step: the candidate serves a share of live traffic",
     ConditionReason.CandidateRejected: "the candidate was rejected; the stable one serves",
     ConditionReason.ProgressDeadlineExceeded: "a candidate or twin was stuck past the deadline",
     ConditionReason.InvalidSpec: "the spec cannot be run (Stalled)",

@@ -51,6 +51,13 @@ class ScrapeError(TransientError):
 
 
 @dataclass(frozen=True)
+class ScrapeFailure:
+    """A pod's /metrics page the shell could not read, and why (for the Event)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class PodCounts:
     """What one pod had counted at one moment (or, as a delta, during a step)."""
 

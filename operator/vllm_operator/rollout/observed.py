@@ -90,6 +90,16 @@ class PodView:
     containers: tuple[ContainerView, ...] = ()
     owner_uid: str | None = None  # the controller ownerReference's uid (a Job's pod: the Job)
     node_name: str | None = None  # spec.nodeName, once scheduled
+    ip: str | None = None  # status.podIP: where a canary reads its /metrics
+    uid: str | None = None
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.containers) and all(c.ready for c in self.containers)
+
+    @property
+    def restarts(self) -> int:
+        return sum(c.restart_count for c in self.containers)
 
     @property
     def revision(self) -> str | None:
@@ -123,6 +133,8 @@ class DeploymentView:
     template: Mapping[str, Any] = field(default_factory=dict)
     # The spec digest it was created from; None on Deployments older than the annotation.
     spec_digest: str | None = None
+    # Its canary record (rollout/canary.py), as written; None outside a canary.
+    canary: str | None = None
 
 
 @dataclass(frozen=True)
@@ -133,10 +145,22 @@ class ServiceView:
     selector: Mapping[str, str]
     service_type: str = "ClusterIP"
     ports: tuple[Mapping[str, Any], ...] = ()
+    # Its revision annotation: the stable revision while a canary's selector names none.
+    annotated_revision: str | None = None
 
     @property
     def revision(self) -> str | None:
-        return self.selector.get(labels.REVISION_LABEL)
+        named = self.selector.get(labels.REVISION_LABEL)
+        if named is None and self.shared:
+            return self.annotated_revision
+        return named
+
+    @property
+    def shared(self) -> bool:
+        """It selects every revision's server pods (a canary with traffic.mode replicas)."""
+        return dict(self.selector) == labels.canary_selector(
+            self.selector.get(labels.DEPLOYMENT_LABEL, "")
+        )
 
 
 @dataclass(frozen=True)
@@ -185,6 +209,9 @@ class Observed:
     # The autoscaler(s) (HPA, KEDA ScaledObject) and PodDisruptionBudgets it owns.
     autoscalers: tuple[AutoscalerView, ...] = ()
     budgets: tuple[BudgetView, ...] = ()
+    # Pod name -> its /metrics page as read by the shell for a canary step (text), or why
+    # it could not be read (``ScrapeFailure``); only while a step starts or ends.
+    scrapes: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -317,6 +344,8 @@ def pod_view(obj: Mapping[str, Any]) -> PodView:
         containers=containers,
         owner_uid=controller_uid(obj),
         node_name=node if isinstance(node, str) and node else None,
+        ip=_str_or_none(status.get("podIP")),
+        uid=_str_or_none(meta.get("uid")),
     )
 
 
@@ -348,6 +377,7 @@ def deployment_view(obj: Mapping[str, Any]) -> DeploymentView | None:
         component=meta_labels.get(labels.COMPONENT_LABEL),
         template=template,
         spec_digest=_str_or_none(annotations.get(SPEC_DIGEST_ANNOTATION)),
+        canary=_str_or_none(annotations.get(labels.CANARY_ANNOTATION)),
     )
 
 
@@ -363,6 +393,9 @@ def service_view(obj: Mapping[str, Any]) -> ServiceView:
         selector=_dict(spec.get("selector")),
         service_type=str(spec.get("type", "ClusterIP")),
         ports=tuple(_dict(p) for p in _list(spec.get("ports"))),
+        annotated_revision=_str_or_none(
+            _dict(meta.get("annotations")).get(labels.REVISION_ANNOTATION)
+        ),
     )
 
 
@@ -431,6 +464,7 @@ def observe(
     node_gpu: Mapping[str, str] | None = None,
     autoscalers: Sequence[Mapping[str, Any]] = (),
     budgets: Sequence[Mapping[str, Any]] = (),
+    scrapes: Mapping[str, Any] | None = None,
 ) -> Observed:
     """Build the planner's view from raw API objects (already filtered to this resource)."""
     all_views = tuple(v for v in (deployment_view(d) for d in deployments) if v is not None)
@@ -450,6 +484,7 @@ def observe(
         node_gpu=dict(node_gpu or {}),
         autoscalers=tuple(sorted((autoscaler_view(a) for a in autoscalers), key=_kind_name)),
         budgets=tuple(sorted((budget_view(b) for b in budgets), key=lambda b: b.name)),
+        scrapes=dict(scrapes or {}),
     )
 
 

@@ -14,6 +14,7 @@ from vllm_operator.api.reasons import EventReason
 from vllm_operator.api.status import GateRecord
 from vllm_operator.render.labels import ABORT_ANNOTATION, PROMOTE_ANNOTATION, RERUN_ANNOTATION
 from vllm_operator.rollout import ledger
+from vllm_operator.rollout.canary import in_canary
 from vllm_operator.rollout.context import Pass
 
 PERSON_PROMOTE = f"promoted by a person (annotation {PROMOTE_ANNOTATION})"
@@ -46,7 +47,9 @@ def handle_requests(state: Pass, desired: str, stable: str | None) -> None:
     decided = state.decision(desired)
     if requests.promote is not None and requests.promote != handled.promote:
         if requests.promote == desired and desired != stable:
-            if decided is None or decided.outcome != "Passed":
+            # During a canary the gate's Passed is on record: a person's promotion ends it.
+            live = in_canary(state.observed, desired)
+            if decided is None or decided.outcome != "Passed" or live:
                 state.record(
                     GateRecord(
                         revision=desired,

@@ -37,6 +37,7 @@ from vllm_operator.render.revision import revision_hash, spec_digest
 from vllm_operator.render.validate import object_errors
 from vllm_operator.rollout import (
     baseline,
+    canary,
     ledger,
     references,
     scaling,
@@ -117,6 +118,7 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
         outcome, candidate = steps.steady(state, vd, launch, desired), None
     else:
         outcome, candidate = steps.rollout(state, vd, launch, desired, stable)
+    canary.settle(state, vd, stable)
     steps.retire(state, keep={r for r in (stable, candidate) if r is not None})
     twin.remove(state)
     scaling.follow(state, vd)
@@ -174,7 +176,7 @@ def _status(
         gate_message = f"revision {desired}: {decided.outcome}"
         if decided.reasons:
             gate_message += " - " + "; ".join(decided.reasons)
-    return build_status(
+    status = build_status(
         state.previous,
         outcome,
         generation=observed.generation,
@@ -187,6 +189,9 @@ def _status(
         flags_note=_flags_note(launch) if launch.flags_from_older_release else "",
         operator_update=operator_update.condition() if operator_update is not None else None,
     )
+    if state.canary_status is not None:
+        status = status.model_copy(update={"canary": state.canary_status})
+    return status
 
 
 def _flags_note(launch: LaunchPlan) -> str:
