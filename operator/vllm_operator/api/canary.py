@@ -56,6 +56,20 @@ def minimum_requests(percentile: Percentile, confidence_percent: int) -> int:
     return math.ceil(math.log(miss) / math.log(1.0 - allowed) - 1e-9)
 
 
+def error_requests(points: float, confidence_percent: int) -> int:
+    """Fewest requests that can show an error share within ``points`` percentage points of a
+    stable without errors: the tail judge's share interval is two-sided (``judge_share``),
+    so with no error the upper bound ``1 - ((1 - c) / 2) ** (1 / n)`` must reach the points.
+    0 points can never be shown (any bound is above 0): 1, and the step waits."""
+    share = points / 100
+    if share <= 0:
+        return 1
+    if share >= 1:
+        return 1
+    miss = (1.0 - confidence_percent / 100.0) / 2
+    return math.ceil(math.log(miss) / math.log(1.0 - share) - 1e-9)
+
+
 class CanaryStep(APIModel):
     """One step: a share of the live traffic held for a time, then judged."""
 
@@ -172,12 +186,14 @@ class CanaryAnalysis(APIModel):
         ),
     )
     min_requests: int = Field(
-        default=300,
+        default=400,
         ge=1,
         le=1_000_000,
         description=(
             "Fewest requests each revision must finish in a step before it is judged; a p99 "
-            "needs at least 437 at confidence 95, a p95 86 (apply refuses fewer)."
+            "needs at least 437 at confidence 95, a p95 86 (apply refuses fewer), and an "
+            "error share maxErrorPercentPoints above a stable without errors ln(0.025) / "
+            "ln(1 - points/100) (368 for 1 point at 95%)."
         ),
     )
     max_extensions: int = Field(
@@ -216,6 +232,14 @@ class CanaryAnalysis(APIModel):
 
     @model_validator(mode="after")
     def _enough_requests(self) -> CanaryAnalysis:
+        errors = error_requests(self.max_error_percent_points, self.confidence_percent)
+        if self.min_requests < errors:
+            raise ValueError(
+                f"rollout.canary.analysis.minRequests ({self.min_requests}) is too few to show "
+                f"an error share within {self.max_error_percent_points:g} point(s) of a stable "
+                f"without errors at confidence {self.confidence_percent}%: it needs at least "
+                f"{errors}; raise minRequests or maxErrorPercentPoints"
+            )
         top = self.highest_percentile()
         if top is None:
             return self
@@ -389,7 +413,9 @@ class CanaryFigures(APIModel):
     )
     ttft_p95_ms: float | None = Field(default=None, description="TTFT p95 (bucket bound, ms).")
     itl_p95_ms: float | None = Field(default=None, description="ITL p95 (bucket bound, ms).")
-    e2e_p95_ms: float | None = Field(default=None, description="E2E p95 (bucket bound, ms).")
+    e2e_p95_ms: float | None = Field(
+        default=None, alias="e2eP95Ms", description="E2E p95 (bucket bound, ms)."
+    )
 
 
 class CanaryStatus(APIModel):

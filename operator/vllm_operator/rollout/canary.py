@@ -108,6 +108,7 @@ def run(
         return None
     if record.step >= len(canary.steps):
         record = CanaryRecord(step=len(canary.steps) - 1)
+    _write(state, dep, record)  # from the first pass on: the shell reads the pods by it
     step = canary.steps[record.step]
     cap = max(vd.spec.replicas, vd.spec.rollout.candidate_replicas)
     want = candidate_replicas(step.weight, stable_dep.replicas, cap)
@@ -131,7 +132,6 @@ def run(
     where = f"canary step {record.step + 1}/{len(canary.steps)} ({step.weight}%)"
     if dep.replicas != want or dep.ready_replicas < want:
         state.after(1.0)
-        _write(state, dep, record)
         state.canary_traffic = record.step > 0 or canary_traffic.is_shared(state, vd, stable)
         return Outcome(
             "Canary",
@@ -228,7 +228,7 @@ def _decide(
             GateRecord(
                 revision=candidate,
                 outcome="Failed",
-                reasons=[f"{CANARY_PREFIX} {where} failed: {failed}", *judged.reasons()[1:]],
+                reasons=[f"{where} failed: {failed}", *judged.reasons()[1:]],
                 baseline_revision=stable,
             )
         )
@@ -256,6 +256,10 @@ def _decide(
         due = parse_time(record.due_at) or state.now
         later = ledger.timestamp(max(due, state.now) + timedelta(seconds=hold))
         _write(state, dep, record.extended(later))
+        if isinstance(state.canary_status, CanaryStatus):
+            state.canary_status = state.canary_status.model_copy(
+                update={"due_at": later, "extensions": record.extensions + 1}
+            )
         state.event(
             "Normal",
             EventReason.CanaryStepExtended,
@@ -272,7 +276,7 @@ def _decide(
             revision=candidate,
             outcome="Inconclusive",
             reasons=[
-                f"{CANARY_PREFIX} {where} inconclusive: {why} after "
+                f"{where} inconclusive: {why} after "
                 f"{canary.analysis.max_extensions} extension(s) ({counts})",
                 *judged.reasons(),
             ],
@@ -326,6 +330,15 @@ def may_remove(state: Pass, candidate: str) -> bool:
         state.after(left)
         return False
     return True
+
+
+def draining(state: Pass) -> set[str]:
+    """Revisions with a canary record kept while the cluster still shows the serving traffic
+    shared: an abandoned candidate (a new spec mid-canary) goes once no new request can
+    reach it."""
+    if not canary_traffic.still_shared(state, ""):
+        return set()
+    return {d.revision for d in state.observed.deployments if d.canary is not None}
 
 
 def scraped_pods(observed: Observed, candidate: str, stable: str) -> list[PodView]:

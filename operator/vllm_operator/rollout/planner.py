@@ -119,7 +119,8 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
     else:
         outcome, candidate = steps.rollout(state, vd, launch, desired, stable)
     canary.settle(state, vd, stable)
-    steps.retire(state, keep={r for r in (stable, candidate) if r is not None})
+    keep = {r for r in (stable, candidate) if r is not None} | canary.draining(state)
+    steps.retire(state, keep=keep)
     twin.remove(state)
     scaling.follow(state, vd)
     status = _status(

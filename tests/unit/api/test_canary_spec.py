@@ -7,7 +7,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from vllm_operator.api.canary import CanarySpec, minimum_requests
+from vllm_operator.api.canary import (
+    CanaryAnalysis,
+    CanarySpec,
+    error_requests,
+    minimum_requests,
+)
 from vllm_operator.api.spec import VLLMDeploymentSpec
 from vllm_operator.gate.tails import (
     SampleTally,
@@ -73,7 +78,12 @@ def test_p99_with_too_few_requests_is_refused_naming_the_count() -> None:
 
 
 def test_slo_limits_count_as_judged_percentiles() -> None:
-    analysis = {"slo": {"e2eMs": {"p99": 2000}}, "minRequests": 100, "latency": []}
+    analysis = {
+        "slo": {"e2eMs": {"p99": 2000}},
+        "minRequests": 100,
+        "maxErrorPercentPoints": 5,
+        "latency": [],
+    }
     with pytest.raises(ValidationError, match="p99"):
         CanarySpec.model_validate({"steps": [{"weight": 10}], "analysis": analysis})
 
@@ -88,7 +98,7 @@ def test_gate_slo_reused_needs_its_requests_too() -> None:
     }
     canary: dict[str, Any] = {
         "steps": [{"weight": 10}],
-        "analysis": {"useGateSlo": True, "minRequests": 100},
+        "analysis": {"useGateSlo": True, "minRequests": 100, "maxErrorPercentPoints": 5},
     }
     with pytest.raises(ValidationError, match=r"useGateSlo.*p99.*at least 437"):
         _spec(canary, gate)
@@ -96,6 +106,16 @@ def test_gate_slo_reused_needs_its_requests_too() -> None:
     assert _spec(canary, gate).rollout.canary is not None
     canary["analysis"] = {"useGateSlo": True, "minRequests": 437}
     assert _spec(canary, gate).rollout.canary is not None
+
+
+@pytest.mark.parametrize(("points", "needed"), [(1.0, 368), (2.0, 183), (5.0, 72)])
+def test_error_share_points_need_their_requests(points: float, needed: int) -> None:
+    assert error_requests(points, 95) == needed
+    assert observations_needed(points / 100, 0.95) == needed
+    analysis = {"maxErrorPercentPoints": points, "minRequests": needed - 1, "latency": []}
+    with pytest.raises(ValidationError, match=f"at least {needed}"):
+        CanaryAnalysis.model_validate(analysis)
+    CanaryAnalysis.model_validate({**analysis, "minRequests": needed})
 
 
 def test_weights_must_rise() -> None:

@@ -42,7 +42,7 @@ def _pod(
 
 
 def _analysis(**fields: Any) -> CanaryAnalysis:
-    return CanaryAnalysis.model_validate({"minRequests": 300, **fields})
+    return CanaryAnalysis.model_validate({"minRequests": 400, **fields})
 
 
 def _stable() -> dict[str, PodDelta]:
