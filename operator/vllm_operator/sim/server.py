@@ -35,6 +35,8 @@ from vllm_operator.sim.state import SimState
 from vllm_operator.sim.streaming import Generation
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+LIVE_HEADER = "x-sim-live"
+"""A request from a simulated live user (the demo's, the canary tests'), not a benchmark."""
 
 
 def error_response(status: int, message: str, param: str | None = None) -> web.Response:
@@ -70,7 +72,21 @@ def build_app(state: SimState) -> web.Application:
             body["error"]["type"] = phrase  # vLLM: HTTPStatus(exc.status_code).phrase
             return web.json_response(body, status=exc.status)
 
-    app = web.Application(middlewares=[json_errors, api_key], client_max_size=64 * 1024 * 1024)
+    @web.middleware
+    async def http_metrics(request: web.Request, handler: Handler) -> web.StreamResponse:
+        # vLLM's API server counts answers with prometheus-fastapi-instrumentator:
+        # http_requests_total{handler, method, status="2xx"}, serving routes only.
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:
+            state.metrics.http(request.path, request.method, exc.status)
+            raise
+        state.metrics.http(request.path, request.method, response.status)
+        return response
+
+    app = web.Application(
+        middlewares=[http_metrics, json_errors, api_key], client_max_size=64 * 1024 * 1024
+    )
 
     async def health(_: web.Request) -> web.Response:
         return web.Response(status=503 if state.dead else 200)
@@ -177,6 +193,13 @@ async def handle_completion(
     faults = config.faults
     if faults.error_rate > 0 and state.rng.random() < faults.error_rate:
         return error_response(faults.error_status, "injected fault (--sim-error-rate)")
+    if request.headers.get(LIVE_HEADER) and faults.live_fault:
+        # A fault only real traffic meets (the demo's live users mark their requests): a
+        # candidate that passes its synthetic gate and fails its canary.
+        if faults.live_error_rate > 0 and state.rng.random() < faults.live_error_rate:
+            return error_response(faults.error_status, "injected fault (--sim-live-error-rate)")
+        if faults.live_delay_seconds > 0:
+            await asyncio.sleep(faults.live_delay_seconds)
     request_id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
     plan = generation.plan(
         req.prompt,
