@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import time
@@ -29,8 +28,6 @@ from devcluster.kubelet_launch import Launch, LaunchContext, prepare_launch
 from devcluster.kubelet_sidecars import start_sidecars, stop_sidecars
 
 Obj = dict[str, Any]
-# A pod condition of this cluster only: the container's ports -> the local ports it listens on.
-LOCAL_PORTS_CONDITION = "devcluster.local/LocalPorts"
 MESSAGE_LIMIT = 4096
 FALLBACK_LINES = 80
 FALLBACK_BYTES = 2048
@@ -155,16 +152,6 @@ class PodRuntime:
             {"type": "ContainersReady", "status": ready},
             {"type": "Ready", "status": ready},
         ]
-        if self.launch is not None and self.launch.container_ports:
-            # Every pod here is 127.0.0.1 on a port of its own: say which, for what must
-            # reach one pod (an operator reading /metrics through devcluster.pod_address).
-            conds.append(
-                {
-                    "type": LOCAL_PORTS_CONDITION,
-                    "status": "True",
-                    "message": json.dumps(self.launch.container_ports, sort_keys=True),
-                }
-            )
         inst = self.instance
         if self.final_phase:
             phase = self.final_phase

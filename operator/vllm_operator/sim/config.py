@@ -46,10 +46,6 @@ class Faults:
     live_error_rate: float = 0.0
     live_delay_seconds: float = 0.0  # wall-clock, before the first token (TTFT and E2E)
 
-    @property
-    def live_fault(self) -> bool:
-        return self.live_error_rate > 0 or self.live_delay_seconds > 0
-
 
 KEEP_ALIVE_SECONDS = 5.0
 """vLLM's API server runs uvicorn with ``timeout_keep_alive=VLLM_HTTP_TIMEOUT_KEEP_ALIVE``,

@@ -149,6 +149,18 @@ def build_app(state: SimState) -> web.Application:
             }
         )
 
+    async def sim_live_faults(request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+            rate = float(body.get("errorRate", state.live_error_rate))
+            delay = float(body.get("delaySeconds", state.live_delay_seconds))
+        except (ValueError, TypeError, AttributeError):
+            return error_response(400, "expected {errorRate, delaySeconds}")
+        if not (0 <= rate <= 1 and 0 <= delay <= 60):
+            return error_response(400, "errorRate 0..1, delaySeconds 0..60")
+        state.live_error_rate, state.live_delay_seconds = rate, delay
+        return web.json_response({"errorRate": rate, "delaySeconds": delay})
+
     async def completions(request: web.Request) -> web.StreamResponse:
         return await handle_completion(state, request, chat=False)
 
@@ -166,6 +178,7 @@ def build_app(state: SimState) -> web.Application:
     app.router.add_get("/sim/requests/{id}", sim_request)
     app.router.add_get("/sim/timing", sim_timing)
     app.router.add_get("/sim/config", sim_config)
+    app.router.add_post("/sim/live-faults", sim_live_faults)
     return app
 
 
@@ -193,13 +206,13 @@ async def handle_completion(
     faults = config.faults
     if faults.error_rate > 0 and state.rng.random() < faults.error_rate:
         return error_response(faults.error_status, "injected fault (--sim-error-rate)")
-    if request.headers.get(LIVE_HEADER) and faults.live_fault:
+    if request.headers.get(LIVE_HEADER):
         # A fault only real traffic meets (the demo's live users mark their requests): a
         # candidate that passes its synthetic gate and fails its canary.
-        if faults.live_error_rate > 0 and state.rng.random() < faults.live_error_rate:
+        if state.live_error_rate > 0 and state.rng.random() < state.live_error_rate:
             return error_response(faults.error_status, "injected fault (--sim-live-error-rate)")
-        if faults.live_delay_seconds > 0:
-            await asyncio.sleep(faults.live_delay_seconds)
+        if state.live_delay_seconds > 0:
+            await asyncio.sleep(state.live_delay_seconds)
     request_id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
     plan = generation.plan(
         req.prompt,
