@@ -215,6 +215,10 @@ class Reconciler:
                     logger.info("no log for %s/%s: %s", namespace, pod, exc)
             await self._read_gpu_products(nodes)
             observed = view()
+        route = canary.route_to_read(observed)
+        if route is not None:  # a gatewayAPI canary: the route whose weights it sets
+            found = await kube.get("HTTPRoute", namespace, route)
+            observed = dataclasses.replace(observed, routes={route: found} if found else {})
         now = self.clock()
         # A canary step that starts or is due: both revisions' /metrics, read now.
         targets = canary.scrape_targets(observed, now)

@@ -139,7 +139,13 @@ def run(
             ConditionReason.Canary,
         )
     state.canary_traffic = True
-    if not canary_traffic.ensure_shared(state, vd, stable):
+    shifted = canary_traffic.ensure_shared(state, vd, stable, step.weight)
+    if isinstance(shifted, str):
+        state.after(5.0)  # the route may appear or be fixed: look again
+        return Outcome(
+            "Canary", f"revision {candidate}: {where}: {shifted}", ConditionReason.Canary
+        )
+    if not shifted:
         state.after(0.0)  # applied this pass; the step starts once the cache shows it
         return Outcome(
             "Canary", f"revision {candidate}: {where}: shifting traffic", ConditionReason.Canary
@@ -313,14 +319,14 @@ def settle(state: Pass, vd: VLLMDeployment, stable: str | None) -> None:
     canary_traffic.restore(state, vd, mode, stable, None)
 
 
-def may_remove(state: Pass, candidate: str) -> bool:
+def may_remove(state: Pass, vd: VLLMDeployment, candidate: str) -> bool:
     """A candidate that served live traffic is deleted only once no new request reaches it:
     the serving traffic is back on the stable (as the cluster shows it), for DRAIN_SECONDS
     since its verdict. Requeues the pass when not yet."""
     dep = state.observed.deployment_of(candidate)
     if dep is None or dep.canary is None:
         return True
-    if canary_traffic.still_shared(state, candidate):
+    if canary_traffic.still_shared(state, vd):
         state.after(0.5)
         return False
     decided = state.decision(candidate)
@@ -332,11 +338,30 @@ def may_remove(state: Pass, candidate: str) -> bool:
     return True
 
 
-def draining(state: Pass) -> set[str]:
+def route_to_read(observed: Observed) -> str | None:
+    """The HTTPRoute the shell must read before planning: the one a gatewayAPI canary
+    names, while a candidate exists (its weights may point at it). From the raw spec: an
+    invalid spec reads nothing."""
+    spec = observed.body.get("spec")
+    rollout = spec.get("rollout") if isinstance(spec, Mapping) else None
+    canary = rollout.get("canary") if isinstance(rollout, Mapping) else None
+    traffic = canary.get("traffic") if isinstance(canary, Mapping) else None
+    if not isinstance(traffic, Mapping) or traffic.get("mode") != "gatewayAPI":
+        return None
+    route = traffic.get("httpRoute")
+    name = route.get("name") if isinstance(route, Mapping) else None
+    if not isinstance(name, str) or not name:
+        return None
+    if not any(d.role == labels.ROLE_CANDIDATE for d in observed.deployments):
+        return None
+    return name
+
+
+def draining(state: Pass, vd: VLLMDeployment) -> set[str]:
     """Revisions with a canary record kept while the cluster still shows the serving traffic
     shared: an abandoned candidate (a new spec mid-canary) goes once no new request can
     reach it."""
-    if not canary_traffic.still_shared(state, ""):
+    if not canary_traffic.still_shared(state, vd):
         return set()
     return {d.revision for d in state.observed.deployments if d.canary is not None}
 

@@ -212,6 +212,9 @@ class Observed:
     # Pod name -> its /metrics page as read by the shell for a canary step (text), or why
     # it could not be read (``ScrapeFailure``); only while a step starts or ends.
     scrapes: Mapping[str, Any] = field(default_factory=dict)
+    # HTTPRoute name -> the object, for a canary with traffic.mode gatewayAPI (the shell
+    # reads the one the spec names, only while a candidate exists).
+    routes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

@@ -119,7 +119,7 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
     else:
         outcome, candidate = steps.rollout(state, vd, launch, desired, stable)
     canary.settle(state, vd, stable)
-    keep = {r for r in (stable, candidate) if r is not None} | canary.draining(state)
+    keep = {r for r in (stable, candidate) if r is not None} | canary.draining(state, vd)
     steps.retire(state, keep=keep)
     twin.remove(state)
     scaling.follow(state, vd)

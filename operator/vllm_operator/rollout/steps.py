@@ -100,7 +100,7 @@ def rollout(
             ConditionReason.GateInconclusive,
         ), candidate
     # A candidate that served live traffic stays until no new request can reach it.
-    drain = not canary.may_remove(state, candidate)
+    drain = not canary.may_remove(state, vd, candidate)
     return _reject(state, candidate, stable, decided, drain=drain), (candidate if drain else None)
 
 

@@ -195,7 +195,7 @@ def test_operator_restart_in_every_step(rollout: Rollout, live: LiveUsers) -> No
         assert after["startedAt"] == before["startedAt"]
     st = rollout.wait_phase("Serving", timeout=120)
     assert st["stable"]["revision"] == st["lastGate"]["revision"]
-    assert len(rollout.names("apps/v1", "deployments")) == 1  # nothing created twice, left
+    rollout.wait(lambda: len(rollout.names("apps/v1", "deployments")) == 1, 30, "retired")
     started = [e for e in rollout.cluster.list("v1", "events", "default")
                if e["reason"] == "CanaryStepStarted"]  # fmt: skip
     assert sum(int(e.get("count", 1)) for e in started) == 2

@@ -131,6 +131,11 @@ class World:
             autoscalers=children("HorizontalPodAutoscaler") + children("ScaledObject"),
             budgets=children("PodDisruptionBudget"),
         )
+        route = canary.route_to_read(observed)
+        if route is not None and ("HTTPRoute", route) in objs:  # the user's, not owned
+            observed = dataclasses.replace(
+                observed, routes={route: copy.deepcopy(objs[("HTTPRoute", route)])}
+            )
         targets = {pod.name for pod in canary.scrape_targets(observed, self.now)}
         if targets and self.metrics_pages is not None:
             self.scraped += 1

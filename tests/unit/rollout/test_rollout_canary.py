@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -93,9 +94,13 @@ def _sim() -> SimMetrics:
     return SimMetrics("m", running=lambda: 0.0, waiting=lambda: 0.0, kv_usage=lambda: 0.0)
 
 
-def at_canary(doc: dict[str, Any] | None = None) -> tuple[World, Pods, str, str]:
+def at_canary(
+    doc: dict[str, Any] | None = None, route: dict[str, Any] | None = None
+) -> tuple[World, Pods, str, str]:
     """A serving world whose new revision passed its gate and entered its canary."""
     w = serving_world(canary_spec())
+    if route is not None:
+        w.objects[("HTTPRoute", route["metadata"]["name"])] = copy.deepcopy(route)
     stable = w.serving()
     assert stable is not None
     w.set_spec(doc or canary_spec(mode="throughput"))
@@ -293,3 +298,66 @@ def test_a_spec_change_mid_canary_takes_the_traffic_back() -> None:
     assert w.deployment(candidate) is not None  # not while new requests may still reach it
     w.step()
     assert w.deployment(candidate) is None  # abandoned: its Deployment goes
+
+
+ROUTE = {
+    "apiVersion": "gateway.networking.k8s.io/v1",
+    "kind": "HTTPRoute",
+    "metadata": {"name": "web", "namespace": "ml"},
+    "spec": {
+        "parentRefs": [{"name": "gw"}],
+        "rules": [
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/v1"}}],
+             "backendRefs": [{"name": "qwen", "port": 8000}]},
+            {"backendRefs": [{"name": "other", "port": 80}]},
+        ],
+    },
+}  # fmt: skip
+
+
+def gateway_world() -> tuple[World, Pods, str, str]:
+    doc = canary_spec(
+        mode="throughput", traffic={"mode": "gatewayAPI", "httpRoute": {"name": "web"}}
+    )
+    w, pods, stable, candidate = at_canary(doc, route=ROUTE)
+    return w, pods, stable, candidate
+
+
+def backends(w: World) -> list[list[tuple[str, int]]]:
+    route = w.objects[("HTTPRoute", "web")]
+    return [
+        [(ref["name"], ref.get("weight", 1)) for ref in rule["backendRefs"]]
+        for rule in route["spec"]["rules"]
+    ]
+
+
+def test_gateway_api_weights_follow_the_steps_and_fall_back_on_failure() -> None:
+    w, pods, stable, candidate = gateway_world()
+    until_step_started(w, pods)
+    assert backends(w) == [[("qwen", 90), ("qwen--candidate", 10)], [("other", 1)]]
+    assert w.serving() == stable  # the Service is untouched in this mode
+    assert w.status["canary"]["sharePercent"] == 10.0
+    pods.serve(candidate, 150)
+    pods.serve(stable, 150)
+    w.advance(600)
+    w.step()
+    until_step_started(w, pods)
+    assert backends(w)[0] == [("qwen", 50), ("qwen--candidate", 50)]
+    pods.serve(candidate, 150, error_share=0.5)
+    pods.serve(stable, 150)
+    w.advance(600)
+    p = w.step()
+    assert "patch HTTPRoute web" in p.kinds()
+    assert backends(w) == [[("qwen", 100)], [("other", 1)]]
+    assert w.status["lastGate"]["reasons"][0].startswith("canary step 2/2 (50%) failed")
+    w.advance(5)
+    w.settle()
+    assert w.deployment(candidate) is None
+
+
+def test_gateway_api_without_the_route_waits_and_says_so() -> None:
+    doc = canary_spec(
+        mode="throughput", traffic={"mode": "gatewayAPI", "httpRoute": {"name": "web"}}
+    )
+    w, _pods, _stable, _candidate = at_canary(doc)
+    assert "HTTPRoute web not found" in w.status["message"]
