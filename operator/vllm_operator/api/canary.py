@@ -131,16 +131,6 @@ def _default_latency() -> list[LatencyRegression]:
     ]
 
 
-class PrometheusSource(APIModel):
-    """Read the step's figures from Prometheus instead of scraping the pods."""
-
-    url: str = Field(
-        max_length=2048,
-        pattern=r"^https?://[^\s]+$",
-        description="Base URL of the Prometheus HTTP API, e.g. http://prometheus.monitoring:9090.",
-    )
-
-
 class CanaryAnalysis(APIModel):
     """What each step is judged on: vLLM's own metrics of both revisions, as deltas over
     the step."""
@@ -208,13 +198,6 @@ class CanaryAnalysis(APIModel):
     confidence_percent: Confidence = Field(
         default=95,
         description="Confidence of each decision: 90, 95 or 99.",
-    )
-    prometheus: PrometheusSource | None = Field(
-        default=None,
-        description=(
-            "Read the counters from Prometheus (by pod) instead of scraping each pod's "
-            "/metrics (which needs the NetworkPolicy of docs/rollout.md)."
-        ),
     )
 
     def highest_percentile(self, gate_slo: SloLimits | None = None) -> Percentile | None:

@@ -143,14 +143,20 @@ class Rollout:
     """One DevCluster, one kubelet, one operator (restartable)."""
 
     def __init__(
-        self, workdir: Path, *, faults: Faults | None = None, tls: bool = False, **config: Any
+        self,
+        workdir: Path,
+        *,
+        faults: Faults | None = None,
+        tls: bool = False,
+        crds: tuple[Path, ...] = (),
+        **config: Any,
     ) -> None:
         self.workdir = workdir
         # tls: HTTPS, as a real cluster: kopf's login and the operator's client (through a
         # kubeconfig, as `vllm-operator run --kubeconfig`) verify the server's CA. Off by
         # default: the benchmark-sensitive scenarios keep the kubelet's loop, which also
         # proxies the benchmark, free of TLS work on a loaded 2-core machine.
-        self.cluster = DevCluster(crds=[CRD], tls=tls).start()
+        self.cluster = DevCluster(crds=[CRD, *crds], tls=tls).start()
         self.kubeconfig = self.cluster.write_kubeconfig(workdir / "kubeconfig")
         self.kubelet = KubeletProcess(
             self.cluster.url, workdir / "kubelet", faults, self.cluster.ca_pem

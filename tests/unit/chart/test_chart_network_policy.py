@@ -191,3 +191,35 @@ def test_the_job_pod_reaches_candidate_twin_and_dns_and_nothing_else() -> None:
     assert not ingress_allowed(policies, src)
     # The evaluator itself: without the policy every one of these would be allowed.
     assert egress_allowed([], src, (None, {}), 80)
+
+
+def test_canary_scrape_admits_the_operator_to_the_server_pods_on_the_port_only() -> None:
+    candidate, twin, job, port = _rendered_pods()
+    values = {
+        "networkPolicy": {
+            "benchmark": {"enabled": False, "namespaces": [NS], "ports": [port]},
+            "canaryScrape": {"enabled": True},
+        }
+    }
+    (policy,) = _policies(values)
+    assert policy["metadata"]["namespace"] == NS
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert _selects(policy["spec"]["podSelector"], candidate)
+    assert not _selects(policy["spec"]["podSelector"], twin)
+    assert not _selects(policy["spec"]["podSelector"], job)
+    (rule,) = policy["spec"]["ingress"]
+    operator_pod = {"app.kubernetes.io/name": "vllm-operator", "app.kubernetes.io/instance": "vo"}
+    (peer,) = rule["from"]
+    assert _peer_admits(peer, NS, "vllm-system", operator_pod)
+    assert not _peer_admits(peer, NS, NS, operator_pod)  # the operator's namespace only
+    assert not _peer_admits(peer, NS, "vllm-system", {"app": "other"})
+    assert _port_admits(rule, port, "TCP")
+    assert not _port_admits(rule, port + 1, "TCP")
+
+
+def test_canary_scrape_is_off_by_default() -> None:
+    assert [
+        p
+        for p in _policies({"networkPolicy": {"benchmark": {"namespaces": [NS]}}})
+        if p["metadata"]["name"].endswith("canary-scrape")
+    ] == []
