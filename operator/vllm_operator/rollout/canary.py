@@ -313,7 +313,14 @@ def settle(state: Pass, vd: VLLMDeployment, stable: str | None) -> None:
     Covers every way out of a canary (a failure, an abort, a new spec, a rejected or
     abandoned candidate) without each path knowing about it.
     """
-    if state.canary_traffic or stable is None or state.serving != stable:
+    if stable is None:
+        return
+    if state.serving != stable and state.serving is not None:
+        # Promoted in this pass: the serving Service now selects the candidate, so the
+        # route's candidate backend (the same pods) goes back into the Service's.
+        canary_traffic.restore_route(state, vd, f"revision {state.serving}, promoted")
+        return
+    if state.canary_traffic:
         return
     mode = vd.spec.rollout.canary.traffic.mode if vd.spec.rollout.canary is not None else None
     canary_traffic.restore(state, vd, mode, stable, None)

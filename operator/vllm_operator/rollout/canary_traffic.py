@@ -102,23 +102,7 @@ def restore(
 ) -> None:
     """The serving traffic back on the stable revision alone, in this pass's actions."""
     off = f" (revision {candidate} off the traffic)" if candidate else ""
-    route = route_name(vd)
-    found = state.observed.routes.get(route) if route is not None else None
-    weighted = found is not None and _route_weight(found, vd) > 0
-    if (
-        route is not None
-        and found is not None
-        and weighted
-        and not _patched(state, "HTTPRoute", route)
-    ):
-        rules = weighted_rules(found, vd, 0)
-        if rules is not None:
-            state.actions.append(Patch("HTTPRoute", route, {"spec": {"rules": rules}}))
-            state.event(
-                "Normal",
-                EventReason.TrafficRestored,
-                f"HTTPRoute {route} sends every request to revision {stable} again{off}",
-            )
+    restore_route(state, vd, f"revision {stable}{off}")
     serving = state.observed.service(names.serving_service_name(vd.metadata.name))
     if serving is None or not serving.shared or _patched(state, "Service", serving.name):
         return
@@ -128,6 +112,24 @@ def restore(
         EventReason.TrafficRestored,
         f"serving Service selects revision {stable} only{off}",
     )
+
+
+def restore_route(state: Pass, vd: VLLMDeployment, what: str) -> None:
+    """The route's rules name the serving Service alone again (no candidate backend)."""
+    route = route_name(vd)
+    found = state.observed.routes.get(route) if route is not None else None
+    if route is None or found is None or _route_weight(found, vd) <= 0:
+        return
+    if _patched(state, "HTTPRoute", route):
+        return
+    rules = weighted_rules(found, vd, 0)
+    if rules is not None:
+        state.actions.append(Patch("HTTPRoute", route, {"spec": {"rules": rules}}))
+        state.event(
+            "Normal",
+            EventReason.TrafficRestored,
+            f"HTTPRoute {route} sends every request to the serving Service: {what}",
+        )
 
 
 def still_shared(state: Pass, vd: VLLMDeployment | None = None) -> bool:

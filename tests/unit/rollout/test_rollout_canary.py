@@ -355,6 +355,22 @@ def test_gateway_api_weights_follow_the_steps_and_fall_back_on_failure() -> None
     assert w.deployment(candidate) is None
 
 
+def test_gateway_api_route_back_on_the_service_when_promoted() -> None:
+    w, pods, stable, candidate = gateway_world()
+    for _ in range(2):
+        until_step_started(w, pods)
+        pods.serve(candidate, 150)
+        pods.serve(stable, 150)
+        w.advance(600)
+        w.step()
+    assert "CanaryPassed" in w.events()
+    w.ready_all()
+    pods.sync()
+    w.settle()
+    assert w.serving() == candidate
+    assert backends(w) == [[("qwen", 100)], [("other", 1)]]
+
+
 def test_gateway_api_without_the_route_waits_and_says_so() -> None:
     doc = canary_spec(
         mode="throughput", traffic={"mode": "gatewayAPI", "httpRoute": {"name": "web"}}
