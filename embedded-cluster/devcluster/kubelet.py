@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -62,6 +63,10 @@ Obj = dict[str, Any]
 Key = tuple[str, str]
 ADDRESS_ANNOTATION = "devcluster.vllm-operator.dev/address"
 LOG_LIMIT = 256 * 1024
+
+
+SERVICES_FILE = "services.json"
+"""Where the kubelet publishes its Service proxies (``Kubelet._publish_services``)."""
 
 
 class HasURL(Protocol):
@@ -116,6 +121,7 @@ class Kubelet:
         self._transport = transport
         self.runtimes: dict[Key, PodRuntime] = {}
         self.proxies: dict[tuple[str, str, int], ServiceProxy] = {}
+        self._published: str | None = None
         self._written: dict[Key, Obj] = {}
         self._wake: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
@@ -497,3 +503,17 @@ class Kubelet:
             return ports
 
         await sync_proxies(self.proxies, self.informers["services"].items(), backends)
+        self._publish_services()
+
+    def _publish_services(self) -> None:
+        """Write where each Service listens to ``<workdir>/services.json`` (namespace/name:port
+        -> 127.0.0.1:local), for clients in other processes (a test's live traffic)."""
+        table = {f"{ns}/{name}:{port}": p.address for (ns, name, port), p in self.proxies.items()}
+        text = json.dumps(table, sort_keys=True)
+        path = self.workdir / SERVICES_FILE
+        if self._published == text:
+            return
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+        self._published = text

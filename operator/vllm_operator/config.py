@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +45,9 @@ class OperatorConfig(Settings):
     workers: int = 8  # resources reconciled at the same time
     # talk to this API URL without auth; set in code for an embedded dev cluster, not a flag
     api_url: str | None = None
+    # (namespace, pod, pod IP, port) -> where to reach it (kube.scrape.PodAddress); None: the
+    # pod's IP. Set in code for the embedded dev cluster (devcluster.pod_address), not a flag.
+    pod_address: Callable[[str, str, str, int], Awaitable[tuple[str, int] | None]] | None = None
     kubeconfig: str | None = None
     context: str | None = None
     log_level: str = "INFO"

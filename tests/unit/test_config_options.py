@@ -38,7 +38,7 @@ BEGIN += "     python tests/unit/test_config_options.py --write -->\n"
 END = "<!-- end of options table -->"
 # Fields the embedded cluster's harnesses set in code (module docstring of config.py), and
 # the client's thread count: no option on purpose.
-IN_CODE_ONLY = {"api_url", "deadline_scale", "kube_workers"}
+IN_CODE_ONLY = {"api_url", "deadline_scale", "kube_workers", "pod_address"}
 PROG = "vllm-operator run"
 
 

@@ -6,7 +6,7 @@
 --
 -- Healthy     the spec's revision serves with all its replicas (phase Serving, Ready=True)
 -- Progressing the operator is working towards the spec (Pending, Progressing,
---             Benchmarking, Promoting), or has not yet observed the latest generation
+--             Benchmarking, Canary, Promoting), or has not yet observed the latest generation
 -- Suspended   an inconclusive gate waits for a person (phase Holding: annotate the resource
 --             to promote or abort); the stable revision keeps serving
 -- Degraded    the spec's revision was rejected or cannot run (Degraded, Failed, or a
@@ -80,7 +80,7 @@ if phase == "Serving" then
   return hs
 end
 
-if phase == "Pending" or phase == "Progressing" or phase == "Benchmarking" or phase == "Promoting" then
+if phase == "Pending" or phase == "Progressing" or phase == "Benchmarking" or phase == "Canary" or phase == "Promoting" then
   hs.status = "Progressing"
   hs.message = message
   return hs

@@ -130,6 +130,11 @@ direction. No wildcard, no Secrets, no ConfigMaps; events: create only.
   resources: ["scaledobjects"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 {{- end }}
+# A canary with traffic.mode gatewayAPI: read the HTTPRoute the spec names and set the
+# weights of its backends (stable and candidate Services). Nothing else of it is touched.
+- apiGroups: ["gateway.networking.k8s.io"]
+  resources: ["httproutes"]
+  verbs: ["get", "patch"]
 # Pods: why a candidate or a benchmark pod does not run; the benchmark log as a fallback.
 - apiGroups: [""]
   resources: ["pods"]

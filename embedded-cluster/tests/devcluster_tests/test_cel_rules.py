@@ -338,6 +338,53 @@ CASES += [
 ]
 
 
+_CANARY = "spec.rollout.canary"
+_STEP = [{"weight": 10}]
+
+
+def _analysis_case(percentile: str, too_few: int) -> RuleCase:
+    """minRequests must decide the highest percentile judged (rollout/canary's table)."""
+    path = f"{_CANARY}.analysis"
+    latency = [{"metric": "ttft", "percentile": percentile}]
+    return RuleCase(
+        f"canary-min-requests-{percentile}",
+        path,
+        f"!((has(self.slo) && ((has(self.slo.ttftMs) && has(self.slo.ttftMs.{percentile}))",
+        _set(_CANARY, {"steps": _STEP, "analysis": {"latency": latency, "minRequests": too_few}}),
+        _set(
+            _CANARY,
+            {"steps": _STEP, "analysis": {"latency": latency, "minRequests": too_few + 1}},
+        ),
+        f"{path}: Invalid value: minRequests is too few to judge a {percentile}",
+    )
+
+
+CASES += [
+    RuleCase(
+        "canary-steps-rise",
+        f"{_CANARY}.steps",
+        "(size(self) <= 1",
+        _set(_CANARY, {"steps": [{"weight": 50}, {"weight": 50}]}),
+        _set(_CANARY, {"steps": [{"weight": 50}, {"weight": 51}]}),
+        f"{_CANARY}.steps: Invalid value: each step's weight must be above the previous step's",
+    ),
+    RuleCase(
+        "canary-route-with-gateway",
+        f"{_CANARY}.traffic",
+        "((has(self.mode)",
+        _set(_CANARY, {"steps": _STEP, "traffic": {"mode": "gatewayAPI"}}),
+        _set(
+            _CANARY,
+            {"steps": _STEP, "traffic": {"mode": "gatewayAPI", "httpRoute": {"name": "r"}}},
+        ),
+        f"{_CANARY}.traffic: Invalid value: mode gatewayAPI needs httpRoute.name",
+    ),
+    _analysis_case("p50", 6),
+    _analysis_case("p95", 85),
+    _analysis_case("p99", 436),
+]
+
+
 def _schema() -> dict[str, Any]:
     crd = load_crd()
     schema: dict[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]

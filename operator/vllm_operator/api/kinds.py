@@ -198,6 +198,18 @@ KINDS: tuple[KindInfo, ...] = (
         _autoscaler_rights("keda"),
         child=True,
     ),
+    # A canary's HTTPRoute (rollout.canary.traffic.mode gatewayAPI): the user's object, not a
+    # child; the operator only reads it and sets the weights of its backends.
+    KindInfo(
+        "HTTPRoute",
+        "gateway.networking.k8s.io",
+        "v1",
+        "httproutes",
+        (
+            Right("get", "read the canary's route (rollout.canary.traffic.httpRoute)"),
+            Right("patch", "set its backend weights between stable and candidate"),
+        ),
+    ),
     # Leader election (operator's namespace only): one Lease, read and renewed.
     KindInfo(
         "Lease",

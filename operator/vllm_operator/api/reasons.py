@@ -53,6 +53,14 @@ class EventReason(StrEnum):
     OperatorUpdatePending = "OperatorUpdatePending"
     OperatorUpdateRolling = "OperatorUpdateRolling"
     GatePlanTooShort = "GatePlanTooShort"
+    CanaryStepStarted = "CanaryStepStarted"
+    CanaryStepPassed = "CanaryStepPassed"
+    CanaryStepExtended = "CanaryStepExtended"
+    CanaryFailed = "CanaryFailed"
+    CanaryInconclusive = "CanaryInconclusive"
+    CanaryPassed = "CanaryPassed"
+    CanaryScrapeFailed = "CanaryScrapeFailed"
+    TrafficRestored = "TrafficRestored"
 
 
 class ConditionReason(StrEnum):
@@ -71,6 +79,7 @@ class ConditionReason(StrEnum):
     GateInconclusive = "GateInconclusive"
     GateDisabled = "GateDisabled"
     Promoting = "Promoting"
+    Canary = "Canary"
     CandidateRejected = "CandidateRejected"
     ProgressDeadlineExceeded = "ProgressDeadlineExceeded"
     InvalidSpec = "InvalidSpec"
@@ -139,6 +148,14 @@ EVENT_MEANINGS: dict[EventReason, str] = {
     EventReason.OperatorUpdatePending: "this operator renders the unchanged spec differently",
     EventReason.OperatorUpdateRolling: "a person asked to gate and roll the operator update",
     EventReason.GatePlanTooShort: "a tail limit needs more requests than the gate's plan measures",
+    EventReason.CanaryStepStarted: "a canary step's share of live traffic is in place",
+    EventReason.CanaryStepPassed: "a canary step's figures were within their limits",
+    EventReason.CanaryStepExtended: "a canary step had too few requests or undecided figures",
+    EventReason.CanaryFailed: "a canary step failed a figure: traffic back to stable",
+    EventReason.CanaryInconclusive: "a canary step stayed undecided past maxExtensions",
+    EventReason.CanaryPassed: "every canary step passed: the candidate is promoted",
+    EventReason.CanaryScrapeFailed: "a pod's /metrics could not be read for a canary step",
+    EventReason.TrafficRestored: "the serving traffic went back to the stable revision only",
 }
 
 CONDITION_MEANINGS: dict[ConditionReason, str] = {
@@ -154,6 +171,7 @@ CONDITION_MEANINGS: dict[ConditionReason, str] = {
     ConditionReason.GateInconclusive: "inconclusive; holding (or just recorded)",
     ConditionReason.GateDisabled: "gate.enabled is false: promoted once Ready",
     ConditionReason.Promoting: "traffic moves to the promoted revision",
+    ConditionReason.Canary: "a canary step: the candidate serves a share of live traffic",
     ConditionReason.CandidateRejected: "the candidate was rejected; the stable one serves",
     ConditionReason.ProgressDeadlineExceeded: "a candidate or twin was stuck past the deadline",
     ConditionReason.InvalidSpec: "the spec cannot be run (Stalled)",

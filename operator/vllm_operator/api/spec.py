@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from vllm_operator.api.autoscaling import (
     AUTOSCALING_RULES,
@@ -19,6 +19,7 @@ from vllm_operator.api.autoscaling import (
     DisruptionSpec,
 )
 from vllm_operator.api.base import APIModel
+from vllm_operator.api.canary import CanarySpec, gate_slo_problem
 from vllm_operator.api.gate_spec import TRIAL_PLAN_RULES, GateSpec
 from vllm_operator.api.kube_rules import (
     GPU_RESOURCE_PATTERN,
@@ -332,6 +333,14 @@ class RolloutSpec(APIModel):
             "gate gets before the candidate is held for a person."
         ),
     )
+    canary: CanarySpec | None = Field(
+        default=None,
+        description=(
+            "Live traffic after the gate passed: steps of a rising share of the serving "
+            "traffic, each judged on vLLM's metrics of candidate against stable; a failing "
+            "step sends the traffic back to stable at once. Unset: promote at once."
+        ),
+    )
 
 
 class VLLMDeploymentSpec(APIModel):
@@ -380,3 +389,12 @@ class VLLMDeploymentSpec(APIModel):
         ),
         json_schema_extra={"x-kubernetes-validations": DISRUPTION_RULES},
     )
+
+    @model_validator(mode="after")
+    def _canary_can_judge_gate_slo(self) -> VLLMDeploymentSpec:
+        canary = self.rollout.canary
+        if canary is not None:
+            problem = gate_slo_problem(canary, self.gate.thresholds.slo)
+            if problem is not None:
+                raise ValueError(problem)
+        return self

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from vllm_operator.api.base import APIModel
+from vllm_operator.api.canary import CanaryStatus
 from vllm_operator.api.summary import BenchSummary, Placement, Verdict
 
 Phase = Literal[
@@ -20,6 +21,7 @@ Phase = Literal[
     "Progressing",
     "Benchmarking",
     "Promoting",
+    "Canary",
     "Serving",
     "Holding",
     "Degraded",
@@ -200,6 +202,10 @@ class VLLMDeploymentStatus(APIModel):
     )
     warnings: list[str] = Field(
         default_factory=list, description="Engine policy warnings for the current spec."
+    )
+    canary: CanaryStatus | None = Field(
+        default=None,
+        description="The live canary of the candidate (rollout.canary), while it runs.",
     )
 
     @model_validator(mode="before")

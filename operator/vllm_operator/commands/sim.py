@@ -113,6 +113,13 @@ KNOBS = (
     Knob("drop-after-tokens", int, None, "reset the connection after N tokens"),
     Knob("wrong-usage", _bool, False, "report one completion token more than streamed"),
     Knob("die-after-seconds", float, None, "engine dies N s after listening (/health 503)"),
+    Knob("live-error-rate", float, 0.0, "like error-rate, only on requests with x-sim-live"),
+    Knob(
+        "live-delay-seconds",
+        float,
+        0.0,
+        "wall-clock delay before the first token, only on requests with x-sim-live",
+    ),
     Knob(
         "seed",
         int,
@@ -317,6 +324,8 @@ def config_from_args(argv: list[str], prog: str, env: Mapping[str, str]) -> SimC
         drop_after_tokens=args.sim_drop_after_tokens,
         wrong_usage=args.sim_wrong_usage,
         die_after_seconds=args.sim_die_after_seconds,
+        live_error_rate=args.sim_live_error_rate,
+        live_delay_seconds=args.sim_live_delay_seconds,
     )
     served = parsed.value("served_model_name")
     port = parsed.value("port")

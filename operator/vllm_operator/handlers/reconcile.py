@@ -37,9 +37,10 @@ from vllm_operator.handlers.caches import (
 )
 from vllm_operator.kube.changes import changes
 from vllm_operator.kube.client import Kube, KubeError, KubeTransientError
+from vllm_operator.kube.scrape import MetricsReader
 from vllm_operator.metrics import OperatorMetrics
-from vllm_operator.render import labels
-from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, observe, plan
+from vllm_operator.render import labels, names
+from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, canary, observe, plan
 from vllm_operator.rollout.observed import (
     PROGRESS_SECONDS,
     Observed,
@@ -118,6 +119,7 @@ class Reconciler:
         # (namespace, Job) -> (when its log was last read, the newest progress event).
         self.progress: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
         self.progress_seconds = PROGRESS_SECONDS * config.deadline_scale
+        self.metrics_reader = MetricsReader(config.pod_address)
 
     async def _read_progress(
         self, namespace: str, observed: Observed
@@ -209,7 +211,18 @@ class Reconciler:
                     logger.info("no log for %s/%s: %s", namespace, pod, exc)
             await self._read_gpu_products(nodes)
             observed = view()
+        route = canary.route_to_read(observed)
+        if route is not None:  # a gatewayAPI canary: the route whose weights it sets
+            found = await kube.get("HTTPRoute", namespace, route)
+            observed = dataclasses.replace(observed, routes={route: found} if found else {})
         now = self.clock()
+        # A canary step that starts or is due: both revisions' /metrics, read now.
+        targets = canary.scrape_targets(observed, now)
+        if targets:
+            serving = observed.service(names.serving_service_name(name))
+            port = int((serving.ports[0] if serving and serving.ports else {}).get("port", 0))
+            scrapes = await self.metrics_reader.read(namespace, targets, port)
+            observed = dataclasses.replace(observed, scrapes=scrapes)
         result = self._plan(observed, now, namespace, name)
         foreign = await self.foreign_names(namespace, uid, observed, result)
         if foreign:

@@ -39,6 +39,9 @@ RERUN_ANNOTATION = f"{DOMAIN}/rerun-gate"
 HANDLED_ANNOTATION = f"{DOMAIN}/handled"
 # Roll a pending operator update (rollout/upgrade.py): the new revision, or "true".
 ROLL_OPERATOR_UPDATE_ANNOTATION = f"{DOMAIN}/roll-operator-update"
+# A candidate's canary: its step, when the step started and the counts scraped then
+# (rollout/canary.py); on the candidate's Deployment, so a restarted operator resumes it.
+CANARY_ANNOTATION = f"{DOMAIN}/canary"
 # Not ours: the GPU product NVIDIA's GPU feature discovery puts on nodes.
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
@@ -75,6 +78,12 @@ def server_selector(name: str, revision: str) -> dict[str, str]:
         DEPLOYMENT_LABEL: name,
         REVISION_LABEL: revision,
     }
+
+
+def canary_selector(name: str) -> dict[str, str]:
+    """Selects the vLLM pods of every revision of ``name`` (stable and candidate alike, never
+    a twin's or a Job's): the serving Service during a canary with traffic.mode replicas."""
+    return {COMPONENT_LABEL: COMPONENT_SERVER, DEPLOYMENT_LABEL: name}
 
 
 def twin_selector(name: str, revision: str) -> dict[str, str]:

@@ -17,6 +17,8 @@ from vllm_operator.api.reasons import EventReason
 from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
 
 Kind = ChildKind  # the children a VLLMDeployment owns (api/kinds.py)
+# What a Patch may name: a child, or the user's HTTPRoute a canary weights.
+PatchKind = ChildKind | Literal["HTTPRoute"]
 EventType = Literal["Normal", "Warning"]
 
 
@@ -40,7 +42,7 @@ class Create:
 class Patch:
     """JSON merge patch (RFC 7386) of one object."""
 
-    kind: Kind
+    kind: PatchKind
     name: str
     patch: Mapping[str, Any]
 

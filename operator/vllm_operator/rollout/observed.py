@@ -59,6 +59,12 @@ class Observed:
     # The autoscaler(s) (HPA, KEDA ScaledObject) and PodDisruptionBudgets it owns.
     autoscalers: tuple[AutoscalerView, ...] = ()
     budgets: tuple[BudgetView, ...] = ()
+    # Pod name -> its /metrics page as read by the shell for a canary step (text), or why
+    # it could not be read (``ScrapeFailure``); only while a step starts or ends.
+    scrapes: Mapping[str, Any] = field(default_factory=dict)
+    # HTTPRoute name -> the object, for a canary with traffic.mode gatewayAPI (the shell
+    # reads the one the spec names, only while a candidate exists).
+    routes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -136,6 +142,7 @@ def observe(
     node_gpu: Mapping[str, str] | None = None,
     autoscalers: Sequence[Mapping[str, Any]] = (),
     budgets: Sequence[Mapping[str, Any]] = (),
+    scrapes: Mapping[str, Any] | None = None,
 ) -> Observed:
     """Build the planner's view from raw API objects (already filtered to this resource)."""
     all_views = tuple(v for v in (deployment_view(d) for d in deployments) if v is not None)
@@ -155,6 +162,7 @@ def observe(
         node_gpu=dict(node_gpu or {}),
         autoscalers=tuple(sorted((autoscaler_view(a) for a in autoscalers), key=_kind_name)),
         budgets=tuple(sorted((budget_view(b) for b in budgets), key=lambda b: b.name)),
+        scrapes=dict(scrapes or {}),
     )
 
 

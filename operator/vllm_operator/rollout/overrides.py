@@ -18,6 +18,7 @@ from vllm_operator.api.reasons import EventReason
 from vllm_operator.api.status import GateRecord
 from vllm_operator.render.labels import ABORT_ANNOTATION, PROMOTE_ANNOTATION, RERUN_ANNOTATION
 from vllm_operator.rollout import ledger
+from vllm_operator.rollout.canary import in_canary
 from vllm_operator.rollout.context import Pass
 
 PERSON_PROMOTE = f"promoted by a person (annotation {PROMOTE_ANNOTATION})"
@@ -42,7 +43,8 @@ _PROMOTE = _Verdict(
     "Passed",
     PERSON_PROMOTE,
     EventReason.ForcedPromotion,
-    lambda _state, d: d.outcome == "Passed",
+    # During a canary the gate's Passed is on record: a person's promotion ends the canary.
+    lambda state, d: d.outcome == "Passed" and not in_canary(state.observed, d.revision),
 )
 _ABORT = _Verdict(
     "abort",

@@ -37,6 +37,7 @@ from vllm_operator.render.revision import revision_hash, spec_digest
 from vllm_operator.render.validate import object_errors
 from vllm_operator.rollout import (
     baseline,
+    canary,
     references,
     scaling,
     steps,
@@ -120,7 +121,9 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
         outcome, candidate = steps.steady(state, vd, launch, desired), None
     else:
         outcome, candidate = steps.rollout(state, vd, launch, desired, stable)
-    steps.retire(state, keep={r for r in (stable, candidate) if r is not None})
+    canary.settle(state, vd, stable)
+    keep = {r for r in (stable, candidate) if r is not None} | canary.draining(state, vd)
+    steps.retire(state, keep=keep)
     twin.remove(state)
     scaling.follow(state, vd)
     status = _status(
@@ -168,7 +171,7 @@ def _status(
         gate_message = f"revision {desired}: {decided.outcome}"
         if decided.reasons:
             gate_message += " - " + decided.line()
-    return state.status(
+    status = state.status(
         outcome,
         stable=stable,
         stable_benchmark=baseline.stored_summary(state, stable) if stable is not None else None,
@@ -180,6 +183,9 @@ def _status(
         operator_update=operator_update.condition() if operator_update is not None else None,
         gate_plan_note="; ".join(gate_plan or []),
     )
+    if state.canary_status is not None:
+        status = status.model_copy(update={"canary": state.canary_status})
+    return status
 
 
 def _flags_note(launch: LaunchPlan) -> str:

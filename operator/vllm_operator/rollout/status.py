@@ -32,7 +32,9 @@ from vllm_operator.api.summary import BenchSummary
 from vllm_operator.rollout.ledger import bounded, second_timestamp
 from vllm_operator.rollout.views import DeploymentView
 
-WORKING: frozenset[str] = frozenset({"Pending", "Progressing", "Benchmarking", "Promoting"})
+WORKING: frozenset[str] = frozenset(
+    {"Pending", "Progressing", "Benchmarking", "Canary", "Promoting"}
+)
 NEEDS_PERSON: frozenset[str] = frozenset({"Holding", "Degraded", "Failed"})
 
 

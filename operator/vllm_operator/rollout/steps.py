@@ -18,6 +18,7 @@ from vllm_operator.rollout import (
     advice,
     baseline,
     benchmark,
+    canary,
     causes,
     reruns,
     scaling,
@@ -79,6 +80,13 @@ def rollout(
         assert outcome is not None
         return outcome, candidate
     state.twin = None  # decided: a twin kept earlier in this pass goes now
+    live = canary.wanted(vd, decided, stable) if decided.outcome == "Passed" else None
+    if live is not None:
+        assert stable is not None
+        during = canary.run(state, vd, live, candidate, stable)
+        if during is not None:
+            return during, candidate
+        decided = state.decision(candidate) or decided  # the canary may have judged it
     if decided.outcome == "Passed":
         return _promote(state, vd, launch, candidate, stable, decided=decided), candidate
     policy = vd.spec.rollout.on_inconclusive
@@ -91,7 +99,9 @@ def rollout(
             advice.holding_message(vd, candidate, text),
             ConditionReason.GateInconclusive,
         ), candidate
-    return _reject(state, candidate, stable, decided), None
+    # A candidate that served live traffic stays until no new request can reach it.
+    drain = not canary.may_remove(state, vd, candidate)
+    return _reject(state, candidate, stable, decided, drain=drain), (candidate if drain else None)
 
 
 def _start_candidate(
@@ -221,9 +231,11 @@ def _promote(
     )
 
 
-def _reject(state: Pass, candidate: str, stable: str | None, decided: GateRecord) -> Outcome:
+def _reject(
+    state: Pass, candidate: str, stable: str | None, decided: GateRecord, *, drain: bool = False
+) -> Outcome:
     dep = state.observed.deployment_of(candidate)
-    if dep is not None and not dep.deleting:
+    if dep is not None and not dep.deleting and not drain:
         state.delete("Deployment", dep.name)
         state.event(
             "Normal",

@@ -73,6 +73,16 @@ class PodView:
     containers: tuple[ContainerView, ...] = ()
     owner_uid: str | None = None  # the controller ownerReference's uid (a Job's pod: the Job)
     node_name: str | None = None  # spec.nodeName, once scheduled
+    ip: str | None = None  # status.podIP: where a canary reads its /metrics
+    uid: str | None = None
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.containers) and all(c.ready for c in self.containers)
+
+    @property
+    def restarts(self) -> int:
+        return sum(c.restart_count for c in self.containers)
 
     @property
     def revision(self) -> str | None:
@@ -106,6 +116,8 @@ class DeploymentView:
     template: Mapping[str, Any] = field(default_factory=dict)
     # The spec digest it was created from; None on Deployments older than the annotation.
     spec_digest: str | None = None
+    # Its canary record (rollout/canary.py), as written; None outside a canary.
+    canary: str | None = None
 
 
 @dataclass(frozen=True)
@@ -116,10 +128,22 @@ class ServiceView:
     selector: Mapping[str, str]
     service_type: str = "ClusterIP"
     ports: tuple[Mapping[str, Any], ...] = ()
+    # Its revision annotation: the stable revision while a canary's selector names none.
+    annotated_revision: str | None = None
 
     @property
     def revision(self) -> str | None:
-        return self.selector.get(labels.REVISION_LABEL)
+        named = self.selector.get(labels.REVISION_LABEL)
+        if named is None and self.shared:
+            return self.annotated_revision
+        return named
+
+    @property
+    def shared(self) -> bool:
+        """It selects every revision's server pods (a canary with traffic.mode replicas)."""
+        return dict(self.selector) == labels.canary_selector(
+            self.selector.get(labels.DEPLOYMENT_LABEL, "")
+        )
 
 
 @dataclass(frozen=True)
@@ -211,6 +235,8 @@ def pod_view(obj: Mapping[str, Any]) -> PodView:
         containers=containers,
         owner_uid=controller_uid(obj),
         node_name=node if isinstance(node, str) and node else None,
+        ip=_str_or_none(status.get("podIP")),
+        uid=_str_or_none(meta.get("uid")),
     )
 
 
@@ -242,6 +268,7 @@ def deployment_view(obj: Mapping[str, Any]) -> DeploymentView | None:
         component=meta_labels.get(labels.COMPONENT_LABEL),
         template=template,
         spec_digest=_str_or_none(annotations.get(labels.SPEC_DIGEST_ANNOTATION)),
+        canary=_str_or_none(annotations.get(labels.CANARY_ANNOTATION)),
     )
 
 
@@ -257,6 +284,9 @@ def service_view(obj: Mapping[str, Any]) -> ServiceView:
         selector=as_dict(spec.get("selector")),
         service_type=str(spec.get("type", "ClusterIP")),
         ports=tuple(as_dict(p) for p in _list(spec.get("ports"))),
+        annotated_revision=_str_or_none(
+            as_dict(meta.get("annotations")).get(labels.REVISION_ANNOTATION)
+        ),
     )
 
 

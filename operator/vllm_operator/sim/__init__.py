@@ -31,7 +31,8 @@ Endpoints: ``/health``, ``/ping``, ``/version``, ``/metrics``, ``/v1/models``,
 ``GET /sim/requests/{id}`` (id = the ``x-sim-request-id`` response header = the response
 ``id``) with wall-clock ``arrival``, ``first_token``, ``last_token``, token counts,
 ``intended_ttft`` and mean ``intended_itl`` (seconds); ``GET /sim/timing[?reset=1]`` (the
-server's own scheduling error, p50/p99); ``GET /sim/config``.
+server's own scheduling error, p50/p99); ``GET /sim/config``; ``POST /sim/live-faults``
+``{"errorRate", "delaySeconds"}`` (faults only on requests with header ``x-sim-live``).
 
 Tokenisation and the benchmark's prompt sizes: :mod:`vllm_operator.sim.tokens`.
 Timing model: ``data/profiles.yaml``. Canned answers: :mod:`vllm_operator.sim.answers`.

@@ -41,6 +41,10 @@ class Faults:
     drop_after_tokens: int | None = None
     wrong_usage: bool = False
     die_after_seconds: float | None = None
+    # Only on requests marked as live traffic (header ``x-sim-live``): what a benchmark's
+    # requests never meet, so a candidate passes its gate and fails its canary.
+    live_error_rate: float = 0.0
+    live_delay_seconds: float = 0.0  # wall-clock, before the first token (TTFT and E2E)
 
 
 KEEP_ALIVE_SECONDS = 5.0

@@ -29,6 +29,7 @@ ITL_BUCKETS = (
 )  # fmt: skip
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+SERVING_PREFIXES = ("/v1/",)  # the instrumentator's excluded handlers are the rest
 
 
 class TokenMetrics(Collector):
@@ -109,6 +110,13 @@ class SimMetrics:
             registry=reg,
         )
         self._values = values
+        # prometheus-fastapi-instrumentator's default counter, as vLLM's API server mounts it.
+        self._http = Counter(
+            "http_requests",
+            "Total number of requests by method, status and handler.",
+            ("handler", "method", "status"),
+            registry=reg,
+        )
 
         def hist(name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
             return Histogram(name, doc, labels, buckets=buckets, registry=reg)
@@ -128,6 +136,11 @@ class SimMetrics:
         self.decode = hist(
             "vllm:request_decode_time_seconds", "Time spent in decode.", LATENCY_BUCKETS
         ).labels(*values)
+
+    def http(self, path: str, method: str, status: int) -> None:
+        """One answer of the API server, as vLLM's instrumentator counts it."""
+        if path.startswith(SERVING_PREFIXES):
+            self._http.labels(path, method, f"{status // 100}xx").inc()
 
     def success(self, finished_reason: str) -> None:
         self._success.labels(*self._values, finished_reason).inc()

@@ -35,6 +35,8 @@ from vllm_operator.sim.state import SimState
 from vllm_operator.sim.streaming import Generation
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+LIVE_HEADER = "x-sim-live"
+"""A request from a simulated live user (the demo's, the canary tests'), not a benchmark."""
 
 
 def error_response(status: int, message: str, param: str | None = None) -> web.Response:
@@ -70,7 +72,21 @@ def build_app(state: SimState) -> web.Application:
             body["error"]["type"] = phrase  # vLLM: HTTPStatus(exc.status_code).phrase
             return web.json_response(body, status=exc.status)
 
-    app = web.Application(middlewares=[json_errors, api_key], client_max_size=64 * 1024 * 1024)
+    @web.middleware
+    async def http_metrics(request: web.Request, handler: Handler) -> web.StreamResponse:
+        # vLLM's API server counts answers with prometheus-fastapi-instrumentator:
+        # http_requests_total{handler, method, status="2xx"}, serving routes only.
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:
+            state.metrics.http(request.path, request.method, exc.status)
+            raise
+        state.metrics.http(request.path, request.method, response.status)
+        return response
+
+    app = web.Application(
+        middlewares=[http_metrics, json_errors, api_key], client_max_size=64 * 1024 * 1024
+    )
 
     async def health(_: web.Request) -> web.Response:
         return web.Response(status=503 if state.dead else 200)
@@ -135,6 +151,18 @@ def build_app(state: SimState) -> web.Application:
             }
         )
 
+    async def sim_live_faults(request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+            rate = float(body.get("errorRate", state.live_error_rate))
+            delay = float(body.get("delaySeconds", state.live_delay_seconds))
+        except (ValueError, TypeError, AttributeError):
+            return error_response(400, "expected {errorRate, delaySeconds}")
+        if not (0 <= rate <= 1 and 0 <= delay <= 60):
+            return error_response(400, "errorRate 0..1, delaySeconds 0..60")
+        state.live_error_rate, state.live_delay_seconds = rate, delay
+        return web.json_response({"errorRate": rate, "delaySeconds": delay})
+
     async def completions(request: web.Request) -> web.StreamResponse:
         return await handle_completion(state, request, chat=False)
 
@@ -152,6 +180,7 @@ def build_app(state: SimState) -> web.Application:
     app.router.add_get("/sim/requests/{id}", sim_request)
     app.router.add_get("/sim/timing", sim_timing)
     app.router.add_get("/sim/config", sim_config)
+    app.router.add_post("/sim/live-faults", sim_live_faults)
     return app
 
 
@@ -179,6 +208,13 @@ async def handle_completion(
     faults = config.faults
     if faults.error_rate > 0 and state.rng.random() < faults.error_rate:
         return error_response(faults.error_status, "injected fault (--sim-error-rate)")
+    if request.headers.get(LIVE_HEADER):
+        # A fault only real traffic meets (the demo's live users mark their requests): a
+        # candidate that passes its synthetic gate and fails its canary.
+        if state.live_error_rate > 0 and state.rng.random() < state.live_error_rate:
+            return error_response(faults.error_status, "injected fault (--sim-live-error-rate)")
+        if state.live_delay_seconds > 0:
+            await asyncio.sleep(state.live_delay_seconds)
     request_id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
     plan = generation.plan(
         req.prompt,

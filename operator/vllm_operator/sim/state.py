@@ -41,3 +41,7 @@ class SimState:
         self.rng = random.Random(0 if config.seed is None else config.seed)
         self.created = int(wall())
         self.dead = False  # the engine died (fault): /health 503, completions 500
+        # Faults on live traffic only, from the config and changed by POST /sim/live-faults
+        # (a canary test turns a regression on in the middle of a canary).
+        self.live_error_rate = config.faults.live_error_rate
+        self.live_delay_seconds = config.faults.live_delay_seconds

@@ -23,11 +23,13 @@ import builders
 from devcluster import DevCluster, OperatorThread
 from devcluster.kubelet import Kubelet
 from devcluster.kubelet_faults import Faults
+from devcluster.pod_address import pod_address
 from vllm_operator.config import OperatorConfig
 from vllm_operator.handlers.registry import Runtime, build_registry, configure
 from vllm_operator.kube.client import Kube, api_client_for
 from vllm_operator.metrics import OperatorMetrics
 from vllm_operator.render import labels, names
+from vllm_operator_demo.live_users import services_address
 from vllm_operator_demo.pods import vllm_images
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -141,14 +143,20 @@ class Rollout:
     """One DevCluster, one kubelet, one operator (restartable)."""
 
     def __init__(
-        self, workdir: Path, *, faults: Faults | None = None, tls: bool = False, **config: Any
+        self,
+        workdir: Path,
+        *,
+        faults: Faults | None = None,
+        tls: bool = False,
+        crds: tuple[Path, ...] = (),
+        **config: Any,
     ) -> None:
         self.workdir = workdir
         # tls: HTTPS, as a real cluster: kopf's login and the operator's client (through a
         # kubeconfig, as `vllm-operator run --kubeconfig`) verify the server's CA. Off by
         # default: the benchmark-sensitive scenarios keep the kubelet's loop, which also
         # proxies the benchmark, free of TLS work on a loaded 2-core machine.
-        self.cluster = DevCluster(crds=[CRD], tls=tls).start()
+        self.cluster = DevCluster(crds=[CRD, *crds], tls=tls).start()
         self.kubeconfig = self.cluster.write_kubeconfig(workdir / "kubeconfig")
         self.kubelet = KubeletProcess(
             self.cluster.url, workdir / "kubelet", faults, self.cluster.ca_pem
@@ -162,6 +170,8 @@ class Rollout:
             "workers": 4,
             "metrics_port": None,
             "liveness_port": None,
+            # A canary reads pods' /metrics: here each pod is 127.0.0.1 on a port of its own.
+            "pod_address": pod_address(self.cluster),
         }
         self.config = OperatorConfig(**{**defaults, **config})
         self.prometheus = CollectorRegistry()
@@ -266,11 +276,16 @@ class Rollout:
     def names(self, api: str, plural: str, name: str = "qwen") -> list[str]:
         return sorted(o["metadata"]["name"] for o in self.objects(api, plural, name))
 
+    def service_address(self, name: str = "qwen", port: int = 8000) -> str | None:
+        """Where the kubelet's proxy of a Service listens (for live traffic)."""
+        return services_address(self.workdir / "kubelet", "default", name, port)
+
     def serving_revision(self, name: str = "qwen") -> str | None:
         if not self.cluster.exists("v1", "services", name):
             return None
         svc = self.cluster.get("v1", "services", name)
-        return str(svc["spec"]["selector"][labels.REVISION_LABEL])
+        rev = svc["spec"]["selector"].get(labels.REVISION_LABEL)  # none: a canary shares it
+        return None if rev is None else str(rev)
 
     def selector_changes(self, name: str = "qwen") -> list[tuple[str, int]]:
         """Every revision the serving Service selected, with that revision's Ready pods then.
@@ -281,7 +296,9 @@ class Rollout:
         svc_versions = self.cluster.history("v1", "services", name)
         changes: list[tuple[str, int]] = []
         for version in svc_versions:
-            rev = version["spec"]["selector"][labels.REVISION_LABEL]
+            rev = version["spec"]["selector"].get(labels.REVISION_LABEL)
+            if rev is None:
+                continue  # shared by a canary: both revisions
             if changes and changes[-1][0] == rev:
                 continue
             at = int(version["metadata"]["resourceVersion"])

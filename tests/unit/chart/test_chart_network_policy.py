@@ -229,3 +229,35 @@ def test_an_egress_rule_without_to_admits_everything_and_voids_the_jobs_policy()
     # A policy in another namespace, or one selecting other pods, changes nothing.
     elsewhere = {**allow_all, "metadata": {"namespace": "other"}}
     assert not egress_allowed([*policies, elsewhere], src, outside, 80)
+
+
+def test_canary_scrape_admits_the_operator_to_the_server_pods_on_the_port_only() -> None:
+    candidate, twin, job, port = _rendered_pods()
+    values = {
+        "networkPolicy": {
+            "benchmark": {"enabled": False, "namespaces": [NS], "ports": [port]},
+            "canaryScrape": {"enabled": True},
+        }
+    }
+    (policy,) = _policies(values)
+    assert policy["metadata"]["namespace"] == NS
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert _selects(policy["spec"]["podSelector"], candidate)
+    assert not _selects(policy["spec"]["podSelector"], twin)
+    assert not _selects(policy["spec"]["podSelector"], job)
+    (rule,) = policy["spec"]["ingress"]
+    operator_pod = {"app.kubernetes.io/name": "vllm-operator", "app.kubernetes.io/instance": "vo"}
+    (peer,) = rule["from"]
+    assert _peer_admits(peer, NS, "vllm-system", operator_pod)
+    assert not _peer_admits(peer, NS, NS, operator_pod)  # the operator's namespace only
+    assert not _peer_admits(peer, NS, "vllm-system", {"app": "other"})
+    assert _port_admits(rule, port, "TCP")
+    assert not _port_admits(rule, port + 1, "TCP")
+
+
+def test_canary_scrape_is_off_by_default() -> None:
+    assert [
+        p
+        for p in _policies({"networkPolicy": {"benchmark": {"namespaces": [NS]}}})
+        if p["metadata"]["name"].endswith("canary-scrape")
+    ] == []

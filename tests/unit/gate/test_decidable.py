@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from vllm_operator.api.gate_spec import GateSpec
+from vllm_operator.gate.binomial import clopper_pearson_upper
 from vllm_operator.gate.budget import RESERVE_FRACTION, SweepBudget, extra_round_fits
 from vllm_operator.gate.decidable import needed, reach, shortfalls
-from vllm_operator.gate.tails import clopper_pearson_upper
 
 
 def gate(

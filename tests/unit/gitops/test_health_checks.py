@@ -33,12 +33,13 @@ EXPECTED: dict[str, tuple[str, str]] = {
     "Progressing": ("Progressing", "InProgress"),
     "Benchmarking": ("Progressing", "InProgress"),
     "Promoting": ("Progressing", "InProgress"),
+    "Canary": ("Progressing", "InProgress"),
     "Serving": ("Healthy", "Current"),
     "Holding": ("Suspended", "Failed"),
     "Degraded": ("Degraded", "Failed"),
     "Failed": ("Degraded", "Failed"),
 }
-WORKING = {"Pending", "Progressing", "Benchmarking", "Promoting"}
+WORKING = {"Pending", "Progressing", "Benchmarking", "Canary", "Promoting"}
 NEEDS_PERSON = {"Holding", "Degraded", "Failed"}
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from builders import minimal_spec, resource
 from vllm_operator.api.summary import BenchSummary, PairedBaseline, Placement, RunIdentity
 from vllm_operator.render import labels
-from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, observe, plan
+from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, canary, observe, plan
 from vllm_operator.rollout.preview import apply_merge_patch
 from vllm_operator.rollout.views import holder, owned_by
 
@@ -104,6 +105,9 @@ class World:
         self.plans: list[Plan] = []
         self.selector_changes: list[tuple[str, int]] = []  # (revision, ready at the switch)
         self.node_gpu: dict[str, str] = {}  # what the shell read from Nodes
+        # Pod -> its /metrics page now, for a canary step (what the shell would read).
+        self.metrics_pages: Callable[[], dict[str, str]] | None = None
+        self.scraped = 0  # passes that read pages
 
     # -- the operator side -------------------------------------------------------------
     def plan(self) -> Plan:
@@ -127,6 +131,16 @@ class World:
             autoscalers=children("HorizontalPodAutoscaler") + children("ScaledObject"),
             budgets=children("PodDisruptionBudget"),
         )
+        route = canary.route_to_read(observed)
+        if route is not None and ("HTTPRoute", route) in objs:  # the user's, not owned
+            observed = dataclasses.replace(
+                observed, routes={route: copy.deepcopy(objs[("HTTPRoute", route)])}
+            )
+        targets = {pod.name for pod in canary.scrape_targets(observed, self.now)}
+        if targets and self.metrics_pages is not None:
+            self.scraped += 1
+            pages = {k: v for k, v in self.metrics_pages().items() if k in targets}
+            observed = dataclasses.replace(observed, scrapes=pages)
         p = plan(observed, self.now, self.settings)
         foreign = {
             (a.kind, a.name): holder(objs[(a.kind, a.name)])
@@ -201,7 +215,9 @@ class World:
     def _selector_changed(self, kind: str, name: str) -> None:
         if kind != "Service" or name != "qwen":
             return
-        rev = self.objects[(kind, name)]["spec"]["selector"][labels.REVISION_LABEL]
+        rev = self.objects[(kind, name)]["spec"]["selector"].get(labels.REVISION_LABEL)
+        if rev is None:  # a canary's shared selector: both revisions
+            return
         dep = self.deployment(rev)
         ready = dep.get("status", {}).get("readyReplicas", 0) if dep else 0
         if not self.selector_changes or self.selector_changes[-1][0] != rev:

@@ -1,0 +1,154 @@
+"""traffic.mode gatewayAPI on the embedded cluster: the HTTPRoute's weights as the API holds
+them, with Gateway API's own HTTPRoute CRD installed (``crds/``, v1.6.1).
+
+No gateway implementation runs here, so the live users play one: each request goes to the
+serving or the candidate Service in the proportion the route's weights say (read from the
+API every 100 ms), which is what a Gateway would do with the route.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_operator_demo.live_users import LiveUsers
+
+from .harness import Rollout, resource
+
+GATEWAY_CRD = Path(__file__).parent / "crds" / "gateway.networking.k8s.io_httproutes.yaml"
+ROUTES = "gateway.networking.k8s.io/v1"
+MODEL = "qwen3-30b-a3b"
+CANARY = {
+    "steps": [{"weight": 20, "holdSeconds": 150}, {"weight": 50, "holdSeconds": 150}],
+    "analysis": {"minRequests": 60, "maxErrorPercentPoints": 10, "maxExtensions": 6,
+                 "latency": []},
+    "traffic": {"mode": "gatewayAPI", "httpRoute": {"name": "web"}},
+}  # fmt: skip
+ROUTE = {
+    "apiVersion": ROUTES,
+    "kind": "HTTPRoute",
+    "metadata": {"name": "web", "namespace": "default"},
+    "spec": {
+        "parentRefs": [{"name": "gateway"}],
+        "rules": [{"backendRefs": [{"name": "qwen", "port": 8000}]}],
+    },
+}
+
+
+@pytest.fixture
+def gateway(tmp_path: Path) -> Iterator[Rollout]:
+    r = Rollout(tmp_path, crds=(GATEWAY_CRD,))
+    r.start_operator()
+    yield r
+    r.close()
+
+
+class WeightedRoute:
+    """Where the next request goes, as a Gateway would send it by the route's weights."""
+
+    def __init__(self, r: Rollout) -> None:
+        self.r = r
+        self.refs: list[tuple[str, int]] = [("qwen", 1)]
+        self.seen: list[list[tuple[str, int]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            try:
+                route = self.r.cluster.get(ROUTES, "httproutes", "web")
+                refs = [
+                    (ref["name"], int(ref.get("weight", 1)))
+                    for ref in route["spec"]["rules"][0]["backendRefs"]
+                ]
+            except Exception:  # the API is stopping
+                refs = self.refs
+            if refs != self.refs or not self.seen:
+                self.seen.append(refs)
+            self.refs = refs
+            self._stop.wait(0.1)
+
+    def __call__(self) -> str | None:
+        refs = self.refs
+        total = sum(w for _, w in refs)
+        if total <= 0:
+            return None
+        pick = random.uniform(0, total)
+        for name, weight in refs:
+            pick -= weight
+            if pick <= 0:
+                return self.r.service_address(name)
+        return self.r.service_address(refs[-1][0])
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+
+
+def _spec(mode: str, sim_env: dict[str, str] | None = None) -> dict[str, Any]:
+    return resource(
+        mode=mode,
+        sim_env=sim_env,
+        gate={"iterations": 3, "concurrency": [1, 4], "timeoutSeconds": 120},
+        rollout={"canary": CANARY},
+    )
+
+
+def test_route_weights_follow_the_steps_then_return_to_the_service(gateway: Rollout) -> None:
+    r = gateway
+    r.cluster.create(ROUTE)
+    route = WeightedRoute(r)
+    try:
+        with LiveUsers(route, model=MODEL, users=4) as live:
+            r.apply(_spec("balanced"))
+            stable = r.wait_phase("Serving", timeout=90)["stable"]["revision"]
+            r.apply(_spec("throughput"))
+
+            def promoted() -> dict[str, Any] | None:
+                st = r.status()
+                done = st.get("phase") == "Serving" and st["stable"]["revision"] != stable
+                return st if done else None
+
+            st = r.wait(promoted, 150, "the candidate promoted")
+            r.wait(lambda: route.refs == [("qwen", 100)], 30, "the route back on qwen alone")
+            time.sleep(0.5)
+            assert live.switch_failures() == []
+    finally:
+        route.stop()
+    weights = [refs for refs in route.seen if len(refs) == 2]
+    assert [("qwen", 80), ("qwen--candidate", 20)] in weights
+    assert [("qwen", 50), ("qwen--candidate", 50)] in weights
+    assert weights.index([("qwen", 80), ("qwen--candidate", 20)]) < weights.index(
+        [("qwen", 50), ("qwen--candidate", 50)]
+    )
+    assert r.serving_revision() == st["stable"]["revision"]
+    # Only the weights changed: the parent and the rest of the route are the user's.
+    parents = r.cluster.get(ROUTES, "httproutes", "web")["spec"]["parentRefs"]
+    assert [p["name"] for p in parents] == ["gateway"]
+
+
+def test_a_failing_step_puts_the_route_back_on_the_stable(gateway: Rollout) -> None:
+    r = gateway
+    r.cluster.create(ROUTE)
+    route = WeightedRoute(r)
+    try:
+        with LiveUsers(route, model=MODEL, users=4) as live:
+            r.apply(_spec("balanced"))
+            stable = r.wait_phase("Serving", timeout=90)["stable"]["revision"]
+            r.apply(_spec("throughput", {"VLLMOP_SIM_LIVE_ERROR_RATE": "0.5"}))
+            r.wait_phase("Degraded", timeout=150)
+            reason = r.status()["lastGate"]["reasons"][0]
+            assert reason.startswith("canary step 1/2 (20%) failed: error share"), reason
+            r.wait(lambda: route.refs == [("qwen", 100)], 10, "the route back on qwen alone")
+            assert r.serving_revision() == stable
+            time.sleep(0.5)
+            assert live.switch_failures() == []
+    finally:
+        route.stop()

@@ -1,0 +1,379 @@
+"""The canary phase, pass after pass, against the in-memory cluster with simulated metrics."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from rollout_world import World, serving_world, spec, summary
+
+from vllm_operator.render import labels
+from vllm_operator.rollout.canary import candidate_replicas
+from vllm_operator.rollout.ledger import ABORT_ANNOTATION, PROMOTE_ANNOTATION
+from vllm_operator.sim.metrics import SimMetrics
+
+STEPS = [{"weight": 10, "holdSeconds": 600}, {"weight": 50, "holdSeconds": 600}]
+ANALYSIS = {
+    "minRequests": 100,
+    "maxErrorPercentPoints": 5,
+    "maxExtensions": 1,
+    "latency": [{"metric": "ttft", "percentile": "p95"}],
+}
+
+
+def canary_spec(mode: str = "balanced", **canary: Any) -> dict[str, Any]:
+    doc = spec(mode=mode, gate={"baseline": {"mode": "stored"}})
+    doc["rollout"] = {"canary": {"steps": STEPS, "analysis": ANALYSIS, **canary}}
+    return doc
+
+
+class Pods:
+    """Server pods of both revisions, each with the simulator's own metrics families."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.metrics: dict[str, SimMetrics] = {}
+        self.restarts: dict[str, int] = {}
+        world.metrics_pages = self.pages
+
+    def sync(self) -> None:
+        """A Ready pod for every replica each revision's Deployment asks for."""
+        for rev in self.world.revisions():
+            dep = self.world.deployment(rev)
+            assert dep is not None
+            for i in range(dep["spec"]["replicas"]):
+                name = f"qwen--{rev}-{i}"
+                if name not in self.metrics:
+                    self.metrics[name] = _sim()
+                    self.restarts[name] = 0
+                self.world.objects[("Pod", name)] = {
+                    "metadata": {
+                        "name": name,
+                        "uid": f"uid-{name}",
+                        "labels": labels.server_selector("qwen", rev),
+                    },
+                    "status": {
+                        "phase": "Running",
+                        "podIP": "10.0.0.1",
+                        "containerStatuses": [
+                            {"name": "vllm", "ready": True, "restartCount": self.restarts[name]}
+                        ],
+                    },
+                }
+        for key in [k for k in self.world.objects if k[0] == "Pod"]:
+            rev = key[1].split("--")[1].rsplit("-", 1)[0]
+            if rev not in self.world.revisions():
+                del self.world.objects[key]
+                self.metrics.pop(key[1], None)
+
+    def serve(
+        self, revision: str, requests: int, *, ttft: float = 0.03, error_share: float = 0.0
+    ) -> None:
+        """``requests`` live requests on each of the revision's pods."""
+        for name, sim in self.metrics.items():
+            if f"--{revision}-" not in name:
+                continue
+            failed = round(requests * error_share)
+            for i in range(requests):
+                sim.ttft.observe(ttft * (1 + (i % 10) / 20))
+                sim.e2e.observe(1.0)
+                sim.tokens.observe_itl(0.02)
+                sim.tokens.generation_tokens += 50
+                sim.success("abort" if i < failed else "stop")
+
+    def restart(self, name: str) -> None:
+        self.metrics[name] = _sim()
+        self.restarts[name] += 1
+
+    def pages(self) -> dict[str, str]:
+        return {n: m.exposition().decode() for n, m in self.metrics.items()}
+
+
+def _sim() -> SimMetrics:
+    return SimMetrics("m", running=lambda: 0.0, waiting=lambda: 0.0, kv_usage=lambda: 0.0)
+
+
+def at_canary(
+    doc: dict[str, Any] | None = None, route: dict[str, Any] | None = None
+) -> tuple[World, Pods, str, str]:
+    """A serving world whose new revision passed its gate and entered its canary."""
+    w = serving_world(canary_spec())
+    if route is not None:
+        w.objects[("HTTPRoute", route["metadata"]["name"])] = copy.deepcopy(route)
+    stable = w.serving()
+    assert stable is not None
+    w.set_spec(doc or canary_spec(mode="throughput"))
+    w.start_benchmark()
+    w.finish_job(summary())
+    pods = Pods(w)
+    w.step()  # the verdict: Passed; the canary starts
+    candidate = next(r for r in w.revisions() if r != stable)
+    assert w.status["phase"] == "Canary", w.status
+    return w, pods, stable, candidate
+
+
+def until_step_started(w: World, pods: Pods, limit: int = 6) -> None:
+    for _ in range(limit):
+        w.ready_all()
+        pods.sync()
+        w.step()
+        if (w.status.get("canary") or {}).get("startedAt"):
+            return
+    raise AssertionError(f"step never started: {w.status}")
+
+
+def shared(w: World) -> bool:
+    return w.objects[("Service", "qwen")]["spec"]["selector"] == labels.canary_selector("qwen")
+
+
+@pytest.mark.parametrize(
+    ("weight", "stable", "cap", "wanted"),
+    [(10, 2, 2, 1), (50, 2, 2, 2), (60, 2, 4, 3), (90, 1, 1, 1), (34, 2, 8, 2), (33, 2, 8, 1)],
+)
+def test_candidate_replicas_round_up_to_the_share(
+    weight: int, stable: int, cap: int, wanted: int
+) -> None:
+    got = candidate_replicas(weight, stable, cap)
+    assert got == wanted
+    if got < cap:
+        assert got / (got + stable) >= weight / 100 - 1e-9
+
+
+def test_a_clean_canary_steps_through_and_promotes() -> None:
+    w, pods, stable, candidate = at_canary()
+    assert w.condition("Reconciling")["status"] == "True"
+    # Shared at once: the gate's candidate pod is Ready and 1 pod is the step's share.
+    assert shared(w)
+    assert w.deployment(candidate)["status"]["readyReplicas"] == 1
+    until_step_started(w, pods)
+    assert shared(w)
+    assert w.serving() is None  # the selector names no revision ...
+    assert w.objects[("Service", "qwen")]["metadata"]["annotations"][
+        labels.REVISION_ANNOTATION
+    ] == (stable)  # ... and the annotation keeps the stable's name
+    status = w.status["canary"]
+    assert (status["step"], status["steps"], status["weight"]) == (1, 2, 10)
+    assert status["sharePercent"] == pytest.approx(100 / 3, abs=0.01)  # 1 of 3 pods
+    pods.serve(candidate, 150)
+    pods.serve(stable, 150)
+    w.advance(599)
+    w.step()
+    assert w.status["canary"]["step"] == 1  # not due yet
+    w.advance(1)
+    w.step()
+    assert "CanaryStepPassed" in w.events()
+    assert w.status["canary"]["candidate"]["requests"] == 150
+    until_step_started(w, pods)
+    assert w.status["canary"]["step"] == 2
+    assert w.deployment(candidate)["spec"]["replicas"] == 2  # 50% of 2 stable pods
+    pods.serve(candidate, 150)
+    pods.serve(stable, 150)
+    w.advance(600)
+    w.step()
+    assert "CanaryPassed" in w.events()
+    w.ready_all()
+    w.settle()
+    assert w.serving() == candidate
+    assert w.status["phase"] == "Serving"
+    assert "canary" not in w.status
+
+
+def test_a_failing_error_share_sends_traffic_back_in_the_same_pass() -> None:
+    w, pods, stable, candidate = at_canary()
+    until_step_started(w, pods)
+    pods.serve(candidate, 150, error_share=0.2)
+    pods.serve(stable, 150)
+    w.advance(600)
+    p = w.step()
+    assert w.status["lastGate"]["outcome"] == "Failed"
+    assert w.status["lastGate"]["reasons"][0].startswith(
+        "canary step 1/2 (10%) failed: error share"
+    )
+    assert "patch Service qwen" in p.kinds()
+    assert w.serving() == stable  # back within this one pass
+    assert [e.reason for e in p.events][:2] == ["CanaryFailed", "TrafficRestored"]
+    assert w.deployment(candidate) is not None  # drained before it goes
+    w.advance(5)
+    w.settle()
+    assert w.deployment(candidate) is None
+    assert w.status["phase"] == "Degraded"
+
+
+def test_a_ttft_regression_fails_at_step_two() -> None:
+    w, pods, stable, candidate = at_canary()
+    until_step_started(w, pods)
+    pods.serve(candidate, 150)
+    pods.serve(stable, 150)
+    w.advance(600)
+    w.step()
+    until_step_started(w, pods)
+    pods.serve(candidate, 150, ttft=0.5)  # tenfold
+    pods.serve(stable, 150)
+    w.advance(600)
+    w.step()
+    assert w.status["lastGate"]["reasons"][0].startswith("canary step 2/2 (50%) failed: TTFT p95")
+    assert w.serving() == stable
+
+
+def test_too_few_requests_extend_the_step_then_it_is_inconclusive_and_held() -> None:
+    w, pods, stable, candidate = at_canary()
+    until_step_started(w, pods)
+    pods.serve(candidate, 50)
+    pods.serve(stable, 50)
+    w.advance(600)
+    w.step()
+    assert "CanaryStepExtended" in w.events()
+    assert w.status["canary"]["extensions"] == 1
+    assert shared(w)  # still live while extended
+    w.advance(600)
+    w.step()
+    assert w.status["lastGate"]["outcome"] == "Inconclusive"
+    assert w.serving() == stable
+    w.settle()
+    assert w.status["phase"] == "Holding"
+    assert w.deployment(candidate) is not None  # held for a person, off the traffic
+
+
+def test_a_restarted_pod_counts_only_since_its_restart() -> None:
+    w, pods, stable, candidate = at_canary()
+    until_step_started(w, pods)
+    pods.serve(candidate, 150)
+    pods.serve(stable, 150)
+    pods.restart(f"qwen--{candidate}-0")
+    pods.sync()
+    pods.serve(candidate, 120)
+    w.advance(600)
+    w.step()
+    assert "CanaryStepPassed" in w.events()
+    figures = w.status["canary"]["candidate"]
+    assert (figures["requests"], figures["restartedPods"]) == (120, 1)
+
+
+def test_abort_mid_canary_restores_traffic_and_removes_the_candidate() -> None:
+    w, pods, stable, candidate = at_canary()
+    until_step_started(w, pods)
+    w.annotate(ABORT_ANNOTATION, candidate)
+    w.step()
+    assert w.serving() == stable
+    w.advance(5)
+    w.settle()
+    assert w.deployment(candidate) is None
+    assert w.status["lastGate"]["decision"] == "AbortedByPerson"
+
+
+def test_promote_mid_canary_skips_the_rest() -> None:
+    w, pods, _stable, candidate = at_canary()
+    until_step_started(w, pods)
+    w.annotate(PROMOTE_ANNOTATION, candidate)
+    w.step()
+    w.ready_all()
+    w.settle()
+    assert w.serving() == candidate
+    assert w.status["lastGate"]["decision"] == "PromotedByPerson"
+
+
+def test_every_pass_of_a_canary_plans_the_same_again() -> None:
+    """Restart safety: the state is the cluster's, so a second planner agrees."""
+    w, pods, stable, candidate = at_canary()
+    for _ in range(8):
+        w.ready_all()
+        pods.sync()
+        pods.serve(candidate, 40)
+        pods.serve(stable, 40)
+        first = w.plan()
+        again = w.plan()
+        assert first.kinds() == again.kinds()
+        assert first.status == again.status
+        w.apply(first)
+        w.advance(300)
+
+
+def test_a_spec_change_mid_canary_takes_the_traffic_back() -> None:
+    w, pods, stable, candidate = at_canary()
+    until_step_started(w, pods)
+    w.set_spec(canary_spec(mode="interactivity"))
+    w.step()
+    assert w.serving() == stable
+    assert w.deployment(candidate) is not None  # not while new requests may still reach it
+    w.step()
+    assert w.deployment(candidate) is None  # abandoned: its Deployment goes
+
+
+ROUTE = {
+    "apiVersion": "gateway.networking.k8s.io/v1",
+    "kind": "HTTPRoute",
+    "metadata": {"name": "web", "namespace": "ml"},
+    "spec": {
+        "parentRefs": [{"name": "gw"}],
+        "rules": [
+            {"matches": [{"path": {"type": "PathPrefix", "value": "/v1"}}],
+             "backendRefs": [{"name": "qwen", "port": 8000}]},
+            {"backendRefs": [{"name": "other", "port": 80}]},
+        ],
+    },
+}  # fmt: skip
+
+
+def gateway_world() -> tuple[World, Pods, str, str]:
+    doc = canary_spec(
+        mode="throughput", traffic={"mode": "gatewayAPI", "httpRoute": {"name": "web"}}
+    )
+    w, pods, stable, candidate = at_canary(doc, route=ROUTE)
+    return w, pods, stable, candidate
+
+
+def backends(w: World) -> list[list[tuple[str, int]]]:
+    route = w.objects[("HTTPRoute", "web")]
+    return [
+        [(ref["name"], ref.get("weight", 1)) for ref in rule["backendRefs"]]
+        for rule in route["spec"]["rules"]
+    ]
+
+
+def test_gateway_api_weights_follow_the_steps_and_fall_back_on_failure() -> None:
+    w, pods, stable, candidate = gateway_world()
+    until_step_started(w, pods)
+    assert backends(w) == [[("qwen", 90), ("qwen--candidate", 10)], [("other", 1)]]
+    assert w.serving() == stable  # the Service is untouched in this mode
+    assert w.status["canary"]["sharePercent"] == 10.0
+    pods.serve(candidate, 150)
+    pods.serve(stable, 150)
+    w.advance(600)
+    w.step()
+    until_step_started(w, pods)
+    assert backends(w)[0] == [("qwen", 50), ("qwen--candidate", 50)]
+    pods.serve(candidate, 150, error_share=0.5)
+    pods.serve(stable, 150)
+    w.advance(600)
+    p = w.step()
+    assert "patch HTTPRoute web" in p.kinds()
+    assert backends(w) == [[("qwen", 100)], [("other", 1)]]
+    assert w.status["lastGate"]["reasons"][0].startswith("canary step 2/2 (50%) failed")
+    w.advance(5)
+    w.settle()
+    assert w.deployment(candidate) is None
+
+
+def test_gateway_api_route_back_on_the_service_when_promoted() -> None:
+    w, pods, stable, candidate = gateway_world()
+    for _ in range(2):
+        until_step_started(w, pods)
+        pods.serve(candidate, 150)
+        pods.serve(stable, 150)
+        w.advance(600)
+        w.step()
+    assert "CanaryPassed" in w.events()
+    w.ready_all()
+    pods.sync()
+    w.settle()
+    assert w.serving() == candidate
+    assert backends(w) == [[("qwen", 100)], [("other", 1)]]
+
+
+def test_gateway_api_without_the_route_waits_and_says_so() -> None:
+    doc = canary_spec(
+        mode="throughput", traffic={"mode": "gatewayAPI", "httpRoute": {"name": "web"}}
+    )
+    w, _pods, _stable, _candidate = at_canary(doc)
+    assert "HTTPRoute web not found" in w.status["message"]
