@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -40,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 
@@ -54,7 +53,7 @@ from devcluster.kubelet_controllers import (
 )
 from devcluster.kubelet_faults import Faults, gpu_request
 from devcluster.kubelet_launch import LaunchContext
-from devcluster.kubelet_proxy import ServiceProxy, sync_proxies
+from devcluster.kubelet_proxy import ServiceProxy, publish_proxies, sync_proxies
 from devcluster.kubelet_runtime import PodRuntime, RuntimeConfig
 
 log = logging.getLogger(__name__)
@@ -65,21 +64,12 @@ ADDRESS_ANNOTATION = "devcluster.vllm-operator.dev/address"
 LOG_LIMIT = 256 * 1024
 
 
-SERVICES_FILE = "services.json"
-"""Where the kubelet publishes its Service proxies (``Kubelet._publish_services``)."""
-
-
-class HasURL(Protocol):
-    @property
-    def url(self) -> str: ...
-
-
 class Kubelet:
     """Runs what a cluster would run for Deployments, Jobs, Pods and Services."""
 
     def __init__(
         self,
-        cluster: str | HasURL,
+        cluster: str | kapi.HasURL,
         workdir: str | Path,
         *,
         namespace: str | None = None,
@@ -503,17 +493,4 @@ class Kubelet:
             return ports
 
         await sync_proxies(self.proxies, self.informers["services"].items(), backends)
-        self._publish_services()
-
-    def _publish_services(self) -> None:
-        """Write where each Service listens to ``<workdir>/services.json`` (namespace/name:port
-        -> 127.0.0.1:local), for clients in other processes (a test's live traffic)."""
-        table = {f"{ns}/{name}:{port}": p.address for (ns, name, port), p in self.proxies.items()}
-        text = json.dumps(table, sort_keys=True)
-        path = self.workdir / SERVICES_FILE
-        if self._published == text:
-            return
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-        self._published = text
+        self._published = publish_proxies(self.proxies, self.workdir, self._published)

@@ -18,7 +18,7 @@ import logging
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -256,3 +256,10 @@ class Informer:
         else:
             self.objects[key] = obj
         self._on_change()
+
+
+class HasURL(Protocol):
+    """What the kubelet is given to reach the API server: anything with a ``url``."""
+
+    @property
+    def url(self) -> str: ...

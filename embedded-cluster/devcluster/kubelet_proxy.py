@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -120,3 +122,24 @@ async def sync_proxies(
             await proxy.start()
             proxies[key] = proxy
         proxy.backends = [("127.0.0.1", p) for p in backends(key[0], selector, target)]
+
+
+SERVICES_FILE = "services.json"
+"""Where the kubelet publishes its Service proxies (``publish_proxies``)."""
+
+
+def publish_proxies(
+    proxies: Mapping[tuple[str, str, int], ServiceProxy], workdir: Path, published: str | None
+) -> str:
+    """Write where each Service listens to ``<workdir>/services.json`` (namespace/name:port
+    -> 127.0.0.1:local), for clients in other processes (a test's live traffic); returns what
+    was written, and writes nothing when ``published`` is the same already."""
+    table = {f"{ns}/{name}:{port}": p.address for (ns, name, port), p in proxies.items()}
+    text = json.dumps(table, sort_keys=True)
+    if published == text:
+        return text
+    path = workdir / SERVICES_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return text

@@ -18,7 +18,7 @@ import pytest
 
 from devcluster.pod_address import local_address
 from vllm_operator.render import labels
-from vllm_operator.rollout.ledger import ABORT_ANNOTATION, PROMOTE_ANNOTATION
+from vllm_operator.render.labels import ABORT_ANNOTATION, PROMOTE_ANNOTATION
 from vllm_operator_demo.live_users import LiveUsers
 
 from .harness import Rollout, resource
