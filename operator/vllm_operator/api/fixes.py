@@ -112,21 +112,25 @@ def first_error(
     docs: str | None = None,
     fix: str | None = None,
     hint: str = "",
+    model: type[BaseModel] | None = None,
 ) -> SpecError:
     """pydantic's first error as one ``SpecError``: the one formatter of inputs read by a CLI.
 
     The field is ``where: a.b.0`` (the error's dotted location, ``(top level)`` when it has
     none) or just ``where`` when ``dotted`` is false (an option that is one value). The
     message is pydantic's, without its ``Value error, `` prefix, then ``hint``. The fix is
-    ``fix`` when given ('' for none), else ``fix_for`` with ``docs`` (a CLI's ``--help``).
+    ``fix`` when given ('' for none), else ``fix_for`` with ``docs`` (a CLI's ``--help``) and
+    ``model`` (the model validated: "did you mean" for a misspelt field).
     """
-    err = exc.errors()[0]
-    path = ".".join(str(p) for p in field_location(err["loc"])) or "(top level)"
+    first = exc.errors()[0]
+    loc = field_location(first["loc"])
+    err: dict[str, Any] = {**first, "loc": loc}
+    path = ".".join(str(p) for p in loc) or "(top level)"
     field = (f"{where}: {path}" if where else path) if dotted else where
     message = str(err["msg"]).removeprefix("Value error, ")
     if hint:
         message = f"{message} {hint}"
-    return SpecError(field, message, fix_for(err, path, docs) if fix is None else fix)
+    return SpecError(field, message, fix_for(err, path, docs, model) if fix is None else fix)
 
 
 def fields_at(model: type[BaseModel], loc: Sequence[int | str]) -> list[str]:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ValidationError
 
-from vllm_operator.api.fixes import fix_for, model_in
+from vllm_operator.api.fixes import field_location, first_error, model_in
 from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.workload import WorkloadSpec
 from vllm_operator.bench.suite import Not, PythonTests, Suite
@@ -45,12 +45,13 @@ def workload_from_document(document: object, *, dataset_given: bool) -> Workload
         return WorkloadSpec.model_validate(document)
     except ValidationError as exc:
         first = exc.errors()[0]
-        loc = tuple(x for x in first["loc"] if not str(x).startswith("function-"))
-        where = ".".join(str(p) for p in loc) or "(the file)"
-        fix = fix_for({**first, "loc": loc}, where, WORKLOAD_HELP, model=WorkloadSpec)
+        loc = field_location(first["loc"])
+        fix = None
         if dataset_given is False and loc[:1] == ("dataset",) and "configMap" in str(first["msg"]):
             fix = "give the file with --dataset FILE (or a configMap / persistentVolumeClaim)"
-        raise SpecError(f"--workload: {where}", str(first["msg"]), fix) from exc
+        raise first_error(
+            exc, "--workload", docs=WORKLOAD_HELP, fix=fix, model=WorkloadSpec
+        ) from exc
 
 
 def refuse_early(

@@ -84,7 +84,7 @@ def test_levels_the_load_mode_does_not_use_are_refused(
         f"synthetic: {{inputTokens: {{mean: 8}}, outputTokens: {{mean: 4}}}}\nload: {load}\n"
     )
     err = refused([*URL, "--suite", "builtin:none", "--workload", str(path)], capsys)
-    assert "--workload: load: Value error, rates are the levels of mode rate" in err
+    assert "--workload: load: rates are the levels of mode rate" in err
     assert "set mode: rate" in err
 
 
