@@ -277,6 +277,14 @@ CASES += [
         "requests per level: lower the rate or secondsPerLevel",
     ),
     RuleCase(
+        "load-rates-need-mode-rate",
+        f"{_WORKLOAD}.load",
+        "(has(self.mode) && self.mode == 'rate') || !has(self.rates)",
+        _set(f"{_WORKLOAD}.load", {"rates": [5, 10]}),
+        _set(f"{_WORKLOAD}.load", {"mode": "rate", "rates": [5, 10]}),
+        f"{_WORKLOAD}.load: Invalid value: rates are the levels of mode rate",
+    ),
+    RuleCase(
         "slo-levels-once",
         "spec.gate.thresholds.slo.levels",
         "self.all(x, self.exists_one(",
