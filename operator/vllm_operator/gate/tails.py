@@ -35,14 +35,12 @@ The interval, and why this one:
   may be too high), "beyond" on the second: a limit between bounds can only make the judge
   undecided, never wrong in either direction. Samples have exact counts; both are the same.
 
-Against a baseline (``judge_regression``): the baseline's pooled quantile is bracketed by an
-order-statistic interval (the values above which its share is confidently more, and
-confidently not more, than the allowed share), each end is turned into the candidate's
-allowed value by the caller's ``threshold`` (relative limit and floors), and the candidate's
-share above it is judged as above: within when even the lower end of the baseline leaves the
-candidate within, beyond when even the upper end leaves it beyond. The error rate is split
-evenly between the two steps (union bound). When nothing changed the candidate's share above
-the baseline's own p99 is about 1%; a regression floor turns that into a decidable margin.
+Against a baseline: paired benchmark trials are compared pair by pair
+(``gate.pair_tails``, a share of each pair's slowest observations judged by ``judge_share``
+against one half); histograms, which have no pairs, through an order-statistic interval of the
+baseline's pooled percentile (``gate.tail_baseline``, the live canary's). Both end in
+``judge_share``: one judge of tails. The exact interval is ``gate.binomial``'s, the tallies of
+samples and histograms ``gate.tallies``'.
 """
 
 from __future__ import annotations
@@ -264,7 +262,7 @@ def gap_design_effect(per_request: Sequence[tuple[int, int]]) -> float:
 def observations_needed(allowed: float, confidence: float, share: float = 0.0) -> int:
     """Fewest observations whose interval can decide "within" at an observed ``share``.
 
-    With no exceedance and a 1% limit at 95% (2.5% on the upper side) this is 367: fewer
+    With no exceedance and a 1% limit at 95% (2.5% on the upper side) this is 368: fewer
     requests cannot show a 1% promise kept however fast they were. A share at or above
     ``allowed`` can never be decided within: returns 0 for "never"; callers say so.
     """
