@@ -197,28 +197,49 @@ DesignEffects = Annotated[list[Annotated[float, Field(ge=1)]], Field(max_length=
 class TailRegression(APIModel):
     """A limited percentile against the paired baseline's, pair by pair (``gate.pair_tails``).
 
-    In each trial the candidate's observations, less the regression limit (``relativePercent``
-    or ``floor``, whichever takes less off), are pooled with the baseline's, and the pool's
-    slowest share the percentile allows above it (for p99 the slowest 1%) is counted: ``top``
-    of them, ``candidate`` of those the candidate's. About half are the candidate's when its
-    percentile sits exactly at the baseline's plus the limit; the operator re-decides from
-    these counts, and limits other than the ones counted at need a re-judge from the report.
+    In each trial the bar is the baseline's own percentile plus the regression limit (the
+    larger of ``relativePercent`` of it and ``floor``), and ``above`` counts the candidate's
+    observations over that bar, out of its ``total`` that trial (0 where the baseline
+    measured nothing to set a bar). About the
+    percentile's own share (1% for p99) is above when the candidate's percentile sits
+    exactly at the limit; the operator re-decides from these counts, and limits other than
+    the ones counted at need a re-judge from the report.
     """
 
     relative_percent: float = Field(
-        ge=0, le=1000, description="maxRegressionPercent the candidate's values were shifted by."
+        ge=0, le=1000, description="maxRegressionPercent the bars were set with."
     )
-    floor: float = Field(ge=0, description="The floor (ms) they were shifted by.")
-    top: Counts = Field(
-        default_factory=list, description="Per trial, the pair's slowest observations counted."
+    floor: float = Field(ge=0, description="The floor (ms) the bars were set with.")
+    bars: list[Annotated[float, Field(ge=0, le=1e9)]] = Field(
+        default_factory=list,
+        max_length=MAX_TRIALS,
+        description="Per trial, the bar (ms): the baseline's percentile plus the limit.",
     )
-    candidate: Counts = Field(
-        default_factory=list, description="Per trial, how many of those were the candidate's."
+    total: Counts = Field(
+        default_factory=list,
+        description="Per trial, the candidate's observations counted (0: no bar that trial).",
+    )
+    above: Counts = Field(
+        default_factory=list, description="Per trial, the candidate's observations above it."
     )
     design_effect: DesignEffects | None = Field(
         default=None,
         description="Per trial, the design effect of those counted (ITL: by request; absent: 1).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_rule(cls, data: object) -> object:
+        """Summaries written before 2026-12-02's bars counted each pair's slowest share
+        (``top``, ``candidate``): read them without those counts, which no judge uses now
+        (``gate.slo_tails`` says to re-judge from the report)."""
+        if isinstance(data, dict) and "bars" not in data and ("top" in data or "candidate" in data):
+            return {
+                k: v
+                for k, v in data.items()
+                if k not in {"top", "candidate", "design_effect", "designEffect"}
+            }
+        return data
 
 
 class TailCounts(APIModel):

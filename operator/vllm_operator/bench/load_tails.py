@@ -2,8 +2,9 @@
 
 The SLO gate judges a tail limit as the share of observations above it (``gate.tails``), so
 the summary carries, per level, per limited percentile and per trial, how many requests (for
-ITL: gaps) were above the limit, and, against the paired baseline, how many of each pair's
-slowest observations were the candidate's (``gate.pair_tails``). Everything here works on
+ITL: gaps) were above the limit, and, against the paired baseline, how many of the
+candidate's were above the pair's bar, the baseline's own percentile of that trial plus the
+regression limit (``gate.pair_tails``). Everything here works on
 tallies (``gate.tallies.Tally``) of one trial each, so the
 benchmark (from its runs, ``bench.load_figures.tally``) and ``vllm-operator judge --report``
 (from a full report's samples, ``bench.report_tails``) count the same way.
@@ -23,7 +24,7 @@ from vllm_operator.api.summary import TailCounts, TailRegression
 from vllm_operator.api.workload import LatencyMetric, SloLimits
 from vllm_operator.bench.stats import percentile
 from vllm_operator.gate.comparison import regression_limit_set
-from vllm_operator.gate.pair_tails import candidate_shift, pair_exceedance
+from vllm_operator.gate.pair_tails import allowed_value, pair_exceedance
 from vllm_operator.gate.slo_tails import regression_limit
 from vllm_operator.gate.tails import Exceedance, allowed_share
 from vllm_operator.gate.tallies import Tally
@@ -43,7 +44,7 @@ def level_tails(
     """(pooled percentile, counts) of every limited percentile of a level.
 
     ``baseline`` and ``thresholds`` with ``maxRegressionPercent`` set: each gets its
-    regression record: per trial, the candidate's share of the pair's slowest observations.
+    regression record: per trial, the pair's bar and the candidate's observations above it.
     """
     pooled: dict[str, float] = {}
     counts: dict[str, TailCounts] = {}
@@ -81,19 +82,28 @@ def _regression(
     relative: float,
     floor: float,
 ) -> TailRegression:
-    """Trial by trial, the candidate's share of the pair's slowest (``gate.pair_tails``)."""
-    shift = candidate_shift(relative, floor)
+    """Trial by trial, the candidate's observations above the pair's bar (``gate.pair_tails``);
+    a trial whose baseline measured nothing sets no bar and counts nothing (an empty trial of
+    the candidate's, which the judge leaves out as it does for its limits)."""
+    limit = allowed_value(relative, floor)
     allowed = allowed_share(percentile_name)
-    pairs = [
-        pair_exceedance(ours, theirs, allowed, shift)
-        for ours, theirs in zip(candidate, baseline, strict=False)
-    ]
+    bars: list[float] = []
+    counted: list[Exceedance] = []
+    for ours, theirs in zip(candidate, baseline, strict=False):
+        pair = pair_exceedance(ours, theirs, allowed, limit)
+        if pair is None:
+            bars.append(0.0)
+            counted.append(Exceedance(0.0, 0.0))
+            continue
+        bars.append(round(pair.bar, 1))
+        counted.append(pair.exceedance)
     return TailRegression(
         relative_percent=relative,
         floor=floor,
-        top=[int(e.total) for e in pairs],
-        candidate=[int(e.above) for e in pairs],
-        design_effect=_effects(pairs),
+        bars=bars,
+        total=[int(e.total) for e in counted],
+        above=[int(e.above) for e in counted],
+        design_effect=_effects(counted),
     )
 
 

@@ -4,19 +4,17 @@ A limited percentile of a load level arrives as ``api.summary.TailCounts``: per 
 observations above the limit (requests; for ITL the gaps, with the design effect of their
 requests). "TTFT p99 <= 1000 ms" is judged as the promise it makes, at most 1% of requests
 above 1000 ms, with the trials as clusters (``tails.judge_share``) at the look's confidence
-(``gate.sequential``). Against the paired baseline the benchmark counted the candidate's
-requests above the threshold of each end of the baseline's pooled-percentile interval
-(``TailRegression``); the gate re-decides from those counts (``tails.decide_regression``)
-after checking that they were taken at the thresholds these limits give, at this look's
-confidence. Counts taken at another limit, threshold or confidence cannot be re-used: the
-reason says to re-judge from the full report (``vllm-operator judge --report``), which
-counts again from its samples.
+(``gate.sequential``). Against the paired baseline the benchmark counted, per trial, the
+candidate's observations above the pair's bar, the baseline's own percentile of that trial
+plus the regression limit (``TailRegression``, ``gate.pair_tails``); the gate judges those
+counts the same way against the percentile's own share, after checking that the bars were
+set with the limits these thresholds give. Counts taken at another limit or regression
+limit cannot be re-used: the reason says to re-judge from the full report
+(``vllm-operator judge --report``), which counts again from its samples.
 
-The threshold of a baseline value ``x`` is the one ``gate.slo`` has always used for a
-limited percentile: ``max(x (1 + maxRegressionPercent / 100), x + floor)``, the floor being
-the larger of ``regressionFloorMs`` and ``slo.regressionFloorPercent`` of the SLO limit.
-Baseline bounds and thresholds are stored rounded to 0.01 ms outwards (the low ends down,
-the high ends up), so the bench and the operator compute the same thresholds bit for bit.
+The bar of a baseline value ``x`` is the one ``gate.slo`` has always used for a limited
+percentile: ``max(x (1 + maxRegressionPercent / 100), x + floor)``, the floor being the
+larger of ``regressionFloorMs`` and ``slo.regressionFloorPercent`` of the SLO limit.
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ from collections.abc import Sequence
 from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import TailCounts, TrialPlan
 from vllm_operator.gate.finding import FigureKey, Finding, Judged, Severity
-from vllm_operator.gate.pair_tails import EVEN
 from vllm_operator.gate.sequential import look_confidence, more_allowed
 from vllm_operator.gate.tails import (
     Decision,
@@ -143,7 +140,13 @@ def judge_against_baseline(  # noqa: PLR0917 - private to gate.slo, one call sit
     if record is None:
         text = f"{label} against the baseline: the summary has no counts against it; {REJUDGE}"
         return Judged(Finding("inconclusive", text))
-    trials = len(record.top)
+    if not record.total:
+        text = (
+            f"{label} against the baseline: the summary counted it by the earlier rule (each "
+            f"pair's slowest share, before 2026-12-02); {REJUDGE}"
+        )
+        return Judged(Finding("inconclusive", text))
+    trials = len(record.total)
     relative, floor = regression_limit(thresholds, limit)
     if not (
         math.isclose(record.relative_percent, relative, abs_tol=1e-9)
@@ -154,41 +157,48 @@ def judge_against_baseline(  # noqa: PLR0917 - private to gate.slo, one call sit
             f"{record.floor:g} ms, these limits give +{relative:g}% or {floor:g} ms: {REJUDGE}"
         )
         return Judged(Finding("inconclusive", text))
+    allowed = allowed_share(percentile)
     look = look_confidence(thresholds.confidence_percent / 100, plan, trials)
     try:
-        pairs = exceedances(record.candidate, record.top, record.design_effect)
+        pairs = exceedances(record.above, record.total, record.design_effect)
     except ValueError as exc:
         text = f"{label} against the baseline: counts do not agree ({exc})"
         return Judged(Finding("inconclusive", text))
-    judged = judge_share(pairs, EVEN, look, fewest=FEWEST)
+    judged = judge_share(pairs, allowed, look, fewest=FEWEST)
     unit = unit_of(metric)
     if judged.observations <= 0:
         text = f"{label} against the baseline: no {unit} measured to compare"
         return Judged(Finding("inconclusive", text), key, more_allowed(plan, trials))
     severity = SEVERITY[judged.decision]
-    ours = sum(a for i, a in enumerate(record.candidate) if i not in judged.left_out)
+    ours = sum(a for i, a in enumerate(record.above) if i not in judged.left_out)
     how = _how(thresholds.confidence_percent / 100, plan, trials, judged, unit)
     text = (
-        f"{label} against the baseline: of the {judged.observations:,.0f} slowest {unit} of "
-        f"both revisions ({_per_trial(record.top)}; the candidate's less "
-        f"{_limit_words(relative, floor)}), {ours:,} were the candidate's "
+        f"{label} against the baseline: {ours:,} of the candidate's "
+        f"{judged.observations:,.0f} {unit} above the baseline's {percentile} plus "
+        f"{_limit_words(relative, floor)} ({_bars(record.bars, record.total)}) "
         f"({_share_span(judged)}, {how}{_left_out(judged)}): "
     )
+    allows = f"the {allowed * 100:g}% its {percentile} at that limit would put there"
     if judged.decision == "within":
-        text += "within the limit (half would put its " + percentile + " at the baseline's plus it)"
+        text += f"within the limit, below {allows}"
     elif judged.decision == "beyond":
-        text += f"regression beyond the limit (more than half: its {percentile} is slower)"
+        text += f"regression beyond the limit, above {allows}"
     else:
-        text += "undecided, half would put it exactly on the limit"
+        text += f"undecided against {allows}" + _what_decides(judged, look, plan, trials, unit)
     return Judged(
         Finding(severity, text), key, severity == "inconclusive" and more_allowed(plan, trials)
     )
 
 
-def _per_trial(top: Sequence[int]) -> str:
-    if len(set(top)) == 1 and top:
-        return f"{top[0]:,} a trial"
-    return f"{min(top, default=0):,}-{max(top, default=0):,} a trial"
+def _bars(bars: Sequence[float], total: Sequence[int]) -> str:
+    """The per-trial bars as a span (ms), leaving out trials that set none."""
+    set_bars = [b for b, n in zip(bars, total, strict=False) if n > 0]
+    if not set_bars:
+        return "no bar set"
+    low, high = min(set_bars), max(set_bars)
+    if math.isclose(low, high):
+        return f"bar {low:g} ms"
+    return f"bars {low:g}-{high:g} ms by trial"
 
 
 def _left_out(judged: ShareJudgement) -> str:
@@ -198,7 +208,7 @@ def _left_out(judged: ShareJudgement) -> str:
 
 
 def _limit_words(relative: float, floor: float) -> str:
-    return f"{relative:g}% or {floor:g} ms, whichever takes less off"
+    return f"{relative:g}% or {floor:g} ms, whichever is more"
 
 
 def _share_span(judged: ShareJudgement) -> str:

@@ -295,8 +295,9 @@ def test_the_2026_12_01_reports_recounted(run: str, capsys: pytest.CaptureFixtur
     if run == "reg-slo":
         assert (code, out.splitlines()[0]) == (1, "verdict: Failed"), out
         assert "ttft p99 at 8 req/s: 429 of 480 requests above 1000 ms (share >= " in out
-        assert "of both revisions (4 a trial; " in out  # the pair judge against the twin
-        assert "12 were the candidate's" in out
+        # against the twin: each trial's bar is the twin's own p99 plus 100 ms
+        assert "465 of the candidate's 480 requests above the baseline's p99 plus 10% or " in out
+        assert "(bars 196.2-234.9 ms by trial)" in out
         assert "regression beyond the limit" in out
     else:
         assert (code, out.splitlines()[0]) == (1, "verdict: Inconclusive"), out

@@ -202,8 +202,8 @@ def test_the_regression_limit_is_the_relative_limit_and_the_floor() -> None:
 
 
 def record(
-    candidate: list[int],
-    top: list[int] | None = None,
+    above: list[int],
+    total: list[int] | None = None,
     relative: float = 10,
     floor: float = 100,
     effects: list[float] | None = None,
@@ -211,66 +211,72 @@ def record(
     return TailRegression(
         relative_percent=relative,
         floor=floor,
-        top=top if top is not None else [30] * len(candidate),
-        candidate=candidate,
+        bars=[300.0] * len(above),
+        total=total if total is not None else [1440] * len(above),
+        above=above,
         design_effect=effects,
     )
 
 
-def against(candidate: list[int], **kw: Any) -> Any:
+def against(above: list[int], **kw: Any) -> Any:
     t = kw.pop("judged_with", th(TTFT_P99, **REGRESSION))
     plan = kw.pop("plan", None)
-    rec = kw.pop("rec", None) or record(candidate, **kw)
-    n = len(rec.top)
+    rec = kw.pop("rec", None) or record(above, **kw)
+    n = len(rec.total)
     s = summary({"ttft.p99": counts([0] * n, [1440] * n, regression=rec)}, paired=True)
     return finding(s, t, "ttft p99 at 24 req/s against the baseline", plan)
 
 
 @pytest.mark.parametrize(
-    ("candidate", "expected"),
+    ("above", "expected"),
     [
         (0, "note"),
-        (9, "note"),  # 9 of 30: the 97.5% upper bound is just under one half
-        (10, "inconclusive"),
-        (15, "inconclusive"),  # exactly even: the limit itself, never decided
-        (20, "inconclusive"),
-        (21, "fail"),  # 21 of 30: the lower bound is just over one half
+        (7, "note"),  # 7 of 1,440: the 97.5% upper bound is just under 1%
+        (8, "inconclusive"),
+        (14, "inconclusive"),  # 1%: the limit itself, never decided
+        (22, "inconclusive"),
+        (23, "fail"),  # 23 of 1,440: the lower bound is just over 1%
     ],
 )
-def test_each_edge_against_the_baseline(candidate: int, expected: str) -> None:
-    judged = against([candidate])
+def test_each_edge_against_the_baseline(above: int, expected: str) -> None:
+    judged = against([above])
     assert judged.finding.severity == expected, judged.finding.text
 
 
-def test_the_reason_against_the_baseline_names_the_pairs_and_the_limit() -> None:
+def test_the_reason_against_the_baseline_names_the_bars_and_the_limit() -> None:
     text = against([0, 0, 0]).finding.text
     assert text.startswith(
-        "ttft p99 at 24 req/s against the baseline: of the 90 slowest requests of both "
-        "revisions (30 a trial; the candidate's less 10% or 100 ms, whichever takes less off), "
-        "0 were the candidate's (share <= "
+        "ttft p99 at 24 req/s against the baseline: 0 of the candidate's 4,320 requests above "
+        "the baseline's p99 plus 10% or 100 ms, whichever is more (bar 300 ms) (share <= "
     ), text
-    assert "within the limit" in text
-    failed = against([30, 28, 29]).finding.text
-    assert "87 were the candidate's (share >= " in failed
-    assert "regression beyond the limit" in failed
+    assert "within the limit, below the 1% its p99 at that limit would put there" in text
+    failed = against([40, 28, 29]).finding.text
+    assert "97 of the candidate's 4,320 requests above" in failed
+    assert "(share >= " in failed
+    assert "regression beyond the limit, above the 1%" in failed
+
+
+def test_the_bars_are_named_by_trial_when_they_differ() -> None:
+    rec = record([0, 0]).model_copy(update={"bars": [250.0, 310.5]})
+    assert "(bars 250-310.5 ms by trial)" in against([], rec=rec).finding.text
 
 
 def test_a_stray_trial_is_left_out_from_four_trials_on() -> None:
-    stalled = [4] + [0] * 6  # one trial's stall put its 4 slowest first: 8 req/s on the H200
-    judged = against(stalled, top=[4] * 7)
+    stalled = [30] + [0] * 6  # one trial's stall put 30 requests over the bar
+    judged = against(stalled, total=[480] * 7)
     assert judged.finding.severity == "note", judged.finding.text
     assert "stray trial 1 left out" in judged.finding.text
     # three trials are too few to call one a stray
-    assert against([4, 0, 0], top=[4] * 3).finding.severity == "inconclusive"
+    assert against([30, 0, 0], total=[480] * 3).finding.severity == "inconclusive"
     # a slower candidate in every trial has no stray
-    assert against([4] * 7, top=[4] * 7).finding.severity == "fail"
+    assert against([30] * 7, total=[480] * 7).finding.severity == "fail"
 
 
-def test_the_design_effect_of_gaps_widens_the_pairs() -> None:
-    plain = against([6, 6, 6], top=[20] * 3)
-    clustered = against([6, 6, 6], top=[20] * 3, effects=[8.0] * 3)
-    assert plain.finding.severity == "note"
-    assert clustered.finding.severity == "inconclusive"
+def test_the_design_effect_of_gaps_widens_the_count() -> None:
+    plain = against([2, 2, 2], total=[480] * 3)
+    clustered = against([2, 2, 2], total=[480] * 3, effects=[8.0] * 3)
+    assert plain.finding.severity == "note", plain.finding.text
+    assert clustered.finding.severity == "inconclusive", clustered.finding.text
 
 
 def test_counts_against_other_limits_ask_for_the_report() -> None:
@@ -283,18 +289,28 @@ def test_counts_against_other_limits_ask_for_the_report() -> None:
     )
 
 
-def test_the_look_widens_the_pairs_interval() -> None:
+def test_the_look_widens_the_interval_against_the_baseline() -> None:
     plan = TrialPlan(min_trials=3, max_trials=10)
-    # 9 of 30 is within at 95%, not at the first of 8 looks (99.64%)
-    assert against([3, 3, 3], top=[10] * 3).finding.severity == "note"
-    looked = against([3, 3, 3], top=[10] * 3, plan=plan)
+    # 2 of 480 in each of 3 trials is within at 95%, not at the first of 8 looks
+    assert against([2, 2, 2], total=[480] * 3).finding.severity == "note"
+    looked = against([2, 2, 2], total=[480] * 3, plan=plan)
     assert looked.finding.severity == "inconclusive"
     assert looked.undecided
 
 
-def test_damaged_pair_counts_are_inconclusive_not_a_crash() -> None:
-    rec = record([0, 0], top=[30, 30], effects=[1.0])
+def test_damaged_counts_against_the_baseline_are_inconclusive_not_a_crash() -> None:
+    rec = record([0, 0], total=[480, 480], effects=[1.0])
     assert "counts do not agree" in against([], rec=rec).finding.text
+
+
+def test_a_summary_counted_by_the_earlier_pair_rule_asks_for_the_report() -> None:
+    old = TailRegression.model_validate(
+        {"relativePercent": 10, "floor": 100, "top": [30], "candidate": [3]}
+    )
+    judged = against([], rec=old)
+    assert judged.finding.severity == "inconclusive"
+    assert "counted it by the earlier rule" in judged.finding.text
+    assert "re-judge with --report" in judged.finding.text
 
 
 def test_new_counts_without_a_record_ask_for_the_report() -> None:
