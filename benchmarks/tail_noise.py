@@ -92,10 +92,10 @@ from vllm_operator.bench.load_tails import level_tails
 from vllm_operator.gate import binomial as exact
 from vllm_operator.gate import tallies
 from vllm_operator.gate.budget import (
-    NEXT_ROUND_FACTOR,
-    RESERVE_FRACTION,
+    REPORT_RESERVE_FRACTION,
     WARMUP_SECONDS,
     extra_round_fits,
+    held_for_later,
 )
 from vllm_operator.gate.decidable import Observations, short_limits
 from vllm_operator.gate.slo import breached, figure, judge_slo
@@ -501,11 +501,16 @@ def model_gate(
                 break  # bench.report.open_figures: nothing is open once Failed
             if figure(level) not in {j.figure for j in judged if j.undecided}:
                 break
-            fits = elapsed + NEXT_ROUND_FACTOR * round_seconds <= DEADLINE * (1 - RESERVE_FRACTION)
+            later = held_for_later(
+                len(LEVELS) - index - 1, round_seconds, SERVERS * WARMUP_SECONDS, TRIALS
+            )
+            fits = extra_round_fits(
+                elapsed + later, round_seconds, DEADLINE, REPORT_RESERVE_FRACTION
+            )
             if not fits:
                 break
             last = index == len(LEVELS) - 1
-            if not last and not can_still_decide(level, n, trials, elapsed):
+            if not last and not can_still_decide(level, n, trials, elapsed + later):
                 break
         most = max(most, len(state.requests))
         done.append(state.figures())
@@ -527,7 +532,7 @@ def can_still_decide(level: float, requests: int, trials: int, elapsed: float) -
     longest = SERVERS * SECONDS
     reachable = trials
     while reachable < MAX_TRIALS and extra_round_fits(
-        elapsed + (reachable - trials) * longest, longest, DEADLINE
+        elapsed + (reachable - trials) * longest, longest, DEADLINE, REPORT_RESERVE_FRACTION
     ):
         reachable += 1
     assert THRESHOLDS.slo is not None

@@ -40,7 +40,7 @@ def test_render_warns_naming_the_level_the_limit_and_the_fix() -> None:
     assert lines[0].startswith("warning: -: VLLMDeployment")
     assert "ttft p99 at 8 req/s cannot be decided" in lines[0]
     assert "at least 630 requests with none above it" in lines[0]
-    assert lines[0].endswith("it needs timeoutSeconds >= 297")
+    assert lines[0].endswith("it needs timeoutSeconds >= 484")
     assert "itl p99 at 24 req/s" in lines[2]
     assert "gaps" in lines[2]
 

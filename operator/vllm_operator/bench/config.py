@@ -19,6 +19,7 @@ from vllm_operator.bench.quality import DEFAULT_CONCURRENCY as DEFAULT_QUALITY_C
 from vllm_operator.bench.quality import MAX_CONCURRENCY as MAX_QUALITY_CONCURRENCY
 from vllm_operator.bench.suite import EMPTY_SUITE, Suite
 from vllm_operator.bench.traffic import Traffic
+from vllm_operator.gate.budget import reserve_for
 
 MAX_LEVELS = 16
 """Concurrency levels per run (the CRD allows 16; keeps the summary under 4,096 bytes)."""
@@ -113,6 +114,12 @@ class BenchConfig:
                     f"{load.seconds_per_level} s is {round(most)} requests, more than "
                     f"{MAX_RUN_REQUESTS} per level: lower secondsPerLevel or the rate"
                 )
+
+    @property
+    def budget_reserve(self) -> float:
+        """Share of the deadline extra rounds leave free: a quality suite still to run after
+        them needs more (``gate.budget.reserve_for``)."""
+        return reserve_for(bool(self.suite.tests))
 
     @property
     def plan(self) -> TrialPlan:

@@ -156,10 +156,13 @@ class RunState:
         for server in self.servers:
             yield from server.records()
 
-    def within_budget(self, now: float, estimate: float, deadline: float) -> bool:
+    def within_budget(
+        self, now: float, estimate: float, deadline: float, reserve: float = RESERVE_FRACTION
+    ) -> bool:
         """Would ``estimate`` more seconds from ``now`` end before the time budget: the
-        ``deadline`` less its ``RESERVE_FRACTION`` (extra rounds of the study and the sweep)?"""
-        return now - self.started + estimate <= deadline * (1 - RESERVE_FRACTION)
+        ``deadline`` less ``reserve`` of it (extra rounds of the study and the sweep;
+        ``gate.budget.reserve_for``)?"""
+        return now - self.started + estimate <= deadline * (1 - reserve)
 
     def errors(self) -> Counter[str]:
         """The candidate's failed requests by class, plus ``deadline`` if it was reached."""

@@ -288,7 +288,9 @@ class _Context:
             for figure in figures:
                 spent[figure] = max(spent.get(figure, 0.0), record.seconds / len(figures))
         estimate = 1.5 * sum(spent.get(f, 0.0) for f in [*classes, *map(str, levels)])
-        return self.state.within_budget(self.clock(), estimate, self.config.deadline_seconds)
+        return self.state.within_budget(
+            self.clock(), estimate, self.config.deadline_seconds, self.config.budget_reserve
+        )
 
     async def latency(
         self, trial: int, order: tuple[ServerRun, ...], classes: tuple[str, ...]

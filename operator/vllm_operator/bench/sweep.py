@@ -42,7 +42,12 @@ from vllm_operator.bench.load import (
     open_loop,
 )
 from vllm_operator.bench.request import ChatRequest
-from vllm_operator.gate.budget import NEXT_ROUND_FACTOR, WARMUP_SECONDS, extra_round_fits
+from vllm_operator.gate.budget import (
+    NEXT_ROUND_FACTOR,
+    WARMUP_SECONDS,
+    extra_round_fits,
+    held_for_later,
+)
 from vllm_operator.gate.decidable import Observations, short_limits
 from vllm_operator.gate.slo import figure
 
@@ -102,10 +107,11 @@ class Sweep:
             while open_figures is not None and trial < self.config.plan.max_trials:
                 if figure(level) not in open_figures(self.state):
                     break
-                if not self.time_for_round(level):
+                left = len(levels) - number - 1
+                if not self.time_for_round(level, left):
                     self.progress.emit("budget", trial=trial + 1, level=level)
                     break
-                if level != levels[-1] and not self.can_still_decide(level, trial):
+                if level != levels[-1] and not self.can_still_decide(level, trial, left):
                     self.progress.emit("undecidable", trial=trial + 1, level=level)
                     break
                 await self.round(number, level, trial)
@@ -175,11 +181,22 @@ class Sweep:
                 first_index=first,
             )
 
-    def time_for_round(self, level: float) -> bool:
-        """Would one more round of ``level`` end before the time budget (``NEXT_ROUND_FACTOR``
-        x the longest)?"""
-        estimate = NEXT_ROUND_FACTOR * self.longest_round(level)
-        return self.state.within_budget(self.clock(), estimate, self.config.deadline_seconds)
+    def time_for_round(self, level: float, levels_left: int = 0) -> bool:
+        """Would one more round of ``level`` (``NEXT_ROUND_FACTOR`` x the longest), and then
+        the first rounds of the ``levels_left`` levels after it, end before the time budget?"""
+        estimate = NEXT_ROUND_FACTOR * self.longest_round(level) + self.later(level, levels_left)
+        return self.state.within_budget(
+            self.clock(), estimate, self.config.deadline_seconds, self.config.budget_reserve
+        )
+
+    def later(self, level: float, levels_left: int) -> float:
+        """The later levels' warm-ups and first rounds, each round as long as ``level``'s
+        longest so far (``gate.budget.held_for_later``)."""
+        warm = self.config.warmup > 0 or self.config.settle_max_passes > 0
+        warmup = len(self.state.servers) * min(float(self.load.seconds_per_level), WARMUP_SECONDS)
+        return held_for_later(
+            levels_left, self.longest_round(level), warmup if warm else 0.0, self.config.trials
+        )
 
     def longest_round(self, level: float) -> float:
         per_trial: dict[int, float] = {}
@@ -188,7 +205,7 @@ class Sweep:
                 per_trial[run.trial] = per_trial.get(run.trial, 0.0) + run.elapsed
         return max(per_trial.values(), default=0.0)
 
-    def can_still_decide(self, level: float, trials: int) -> bool:
+    def can_still_decide(self, level: float, trials: int, levels_left: int = 0) -> bool:
         """Can the rounds that still fit in the budget show every tail limit of ``level``
         met (``gate.decidable``, at the requests per trial measured so far)?
 
@@ -200,13 +217,16 @@ class Sweep:
         if thresholds is None or thresholds.slo is None or not runs:
             return True
         longest = self.longest_round(level)
-        elapsed = self.clock() - self.state.started
+        elapsed = self.clock() - self.state.started + self.later(level, levels_left)
         reachable = trials
         while (
             longest > 0
             and reachable < self.config.plan.max_trials
             and extra_round_fits(
-                elapsed + (reachable - trials) * longest, longest, self.config.deadline_seconds
+                elapsed + (reachable - trials) * longest,
+                longest,
+                self.config.deadline_seconds,
+                self.config.budget_reserve,
             )
         ):
             reachable += 1

@@ -37,7 +37,7 @@ from functools import lru_cache
 from vllm_operator.api.gate_spec import GateSpec
 from vllm_operator.api.summary import TrialPlan
 from vllm_operator.api.workload import LatencyMetric, Percentile, SloLimits
-from vllm_operator.gate.budget import SweepBudget
+from vllm_operator.gate.budget import SweepBudget, reserve_for
 from vllm_operator.gate.sequential import look_confidence
 from vllm_operator.gate.tails import allowed_share, observations_needed
 
@@ -185,6 +185,7 @@ def shortfalls(
         servers=servers,
         trials=gate.trials,
         max_trials=gate.max_trials,
+        reserve=reserve_for(gate.suite.builtin != "none" or gate.suite.config_map is not None),
     )
     out: list[Shortfall] = []
     for index, rate in enumerate(load.levels):

@@ -7,6 +7,7 @@ figures and each round's duration) is exactly what the test chose.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +23,9 @@ from vllm_operator.bench.config import BenchConfig
 from vllm_operator.bench.run_state import RESERVE_FRACTION, Clock, RunState, SettlePass
 from vllm_operator.bench.runner import run
 from vllm_operator.bench.settle import agree
+from vllm_operator.bench.suite import EMPTY_SUITE
 from vllm_operator.bench.transport import HttpxTransport, Transport
+from vllm_operator.gate.budget import REPORT_RESERVE_FRACTION
 from vllm_operator.gate.finding import FigureKey
 
 QUALITY_PROMPTS = {"Say yes", "Say no"}
@@ -286,6 +289,25 @@ async def test_no_round_starts_that_would_run_into_the_reserve() -> None:
     budget = progress.named("budget")
     assert budget == [{"trial": 3, "open": ["latency:short"]}]
     assert not state.deadline_hit
+
+
+async def test_without_a_suite_to_run_after_only_the_reports_reserve_is_kept() -> None:
+    # as above, with no quality suite: 11 + 6 <= 19.95 (95% of 21) lets round 3 run; at about
+    # 14 s, 14 + 6 > 19.95 stops round 4
+    servers = Servers(lambda host, n: 1.0)
+    progress = Recorder()
+    cfg = run_config(trials=1, max_trials=10, concurrency=(), deadline_seconds=21.0)
+    cfg = dataclasses.replace(cfg, suite=EMPTY_SUITE, suite_ref="builtin:none")
+    assert cfg.budget_reserve == REPORT_RESERVE_FRACTION == 0.05
+    state = await run(
+        cfg,
+        transport_factory=servers.factory,
+        clock=servers.time,
+        progress=progress,
+        open_figures=lambda state: {FigureKey.latency("short")},
+    )
+    assert [r.classes for r in state.rounds] == [("short", "medium"), ("short",), ("short",)]
+    assert progress.named("budget") == [{"trial": 4, "open": ["latency:short"]}]
 
 
 async def test_the_summary_records_the_plan_and_the_warm_up() -> None:

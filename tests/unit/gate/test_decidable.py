@@ -11,7 +11,13 @@ import pytest
 
 from vllm_operator.api.gate_spec import GateSpec
 from vllm_operator.gate.binomial import clopper_pearson_upper
-from vllm_operator.gate.budget import RESERVE_FRACTION, SweepBudget, extra_round_fits
+from vllm_operator.gate.budget import (
+    REPORT_RESERVE_FRACTION,
+    RESERVE_FRACTION,
+    SweepBudget,
+    extra_round_fits,
+    reserve_for,
+)
 from vllm_operator.gate.decidable import needed, reach, shortfalls
 
 
@@ -112,19 +118,23 @@ def test_the_timeout_a_warning_names_is_exactly_the_one_that_removes_it() -> Non
 
 
 def test_the_h200_spec_can_decide_and_its_budget_gives_the_trials_the_run_took() -> None:
-    # timeoutSeconds 500: the real run took 7 trials at 8 req/s (budget as gate.budget says)
+    # timeoutSeconds 500: each level may get 4 trials (the real run of 2026-12-02 took 7 at
+    # 8 req/s, before the budget held 24 req/s's warm-up and first three rounds for it)
     g = gate(timeout=500, slo={"ttftMs": {"p99": 1000}, "itlMs": {"p99": 100}})
     assert shortfalls(g, 470, servers=2) == []
     budget = SweepBudget(470, levels=2, seconds_per_level=20, servers=2, trials=3, max_trials=10)
-    assert budget.most_trials(0) == 7
+    assert budget.most_trials(0) == 4
     assert budget.most_trials(1) == 4
+    # without holding the next level's first look, 8 req/s would take 7 and leave it none
+    assert budget.later(0) == 2 * 10 + 3 * 40
+    assert budget.later(1) == 0
     # 200 s: 8 req/s gets only its 3 first trials (480 requests, 630 needed at that look)
     (low, *_rest) = shortfalls(gate(timeout=200), 170, servers=2, margin_seconds=30)
     assert low.where == "at 8 req/s"
     assert (low.trials, low.reach.needed, low.reach.available) == (3, 630, 480)
-    assert low.timeout_needed == 297
+    assert low.timeout_needed == 484  # with 24 req/s's warm-up and first look held for it
     assert "the 3 trials that fit in timeoutSeconds 200 bring 480" in low.message
-    assert "it needs timeoutSeconds >= 297" in low.message
+    assert "it needs timeoutSeconds >= 484" in low.message
 
 
 def test_a_level_no_trial_of_which_fits_says_so() -> None:
@@ -136,8 +146,8 @@ def test_a_level_no_trial_of_which_fits_says_so() -> None:
 
 
 def test_a_stored_baseline_halves_every_round() -> None:
-    assert shortfalls(gate(timeout=200), 170, servers=2)
-    assert shortfalls(gate(timeout=200), 170, servers=1) == []
+    assert shortfalls(gate(timeout=260), 230, servers=2)
+    assert shortfalls(gate(timeout=260), 230, servers=1) == []
 
 
 @pytest.mark.parametrize(
@@ -162,3 +172,28 @@ def test_budget_rule_is_the_benchs() -> None:
             at = SweepBudget(deadline, 3, 30, 2, 3, 10)
             below = SweepBudget(deadline - 0.01, 3, 30, 2, 3, 10)
             assert at.most_trials(index) >= trials > below.most_trials(index)
+
+
+def test_without_a_quality_suite_extra_rounds_leave_only_the_reports_reserve() -> None:
+    assert (reserve_for(True), reserve_for(False)) == (RESERVE_FRACTION, REPORT_RESERVE_FRACTION)
+    deadline = 160 / (1 - REPORT_RESERVE_FRACTION)
+    assert extra_round_fits(100, 40, deadline, REPORT_RESERVE_FRACTION)
+    assert not extra_round_fits(100.01, 40, deadline, REPORT_RESERVE_FRACTION)
+    assert not extra_round_fits(100, 40, deadline)  # the suite's reserve refuses that round
+    # the H200 A/A spec at timeoutSeconds 560 (bench deadline 530): each level may get 8
+    # trials, not 5
+    plan = {"levels": 2, "seconds_per_level": 20, "servers": 2, "trials": 3, "max_trials": 10}
+    assert SweepBudget(530, **plan).most_trials(1) == 5
+    assert SweepBudget(530, **plan, reserve=REPORT_RESERVE_FRACTION).most_trials(1) == 8
+
+
+def test_the_plan_check_knows_whether_a_suite_runs_after_the_sweep() -> None:
+    limits = {"ttftMs": {"p99": 1000}, "itlMs": {"p99": 100}}
+    with_suite = gate(timeout=390, slo=limits)
+    spec = with_suite.model_dump(by_alias=True)
+    spec["suite"] = {"builtin": "none"}
+    without = GateSpec.model_validate(spec)
+    assert [s.where for s in shortfalls(with_suite, 360, servers=2)] == ["at 8 req/s"]
+    assert shortfalls(without, 360, servers=2) == []
+    spec["suite"] = {"builtin": "none", "configMap": "suite"}  # a suite of the team's own
+    assert shortfalls(GateSpec.model_validate(spec), 360, servers=2) != []

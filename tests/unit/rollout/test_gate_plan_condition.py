@@ -25,7 +25,7 @@ def test_a_plan_too_short_is_a_condition_and_one_event_per_limit_and_generation(
     warned = [e for e in p.events if e.reason == "GatePlanTooShort"]
     assert [e.type for e in warned] == ["Warning", "Warning"]
     assert "ttft p99 at 8 req/s cannot be decided" in warned[0].message
-    assert "it needs timeoutSeconds >= 297" in warned[0].message
+    assert "it needs timeoutSeconds >= 484" in warned[0].message
     assert "ttft p99 at 24 req/s" in warned[1].message
     cond = w.condition("GatePlanDecides")
     assert (cond["status"], cond["reason"]) == ("False", "TooFewObservations")
@@ -39,7 +39,7 @@ def test_a_plan_too_short_is_a_condition_and_one_event_per_limit_and_generation(
 
 
 def test_a_plan_that_can_decide_has_no_condition() -> None:
-    w = World(spec(gate=slo_gate(297)))
+    w = World(spec(gate=slo_gate(484)))
     p = w.step()
     assert not any(e.reason == "GatePlanTooShort" for e in p.events)
     assert not any(c["type"] == "GatePlanDecides" for c in w.status["conditions"])
