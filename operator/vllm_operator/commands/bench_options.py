@@ -16,8 +16,8 @@ from vllm_operator.api.summary import MAX_TRIALS
 from vllm_operator.bench.config import (
     MAX_SETTLE_PASSES,
 )
-from vllm_operator.bench.quality import DEFAULT_CONCURRENCY as DEFAULT_QUALITY_CONCURRENCY
-from vllm_operator.bench.quality import MAX_CONCURRENCY as MAX_QUALITY_CONCURRENCY
+from vllm_operator.bench.quality.run import DEFAULT_CONCURRENCY as DEFAULT_QUALITY_CONCURRENCY
+from vllm_operator.bench.quality.run import MAX_CONCURRENCY as MAX_QUALITY_CONCURRENCY
 from vllm_operator.commands import bench_checks
 from vllm_operator.errors import VLLMOperatorError
 

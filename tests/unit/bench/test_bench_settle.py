@@ -19,10 +19,10 @@ from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import TrialPlan, Warmup
 from vllm_operator.bench import run_benchmark
 from vllm_operator.bench.config import BenchConfig
+from vllm_operator.bench.http.transport import HttpxTransport, Transport
 from vllm_operator.bench.run_state import RESERVE_FRACTION, Clock, RunState, SettlePass
 from vllm_operator.bench.runner import run
 from vllm_operator.bench.settle import agree
-from vllm_operator.bench.transport import HttpxTransport, Transport
 from vllm_operator.gate.finding import FigureKey
 
 QUALITY_PROMPTS = {"Say yes", "Say no"}

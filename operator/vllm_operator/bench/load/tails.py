@@ -5,8 +5,8 @@ the summary carries, per level, per limited percentile and per trial, how many r
 ITL: gaps) were above the limit, and, against the paired baseline, how many of each pair's
 slowest observations were the candidate's (``gate.pair_tails``). Everything here works on
 tallies (``gate.tallies.Tally``) of one trial each, so the
-benchmark (from its runs, ``bench.load_figures.tally``) and ``vllm-operator judge --report``
-(from a full report's samples, ``bench.report_tails``) count the same way.
+benchmark (from its runs, ``bench.load.figures.tally``) and ``vllm-operator judge --report``
+(from a full report's samples, ``bench.load.recount``) count the same way.
 
 Per trial: TTFT, TPOT and E2E are one value per completed request (``SampleTally``); ITL is
 every gap between streamed chunks, grouped by the request that streamed them
