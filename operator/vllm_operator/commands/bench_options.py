@@ -333,14 +333,12 @@ def parser(prog: str) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    groups: dict[str, Any] = {}
+    sections: dict[str, Any] = {"": p}
+    for title, text in GROUPS.items():  # in the order --help shows them
+        sections[title] = p.add_argument_group(title, text)
     exclusive: dict[str, Any] = {}
     for option in OPTIONS:
-        where: Any = p
-        if option.group:
-            if option.group not in groups:
-                groups[option.group] = p.add_argument_group(option.group, GROUPS[option.group])
-            where = groups[option.group]
+        where = sections[option.group]
         if option.exclusive:
             if option.exclusive not in exclusive:
                 exclusive[option.exclusive] = where.add_mutually_exclusive_group()
