@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import flat_sim
+from vllm_operator.bench.http.request import ChatRequest, RequestRecord, send
+from vllm_operator.bench.http.transport import Limits, make_transport
 from vllm_operator.bench.prompts import PromptClass, prompt_for
-from vllm_operator.bench.request import ChatRequest, RequestRecord, send
 from vllm_operator.bench.stats import level_figures, percentile
-from vllm_operator.bench.transport import Limits, make_transport
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "bench_accuracy.json"

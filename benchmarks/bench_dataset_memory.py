@@ -4,7 +4,7 @@ The benchmark Job's container has 512 MiB. Each case writes a dataset at the bou
 (``bench.dataset_read``: 32 MiB in all, 1 MiB a line or entry, 100,000 lines) in one of the
 shapes that cost the most memory, then runs the whole bench as its own process against the
 simulator: the dataset is read and checked, then sent at 64 concurrent streams for 3 s (so
-the byte budget of requests in flight, ``bench.budget``, is exercised with 1 MiB prompts).
+the byte budget of requests in flight, ``bench.load.budget``, is exercised with 1 MiB prompts).
 The peak resident memory of that very process is read from ``wait4``'s rusage
 (``ru_maxrss``). Target: under 400 MiB in every case. The datasets are written by a child
 process of their own: Linux carries the spawning process's peak into the spawned one's

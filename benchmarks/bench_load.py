@@ -37,12 +37,12 @@ from typing import Any
 import flat_sim
 from vllm_operator.api.workload import WorkloadSpec
 from vllm_operator.bench.config import BenchConfig
-from vllm_operator.bench.load_figures import ttft_ms
+from vllm_operator.bench.http.request import ChatRequest
+from vllm_operator.bench.http.transport import Limits, make_transport
+from vllm_operator.bench.load.figures import ttft_ms
 from vllm_operator.bench.prompts import PromptClass, prompt_for
-from vllm_operator.bench.request import ChatRequest
 from vllm_operator.bench.runner import run
 from vllm_operator.bench.stats import percentile
-from vllm_operator.bench.transport import Limits, make_transport
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "bench_load.json"

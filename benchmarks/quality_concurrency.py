@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_operator.bench import BenchConfig, run_benchmark
-from vllm_operator.bench.suite import load_suite
+from vllm_operator.bench.quality.suite import load_suite
 from vllm_operator.sim.runner import SimProcess
 
 RESULTS = Path(__file__).parent / "results" / "quality_concurrency.json"

@@ -40,7 +40,7 @@ figure of the level is undecided and the budget (``gate.budget``) allows; TTFT p
 ms and ITL p99 <= 100 ms, ``maxRegressionPercent: 10`` (floor: 10% of the SLO limit),
 confidence 95%, each look widened for the plan's looks. Goodput (100% on the H200) and
 errors (0%) are entered as measured there. The real path from the trials' tallies on: the
-bench's counts (``bench.load_tails.level_tails``: per trial, above each limit, and above
+bench's counts (``bench.load.tails.level_tails``: per trial, above each limit, and above
 the thresholds of the twin's pooled-p99 interval, at the look's confidence) in a
 ``BenchSummary`` with its paired baseline, judged by ``gate.slo.judge_slo`` after each
 round (a level gets another round while its figure is undecided, the sweep's budget and
@@ -88,7 +88,7 @@ from vllm_operator.api.summary import (
     PairedBaseline,
     TrialPlan,
 )
-from vllm_operator.bench.load_tails import level_tails
+from vllm_operator.bench.load.tails import level_tails
 from vllm_operator.gate import binomial as exact
 from vllm_operator.gate import tallies
 from vllm_operator.gate.budget import (
@@ -429,7 +429,7 @@ class Level:
     requests: list[int]
 
     def figures(self) -> tuple[LoadLevelFigures, LoadLevelFigures]:
-        """(candidate's, baseline's) ``LoadLevelFigures``: counts by ``bench.load_tails``."""
+        """(candidate's, baseline's) ``LoadLevelFigures``: counts by ``bench.load.tails``."""
         trials = len(self.requests)
         limits = THRESHOLDS.slo.at(self.level) if THRESHOLDS.slo is not None else None
 

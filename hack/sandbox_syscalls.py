@@ -1,8 +1,8 @@
 """Measure the system calls the python-tests child makes once its seccomp filter is loaded.
 
-How the allow list in ``operator/vllm_operator/bench/sandbox_syscalls.py`` was derived and
+How the allow list in ``operator/vllm_operator/bench/sandbox/syscalls.py`` was derived and
 how to check it after a Python or glibc upgrade: run the real child
-(``sandbox_child.py``, with every wall) under ``strace -f`` on each interpreter, with every
+(``bench/sandbox/child.py``, with every wall) under ``strace -f`` on each interpreter, with every
 builtin suite's python-tests (and a reference answer for each) plus a wide honest workload,
 and list the calls made after the filter was loaded, with the ``fcntl`` commands, ``ioctl``
 requests and ``prctl`` options, and every call the filter refused. A refused call in an
@@ -32,6 +32,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "operator" / "vllm_operator" / "bench"
+SANDBOX = BENCH / "sandbox"
 REFERENCE_ANSWERS = {
     "code-1": (
         "def is_palindrome(text: str) -> bool:\n"
@@ -78,7 +79,7 @@ print('ok'); sys.stderr.write('err\\n')
 def jobs() -> list[tuple[str, str, str]]:
     """(name, code, tests) of every builtin suite's python-tests, and the wide workload."""
     found = []
-    for suite in sorted((BENCH / "data").glob("*.yaml")):
+    for suite in sorted((BENCH / "quality" / "data").glob("*.yaml")):
         for prompt in yaml.safe_load(suite.read_text()).get("prompts", []):
             for check in prompt.get("assert", []):
                 if check.get("type") == "python-tests":
@@ -127,7 +128,7 @@ def measure(python: str, work: Path) -> dict[str, object]:
                 str(trace),
                 python,
                 "-B",
-                str(BENCH / "sandbox_child.py"),
+                str(SANDBOX / "child.py"),
             ],
             input=json.dumps(job),
             capture_output=True,
@@ -169,10 +170,10 @@ def measure(python: str, work: Path) -> dict[str, object]:
 def main(argv: list[str]) -> int:
     if shutil.which("strace") is None:
         sys.exit("strace is needed (Debian: apt-get install strace)")
-    sys.path.insert(0, str(BENCH))
-    import sandbox_syscalls  # noqa: PLC0415 - the table beside the child, not the package
+    sys.path.insert(0, str(SANDBOX))
+    import syscalls  # noqa: PLC0415 - the table beside the child, not the package
 
-    allowed = set(sandbox_syscalls.allowed_names())
+    allowed = set(syscalls.allowed_names())
     seen: set[str] = set()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

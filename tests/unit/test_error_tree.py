@@ -47,7 +47,7 @@ def _listed_in_docs() -> set[str]:
 
 def test_the_walk_finds_the_known_classes() -> None:
     found = _exception_classes()
-    assert {"kube.client.KubeError", "bench.transport.Reset", "errors.SpecError"} <= set(found)
+    assert {"kube.client.KubeError", "bench.http.transport.Reset", "errors.SpecError"} <= set(found)
     assert len(found) >= 30
 
 

@@ -30,6 +30,13 @@ KUBE_BELOW = "The API client is below the handlers: kube imports no handlers"
 SHELL_HELPERS = "metrics and election serve the handlers, never the reverse"
 FOUNDATION = "errors and booleans are the foundation: they import nothing from the package"
 PRODUCT = "Product code never imports the embedded cluster or the demo"
+SANDBOX_APART = (
+    "The sandbox is a room apart: it imports nothing of the HTTP client, quality, load, page "
+    "or runner"
+)
+HTTP_ALONE = "The HTTP client knows no suite, load, sandbox, page or gate"
+QUALITY_NO_LOAD = "The quality suite knows no load sweep, page or runner"
+PAGE_NO_RUNNER = "The report page reads reports: it imports nothing of the runner"
 CONTRACTS = [
     CORE_PURE,
     LAYERS,
@@ -39,6 +46,10 @@ CONTRACTS = [
     SHELL_HELPERS,
     FOUNDATION,
     PRODUCT,
+    SANDBOX_APART,
+    HTTP_ALONE,
+    QUALITY_NO_LOAD,
+    PAGE_NO_RUNNER,
 ]
 
 
@@ -128,6 +139,34 @@ FORBIDDEN: dict[str, tuple[list[tuple[str, str]], str]] = {
     "booleans imports config": ([("booleans.py", "import vllm_operator.config")], FOUNDATION),
     "a command imports devcluster": ([("commands/render.py", "import devcluster")], PRODUCT),
     "handlers import the demo": ([("handlers/queue.py", "import vllm_operator_demo")], PRODUCT),
+    "the sandbox imports the HTTP client": (
+        [("bench/sandbox/exchange.py", "from vllm_operator.bench.http import transport")],
+        SANDBOX_APART,
+    ),
+    "the sandbox child reaches aiohttp": (
+        [("bench/sandbox/run.py", "import aiohttp")],
+        SANDBOX_APART,
+    ),
+    "the HTTP client imports the suite": (
+        [("bench/http/request.py", "from vllm_operator.bench.quality import suite")],
+        HTTP_ALONE,
+    ),
+    "the HTTP client judges": (
+        [("bench/http/sse.py", "import vllm_operator.gate.slo")],
+        HTTP_ALONE,
+    ),
+    "the quality suite imports the load sweep": (
+        [("bench/quality/run.py", "import vllm_operator.bench.load.send")],
+        QUALITY_NO_LOAD,
+    ),
+    "the page imports the runner": (
+        [("bench/page/charts.py", "from vllm_operator.bench import runner")],
+        PAGE_NO_RUNNER,
+    ),
+    "the page reaches the runner through the report": (
+        [("bench/report.py", "import vllm_operator.bench.settle")],
+        PAGE_NO_RUNNER,
+    ),
 }
 
 

@@ -40,7 +40,7 @@ class SuiteRef(APIModel):
     concurrency: int | None = Field(
         default=None,
         ge=1,
-        le=64,  # bench.quality.MAX_CONCURRENCY
+        le=64,  # bench.quality.run.MAX_CONCURRENCY
         description=(
             "Quality tests in flight at once (default: the benchmark's, 4). A real model's "
             "greedy answer can change with the batch it is computed in, so 1 (one test at a "

@@ -192,6 +192,7 @@ class Placement(APIModel):
 
 Counts = Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_TRIALS)]
 DesignEffects = Annotated[list[Annotated[float, Field(ge=1)]], Field(max_length=MAX_TRIALS)]
+EARLIER_RULE_FIELDS = frozenset({"top", "candidate", "design_effect", "designEffect"})
 
 
 class TailRegression(APIModel):
@@ -230,15 +231,10 @@ class TailRegression(APIModel):
     @model_validator(mode="before")
     @classmethod
     def _earlier_rule(cls, data: object) -> object:
-        """Summaries written before 2026-12-02's bars counted each pair's slowest share
-        (``top``, ``candidate``): read them without those counts, which no judge uses now
-        (``gate.slo_tails`` says to re-judge from the report)."""
+        """Summaries of the earlier rule (each pair's slowest share: ``top``, ``candidate``)
+        are read without its counts; ``gate.slo_tails`` asks for a re-judge from the report."""
         if isinstance(data, dict) and "bars" not in data and ("top" in data or "candidate" in data):
-            return {
-                k: v
-                for k, v in data.items()
-                if k not in {"top", "candidate", "design_effect", "designEffect"}
-            }
+            return {k: v for k, v in data.items() if k not in EARLIER_RULE_FIELDS}
         return data
 
 

@@ -30,7 +30,7 @@ MAX_LEVELS = 16
 """Most load levels of one sweep (each level costs its duration on both servers)."""
 MAX_LEVEL_REQUESTS = 100_000
 """Requests of one level (server, trial) at most: a rate's rate x secondsPerLevel beyond it
-is refused here and by the CRD, not by the bench mid-run (``bench.load.MAX_RUN_REQUESTS``)."""
+is refused here and by the CRD, not by the bench mid-run (``bench.load.send.MAX_RUN_REQUESTS``)."""
 
 Distribution = Literal["fixed", "normal", "lognormal"]
 DatasetFormat = Literal["chat-jsonl", "sharegpt"]

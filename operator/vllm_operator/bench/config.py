@@ -13,12 +13,12 @@ from urllib.parse import urlsplit, urlunsplit
 from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, Placement, TrialPlan
 from vllm_operator.api.workload import WorkloadSpec
-from vllm_operator.bench.load import MAX_RUN_REQUESTS
+from vllm_operator.bench.load.send import MAX_RUN_REQUESTS
+from vllm_operator.bench.load.traffic import Traffic
 from vllm_operator.bench.prompts import CONCURRENCY_CLASS, DEFAULT_CLASSES, PromptClass
-from vllm_operator.bench.quality import DEFAULT_CONCURRENCY as DEFAULT_QUALITY_CONCURRENCY
-from vllm_operator.bench.quality import MAX_CONCURRENCY as MAX_QUALITY_CONCURRENCY
-from vllm_operator.bench.suite import EMPTY_SUITE, Suite
-from vllm_operator.bench.traffic import Traffic
+from vllm_operator.bench.quality.run import DEFAULT_CONCURRENCY as DEFAULT_QUALITY_CONCURRENCY
+from vllm_operator.bench.quality.run import MAX_CONCURRENCY as MAX_QUALITY_CONCURRENCY
+from vllm_operator.bench.quality.suite import EMPTY_SUITE, Suite
 from vllm_operator.gate.budget import reserve_for
 
 MAX_LEVELS = 16

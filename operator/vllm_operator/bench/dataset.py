@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from vllm_operator.api.workload import DatasetRef
-from vllm_operator.bench import bounded, dataset_read
+from vllm_operator.bench import dataset_read
 from vllm_operator.bench.dataset_read import (
     MAX_DATASET_BYTES,
     MAX_DEPTH,
@@ -61,8 +61,9 @@ from vllm_operator.bench.dataset_read import (
     SAMPLE_FIX,
     too_big,
 )
+from vllm_operator.bench.http import bounded
+from vllm_operator.bench.http.request import ChatRequest
 from vllm_operator.bench.local_files import open_regular
-from vllm_operator.bench.request import ChatRequest
 from vllm_operator.errors import DatasetError, SpecError
 
 MAX_MESSAGES = 256

@@ -20,7 +20,7 @@ import hashlib
 import random
 from dataclasses import dataclass
 
-from vllm_operator.bench.request import ChatRequest
+from vllm_operator.bench.http.request import ChatRequest
 from vllm_operator.errors import SpecError
 
 _VOCABULARY = (

@@ -15,9 +15,9 @@ from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import BenchSummary, PairedBaseline, Placement, Verdict, Warmup
 from vllm_operator.bench import summary as summary_mod
 from vllm_operator.bench.config import BenchConfig
-from vllm_operator.bench.load_report import counted, judged_errors, load_json, sweep_of
-from vllm_operator.bench.quality import differential
-from vllm_operator.bench.request import RequestRecord
+from vllm_operator.bench.http.request import RequestRecord
+from vllm_operator.bench.load.report import counted, judged_errors, load_json, sweep_of
+from vllm_operator.bench.quality.run import differential
 from vllm_operator.bench.run_state import RunState, ServerRun
 from vllm_operator.bench.stats import MIN_DECODE_GAPS, Stats, decode_rate, level_figures
 from vllm_operator.gate.classes import describe

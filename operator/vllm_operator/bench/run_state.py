@@ -1,6 +1,6 @@
 """What a benchmark run measured so far, and the callbacks it is driven by.
 
-``bench.runner`` (the study's phases) and ``bench.sweep`` (a workload's load sweep) both
+``bench.runner`` (the study's phases) and ``bench.load.sweep`` (a workload's load sweep) both
 fill a ``RunState``; the report is built from it, complete or not. The types live apart from
 both so neither imports the other for them (``tests/unit/test_import_cycles.py``).
 """
@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from vllm_operator.bench.load import LoadRun
-from vllm_operator.bench.quality import SuiteOutcome
-from vllm_operator.bench.request import RequestRecord
+from vllm_operator.bench.http.request import RequestRecord
+from vllm_operator.bench.load.send import LoadRun
+from vllm_operator.bench.quality.run import SuiteOutcome
 from vllm_operator.errors import VLLMOperatorError
 from vllm_operator.gate.budget import RESERVE_FRACTION
 from vllm_operator.gate.finding import FigureKey
@@ -79,7 +79,7 @@ class ServerRun:
     settle: list[SettlePass] = field(default_factory=list)
     """The settling warm-up's passes, in order."""
     load: list[LoadRun] = field(default_factory=list)
-    """A workload's load sweep (``bench.load``): one run per level and trial, in order."""
+    """A workload's load sweep (``bench.load.send``): one run per level and trial, in order."""
     load_warmup: list[LoadRun] = field(default_factory=list)
     """Its discarded warm-up run(s)."""
 

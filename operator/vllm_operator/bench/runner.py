@@ -25,7 +25,7 @@ then quality.
 - **Quality** runs once per server at the end: answers at temperature 0 do not vary by trial.
 
 With a synthetic or dataset workload (``config.traffic``), the load sweep of
-``bench.sweep`` (closed or open loop per level, paired trials, extra rounds of undecided
+``bench.load.sweep`` (closed or open loop per level, paired trials, extra rounds of undecided
 levels, stop at the first SLO breach) replaces the warm-up, rounds and extra rounds above;
 preflight and quality stay.
 """
@@ -38,12 +38,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_operator.bench import bounded
 from vllm_operator.bench.config import BenchConfig, root_url
+from vllm_operator.bench.http import bounded
+from vllm_operator.bench.http.request import ChatRequest, RequestRecord, send
+from vllm_operator.bench.http.transport import (
+    ConnectFailed,
+    Limits,
+    Oversized,
+    Transport,
+    TransportError,
+    make_transport,
+    named_class,
+)
+from vllm_operator.bench.load.sweep import Sweep
 from vllm_operator.bench.prompts import sized_request
-from vllm_operator.bench.pyexec import executor_for
-from vllm_operator.bench.quality import SuiteOutcome, TestOutcome, request_of, run_suite
-from vllm_operator.bench.request import ChatRequest, RequestRecord, send
+from vllm_operator.bench.quality.run import SuiteOutcome, TestOutcome, request_of, run_suite
+from vllm_operator.bench.quality.suite import QualityTest
 from vllm_operator.bench.run_state import (
     Aborted,
     Breached,
@@ -55,18 +65,8 @@ from vllm_operator.bench.run_state import (
     RunState,
     ServerRun,
 )
+from vllm_operator.bench.sandbox.executors import executor_for
 from vllm_operator.bench.settle import settle
-from vllm_operator.bench.suite import QualityTest
-from vllm_operator.bench.sweep import Sweep
-from vllm_operator.bench.transport import (
-    ConnectFailed,
-    Limits,
-    Oversized,
-    Transport,
-    TransportError,
-    make_transport,
-    named_class,
-)
 from vllm_operator.gate.finding import FigureKey
 
 TransportFactory = Callable[[BenchConfig, Clock], Transport]
@@ -202,7 +202,7 @@ class _Context:
         self._count(record)
 
     async def sweep(self, open_figures: OpenFigures | None, breached: Breached | None) -> None:
-        """The workload's load sweep (``bench.sweep``) in place of the study's phases."""
+        """The workload's load sweep (``bench.load.sweep``) in place of the study's phases."""
         assert self.config.traffic is not None
 
         async def send(server: ServerRun, request: ChatRequest, record: RequestRecord) -> None:

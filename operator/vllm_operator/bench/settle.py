@@ -20,8 +20,8 @@ import time
 from typing import Protocol
 
 from vllm_operator.bench.config import BenchConfig
+from vllm_operator.bench.http.request import ChatRequest, RequestRecord
 from vllm_operator.bench.prompts import sized_request
-from vllm_operator.bench.request import ChatRequest, RequestRecord
 from vllm_operator.bench.run_state import Clock, Progress, RunState, ServerRun, SettlePass
 from vllm_operator.bench.stats import level_figures
 

@@ -22,7 +22,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vllm_operator.bench.request import RequestRecord
+from vllm_operator.bench.http.request import RequestRecord
 
 MIN_DECODE_GAPS = 10
 """Inter-token gaps a request needs before its decode rate is reported.

@@ -36,8 +36,8 @@ from vllm_operator.api.summary import (
     QualityDifferential,
     QualityFigures,
 )
-from vllm_operator.bench.quality import SuiteOutcome, differential
-from vllm_operator.bench.request import RequestRecord
+from vllm_operator.bench.http.request import RequestRecord
+from vllm_operator.bench.quality.run import SuiteOutcome, differential
 from vllm_operator.bench.stats import decode_rate, level_figures
 
 LIMIT = 4095

@@ -28,9 +28,9 @@ from typing import Any
 
 from vllm_operator.api.workload import SyntheticWorkload, TokenCounts, WorkloadSpec
 from vllm_operator.bench.dataset import DatasetFile, DatasetTraffic, parse_dataset
+from vllm_operator.bench.http.request import ChatRequest
+from vllm_operator.bench.load.traffic import Traffic
 from vllm_operator.bench.prompts import words
-from vllm_operator.bench.request import ChatRequest
-from vllm_operator.bench.traffic import Traffic
 from vllm_operator.errors import SpecError
 
 MIN_PROMPT_TOKENS = 2

@@ -46,7 +46,7 @@ COMMANDS: dict[str, Command] = {
         "write a benchmark report as one self-contained HTML page (charts, verdict, quality)",
     ),
     "sandbox": Command(
-        "vllm_operator.bench.sandbox_server",
+        "vllm_operator.commands.sandbox",
         "run python-tests code apart from bench (the benchmark Job's sandbox container)",
     ),
     "sim": Command(

@@ -31,7 +31,7 @@ from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, Placement, RunIdentity
 from vllm_operator.api.workload import WorkloadSpec
 from vllm_operator.api.yaml_input import MAX_INPUT_BYTES, YAMLInputError, load_documents
-from vllm_operator.bench import bounded, human
+from vllm_operator.bench import human
 from vllm_operator.bench import summary as summary_mod
 from vllm_operator.bench.config import (
     MAX_ITERATIONS,
@@ -42,9 +42,12 @@ from vllm_operator.bench.config import (
     BenchConfig,
 )
 from vllm_operator.bench.dataset import read_dataset_file
+from vllm_operator.bench.http import bounded
+from vllm_operator.bench.load.traffic import Traffic
 from vllm_operator.bench.progress import JsonLinesProgress, TerminalProgress
 from vllm_operator.bench.prompts import parse_classes
-from vllm_operator.bench.quality import MAX_CONCURRENCY as MAX_QUALITY_CONCURRENCY
+from vllm_operator.bench.quality.run import MAX_CONCURRENCY as MAX_QUALITY_CONCURRENCY
+from vllm_operator.bench.quality.suite import load_suite
 from vllm_operator.bench.report import (
     EXIT_UNMEASURED,
     EXIT_USAGE,
@@ -55,8 +58,6 @@ from vllm_operator.bench.report import (
 )
 from vllm_operator.bench.run_state import NoProgress, Progress
 from vllm_operator.bench.runner import run
-from vllm_operator.bench.suite import load_suite
-from vllm_operator.bench.traffic import Traffic
 from vllm_operator.bench.workload import build_traffic
 from vllm_operator.commands import bench_checks
 from vllm_operator.commands.bench_options import HELP, UsageError, parser

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 from vllm_operator.api.fixes import field_location, first_error, model_in
 from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.workload import WorkloadSpec
-from vllm_operator.bench.suite import Not, PythonTests, Suite
+from vllm_operator.bench.quality.suite import Not, PythonTests, Suite
 from vllm_operator.errors import SpecError
 
 WORKLOAD_HELP = "`vllm-operator bench --help-workload`"

@@ -8,7 +8,7 @@ decides anything itself: it reads the files, calls ``gate.verdict`` and prints i
 
 ``--report`` takes a full report instead (``bench --report-path``, gzip or not): its
 summary's SLO tail counts are taken again from its samples at the limits given
-(``bench.report_tails``), so a run can be re-judged with limits other than the ones it was
+(``bench.load.recount``), so a run can be re-judged with limits other than the ones it was
 measured with; a summary's counts only answer for the limits it was counted at.
 
 Exit codes follow ``bench``: 0 Passed, 1 Failed or Inconclusive, 2 usage error (a file that
@@ -31,9 +31,9 @@ from vllm_operator.api.fixes import first_error
 from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, TrialPlan, Verdict
 from vllm_operator.api.summary_checks import contradiction_in
-from vllm_operator.bench import bounded
+from vllm_operator.bench.http import bounded
+from vllm_operator.bench.load.recount import ReportError, recounted
 from vllm_operator.bench.report import REPORT_SCHEMA
-from vllm_operator.bench.report_tails import ReportError, recounted
 from vllm_operator.commands.bench import model_arg
 from vllm_operator.commands.inputs import read_capped
 from vllm_operator.errors import SpecError

@@ -1,6 +1,6 @@
 """How a load sweep spends its time budget: the rule the bench follows and the plan check reads.
 
-The bench runs a workload's levels in order (``bench.sweep``): per level a warm-up run on
+The bench runs a workload's levels in order (``bench.load.sweep``): per level a warm-up run on
 every server (``WARMUP_SECONDS`` at most), the plan's first ``trials`` rounds (every server
 runs the level for ``secondsPerLevel``), then one more round at a time while a figure of the
 level is undecided, as long as the round, and after it the warm-up and first rounds of every

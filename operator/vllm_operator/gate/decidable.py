@@ -21,7 +21,7 @@ warning is never a false alarm of the budget), its observations per trial are:
   checked here (a stream of a few tokens brings enough gaps in practice);
 - concurrency mode: the requests a level brings depend on the server's speed, unknown
   before measuring, so its levels are not checked here; the bench itself asks the same
-  question with the requests it measured (``bench.sweep``).
+  question with the requests it measured (``bench.load.sweep``).
 
 When a limit falls short, the warning names the level, the limit, the observations needed and
 what would give them: the ``timeoutSeconds`` that lets the level reach enough trials, or,

@@ -31,9 +31,9 @@ from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.workload import WorkloadSpec
 from vllm_operator.bench import human, run_benchmark
 from vllm_operator.bench.config import BenchConfig
+from vllm_operator.bench.http.request import ChatRequest
 from vllm_operator.bench.prompts import PromptClass, prompt_for
 from vllm_operator.bench.report import BenchReport
-from vllm_operator.bench.request import ChatRequest
 
 pytestmark = pytest.mark.slow
 

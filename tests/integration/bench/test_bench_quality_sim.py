@@ -17,7 +17,7 @@ from test_bench_cli_sim import bench
 
 from vllm_operator.api.summary import BenchSummary
 from vllm_operator.bench import BenchConfig, run_benchmark
-from vllm_operator.bench.suite import load_suite
+from vllm_operator.bench.quality.suite import load_suite
 from vllm_operator.sim import answers
 
 SUITE = load_suite("builtin:default")

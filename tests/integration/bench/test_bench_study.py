@@ -29,7 +29,7 @@ from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import BenchSummary
 from vllm_operator.bench import BenchConfig, BenchReport, run_benchmark
 from vllm_operator.bench.prompts import DEFAULT_CLASSES
-from vllm_operator.bench.suite import load_suite
+from vllm_operator.bench.quality.suite import load_suite
 from vllm_operator.gate import verdict
 from vllm_operator.sim.study import CLASSES, STREAMS, published
 

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from vllm_operator.api.spec import VLLMDeploymentSpec
 from vllm_operator.api.workload import MAX_LEVEL_REQUESTS, LoadSpec, SloThresholds
-from vllm_operator.bench.load import MAX_RUN_REQUESTS, arrivals
+from vllm_operator.bench.load.send import MAX_RUN_REQUESTS, arrivals
 from vllm_operator.bench.report import EXIT_USAGE
 from vllm_operator.commands.bench import main
 

@@ -12,7 +12,7 @@ side is this process itself and the root side is skipped.
 Commands, as the tests run them (``<base>`` is a temporary directory):
 
     setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \\
-        <base>/venv/bin/python -I -c RUNNER <base>/code/sandbox.py   # job as JSON on stdin
+        <base>/venv/bin/python -I -c RUNNER <base>/code/run.py   # job as JSON on stdin
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vllm_operator.bench import sandbox
-from vllm_operator.bench.sandbox import RunResult, run_one
+from vllm_operator.bench.sandbox import run as sandbox
+from vllm_operator.bench.sandbox.run import RunResult, run_one
 
 NOBODY = 65534
 AS_NOBODY = [
@@ -39,7 +39,7 @@ AS_NOBODY = [
     "--clear-groups",
     "--inh-caps=-all",
 ]
-SANDBOX_MODULES = ("sandbox.py", "sandbox_child.py", "sandbox_kernel.py", "sandbox_syscalls.py")
+SANDBOX_MODULES = ("run.py", "child.py", "kernel.py", "syscalls.py")
 RUNNER = """
 import importlib.util, json, sys
 from pathlib import Path
@@ -118,7 +118,7 @@ def as_nobody(base: Path) -> Runner | str:
     def run(source: str, tests: str, walls: dict[str, Any]) -> RunResult:
         job = {"code": source, "tests": tests, "limit": 10, "scratch": str(scratch)}
         out = subprocess.run(
-            [*AS_NOBODY, str(python), "-I", "-c", RUNNER, str(code / "sandbox.py")],
+            [*AS_NOBODY, str(python), "-I", "-c", RUNNER, str(code / "run.py")],
             input=json.dumps({**job, "walls": walls}),
             capture_output=True,
             text=True,

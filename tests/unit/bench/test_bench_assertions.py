@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from vllm_operator.bench.assertions import check, fenced_or_all, parse_number
-from vllm_operator.bench.pyexec import LocalSandbox
-from vllm_operator.bench.suite import Assertion
+from vllm_operator.bench.quality.assertions import check, fenced_or_all, parse_number
+from vllm_operator.bench.quality.suite import Assertion
+from vllm_operator.bench.sandbox.executors import LocalSandbox
 
 ADAPTER: TypeAdapter[Any] = TypeAdapter(Assertion)
 

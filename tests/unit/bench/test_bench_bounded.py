@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from vllm_operator.bench.bounded import (
+from vllm_operator.bench.http.bounded import (
     MAX_JSON_DEPTH,
     PIECE_BYTES,
     BoundError,

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from vllm_operator.api.workload import WorkloadSpec
-from vllm_operator.bench.budget import MAX_BYTES_IN_FLIGHT, ByteBudget, request_bytes
-from vllm_operator.bench.load import LoadRecord, LoadRun, closed_loop, open_loop
-from vllm_operator.bench.request import ChatRequest
+from vllm_operator.bench.http.request import ChatRequest
+from vllm_operator.bench.load.budget import MAX_BYTES_IN_FLIGHT, ByteBudget, request_bytes
+from vllm_operator.bench.load.send import LoadRecord, LoadRun, closed_loop, open_loop
 from vllm_operator.bench.workload import build_traffic
 
 KB300 = 300_000

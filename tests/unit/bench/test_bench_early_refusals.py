@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from vllm_operator.bench.dataset import DatasetTraffic
-from vllm_operator.bench.suite import load_suite
+from vllm_operator.bench.quality.suite import load_suite
 from vllm_operator.commands.bench import config_from_args, main, parser
 from vllm_operator.commands.bench_checks import code_tests, workload_help
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vllm_operator.bench.jsonschema_lite import SchemaUnsupported, check_schema, errors
+from vllm_operator.bench.quality.jsonschema_lite import SchemaUnsupported, check_schema, errors
 
 SCHEMAS: list[dict[str, Any]] = [
     {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer", "minimum": 0}}},

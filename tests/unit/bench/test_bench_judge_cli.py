@@ -310,7 +310,7 @@ def test_a_report_is_recounted_at_limits_its_summary_was_not_counted_at(
     from test_bench_load_tails import make_run
 
     from vllm_operator.api.summary import BenchSummary, LoadSweep
-    from vllm_operator.bench.load_figures import level_figures, run_json
+    from vllm_operator.bench.load.figures import level_figures, run_json
     from vllm_operator.bench.report import REPORT_SCHEMA
 
     measured = {"ttftMs": {"p99": 1000}, "itlMs": {"p99": 100}}

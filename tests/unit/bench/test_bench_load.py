@@ -1,4 +1,4 @@
-"""The load loops (``bench.load``) and their figures (``bench.load_figures``), no network.
+"""The load loops (``bench.load.send``) and their figures (``bench.load.figures``), no network.
 
 The loops get a fake ``send_one`` (the runner's seam): it fills the record as a stream
 would, so what is tested is the scheduling (arrivals, slots, cancellation, streams) and the
@@ -16,7 +16,15 @@ import pytest
 from vllm_operator.api.summary import BenchSummary, LoadSweep, PairedBaseline
 from vllm_operator.api.workload import SloLimits
 from vllm_operator.bench import summary as summary_mod
-from vllm_operator.bench.load import (
+from vllm_operator.bench.http.request import ChatRequest
+from vllm_operator.bench.load.figures import (
+    MAX_SAMPLES,
+    level_figures,
+    run_figures,
+    run_json,
+    samples,
+)
+from vllm_operator.bench.load.send import (
     MAX_RUN_REQUESTS,
     LoadRecord,
     LoadRun,
@@ -26,14 +34,6 @@ from vllm_operator.bench.load import (
     fold,
     open_loop,
 )
-from vllm_operator.bench.load_figures import (
-    MAX_SAMPLES,
-    level_figures,
-    run_figures,
-    run_json,
-    samples,
-)
-from vllm_operator.bench.request import ChatRequest
 
 
 class Numbered:

@@ -8,9 +8,9 @@ from typing import Any
 from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.workload import WorkloadSpec
 from vllm_operator.bench.config import BenchConfig
-from vllm_operator.bench.load import LoadRecord, LoadRun
-from vllm_operator.bench.load_report import counted, judged_errors, sweep_of
-from vllm_operator.bench.request import ChatRequest
+from vllm_operator.bench.http.request import ChatRequest
+from vllm_operator.bench.load.report import counted, judged_errors, sweep_of
+from vllm_operator.bench.load.send import LoadRecord, LoadRun
 from vllm_operator.bench.run_state import ServerRun
 
 

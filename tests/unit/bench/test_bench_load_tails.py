@@ -1,8 +1,8 @@
-"""Tail counts of a load level (``bench.load_tails``), from runs and from a report's samples.
+"""Tail counts of a load level (``bench.load.tails``), from runs and from a report's samples.
 
 Runs are built the way the load loops leave them (``fold`` moves each stream's chunk times
 into the run's gaps), with seeded lognormal TTFT and gaps, so the counts are those the
-benchmark would write; the report path (``bench.report_tails``) must count the same from the
+benchmark would write; the report path (``bench.load.recount``) must count the same from the
 run entries the report keeps.
 """
 
@@ -27,9 +27,8 @@ from vllm_operator.api.summary import (
     TrialPlan,
 )
 from vllm_operator.bench import summary as summary_mod
-from vllm_operator.bench.load import LoadRecord, LoadRun, fold
-from vllm_operator.bench.load_figures import MAX_SLOW_GAPS, level_figures, run_json, tally
-from vllm_operator.bench.report_tails import (
+from vllm_operator.bench.load.figures import MAX_SLOW_GAPS, level_figures, run_json, tally
+from vllm_operator.bench.load.recount import (
     NO_GAPS,
     ReplayGapTally,
     ReportError,
@@ -37,6 +36,7 @@ from vllm_operator.bench.report_tails import (
     recounted,
     run_tally,
 )
+from vllm_operator.bench.load.send import LoadRecord, LoadRun, fold
 from vllm_operator.gate import verdict
 from vllm_operator.gate.sequential import look_confidence
 from vllm_operator.gate.slo import judge_slo

@@ -13,12 +13,12 @@ from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import Placement
 from vllm_operator.bench import run_benchmark
 from vllm_operator.bench.config import BenchConfig
+from vllm_operator.bench.http.request import RequestRecord
+from vllm_operator.bench.http.transport import HttpxTransport, Transport
 from vllm_operator.bench.human import render
-from vllm_operator.bench.request import RequestRecord
 from vllm_operator.bench.runner import Clock
 from vllm_operator.bench.stats import MIN_DECODE_GAPS, decode_rate
 from vllm_operator.bench.summary import LIMIT, size
-from vllm_operator.bench.transport import HttpxTransport, Transport
 from vllm_operator.gate.verdict import judge
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_operator.bench.pyexec import ExchangeSandbox, LocalSandbox, Refused
-from vllm_operator.bench.sandbox import RunResult
+from vllm_operator.bench.sandbox.executors import ExchangeSandbox, LocalSandbox, Refused
+from vllm_operator.bench.sandbox.run import RunResult
 
 SECRET = "bench-api-key-7f3a9c"
 
@@ -61,7 +61,7 @@ async def test_default_executor_refuses_and_says_how_to_enable() -> None:
 
 ENVIRON_ATTACK = """
 import asyncio, json, os, sys
-from vllm_operator.bench.pyexec import LocalSandbox
+from vllm_operator.bench.sandbox.executors import LocalSandbox
 code = (
     "import os\\nFOUND = ''\\n"
     f"for pid in (os.getppid(), {os.getpid()}):\\n"
@@ -169,7 +169,7 @@ def test_double_fork_escapee_is_killed_even_without_the_audit_hook(tmp_path: Pat
     )
     script = (
         "import sys\nfrom pathlib import Path\n"
-        "from vllm_operator.bench.sandbox import harden_self, run_one\n"
+        "from vllm_operator.bench.sandbox.run import harden_self, run_one\n"
         "harden_self()\n"
         f"r = run_one(sys.argv[1], 'assert True', limit_seconds=5, "
         f"scratch_root=Path({str(tmp_path / 'scratch')!r}), guard=False, kernel=False)\n"
@@ -226,7 +226,8 @@ def sidecar(tmp_path: Path) -> Iterator[Path]:
             sys.executable,
             "-I",
             "-m",
-            "vllm_operator.bench.sandbox_server",
+            "vllm_operator.commands",
+            "sandbox",
             "serve",
             "--exchange",
             str(exchange),
@@ -281,7 +282,7 @@ def test_as_pid_1_of_its_namespace_every_leftover_is_killed(tmp_path: Path) -> N
     )
     script = (
         "import os, sys\nfrom pathlib import Path\n"
-        "from vllm_operator.bench.sandbox import run_one\n"
+        "from vllm_operator.bench.sandbox.run import run_one\n"
         "assert os.getpid() == 1\n"
         f"r = run_one(sys.argv[1], 'assert True', limit_seconds=5, "
         f"scratch_root=Path({str(tmp_path)!r}), guard=False, kernel=False)\n"
@@ -300,7 +301,7 @@ def test_as_pid_1_of_its_namespace_every_leftover_is_killed(tmp_path: Path) -> N
 
 def test_exchange_files_never_follow_what_the_sandbox_planted(tmp_path: Path) -> None:
     """A symlink, FIFO or huge file in the shared directory cannot redirect or stall bench."""
-    from vllm_operator.bench.sandbox_server import read_bounded, write_new
+    from vllm_operator.bench.sandbox.exchange import read_bounded, write_new
 
     victim = tmp_path / "termination-log"
     victim.write_text("bench's own")

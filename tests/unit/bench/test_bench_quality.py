@@ -11,15 +11,15 @@ from collections.abc import Callable
 
 import pytest
 
-from vllm_operator.bench import quality
-from vllm_operator.bench.quality import (
+from vllm_operator.bench.http.request import RequestRecord
+from vllm_operator.bench.quality import run as quality
+from vllm_operator.bench.quality.run import (
     SuiteOutcome,
     differential,
     judge,
     run_suite,
 )
-from vllm_operator.bench.request import RequestRecord
-from vllm_operator.bench.suite import QualityTest, Suite, parse_suite
+from vllm_operator.bench.quality.suite import QualityTest, Suite, parse_suite
 
 
 def suite_of(n: int, name: str = "s", max_tokens: list[int] | None = None) -> Suite:

@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from vllm_operator.bench.request import ChatRequest, RequestRecord, send
-from vllm_operator.bench.transport import HttpxTransport, Limits
+from vllm_operator.bench.http.request import ChatRequest, RequestRecord, send
+from vllm_operator.bench.http.transport import HttpxTransport, Limits
 
 URL = "http://server.test/v1/chat/completions"
 SSE = {"content-type": "text/event-stream"}

@@ -16,11 +16,11 @@ import httpx
 from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.bench import BenchConfig, run_benchmark
 from vllm_operator.bench.config import BenchConfig as Config
+from vllm_operator.bench.http.transport import HttpxTransport, Transport
 from vllm_operator.bench.human import render
 from vllm_operator.bench.prompts import PromptClass
+from vllm_operator.bench.quality.suite import parse_suite
 from vllm_operator.bench.runner import Clock
-from vllm_operator.bench.suite import parse_suite
-from vllm_operator.bench.transport import HttpxTransport, Transport
 
 SUITE = parse_suite(
     """

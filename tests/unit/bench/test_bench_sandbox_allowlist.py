@@ -47,8 +47,9 @@ from sandbox_identities import (
     spawn_detached,
 )
 
-from vllm_operator.bench import sandbox, sandbox_kernel
-from vllm_operator.bench.sandbox import run_one
+from vllm_operator.bench.sandbox import kernel as sandbox_kernel
+from vllm_operator.bench.sandbox import run as sandbox
+from vllm_operator.bench.sandbox.run import run_one
 
 pytestmark = [
     pytest.mark.skipif(
@@ -488,7 +489,7 @@ def test_privileged_calls_never_reach_the_kernel(
 FILTER_ALONE = """
 import ctypes, json, os, sys
 sys.path.insert(0, sys.argv[1])
-import sandbox_syscalls, pyseccomp
+import syscalls, pyseccomp
 libc = ctypes.CDLL(None, use_errno=True)
 calls = json.loads(sys.argv[2])
 
@@ -501,7 +502,7 @@ def call(args):
     return [result, ctypes.get_errno() if result < 0 else 0]
 
 before = {name: call(args) for name, args in calls.items()}
-sandbox_syscalls.build_seccomp(pyseccomp, os.getpid()).load()
+syscalls.build_seccomp(pyseccomp, os.getpid()).load()
 after = {name: call(args) for name, args in calls.items()}
 print(json.dumps({"before": before, "after": after}))
 """
@@ -602,7 +603,7 @@ def test_root_that_cannot_drop_refuses_and_says_how(tmp_path: Path) -> None:
     script = (
         "import json, sys\n"
         "from pathlib import Path\n"
-        "from vllm_operator.bench.sandbox import run_one\n"
+        "from vllm_operator.bench.sandbox.run import run_one\n"
         "r = run_one('X = 1', 'assert X == 1', limit_seconds=10, scratch_root=Path(sys.argv[1]))\n"
         "print(json.dumps(r.to_json()))\n"
     )
@@ -613,7 +614,7 @@ def test_root_that_cannot_drop_refuses_and_says_how(tmp_path: Path) -> None:
         text=True,
         timeout=60,
         check=True,
-        env={**os.environ, "PYTHONPATH": str(Path(sandbox_kernel.__file__).parents[2])},
+        env={**os.environ, "PYTHONPATH": str(Path(sandbox_kernel.__file__).parents[3])},
     )
     result = json.loads(out.stdout)
     assert (result["passed"], result["ran"]) == (False, False), result

@@ -26,8 +26,9 @@ from typing import Any
 
 import pytest
 
-from vllm_operator.bench import sandbox_kernel, sandbox_syscalls
-from vllm_operator.bench.sandbox import RunResult, run_one
+from vllm_operator.bench.sandbox import kernel as sandbox_kernel
+from vllm_operator.bench.sandbox import syscalls as sandbox_syscalls
+from vllm_operator.bench.sandbox.run import RunResult, run_one
 
 ABI = sandbox_kernel.landlock_abi()
 pytestmark = pytest.mark.skipif(
@@ -237,7 +238,7 @@ def test_limits_are_never_applied_beside_another_thread(tmp_path: Path) -> None:
     """Landlock restricts the calling thread only: a second thread would stay free."""
     script = (
         "import sys, threading\n"
-        "from vllm_operator.bench import sandbox_kernel as k\n"
+        "from vllm_operator.bench.sandbox import kernel as k\n"
         "stop = threading.Event()\n"
         "threading.Thread(target=stop.wait).start()\n"
         "try:\n"

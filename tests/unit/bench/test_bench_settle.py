@@ -20,11 +20,11 @@ from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import TrialPlan, Warmup
 from vllm_operator.bench import run_benchmark
 from vllm_operator.bench.config import BenchConfig
+from vllm_operator.bench.http.transport import HttpxTransport, Transport
+from vllm_operator.bench.quality.suite import EMPTY_SUITE
 from vllm_operator.bench.run_state import RESERVE_FRACTION, Clock, RunState, SettlePass
 from vllm_operator.bench.runner import run
 from vllm_operator.bench.settle import agree
-from vllm_operator.bench.suite import EMPTY_SUITE
-from vllm_operator.bench.transport import HttpxTransport, Transport
 from vllm_operator.gate.budget import REPORT_RESERVE_FRACTION
 from vllm_operator.gate.finding import FigureKey
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vllm_operator.bench.sse import MAX_EVENT_BYTES, SSEError, SSEParser
+from vllm_operator.bench.http.sse import MAX_EVENT_BYTES, SSEError, SSEParser
 
 STREAM = (
     b": keep-alive comment\n\n"

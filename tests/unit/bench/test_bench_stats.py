@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from vllm_operator.bench.request import RequestRecord
+from vllm_operator.bench.http.request import RequestRecord
 from vllm_operator.bench.stats import Stats, level_figures, percentile, steady_window
 
 

@@ -9,10 +9,10 @@ import pytest
 import yaml
 
 import vllm_operator.sim as sim_pkg
-from vllm_operator.bench.assertions import check
 from vllm_operator.bench.prompts import DEFAULT_CLASSES, prompt_for
-from vllm_operator.bench.pyexec import LocalSandbox
-from vllm_operator.bench.suite import QualityTest, load_suite, parse_suite
+from vllm_operator.bench.quality.assertions import check
+from vllm_operator.bench.quality.suite import QualityTest, load_suite, parse_suite
+from vllm_operator.bench.sandbox.executors import LocalSandbox
 from vllm_operator.errors import SpecError
 
 STUDY_IDS = [

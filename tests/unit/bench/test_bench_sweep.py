@@ -1,4 +1,4 @@
-"""The load sweep's order (``bench.sweep``) against a scripted server: no sockets, no sleeps.
+"""The load sweep's order (``bench.load.sweep``) against a scripted server: no sockets, no sleeps.
 
 Closed-loop levels on a counter clock (1 ms a reading), so a level's "seconds" pass after a
 fixed number of clock readings; the gate's callbacks are stand-ins that say which level is
@@ -16,11 +16,11 @@ from test_bench_runner import counter, factory, server
 
 from vllm_operator.api.workload import WorkloadSpec
 from vllm_operator.bench.config import BenchConfig
-from vllm_operator.bench.load import MAX_RUN_REQUESTS
-from vllm_operator.bench.request import ChatRequest
+from vllm_operator.bench.http.request import ChatRequest
+from vllm_operator.bench.http.transport import HttpxTransport, Transport
+from vllm_operator.bench.load.send import MAX_RUN_REQUESTS
 from vllm_operator.bench.run_state import Clock, RunState
 from vllm_operator.bench.runner import run
-from vllm_operator.bench.transport import HttpxTransport, Transport
 from vllm_operator.gate.finding import FigureKey
 
 

@@ -1,4 +1,4 @@
-"""Extra trials go first to the levels that can still be decided (issue 29, ``bench.sweep``):
+"""Extra trials go first to the levels that can still be decided (issue 29, ``bench.load.sweep``):
 a level whose tail limit cannot be shown met by the rounds that still fit gets no extra
 round, and the levels after it run; a level that can be decided keeps getting them."""
 

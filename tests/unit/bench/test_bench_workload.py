@@ -14,7 +14,7 @@ from vllm_operator.api.spec import VLLMDeploymentSpec
 from vllm_operator.api.workload import WorkloadSpec
 from vllm_operator.bench import dataset as dataset_mod
 from vllm_operator.bench.dataset import DatasetFile, DatasetTraffic, read_dataset_file
-from vllm_operator.bench.request import ChatRequest
+from vllm_operator.bench.http.request import ChatRequest
 from vllm_operator.bench.workload import SyntheticTraffic, build_traffic, lognormal_params
 from vllm_operator.errors import DatasetError, SpecError
 

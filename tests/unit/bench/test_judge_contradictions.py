@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from vllm_operator.api.summary import BenchSummary
-from vllm_operator.bench.suite import load_suite
+from vllm_operator.bench.quality.suite import load_suite
 from vllm_operator.commands.judge import main
 from vllm_operator.errors import SpecError
 

@@ -77,7 +77,7 @@ def test_custom_suite_comes_from_a_configmap_volume() -> None:
 
 
 def test_quality_concurrency_is_passed_only_when_set() -> None:
-    from vllm_operator.bench.quality import MAX_CONCURRENCY
+    from vllm_operator.bench.quality.run import MAX_CONCURRENCY
     from vllm_operator.commands.bench import config_from_args
 
     plain = render_job(_vd(), "0123456789", 1, image="op")

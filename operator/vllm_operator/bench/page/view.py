@@ -30,7 +30,7 @@ from pydantic import (
 )
 
 from vllm_operator.api.fixes import first_error
-from vllm_operator.bench import bounded
+from vllm_operator.bench.http import bounded
 from vllm_operator.bench.report import REPORT_SCHEMA
 from vllm_operator.errors import SpecError
 

@@ -6,11 +6,11 @@ every figure. Measured against the simulator's server-side timestamps
 at a few streams and tens at 64, aiohttp about one: aiohttp is the default, httpx stays
 available behind the same two-method interface for comparison and for tests.
 
-A transport only moves raw bytes. It does not parse SSE (``bench.sse`` does, so line-length
+A transport only moves raw bytes. It does not parse SSE (``bench.http.sse`` does, so line-length
 limits of a library never apply) and does not classify failures beyond the exceptions
 below, which the request code maps to error classes. Both transports are bounded against a
 hostile server: redirects are never followed (the caller sees the 3xx), compressed bodies
-are inflated by ``bench.bounded.Decoder`` in bounded pieces (the libraries' own decoders
+are inflated by ``bench.http.bounded.Decoder`` in bounded pieces (the libraries' own decoders
 inflate a whole read at once), and ``get`` stops reading at ``limit`` bytes.
 """
 
@@ -27,7 +27,7 @@ from typing import Protocol
 import aiohttp
 import httpx
 
-from vllm_operator.bench.bounded import MAX_GET_BYTES, BoundError, Decoder
+from vllm_operator.bench.http.bounded import MAX_GET_BYTES, BoundError, Decoder
 from vllm_operator.errors import VLLMOperatorError
 
 Clock = Callable[[], float]
@@ -349,7 +349,7 @@ class HttpxTransport:
             if resp.is_stream_consumed:  # an answer already in memory (httpx.MockTransport)
                 yield resp.content
                 return
-            async for chunk in resp.aiter_raw():  # decoded by bench.bounded, in bounded pieces
+            async for chunk in resp.aiter_raw():  # decoded by bench.http.bounded, in bounded pieces
                 yield chunk
         except httpx.ReadTimeout as exc:
             raise Stalled(str(exc) or "read timeout") from exc

@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from vllm_operator.api.fixes import first_error
-from vllm_operator.bench import jsonschema_lite
 from vllm_operator.bench.local_files import read_regular
+from vllm_operator.bench.quality import jsonschema_lite
 from vllm_operator.errors import SpecError
 
 SUITE_SCHEMA = "vllm-operator.dev/quality-suite/v1"
@@ -202,7 +202,9 @@ def load_suite(ref: str) -> Suite:
     if ref == "builtin:none":
         return EMPTY_SUITE
     if ref == "builtin:default":
-        packaged = resources.files("vllm_operator.bench").joinpath("data/default_suite.yaml")
+        packaged = resources.files("vllm_operator.bench.quality").joinpath(
+            "data/default_suite.yaml"
+        )
         return parse_suite(packaged.read_text(encoding="utf-8"), "builtin:default")
     if ref.startswith("builtin:"):
         raise SpecError("--suite", f"unknown built-in suite {ref!r}", "builtin:default or none")

@@ -1,6 +1,6 @@
 """Kernel-enforced limits the python-tests child applies to itself before any model code runs.
 
-Python's audit hook (``sandbox_child``) is not a security boundary (PEP 578 says so):
+Python's audit hook (``child``) is not a security boundary (PEP 578 says so):
 ``_posixsubprocess.fork_exec``, extension modules loaded by hand and ``os.open(...,
 dir_fd=)`` all pass it. The walls that hold are the kernel's, and a process may raise them
 around itself without any privilege once it has set ``PR_SET_NO_NEW_PRIVS``:
@@ -10,7 +10,7 @@ around itself without any privilege once it has set ``PR_SET_NO_NEW_PRIVS``:
   termination log, no exec of any file). With ABI 4+ also no TCP bind or connect, with ABI 6+
   no abstract Unix sockets and no signals to processes outside the sandbox.
 - **seccomp-bpf**, built by libseccomp (through ``pyseccomp``) rather than hand-written BPF,
-  as an **allow list** (``sandbox_syscalls``): the system calls Python and honest answers
+  as an **allow list** (``syscalls``): the system calls Python and honest answers
   were measured to make, some only with some arguments; everything else fails with
   ``EPERM`` (no sockets, exec, new processes, namespaces, ``ptrace``, io_uring, mounts,
   file metadata, xattrs, SysV or POSIX IPC, scheduling or limits of other processes,
@@ -261,14 +261,14 @@ def _pyseccomp() -> Any:
 
 
 def _syscall_table() -> ModuleType:
-    """``sandbox_syscalls`` beside this file, by path: the child loads this module alone."""
+    """``syscalls`` beside this file, by path: the child loads this module alone."""
     name = "_sandbox_syscalls"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(
-            name, os.path.join(os.path.dirname(os.path.realpath(__file__)), "sandbox_syscalls.py")
+            name, os.path.join(os.path.dirname(os.path.realpath(__file__)), "syscalls.py")
         )
         if spec is None or spec.loader is None:
-            raise KernelLimitsUnavailable("cannot find sandbox_syscalls.py")
+            raise KernelLimitsUnavailable("cannot find syscalls.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         sys.modules[name] = module
@@ -276,7 +276,7 @@ def _syscall_table() -> ModuleType:
 
 
 def build_seccomp(pyseccomp: Any) -> Any:
-    """The allow-list filter of ``sandbox_syscalls`` for this process, not yet loaded."""
+    """The allow-list filter of ``syscalls`` for this process, not yet loaded."""
     try:
         return _syscall_table().build_seccomp(pyseccomp, os.getpid())
     except OSError as exc:

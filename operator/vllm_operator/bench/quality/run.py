@@ -29,10 +29,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from vllm_operator.bench.assertions import Check, check
-from vllm_operator.bench.pyexec import Executor
-from vllm_operator.bench.request import ChatRequest, RequestRecord
-from vllm_operator.bench.suite import QualityTest, Suite
+from vllm_operator.bench.http.request import ChatRequest, RequestRecord
+from vllm_operator.bench.quality.assertions import Check, check
+from vllm_operator.bench.quality.suite import QualityTest, Suite
+from vllm_operator.bench.sandbox.executors import Executor
 
 DEFAULT_CONCURRENCY = 4
 """Quality tests in flight at once unless told otherwise (1: one at a time)."""

@@ -5,7 +5,7 @@ open-loop requests with 131,072-token synthetic prompts reached 1.1 GB at 600 in
 (each request holds its prompt, its encoded body and the transport's buffers). So a request
 starts only when its text fits in ``MAX_BYTES_IN_FLIGHT`` with the others in flight; one
 larger than the whole budget starts alone. A request that waits for the budget waits like
-one that waits for a slot: the wait counts in its latency (``bench.load``).
+one that waits for a slot: the wait counts in its latency (``bench.load.send``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import contextlib
 from collections import deque
 from typing import Any
 
-from vllm_operator.bench.request import ChatRequest
+from vllm_operator.bench.http.request import ChatRequest
 
 MAX_BYTES_IN_FLIGHT = 64 << 20
 """Prompt text of the requests in flight at most (characters; the body repeats it once).

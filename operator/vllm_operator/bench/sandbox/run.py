@@ -2,15 +2,15 @@
 
 This runs in a process of its own, never in the benchmark's: in the cluster it is the
 sandbox container of the benchmark Job pod (``vllm-operator sandbox serve``, see
-``bench.sandbox_server``), on a laptop a helper process bench starts for each test when the
+``bench.sandbox.exchange``), on a laptop a helper process bench starts for each test when the
 user passed ``--allow-code-execution``. Each run:
 
 1. gets a fresh scratch directory under the scratch root (a size-limited volume in the
    cluster) and a minimal environment (no secrets: nothing of bench's environment);
-2. starts ``sandbox_child`` (``python -I -B``) in its own session; the child lowers its
+2. starts ``child`` (``python -I -B``) in its own session; the child lowers its
    rlimits, drops root if it has it (to ``RUN_AS``, which owns the scratch directory),
    applies the kernel's limits to itself (Landlock and a seccomp allow list, see
-   ``sandbox_kernel``) and installs its audit hook before compiling the model's code; where
+   ``kernel``) and installs its audit hook before compiling the model's code; where
    the kernel cannot enforce its limits the code is not run (a not-run result); its output goes
    to a file capped by ``RLIMIT_FSIZE``, so output cannot grow this process's memory, and
    ``RLIMIT_NPROC`` allows only a few processes beyond what its uid already runs;
@@ -41,11 +41,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-CHILD = Path(__file__).with_name("sandbox_child.py")
+CHILD = Path(__file__).with_name("child.py")
 KERNEL_REFUSED = 4
-"""``sandbox_child.KERNEL_REFUSED``: the child did not run the code (no kernel limits)."""
+"""``child.KERNEL_REFUSED``: the child did not run the code (no kernel limits)."""
 REFUSED_PREFIX = "sandbox: not run: "
-"""``sandbox_child.REFUSED_PREFIX``, the first line of such a child's output."""
+"""``child.REFUSED_PREFIX``, the first line of such a child's output."""
 MAX_CODE_BYTES = 256 * 1024
 """Code plus tests of one job; more is refused unread."""
 OUTPUT_BYTES = 1 << 20

@@ -1,23 +1,23 @@
-"""`vllm-operator sandbox`: the python-tests sandbox as a process of its own.
+"""The python-tests sandbox as a process of its own: the exchange with bench, and its loops.
 
 ``serve`` is what the benchmark Job's sandbox container runs (a native sidecar, another
 uid, its own PID namespace, no secrets; see ``render.job`` and docs/security-sandbox.md).
 Bench and the sandbox share only an exchange directory (an emptyDir): bench drops a job
 file ``req-<token>.json`` (token: 128 random bits, so nothing in the sandbox can guess the
-name of a future job or answer), the sandbox takes it, runs it with ``bench.sandbox`` and
+name of a future job or answer), the sandbox takes it, runs it with ``bench.sandbox.run`` and
 answers ``res-<token>.json``. Files are the channel rather than a socket so that bench
 listens on nothing the sandbox could reach; both sides open files with ``O_NOFOLLOW``,
 accept only regular files, and read at most a fixed size, so a planted symlink, FIFO or
 huge file in the exchange directory cannot redirect a write (into bench's termination
 log, say) or exhaust memory.
 
-``run-one`` runs a single job from stdin and prints its result: it is the helper process
-bench starts for ``--allow-code-execution`` on a laptop.
+``run_one_stdio`` runs a single job from stdin and prints its result: it is the helper
+process bench starts for ``--allow-code-execution`` on a laptop. The command line of both
+(``vllm-operator sandbox serve|run-one``) is ``commands.sandbox``.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from vllm_operator.bench.sandbox import MAX_CODE_BYTES, RunResult, harden_self, reap, run_one
+from vllm_operator.bench.sandbox.run import MAX_CODE_BYTES, RunResult, harden_self, reap, run_one
 
 READY_FILE = "ready"
 RESULT_BYTES = 8192
@@ -145,33 +145,3 @@ def run_one_stdio(scratch: Path) -> int:
     sys.stdout.write(json.dumps(result.to_json()) + "\n")
     sys.stdout.flush()
     return 0
-
-
-def parser(prog: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=prog,
-        description=(
-            "Run model-written code for python-tests checks, apart from the benchmark: "
-            "`serve` in the benchmark Job's sandbox container, `run-one` for one job on "
-            "stdin (what `bench --allow-code-execution` starts). See docs/security-sandbox.md."
-        ),
-    )
-    sub = p.add_subparsers(dest="command", required=True)
-    serve_p = sub.add_parser("serve", help="answer jobs dropped in an exchange directory")
-    serve_p.add_argument("--exchange", required=True, help="directory shared with bench")
-    serve_p.add_argument("--scratch", required=True, help="size-limited scratch directory")
-    one = sub.add_parser("run-one", help="run one job read from stdin, print the result")
-    one.add_argument("--scratch", required=True, help="scratch directory for the run")
-    return p
-
-
-def main(argv: list[str], prog: str) -> int:
-    args = parser(prog).parse_args(argv)
-    if args.command == "serve":
-        serve(Path(args.exchange), Path(args.scratch))
-        return 0
-    return run_one_stdio(Path(args.scratch))
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:], "vllm-operator sandbox"))

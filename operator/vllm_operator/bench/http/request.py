@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_operator.bench import bounded
-from vllm_operator.bench.sse import MAX_EVENT_BYTES, SSEError, SSEParser
-from vllm_operator.bench.transport import (
+from vllm_operator.bench.http import bounded
+from vllm_operator.bench.http.sse import MAX_EVENT_BYTES, SSEError, SSEParser
+from vllm_operator.bench.http.transport import (
     ConnectFailed,
     Dropped,
     NotHTTP,

@@ -2,7 +2,7 @@
 
 The summary carries only what the gate judges (the limited percentiles, goodput and error
 share per level and trial); the report carries every run's figures and up to
-``bench.load_figures.MAX_SAMPLES`` per-request samples (the shape agreed in
+``bench.load.figures.MAX_SAMPLES`` per-request samples (the shape agreed in
 ISSUE25_CONTRACT and read by the HTML report).
 
 Failed requests of a level whose SLO sets ``maxErrorPercent`` are judged by that limit
@@ -19,7 +19,7 @@ from typing import Any
 from vllm_operator.api.summary import LoadSweep
 from vllm_operator.api.workload import SloLimits
 from vllm_operator.bench.config import BenchConfig
-from vllm_operator.bench.load_figures import level_figures, run_json
+from vllm_operator.bench.load.figures import level_figures, run_json
 from vllm_operator.bench.run_state import RunState, ServerRun
 from vllm_operator.gate.sequential import look_confidence
 

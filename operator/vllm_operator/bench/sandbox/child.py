@@ -1,13 +1,13 @@
 """The process that runs one model answer's code against its tests (never imported by bench).
 
-Started by ``bench.sandbox`` as ``python -I -B sandbox_child.py`` in an empty scratch
+Started by ``bench.sandbox.run`` as ``python -I -B child.py`` in an empty scratch
 directory, with the job (JSON: code, tests, limits, marker) on stdin. Before any model code
 is compiled, while it is still single-threaded, it
 
 1. lowers its own resource limits (CPU time, address space, file size, open files);
-2. applies the kernel's limits to itself (``sandbox_kernel``: started as root, it first drops
+2. applies the kernel's limits to itself (``kernel``: started as root, it first drops
    to the job's uid and gid, ``nobody``, with no capabilities; then Landlock and a seccomp
-   allow list, ``sandbox_syscalls``, after ``PR_SET_NO_NEW_PRIVS``). These are the wall that
+   allow list, ``syscalls``, after ``PR_SET_NO_NEW_PRIVS``). These are the wall that
    holds: never root, no network, no exec, no new processes, files only in its scratch
    directory (read-only the Python installation), no metadata changes, no IPC, nothing
    done to another process. Where the kernel cannot enforce them the child prints
@@ -34,7 +34,7 @@ walls use them. The hook refuses:
 
 Beyond both, in the cluster the code runs in a container of its own (other uid, own PID
 namespace, no secrets, size-limited scratch), and whatever it leaves running is killed by
-its parent after the run (see ``bench.sandbox``). Printing the job's random marker after
+its parent after the run (see ``bench.sandbox.run``). Printing the job's random marker after
 the last test is how the parent learns the tests passed.
 """
 
@@ -232,8 +232,8 @@ def _install_guard(scratch: str) -> None:
 
 
 def _load_kernel() -> ModuleType:
-    """``sandbox_kernel`` from beside this file (bench's package is not needed here)."""
-    path = os.path.join(os.path.dirname(os.path.realpath(__file__)), "sandbox_kernel.py")
+    """``kernel`` from beside this file (bench's package is not needed here)."""
+    path = os.path.join(os.path.dirname(os.path.realpath(__file__)), "kernel.py")
     spec = importlib.util.spec_from_file_location("_sandbox_kernel", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
@@ -244,7 +244,7 @@ def _load_kernel() -> ModuleType:
 
 
 def _apply_kernel_limits(scratch: str, minimum_abi: int, run_as: tuple[int, int]) -> None:
-    """``sandbox_kernel.apply``; then, where the uid it dropped to cannot reach the Python
+    """``kernel.apply``; then, where the uid it dropped to cannot reach the Python
     installation or scratch by their paths, reach them through what was opened before."""
     kernel = _load_kernel()
     try:

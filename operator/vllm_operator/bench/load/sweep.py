@@ -33,7 +33,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from vllm_operator.api.summary import MAX_TRIALS
-from vllm_operator.bench.load import (
+from vllm_operator.bench.http.request import ChatRequest
+from vllm_operator.bench.load.send import (
     MAX_RUN_REQUESTS,
     LoadRecord,
     LoadRun,
@@ -41,7 +42,6 @@ from vllm_operator.bench.load import (
     closed_loop,
     open_loop,
 )
-from vllm_operator.bench.request import ChatRequest
 from vllm_operator.gate.budget import (
     NEXT_ROUND_FACTOR,
     WARMUP_SECONDS,
@@ -53,6 +53,7 @@ from vllm_operator.gate.slo import figure
 
 if TYPE_CHECKING:
     from vllm_operator.bench.config import BenchConfig
+    from vllm_operator.bench.load.traffic import Traffic
     from vllm_operator.bench.run_state import (
         Breached,
         Clock,
@@ -61,7 +62,6 @@ if TYPE_CHECKING:
         RunState,
         ServerRun,
     )
-    from vllm_operator.bench.traffic import Traffic
 
 Send = Callable[["ServerRun", ChatRequest, LoadRecord], Awaitable[None]]
 

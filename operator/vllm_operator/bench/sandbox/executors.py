@@ -10,7 +10,8 @@ executors, chosen once from the command line:
   fault (``code_refused``): the verdict is Error, never Passed.
 - ``ExchangeSandbox`` (``--sandbox-dir``, what the benchmark Job uses): the code is handed
   to the sandbox container of the Job pod through a shared directory and its answer read
-  back (``bench.sandbox_server``). No answer in time is a not-run result, not a failure.
+  back (``bench.sandbox.exchange``, run by ``vllm-operator sandbox serve``). No answer in
+  time is a not-run result, not a failure.
 - ``LocalSandbox`` (``--allow-code-execution``, for a laptop): a helper process
   (``vllm-operator sandbox run-one``) per test, with the same child limits, audit hook and
   kill of leftovers, but the user's own uid and network namespace: weaker, documented so.
@@ -30,13 +31,13 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from vllm_operator.bench.sandbox import RunResult, set_nondumpable
-from vllm_operator.bench.sandbox_server import (
+from vllm_operator.bench.sandbox.exchange import (
     READY_FILE,
     RESULT_BYTES,
     read_bounded,
     write_new,
 )
+from vllm_operator.bench.sandbox.run import RunResult, set_nondumpable
 
 REFUSED_HINT = (
     "python-tests refused: bench does not run code from a server's answers unless asked; "
@@ -132,7 +133,8 @@ class LocalSandbox:
             sys.executable,
             "-I",
             "-m",
-            "vllm_operator.bench.sandbox_server",
+            "vllm_operator.commands",  # `vllm-operator sandbox run-one`, as the docstring says
+            "sandbox",
             "run-one",
             "--scratch",
             str(scratch),

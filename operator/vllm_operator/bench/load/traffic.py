@@ -4,7 +4,7 @@ A gate on a team's own traffic sends the same requests to the candidate and to t
 baseline: request ``i`` of a workload is fixed by its seed, whichever server asks for it and
 in whatever order. ``bench.workload`` builds a ``Traffic`` from ``gate.workload`` (a
 synthetic distribution or a dataset, checked whole before any request is sent);
-``bench.load`` sends it at each load level. Keeping the two apart lets either be tested
+``bench.load.send`` sends it at each load level. Keeping the two apart lets either be tested
 without the other.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from vllm_operator.bench.request import ChatRequest
+from vllm_operator.bench.http.request import ChatRequest
 
 
 class Traffic(Protocol):

@@ -6,8 +6,8 @@ ITL: gaps) were above the limit, and, against the paired baseline, how many of t
 candidate's were above the pair's bar, the baseline's own percentile of that trial plus the
 regression limit (``gate.pair_tails``). Everything here works on
 tallies (``gate.tallies.Tally``) of one trial each, so the
-benchmark (from its runs, ``bench.load_figures.tally``) and ``vllm-operator judge --report``
-(from a full report's samples, ``bench.report_tails``) count the same way.
+benchmark (from its runs, ``bench.load.figures.tally``) and ``vllm-operator judge --report``
+(from a full report's samples, ``bench.load.recount``) count the same way.
 
 Per trial: TTFT, TPOT and E2E are one value per completed request (``SampleTally``); ITL is
 every gap between streamed chunks, grouped by the request that streamed them

@@ -2,8 +2,8 @@
 
 Each check returns pass/fail and a one-line reason a person can act on ("expected
 'billing', got 'Billing.'"). Everything here is a pure function of the answer text except
-``python-tests``, which hands the code to a ``pyexec`` executor: a sandbox outside bench,
-or none (the check is then refused, never run in bench).
+``python-tests``, which hands the code to an executor (``bench.sandbox.executors``): a
+sandbox outside bench, or none (the check is then refused, never run in bench).
 
 Extraction rules shared by several checks: the JSON or code of an answer is the content of
 its first fenced block (```` ```json ```` / ```` ```python ```` / ```` ``` ````) when it has
@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_operator.bench import jsonschema_lite, pyexec
-from vllm_operator.bench.suite import (
+from vllm_operator.bench.quality import jsonschema_lite
+from vllm_operator.bench.quality.suite import (
     Assertion,
     Contains,
     Equals,
@@ -30,6 +30,7 @@ from vllm_operator.bench.suite import (
     Regex,
     WordCount,
 )
+from vllm_operator.bench.sandbox import executors
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n(.*?)```", re.DOTALL)
 _NUMBER = re.compile(r"-?\$?\d[\d,]*(?:\.\d+)?")
@@ -61,7 +62,7 @@ def parse_number(token: str) -> float | None:
 
 
 async def check(
-    assertion: Assertion, answer: str, executor: pyexec.Executor | None = None
+    assertion: Assertion, answer: str, executor: executors.Executor | None = None
 ) -> Check:
     """Evaluate ``assertion`` on ``answer``; code runs only through ``executor``.
 
@@ -75,7 +76,7 @@ async def check(
         return Check(not inner.passed, f"not {assertion.assert_.type}: {verb} ({inner.detail})")
     if isinstance(assertion, PythonTests):
         code = fenced_or_all(answer)
-        result = await (executor or pyexec.Refused()).run(
+        result = await (executor or executors.Refused()).run(
             code, assertion.tests, limit_seconds=assertion.timeout_seconds
         )
         return Check(result.passed and result.ran, result.detail, refused=not result.ran)

@@ -9,7 +9,7 @@ Open loop, and coordinated omission: the arrival times are fixed before the leve
 (``arrivals``), from the workload's seed, the level and the trial, so the candidate and the
 baseline of one trial get the same arrivals and the same requests. A request is due at its
 intended arrival; its record's ``scheduled_at`` is that time, and the load figures
-(``bench.load_figures``) measure TTFT and end-to-end from it, not from when the client got
+(``bench.load.figures``) measure TTFT and end-to-end from it, not from when the client got
 round to sending it: a client that falls behind (a slow event loop, or every in-flight slot
 taken by a server that stopped answering) cannot hide the server's slowness by sending
 later. How late each send was is kept (``dispatched_at``) and reported (send lag, achieved
@@ -21,7 +21,7 @@ uniforms). Every trial then asks exactly the rate, so the achieved rate measures
 client, not the luck of the draw (an unconditioned 30 s at 50 requests/s varies by 2.6%).
 
 Bounded: at most ``max_in_flight`` requests and ``max_bytes_in_flight`` of prompt text in
-flight (``bench.budget``: an arrival waits for a slot and for room, and the wait counts in
+flight (``bench.load.budget``: an arrival waits for a slot and for room, and the wait counts in
 its latency; a closed-loop stream waits for room too), at most ``MAX_RUN_REQUESTS`` per
 run, and each finished request's chunk times are folded into its run's gap list and
 dropped, so a long run keeps a few numbers per request, not one per token.
@@ -40,9 +40,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from vllm_operator.api.workload import MAX_LEVEL_REQUESTS, LoadMode
-from vllm_operator.bench.budget import MAX_BYTES_IN_FLIGHT, ByteBudget, request_bytes
-from vllm_operator.bench.request import ChatRequest, RequestRecord
-from vllm_operator.bench.traffic import Traffic
+from vllm_operator.bench.http.request import ChatRequest, RequestRecord
+from vllm_operator.bench.load.budget import MAX_BYTES_IN_FLIGHT, ByteBudget, request_bytes
+from vllm_operator.bench.load.traffic import Traffic
 
 Clock = Callable[[], float]
 SendOne = Callable[[ChatRequest, "LoadRecord"], Awaitable[None]]
@@ -70,7 +70,7 @@ class LoadRecord(RequestRecord):
     """Mean gap between its chunks (s): the request's inter-token latency."""
     gap_start: int = -1
     """Where its ``chunks - 1`` gaps start in its run's ``gaps`` (-1: none kept), so the gaps
-    above a bound can be counted request by request (``bench.load_tails``)."""
+    above a bound can be counted request by request (``bench.load.tails``)."""
 
     @property
     def gap_count(self) -> int:
@@ -103,7 +103,7 @@ class LoadRun:
     counted: dict[tuple[str, int, int, int], object] = field(
         default_factory=dict, repr=False, compare=False
     )
-    """The tail judge's tallies of this run (``bench.load_figures.tally``), by metric and the
+    """The tail judge's tallies of this run (``bench.load.figures.tally``), by metric and the
     record, completed and gap counts they were built at: the gate asks after every round."""
 
     @property

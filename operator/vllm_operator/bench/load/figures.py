@@ -1,12 +1,12 @@
 """Figures of one load run (server, level, trial): latency percentiles, throughput, goodput.
 
-Pure functions over ``bench.load.LoadRun``, so the arithmetic the SLO gate judges is
+Pure functions over ``bench.load.send.LoadRun``, so the arithmetic the SLO gate judges is
 unit-tested without a server.
 
 Definitions (docs/bench.md, "Load levels and SLOs"):
 - TTFT and end-to-end are measured from the request's *intended* arrival (open loop: the
   Poisson schedule; closed loop: when its stream was ready), so a client that fell behind
-  cannot hide the server's slowness (``bench.load``: coordinated omission);
+  cannot hide the server's slowness (``bench.load.send``: coordinated omission);
 - ITL: every gap between two streamed chunks, of every completed request (its percentiles
   are over gaps; a sample's ``itl_ms`` is its own mean gap);
 - TPOT: per request, (last chunk - first chunk) / (output tokens - 1);
@@ -34,8 +34,8 @@ from vllm_operator.api.workload import (
     Percentile,
     SloLimits,
 )
-from vllm_operator.bench.load import LoadRecord, LoadRun
-from vllm_operator.bench.load_tails import level_tails
+from vllm_operator.bench.load.send import LoadRecord, LoadRun
+from vllm_operator.bench.load.tails import level_tails
 from vllm_operator.bench.stats import percentile
 from vllm_operator.gate.tallies import ClusteredTally, SampleTally, Tally
 
@@ -199,7 +199,7 @@ def level_figures(
 
     ``runs``: one server's runs at ``level`` in trial order. A percentile a trial could not
     measure (no completed request) is left out of that trial's list. Each limited percentile
-    is also counted above its limit (``bench.load_tails``), and with ``baseline_runs`` (the
+    is also counted above its limit (``bench.load.tails``), and with ``baseline_runs`` (the
     paired baseline's) and ``thresholds`` setting maxRegressionPercent, against the
     baseline at ``confidence`` (the look's).
     """
@@ -238,7 +238,7 @@ def gap_floor_ms(run: LoadRun) -> float | None:
 def slow_gaps(run: LoadRun, r: LoadRecord, floor: float) -> dict[str, Any]:
     """A request's gap count and its gaps above ``floor`` (ms, largest first, at most
     ``MAX_SLOW_GAPS``; ``slow_gaps`` says how many there were when more): enough to count its
-    gaps above any bound at or above the floor (``bench.report_tails``)."""
+    gaps above any bound at or above the floor (``bench.load.recount``)."""
     gaps = run.gaps[r.gap_start : r.gap_start + r.gap_count]
     # compared as stored (0.001 ms), so a replay sees the same gaps above the floor
     slow = sorted((ms for g in gaps if (ms := round(g * 1000, 3)) > floor), reverse=True)

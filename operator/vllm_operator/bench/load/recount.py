@@ -3,12 +3,12 @@
 ``vllm-operator judge --report`` re-judges a run with limits other than the ones it was
 measured with (another SLO limit, regression limit, trial plan or confidence). The summary's
 counts were taken at the bench's limits and cannot answer for others, but the report keeps
-every run's samples (up to ``bench.load_figures.MAX_SAMPLES`` per run, evenly thinned
-beyond), so the counts are taken again from them through the same ``bench.load_tails``:
+every run's samples (up to ``bench.load.figures.MAX_SAMPLES`` per run, evenly thinned
+beyond), so the counts are taken again from them through the same ``bench.load.tails``:
 
 - TTFT, TPOT and E2E: the samples' values (ms, to 0.001), one per completed request;
 - ITL: each sample's gap count and its gaps above its run's p90 gap (``gap_floor_ms``),
-  largest first, capped (``bench.load_figures.slow_gaps``). Above a bound at or above the
+  largest first, capped (``bench.load.figures.slow_gaps``). Above a bound at or above the
   floor, a request's gaps above it are known exactly (unless the cap cut its list below the
   bound); below it, only between "the listed ones" and "all of them".
   ``ReplayGapTally`` reports both (``gate.tails.Exceedance.surely_above``), so such a bound can
@@ -29,7 +29,7 @@ from typing import Any
 from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import BenchSummary, LoadLevelFigures, LoadSweep, TrialPlan
 from vllm_operator.api.workload import LatencyMetric
-from vllm_operator.bench.load_tails import level_tails
+from vllm_operator.bench.load.tails import level_tails
 from vllm_operator.errors import VLLMOperatorError
 from vllm_operator.gate.tails import Exceedance, gap_design_effect
 from vllm_operator.gate.tallies import SampleTally, Tally
