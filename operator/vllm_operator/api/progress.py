@@ -13,6 +13,7 @@ skipped, values are cut short.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -91,3 +92,16 @@ def describe(event: Mapping[str, Any], trials: int | None = None) -> str:
     if isinstance(server, str) and server and server != "candidate":
         text = f"{_text(server)}: {text}"
     return text
+
+
+_TRIAL = re.compile(r"\btrial (\d+)\b")
+
+
+def stage(line: str) -> str:
+    """The stage of a run a ``describe`` line names: ``trial k`` while trials run (either
+    server, any figure), else its phase (settle, quality, ...). An Event per stage, not per
+    line, keeps a gate's BenchmarkProgress Events to about one per trial."""
+    found = _TRIAL.search(line)
+    if found:
+        return f"trial {found.group(1)}"
+    return line.split(": ", 1)[-1].split(",", 1)[0]

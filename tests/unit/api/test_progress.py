@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from vllm_operator.api.progress import MAX_LINE, describe, latest_event, parse_event
+from vllm_operator.api.progress import MAX_LINE, describe, latest_event, parse_event, stage
 
 
 def _line(event: str, **fields: object) -> str:
@@ -62,3 +62,15 @@ def test_hostile_lines_are_skipped_or_cut() -> None:
     shown = describe({"event": "x" * 1000, "class": "\n" * 3 + "y" * 500, "trial": True})
     assert len(shown) < 200
     assert "\n" not in shown
+
+
+def test_a_stage_is_a_trial_whatever_the_server_or_figure_else_the_phase() -> None:
+    """One BenchmarkProgress Event per stage: every figure of trial 2 on either server is
+    one stage; settling (any shape, either server) is one; a trial's number decides."""
+    assert stage("latency, long prompts #1, trial 2 of 10") == "trial 2"
+    assert stage("baseline: concurrency, 8 streams, trial 2 of 10") == "trial 2"
+    assert stage("concurrency, 8 streams, trial 12") == "trial 12"
+    assert stage("concurrency, 8 streams, trial 1 of 10") != stage("trial 10 of 10")
+    assert stage("settle, 8 streams") == stage("baseline: settle, 2 streams") == "settle"
+    assert stage("quality, test classify-3") == "quality"
+    assert stage("quality, test trial-1-ish") == "quality"
