@@ -97,11 +97,14 @@ def describe(event: Mapping[str, Any], trials: int | None = None) -> str:
 _TRIAL = re.compile(r"\btrial (\d+)\b")
 
 
-def stage(line: str) -> str:
-    """The stage of a run a ``describe`` line names: ``trial k`` while trials run (either
-    server, any figure), else its phase (settle, quality, ...). An Event per stage, not per
-    line, keeps a gate's BenchmarkProgress Events to about one per trial."""
+def stage(line: str, first_look: int = 1) -> str:
+    """The stage of a run a ``describe`` line names: while trials run (either server, any
+    figure), ``trials`` up to the first look (``first_look``: ``gate.trials``) and ``trial
+    k`` for each further one (the gate needed more); else its phase (settle, quality, ...).
+    An Event per stage, not per line, keeps a gate's BenchmarkProgress Events to about one
+    per look: a handful in ``kubectl describe``, not one per 30 s read."""
     found = _TRIAL.search(line)
     if found:
-        return f"trial {found.group(1)}"
+        trial = int(found.group(1))
+        return "trials" if trial <= first_look else f"trial {trial}"
     return line.split(": ", 1)[-1].split(",", 1)[0]

@@ -111,8 +111,8 @@ EVENT_MEANINGS: dict[EventReason, str] = {
     EventReason.CandidateCreated: "a candidate revision's Deployment was created",
     EventReason.BenchmarkStarted: "the benchmark Job of a gate attempt was created",
     EventReason.BenchmarkProgress: (
-        "where a running benchmark is, once per stage (settling, each trial, quality), "
-        "read at most every 30 s"
+        "where a running benchmark is, once per stage (settling, the trials of the first "
+        "look, each further trial, quality), read at most every 30 s"
     ),
     EventReason.GatePassed: "the gate passed the candidate",
     EventReason.GateFailed: "the gate failed the candidate (a limit or a regression)",

@@ -145,7 +145,8 @@ def _wait_for_job(
         head, message = message + NOW, f"{message}{NOW}{progress}"
         before = state.previous.message  # this Job's progress as last said, if any
         said = before[len(head) :] if before.startswith(head) else None
-        if said is None or progress_stage(said) != progress_stage(progress):
+        first = vd.spec.gate.trials
+        if said is None or progress_stage(said, first) != progress_stage(progress, first):
             state.event(
                 "Normal", EventReason.BenchmarkProgress, f"revision {candidate}: {progress}"
             )

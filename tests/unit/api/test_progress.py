@@ -64,13 +64,16 @@ def test_hostile_lines_are_skipped_or_cut() -> None:
     assert "\n" not in shown
 
 
-def test_a_stage_is_a_trial_whatever_the_server_or_figure_else_the_phase() -> None:
-    """One BenchmarkProgress Event per stage: every figure of trial 2 on either server is
-    one stage; settling (any shape, either server) is one; a trial's number decides."""
-    assert stage("latency, long prompts #1, trial 2 of 10") == "trial 2"
-    assert stage("baseline: concurrency, 8 streams, trial 2 of 10") == "trial 2"
-    assert stage("concurrency, 8 streams, trial 12") == "trial 12"
-    assert stage("concurrency, 8 streams, trial 1 of 10") != stage("trial 10 of 10")
-    assert stage("settle, 8 streams") == stage("baseline: settle, 2 streams") == "settle"
-    assert stage("quality, test classify-3") == "quality"
-    assert stage("quality, test trial-1-ish") == "quality"
+def test_a_stage_is_a_look_whatever_the_server_or_figure_else_the_phase() -> None:
+    """One BenchmarkProgress Event per stage: the trials up to the first look (gate.trials)
+    are one stage, each further trial (a look the gate needed) one more, on either server
+    and any figure; settling (any shape, either server) is one; quality is one."""
+    assert stage("latency, long prompts #1, trial 1 of 10", 3) == "trials"
+    assert stage("baseline: concurrency, 8 streams, trial 3 of 10", 3) == "trials"
+    assert stage("concurrency, 8 streams, trial 4 of 10", 3) == "trial 4"
+    assert stage("baseline: latency, short prompts #2, trial 4 of 10", 3) == "trial 4"
+    assert stage("concurrency, 8 streams, trial 12", 3) == "trial 12"
+    assert stage("latency, long prompts #1, trial 2 of 10") == "trial 2"  # first look: 1
+    assert stage("settle, 8 streams", 3) == stage("baseline: settle, 2 streams") == "settle"
+    assert stage("quality, test classify-3", 3) == "quality"
+    assert stage("quality, test trial-1-ish", 3) == "quality"
