@@ -13,6 +13,7 @@ skipped, values are cut short.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -91,3 +92,19 @@ def describe(event: Mapping[str, Any], trials: int | None = None) -> str:
     if isinstance(server, str) and server and server != "candidate":
         text = f"{_text(server)}: {text}"
     return text
+
+
+_TRIAL = re.compile(r"\btrial (\d+)\b")
+
+
+def stage(line: str, first_look: int = 1) -> str:
+    """The stage of a run a ``describe`` line names: while trials run (either server, any
+    figure), ``trials`` up to the first look (``first_look``: ``gate.trials``) and ``trial
+    k`` for each further one (the gate needed more); else its phase (settle, quality, ...).
+    An Event per stage, not per line, keeps a gate's BenchmarkProgress Events to about one
+    per look: a handful in ``kubectl describe``, not one per 30 s read."""
+    found = _TRIAL.search(line)
+    if found:
+        trial = int(found.group(1))
+        return "trials" if trial <= first_look else f"trial {trial}"
+    return line.split(": ", 1)[-1].split(",", 1)[0]

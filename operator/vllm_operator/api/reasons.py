@@ -110,7 +110,10 @@ class ConditionReason(StrEnum):
 EVENT_MEANINGS: dict[EventReason, str] = {
     EventReason.CandidateCreated: "a candidate revision's Deployment was created",
     EventReason.BenchmarkStarted: "the benchmark Job of a gate attempt was created",
-    EventReason.BenchmarkProgress: "where a running benchmark is, at most every 30 s",
+    EventReason.BenchmarkProgress: (
+        "where a running benchmark is, once per stage (settling, the trials of the first "
+        "look, each further trial, quality), read at most every 30 s"
+    ),
     EventReason.GatePassed: "the gate passed the candidate",
     EventReason.GateFailed: "the gate failed the candidate (a limit or a regression)",
     EventReason.GateError: "the benchmark could not measure, or its end was not trusted",

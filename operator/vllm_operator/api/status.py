@@ -7,10 +7,11 @@ operator needs to continue after a restart is here or in labels and annotations.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, PlainSerializer, WithJsonSchema, model_validator
 
 from vllm_operator.api.base import APIModel
 from vllm_operator.api.canary import CanaryStatus
@@ -40,7 +41,7 @@ ConditionType = Literal[
 
 HISTORY_LIMIT = 10
 HISTORY_FULL = 2
-"""Verdicts kept with their figures; older ones keep one line (``rollout/ledger.bounded``)."""
+"""Verdicts of the history that keep their figures (``rollout/ledger.bounded``)."""
 HISTORY_BYTES = 32_768
 """Most bytes of JSON the history may take in status; figures go first, oldest first."""
 
@@ -53,6 +54,38 @@ Decision = Literal[
     "AbortedByPerson",
     "ProgressDeadlineExceeded",
 ]
+
+
+def _figures_in(value: Any) -> Any:
+    """Figures as status stores them (a JSON string), or as a model or mapping."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"figures are not JSON ({exc.msg})") from exc
+        except RecursionError as exc:
+            raise ValueError("figures are not JSON (nested too deep)") from exc
+    return value
+
+
+def _figures_out(summary: BenchSummary) -> str:
+    return json.dumps(summary.to_wire(), separators=(",", ":"), sort_keys=True)
+
+
+StoredFigures = Annotated[
+    BenchSummary,
+    BeforeValidator(_figures_in),
+    PlainSerializer(_figures_out, return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string"}),
+]
+"""A benchmark summary kept in status as one line of compact JSON.
+
+The figures are the operator's memory (the stable revision's are the stored baseline), not
+something to read in ``kubectl describe``: as a tree they took about 100 lines per copy
+(190 with a paired baseline), as one string they take one. Read them with ``kubectl get
+vllmd NAME -o jsonpath='{.status.stable.benchmark}' | jq``; the report page of the run
+shows them as a table. A mapping (a status written before this format) is read as well.
+"""
 
 
 class Condition(APIModel):
@@ -89,8 +122,13 @@ class RevisionSummary(APIModel):
     )
     replicas: int = Field(default=0, ge=0, description="Desired replicas.")
     ready_replicas: int = Field(default=0, ge=0, description="Ready replicas.")
-    benchmark: BenchSummary | None = Field(
-        default=None, description="The benchmark that admitted it (the baseline when stable)."
+    benchmark: StoredFigures | None = Field(
+        default=None,
+        description=(
+            "The figures of the benchmark that admitted it (the stored baseline when stable), "
+            "as one line of JSON (a bench summary, docs/bench.md): `kubectl get vllmd NAME -o "
+            "jsonpath='{.status.stable.benchmark}' | jq`."
+        ),
     )
     since: str | None = Field(default=None, description="When it reached its role (RFC 3339).")
 
@@ -99,7 +137,10 @@ class GateRecord(Verdict):
     """One verdict on one revision, as recorded: who decided, on which figures, when."""
 
     revision: str = Field(description="Revision judged.")
-    summary: BenchSummary | None = Field(default=None, description="The figures judged.")
+    summary: StoredFigures | None = Field(
+        default=None,
+        description="The figures judged, as one line of JSON (a bench summary, docs/bench.md).",
+    )
     baseline_revision: str | None = Field(
         default=None, description="Stable revision compared against, if any."
     )
@@ -146,6 +187,10 @@ class GateRecord(Verdict):
         ),
     )
 
+    def key(self) -> tuple[object, ...]:
+        """What tells one verdict from another: revision, attempt, outcome, who, when."""
+        return (self.revision, self.attempt, self.outcome, self.decided_by, self.finished_at)
+
     @model_validator(mode="before")
     @classmethod
     def _derive_decision(cls, data: Any) -> Any:
@@ -183,21 +228,24 @@ class VLLMDeploymentStatus(APIModel):
     last_gate: GateRecord | None = Field(
         default=None,
         description=(
-            "The latest verdict: the first entry of history without its figures (those are "
-            "in history[0].summary), for kubectl columns."
+            "The newest verdict in full: its headline, its reasons (the deciding ones first "
+            "and in full, the others a few words each), where each side ran and why this "
+            "baseline. history[0] is the same verdict in one line, with its figures."
         ),
     )
     history: list[GateRecord] = Field(
         default_factory=list,
         max_length=HISTORY_LIMIT,
         description=(
-            f"The last {HISTORY_LIMIT} verdicts, newest first. The newest {HISTORY_FULL} keep "
-            "their figures (summary) and where each side ran; older ones keep one line (the "
-            "first reason) and what decides a rollout (revision, outcome, decidedBy, "
-            f"attempt). At most {HISTORY_BYTES} bytes: figures are dropped first, oldest "
-            "first. Every figure and request of a run is in the benchmark Job's log "
-            "(kubectl logs job/<name>--gate-<revision>-<attempt>) until the verdict is "
-            "recorded and the Job deleted; the verdict's Event carries its reasons."
+            f"The last {HISTORY_LIMIT} verdicts, newest first, one line each: revision, "
+            "outcome, who decided, attempt, when, the baseline, and the verdict in one line "
+            f"(lastGate has the newest in full). The newest {HISTORY_FULL} keep their "
+            "figures (summary, one line of JSON). At most "
+            f"{HISTORY_BYTES} bytes: figures are dropped first, oldest first. Every figure "
+            "and request of a run is in the benchmark Job's log (kubectl logs "
+            "job/<name>--gate-<revision>-<attempt>) until the verdict is recorded and the "
+            "Job deleted, and on the report page `vllm-operator report` makes of it; the "
+            "verdict's Event carries its reasons."
         ),
     )
     warnings: list[str] = Field(
@@ -211,16 +259,39 @@ class VLLMDeploymentStatus(APIModel):
     @model_validator(mode="before")
     @classmethod
     def _last_gate_is_newest(cls, data: Any) -> Any:
-        """``lastGate`` is ``history[0]``, whatever a writer passed: one verdict, two views."""
+        """``lastGate`` is the verdict of ``history[0]``, whatever a writer passed: the one
+        given when it is that verdict (kept in full), else ``history[0]`` itself."""
         if not isinstance(data, Mapping):
             return data
+        given = data.get("lastGate", data.get("last_gate"))
         out = {k: v for k, v in data.items() if k not in ("lastGate", "last_gate")}
         history = out.get("history")
         if isinstance(history, list | tuple) and history:
             newest = history[0]
-            if isinstance(newest, GateRecord):
-                newest = newest.model_dump()
-            if isinstance(newest, Mapping):
-                newest = {k: v for k, v in newest.items() if k != "summary"}
-            out["last_gate"] = newest
+            same = given is not None and _identity(given) == _identity(newest)
+            chosen = given if same else newest
+            if isinstance(chosen, GateRecord):
+                chosen = chosen.model_dump()
+            if isinstance(chosen, Mapping):
+                chosen = {k: v for k, v in chosen.items() if k != "summary"}
+            out["last_gate"] = chosen
         return out
+
+
+def _identity(record: object) -> tuple[object, ...] | None:
+    """What tells one verdict from another: revision, attempt, outcome, who, when."""
+    if isinstance(record, GateRecord):
+        return record.key()
+    if not isinstance(record, Mapping):
+        return None
+
+    def get(camel: str, snake: str, default: object = None) -> object:
+        return record.get(camel, record.get(snake, default))
+
+    return (
+        record.get("revision"),
+        record.get("attempt"),
+        record.get("outcome"),
+        get("decidedBy", "decided_by", "gate"),
+        get("finishedAt", "finished_at"),
+    )

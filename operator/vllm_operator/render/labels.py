@@ -37,6 +37,9 @@ PROMOTE_ANNOTATION = f"{DOMAIN}/promote"
 ABORT_ANNOTATION = f"{DOMAIN}/abort"
 RERUN_ANNOTATION = f"{DOMAIN}/rerun-gate"
 HANDLED_ANNOTATION = f"{DOMAIN}/handled"
+# The newest verdict in one line (rollout/status.verdict_annotation), for the top of
+# `kubectl describe` (it prints annotations before the spec); status.lastGate has it in full.
+VERDICT_ANNOTATION = f"{DOMAIN}/verdict"
 # Roll a pending operator update (rollout/upgrade.py): the new revision, or "true".
 ROLL_OPERATOR_UPDATE_ANNOTATION = f"{DOMAIN}/roll-operator-update"
 # A candidate's canary: its step, when the step started and the counts scraped then

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from vllm_operator.api.progress import NOW
 from vllm_operator.api.progress import describe as describe_progress
+from vllm_operator.api.progress import stage as progress_stage
 from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord
@@ -141,8 +142,11 @@ def _wait_for_job(
     event = observed.progress.get(job.name)
     if event is not None:
         progress = describe_progress(event, vd.spec.gate.max_trials)
-        message += f"{NOW}{progress}"
-        if state.previous.message != message:
+        head, message = message + NOW, f"{message}{NOW}{progress}"
+        before = state.previous.message  # this Job's progress as last said, if any
+        said = before[len(head) :] if before.startswith(head) else None
+        first = vd.spec.gate.trials
+        if said is None or progress_stage(said, first) != progress_stage(progress, first):
             state.event(
                 "Normal", EventReason.BenchmarkProgress, f"revision {candidate}: {progress}"
             )

@@ -195,32 +195,41 @@ def verdicts_on(history: Iterable[GateRecord], revision: str) -> int:
 
 
 def record(history: Sequence[GateRecord], entry: GateRecord) -> list[GateRecord]:
-    """``entry`` prepended to ``history``, trimmed to the limit."""
-    return bounded([entry, *history])
+    """``entry`` prepended to ``history``, trimmed to the limit; kept in full for the rest
+    of the pass (the status's ``lastGate``), made one line when status is written
+    (``bounded``)."""
+    return [entry, *history][:HISTORY_LIMIT]
 
 
 LINE_CHARS = 200
-"""Longest reason an older verdict keeps."""
+"""Longest verdict line a history entry keeps."""
 
 
-def one_line(entry: GateRecord, limit: int = LINE_CHARS) -> GateRecord:
-    """``entry`` without its figures and placements, its reasons as one line.
+def one_line(entry: GateRecord, limit: int = LINE_CHARS, *, figures: bool = False) -> GateRecord:
+    """``entry`` as the history keeps it: the verdict in one line (its headline, else its
+    first reason and how many more), without placements or baseline (``lastGate`` has the
+    newest verdict in full), with its figures only when ``figures``.
 
-    What decides a rollout stays (revision, outcome, decidedBy, attempt, finishedAt,
-    baseline): a rejected revision must stay rejected after its figures are gone.
+    What decides a rollout stays (revision, outcome, decidedBy, attempt, finishedAt): a
+    rejected revision must stay rejected after the rest is gone.
     """
     reasons = list(entry.reasons)
-    line = reasons[0] if reasons else ""
+    line = entry.headline or (reasons[0] if reasons else "")
     if len(line) > limit:
         line = line[: limit - 3] + "..."
-    if len(reasons) > 1:
+    if not entry.headline and len(reasons) > 1:
         line += f" (+{len(reasons) - 1} more)"
     return entry.model_copy(
         update={
             "reasons": [line] if line else [],
-            "summary": None,
+            "deciding": None,
+            "headline": None,
+            "summary": entry.summary if figures else None,
             "candidate_placement": None,
             "baseline_placement": None,
+            "baseline_reason": None,
+            "baseline_mode": None,
+            "baseline_revision": None,
         }
     )
 
@@ -230,11 +239,11 @@ def _size(history: Sequence[GateRecord]) -> int:
 
 
 def bounded(history: Sequence[GateRecord]) -> list[GateRecord]:
-    """The history status keeps: the newest ``HISTORY_LIMIT`` verdicts, the newest
-    ``HISTORY_FULL`` with their figures, the rest one line each, and at most
-    ``HISTORY_BYTES`` of JSON (figures dropped oldest first, then reasons shortened)."""
+    """The history status keeps: the newest ``HISTORY_LIMIT`` verdicts, one line each, the
+    newest ``HISTORY_FULL`` with their figures, and at most ``HISTORY_BYTES`` of JSON
+    (figures dropped oldest first, then lines shortened)."""
     kept = list(history[:HISTORY_LIMIT])
-    out = [e if i < HISTORY_FULL else one_line(e) for i, e in enumerate(kept)]
+    out = [one_line(e, figures=i < HISTORY_FULL) for i, e in enumerate(kept)]
     for i in reversed(range(len(out))):
         if _size(out) <= HISTORY_BYTES:
             return out

@@ -53,6 +53,7 @@ from vllm_operator.rollout.status import (
     Outcome,
     gate_condition,
     summarise,
+    verdict_annotation,
 )
 
 
@@ -194,7 +195,7 @@ def _flags_note(launch: LaunchPlan) -> str:
 
 
 def _finish(state: Pass, status: VLLMDeploymentStatus) -> Plan:
-    annotations: dict[str, str | None] = {}
+    annotations = verdict_annotation(status, state.observed.annotations)
     if state.handled_changed:
         annotations[labels.HANDLED_ANNOTATION] = state.handled.to_annotation()
     requeue = min(state.requeue) if state.requeue else None

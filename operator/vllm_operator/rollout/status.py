@@ -29,6 +29,7 @@ from vllm_operator.api.status import (
     VLLMDeploymentStatus,
 )
 from vllm_operator.api.summary import BenchSummary
+from vllm_operator.render import labels
 from vllm_operator.rollout.ledger import bounded, second_timestamp
 from vllm_operator.rollout.views import DeploymentView
 
@@ -242,9 +243,48 @@ def build_status(
         conditions=conditions,
         stable=stable,
         candidate=candidate,
+        last_gate=_newest_in_full(previous, history),
         history=bounded(history),
         warnings=list(warnings),
     )
+
+
+def _newest_in_full(
+    previous: VLLMDeploymentStatus, history: Sequence[GateRecord]
+) -> GateRecord | None:
+    """The newest verdict with every reason and placement: as recorded when this pass
+    recorded it, else as the last status kept it (its history entry is one line)."""
+    if not history:
+        return None
+    newest, kept = history[0], previous.last_gate
+    same = kept is not None and kept.key() == newest.key()
+    return kept if same else newest
+
+
+VERDICT_CHARS = 300
+"""Longest verdict annotation (``kubectl describe`` shows its first 138 characters)."""
+
+
+def verdict_annotation(
+    status: VLLMDeploymentStatus, current: Mapping[str, str]
+) -> dict[str, str | None]:
+    """The verdict annotation to write for ``status``: its newest verdict in one line, the
+    deciding figure first (``REVISION DECISION: headline``); nothing before any verdict,
+    nor when ``current`` (the resource's annotations) already says it.
+
+    ``kubectl describe`` sorts what it prints and puts the spec before the status, so on a
+    resource with a spec of some size the status's verdict is 50 lines down; annotations
+    come before both, the way a Deployment's ``deployment.kubernetes.io/revision`` does.
+    """
+    gate = status.last_gate
+    if gate is None:
+        return {}
+    text = f"{gate.revision} {gate.decision or gate.outcome}: {gate.line()}"
+    if len(text) > VERDICT_CHARS:
+        text = text[: VERDICT_CHARS - 3] + "..."
+    if current.get(labels.VERDICT_ANNOTATION) == text:
+        return {}
+    return {labels.VERDICT_ANNOTATION: text}
 
 
 def merge_patch(old: Any, new: Any) -> Any:

@@ -36,7 +36,7 @@ from vllm_operator.render import names
 from vllm_operator.rollout.actions import Plan
 from vllm_operator.rollout.context import Pass, Settings
 from vllm_operator.rollout.observed import Observed
-from vllm_operator.rollout.status import Outcome, gate_condition
+from vllm_operator.rollout.status import Outcome, gate_condition, verdict_annotation
 
 MESSAGE_LIMIT = 300
 FIX = (
@@ -112,7 +112,11 @@ def unhandled(
         detail = detail[:MESSAGE_LIMIT] + "..."
     problem = SpecError("spec", f"the operator cannot handle this resource ({detail})", FIX)
     status = invalid_spec(state, SpecErrors([problem]), stable)
-    return Plan(status=status, events=tuple(state.events))
+    return Plan(
+        status=status,
+        events=tuple(state.events),
+        annotations=verdict_annotation(status, observed.annotations),
+    )
 
 
 def stopped_status(

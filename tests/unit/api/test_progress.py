@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from vllm_operator.api.progress import MAX_LINE, describe, latest_event, parse_event
+from vllm_operator.api.progress import MAX_LINE, describe, latest_event, parse_event, stage
 
 
 def _line(event: str, **fields: object) -> str:
@@ -62,3 +62,18 @@ def test_hostile_lines_are_skipped_or_cut() -> None:
     shown = describe({"event": "x" * 1000, "class": "\n" * 3 + "y" * 500, "trial": True})
     assert len(shown) < 200
     assert "\n" not in shown
+
+
+def test_a_stage_is_a_look_whatever_the_server_or_figure_else_the_phase() -> None:
+    """One BenchmarkProgress Event per stage: the trials up to the first look (gate.trials)
+    are one stage, each further trial (a look the gate needed) one more, on either server
+    and any figure; settling (any shape, either server) is one; quality is one."""
+    assert stage("latency, long prompts #1, trial 1 of 10", 3) == "trials"
+    assert stage("baseline: concurrency, 8 streams, trial 3 of 10", 3) == "trials"
+    assert stage("concurrency, 8 streams, trial 4 of 10", 3) == "trial 4"
+    assert stage("baseline: latency, short prompts #2, trial 4 of 10", 3) == "trial 4"
+    assert stage("concurrency, 8 streams, trial 12", 3) == "trial 12"
+    assert stage("latency, long prompts #1, trial 2 of 10") == "trial 2"  # first look: 1
+    assert stage("settle, 8 streams", 3) == stage("baseline: settle, 2 streams") == "settle"
+    assert stage("quality, test classify-3", 3) == "quality"
+    assert stage("quality, test trial-1-ish", 3) == "quality"

@@ -2,11 +2,17 @@
 
 ``GateRecord`` is a ``Verdict`` on one revision (so any code judging a verdict takes either),
 a summary's flat ``verdict``/``reasons`` read back as a ``Verdict``, and ``lastGate`` is
-always ``history[0]`` (without the figures, which stay in history): it cannot disagree with
-the history it repeats. ``decision`` (the GATE column) is derived from outcome and decidedBy.
+always the verdict of ``history[0]`` (in full where history keeps one line, without the
+figures, which stay in history): it cannot name another verdict than the history. ``decision``
+(the GATE column) is derived from outcome and decidedBy.
 """
 
 from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
 
 from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
@@ -87,3 +93,31 @@ def test_a_summary_carries_the_bench_verdict_flat_and_reads_it_back() -> None:
     assert summary.own_verdict == Verdict(outcome="Inconclusive", reasons=["too few samples"])
     ungated = BenchSummary(reasons=["measured only"])
     assert ungated.own_verdict is None
+
+
+def test_last_gate_in_full_is_kept_beside_its_one_line_history_entry() -> None:
+    full = _record("new", "Failed").model_copy(
+        update={"reasons": ["a: beyond", "b: within"], "deciding": 1, "finished_at": "t1"}
+    )
+    line = full.model_copy(update={"reasons": ["a: beyond (+1 more)"], "deciding": None})
+    status = VLLMDeploymentStatus(history=[line], last_gate=full)
+    assert status.last_gate == full
+    wire = status.to_wire()
+    assert VLLMDeploymentStatus.model_validate(wire).last_gate == full  # read back
+    # Another verdict (an older attempt, a newer one) is not kept: history[0] is.
+    for other in ({"attempt": 2}, {"finished_at": "t0"}, {"outcome": "Error"}):
+        stale = full.model_copy(update=other)
+        assert VLLMDeploymentStatus(history=[line], last_gate=stale).last_gate == line
+
+
+def test_figures_are_one_line_of_json_in_status_and_read_in_either_shape() -> None:
+    figures = BenchSummary(model="m")
+    record = _record("new", "Passed").model_copy(update={"summary": figures})
+    wire = record.to_wire()
+    assert isinstance(wire["summary"], str)
+    assert "\n" not in wire["summary"]
+    assert GateRecord.model_validate(wire).summary == figures
+    as_object = {**wire, "summary": json.loads(str(wire["summary"]))}  # an older writer's
+    assert GateRecord.model_validate(as_object).summary == figures
+    with pytest.raises(ValidationError, match="figures are not JSON"):
+        GateRecord.model_validate({**wire, "summary": "{not json"})

@@ -184,7 +184,7 @@ def test_twin_is_never_served_and_never_outlives_its_gate(
     assert w.twins() == [], "a twin left at rest"
     assert ("Service", "qwen--twin") not in w.objects
     mode = _mode(w.body["spec"])
-    last = w.status["history"][0]
+    last = w.status["lastGate"]
     gated = last["revision"] != served_first and last["decidedBy"] == "gate"
     if first != second and mode != "stored" and gated:
         # Measured against the twin, or the record says why not (mode auto's fallback).

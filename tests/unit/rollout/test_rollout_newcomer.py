@@ -164,7 +164,8 @@ def test_the_demo_can_show_one_choice_per_line() -> None:
 
 def test_a_running_benchmark_reports_where_it_is() -> None:
     """Status message and a BenchmarkProgress Event follow the newest progress event, one
-    Event per change, and the pass asks to be run again to read it."""
+    Event per stage (the first look's trials, each further trial), and the pass asks to be
+    run again to read it."""
     w = World(spec())
     w.step()
     w.ready_all()
@@ -186,8 +187,12 @@ def test_a_running_benchmark_reports_where_it_is() -> None:
     assert p.requeue_after <= 30
     again = w.step()  # nothing new read: no second Event
     assert not [e for e in again.events if e.reason == "BenchmarkProgress"]
-    w.progress[job] = {"event": "settle", "level": 8, "trial": 1}  # a kind added later
+    w.progress[job] = {"event": "concurrency", "level": 4, "trial": 3}  # the same look
+    same = w.step()
+    assert w.status["message"].endswith("; now: concurrency, 4 streams, trial 3 of 10")
+    assert not [e for e in same.events if e.reason == "BenchmarkProgress"]
+    w.progress[job] = {"event": "settle", "level": 8, "trial": 4}  # a kind added later
     later = w.step()
     assert [
         e.message.split(": ", 1)[1] for e in later.events if e.reason == "BenchmarkProgress"
-    ] == ["settle, 8 streams, trial 1 of 10"]
+    ] == ["settle, 8 streams, trial 4 of 10"]

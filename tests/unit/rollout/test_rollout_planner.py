@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from rollout_world import World, spec, summary
 
@@ -60,7 +62,7 @@ def test_first_revision_is_gated_before_the_serving_service_exists() -> None:
     assert w.condition("Ready")["status"] == "True"
     assert w.condition("GatePassed")["status"] == "True"
     assert w.status["stable"]["revision"] == rev
-    assert w.status["stable"]["benchmark"]["model"] == "Qwen/Qwen3-8B"
+    assert json.loads(w.status["stable"]["benchmark"])["model"] == "Qwen/Qwen3-8B"
     assert "CandidateCreated" in w.events()
     assert "Promoted" in w.events()
 
