@@ -181,7 +181,9 @@ def test_abort_mid_canary(rollout: Rollout, live: LiveUsers) -> None:
     candidate = rollout.status()["candidate"]["revision"]
     rollout.annotate("qwen", ABORT_ANNOTATION, candidate)
     rollout.wait_phase("Degraded", timeout=60)
-    assert rollout.serving_revision() == stable
+    # The pass that wrote Degraded patches the Service right after its status (the shell's
+    # write order: status first): back on the stable within that pass, not a later one.
+    rollout.wait(lambda: rollout.serving_revision() == stable, 5, "the Service on the stable")
     rollout.wait(lambda: not _candidate_pods(rollout, candidate), 60, "candidate removed")
     time.sleep(1.0)
     _no_switch_failures(live)
