@@ -67,9 +67,10 @@ def run_part(output: str) -> str:
 
 
 def _kept_reason(line: str, verdict: str) -> bool:
-    """The reasons that decided: a rejection's regressions, a pass's medium latency."""
+    """The reasons that decided: a rejection's regressions or failed canary step, a pass's
+    medium latency."""
     if verdict == "FAILED":
-        return "regression beyond the limit" in line
+        return "regression beyond the limit" in line or line.startswith("    - canary step")
     return verdict == "PASSED" and "medium prompts" in line
 
 
@@ -81,13 +82,13 @@ def _kept(line: str, body: str, verdict: str) -> bool:
         or (line.startswith("    - ") and _kept_reason(line, verdict))
         or (line.startswith("    (candidate on") and "twin" in line)
         or "the serving Service only ever selected" in body
-        or body.startswith("RESULT:")
+        or body.startswith(("live users:", "traffic back on stable", "RESULT:"))
     )
 
 
 def excerpt(run: str) -> str:
     """README's shortened run: steps, benchmarks, verdicts with their deciding reasons,
-    where each side ran, the latency table and the result."""
+    where each side ran, the live users' counts, the latency table and the result."""
     out: list[str] = []
     verdict = ""
     table = False
@@ -127,7 +128,7 @@ _STEADY = (
     re.compile(r"^\[T\] step N: verdict "),
     re.compile(r"^## "),
     re.compile(r"^\| [A-Z][\w. ]+ \|"),  # table headers
-    re.compile(r"^\[T\] (the serving Service|RESULT:)"),
+    re.compile(r"^\[T\] (the serving Service|RESULT:|traffic back on stable)"),
 )
 
 
@@ -184,7 +185,8 @@ def figures_sentence(run: str, wall: float) -> str:
     """The sentence of docs/demo.md that quotes this run's figures."""
     eight = next((line for line in run.splitlines() if line.startswith("| 8 |")), "")
     cells = [c.strip() for c in eight.strip("|").split("|")]
-    last = cells[-1] if len(cells) > 1 else "?"
+    # Step 3's column (0.17 throughput); step 4's gate measures 1 and 4 streams only.
+    last = cells[3] if len(cells) > 3 else "?"
     return (
         f"In the run above ({wall:.0f} s wall time, `hack/demo_docs.py`) the throughput row "
         f"measured {last} tok/s at 8 streams against the study's {STUDY_8_STREAMS}."

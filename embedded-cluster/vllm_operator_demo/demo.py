@@ -9,8 +9,11 @@ resources and reads their status, like a user with kubectl.
 
 The story (``demo_data/``): 0.16.0 with ``--enforce-eager`` becomes stable; 0.17.0 still
 eager is rejected (slower than the revision serving today by more than 10%); 0.17.0 in
-throughput mode is promoted. ``--apply FILE`` runs your own resources instead (documents
-sharing a name are applied one after the other, each waiting for its verdict).
+throughput mode is promoted; a fourth candidate passes its gate but fails its live canary
+(the simulator fails a share of live requests only) and the traffic goes back to the stable.
+Live users send requests through the serving Service during every step (``demo_live``).
+``--apply FILE`` runs your own resources instead (documents sharing a name are applied one
+after the other, each waiting for its verdict).
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ __all__ = [
 ]
 
 Obj = dict[str, Any]
-# 0.03 keeps the story around a minute now that steps 2 and 3 measure the candidate and a
+# 0.03 keeps the story around two minutes now that steps 2-4 measure the candidate and a
 # twin of the stable revision in three interleaved trials each.
 DEFAULT_TIME_SCALE = 0.03
 DEFAULT_DEADLINE_SCALE = 0.1
@@ -113,7 +116,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
             "simulator plays each rendered pod; the real benchmark runs as each gate Job) "
             "and walk the published vLLM 0.16 -> 0.17 upgrade story: 0.16 eager becomes "
             "stable, 0.17 still eager is rejected on regression, 0.17 throughput is "
-            "promoted. Prints progress, each verdict with its reasons, and the study's "
+            "promoted; then a candidate that passes its gate fails its canary on live "
+            "traffic and the traffic goes back to stable. A few live users send requests "
+            "through the serving Service all along (counted per step). Prints progress, "
+            "each verdict with its reasons, and the study's "
             "comparison tables built from the measured figures, and writes one HTML report page "
             "per step (--reports). No cluster, no GPU."
         ),

@@ -20,6 +20,7 @@ from devcluster.apierrors import ApiError
 from devcluster.cluster import DevCluster
 from devcluster.kopfrun import OperatorThread
 from devcluster.kubelet import Kubelet
+from devcluster.pod_address import pod_address
 from vllm_operator.api.crd import crd_document
 from vllm_operator.api.progress import latest_event
 from vllm_operator.api.resource import API_VERSION, KIND, PLURAL
@@ -127,6 +128,8 @@ class Session:
             api_url=self.cluster.url,
             deadline_scale=self.deadline_scale,
             resync_seconds=5.0,
+            # A canary (step 4) reads pods' /metrics: each pod is 127.0.0.1 on its own port.
+            pod_address=pod_address(self.cluster),
         )
         registry = build_registry(config, login=False)
         self._stack.enter_context(OperatorThread(registry, self.cluster, namespaces=["default"]))

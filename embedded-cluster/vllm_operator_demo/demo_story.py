@@ -3,7 +3,9 @@
 Everything here is what a user with kubectl could do: apply, read ``status``, and at the
 end read the API's change history to check that the serving Service only ever selected a
 revision with a Ready pod. The verdicts and figures come from the operator's status
-(``status.history``), i.e. from what the gate measured.
+(``status.history``), i.e. from what the gate (and, in step 4, the canary) measured. Live
+users (``demo_live``) send requests through the serving Service the whole time; the story
+is as expected only if no request of theirs failed because of a traffic switch.
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ from devcluster.cluster import DevCluster
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.api.progress import NOW as PROGRESS_JOIN
 from vllm_operator.api.progress import describe as describe_progress
-from vllm_operator.api.resource import KIND
+from vllm_operator.api.resource import API_VERSION, KIND, PLURAL
 from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
 from vllm_operator.api.summary import Placement
 from vllm_operator.engine.policy import plan_launch
 from vllm_operator.render import deployment_name, revision_hash, serving_service_name
 from vllm_operator.render.labels import REVISION_LABEL
 from vllm_operator.rollout.advice import split_holding
+from vllm_operator_demo.demo_live import StepTraffic, live_users
 from vllm_operator_demo.demo_reports import write_report
 from vllm_operator_demo.demo_session import Printer, Session
 from vllm_operator_demo.demo_tables import Row, render
@@ -44,6 +47,7 @@ class Step:
     label: str
     title: str
     expect: str  # the verdict the story expects
+    canary: bool = False  # the verdict is the canary's (live traffic), not the gate's
 
 
 STORY = (
@@ -64,6 +68,13 @@ STORY = (
         "v0.17.0 --performance-mode throughput",
         "vLLM 0.17.0 compiled, --performance-mode throughput: promoted",
         "Passed",
+    ),
+    Step(
+        "step4-v0.17.0-live-errors.yaml",
+        "v0.17.0 throughput, live-only errors",
+        "a candidate that passes its gate and fails its canary on live traffic: back to stable",
+        "Failed",
+        canary=True,
     ),
 )
 
@@ -204,36 +215,89 @@ def serving_violations(cluster: DevCluster, name: str, namespace: str) -> list[s
     return problems
 
 
+def _stable(session: Session, name: str) -> str | None:
+    """The revision serving before a step (None before the first)."""
+    if not session.cluster.exists(API_VERSION, PLURAL, name, "default"):
+        return None
+    status = _status(session.resource(name, "default"))
+    return status.stable.revision if status.stable else None
+
+
+def _gate_summary(session: Session, name: str, revision: str) -> GateRecord | None:
+    """The benchmark gate's record of ``revision`` (a canary's verdict carries no figures)."""
+    status = _status(session.resource(name, "default"))
+    return next(
+        (r for r in status.history if r.revision == revision and r.summary is not None), None
+    )
+
+
+def _canary_outcome(
+    session: Session, name: str, stable: str | None, record: GateRecord | None
+) -> list[str]:
+    """What a step the canary decided must show: the canary's reason, the traffic back on
+    the stable revision. Problems, none when both hold."""
+    problems = []
+    if record is None or not record.reasons or not record.reasons[0].startswith("canary"):
+        problems.append("the verdict is not the canary's")
+    selector = session.cluster.get("v1", "services", serving_service_name(name), "default")
+    serving = ((selector.get("spec") or {}).get("selector") or {}).get(REVISION_LABEL)
+    if stable is None or serving != stable:
+        problems.append(f"the serving Service selects {serving or 'both revisions'}")
+    else:
+        session.say(
+            f"traffic back on stable revision {stable}: the serving Service selects its pods "
+            "alone again"
+        )
+    return problems
+
+
 def run_story(session: Session, timeout: float, *, reports: Path | None = None) -> int:
-    """The three steps; with ``reports``, one report page per step written there."""
+    """The four steps, live users sending requests through the serving Service all along;
+    with ``reports``, one report page per step written there."""
     say = session.say
     watcher = Watcher(say)
     rows: list[Row] = []
     ok = True
-    for number, (step, doc) in enumerate(zip(STORY, story_documents(), strict=True), 1):
-        say("")
-        say(f"== Step {number}/{len(STORY)}: {step.title}", stamp=False)
-        revision, record = run_step(session, doc, watcher, timeout)
-        outcome = record.outcome if record else "none"
-        good = outcome == step.expect
-        ok &= good
-        mark = "ok" if good else "UNEXPECTED"
-        say(f"step {number}: verdict {outcome} (expected {step.expect}) {mark}")
-        if reports is not None:
-            page = reports / f"step{number}-{revision}.html"
-            say(write_report(session, str(doc["metadata"]["name"]), "default", record, page))
-        rows.append(
-            Row(
-                step.label,
-                revision,
-                outcome,
-                tuple(record.reasons) if record else (),
-                record.summary if record else None,
+    docs = story_documents()
+    name = str(docs[0]["metadata"]["name"])
+    model = str(docs[0]["spec"]["model"].get("servedModelName") or docs[0]["spec"]["model"]["name"])
+    users = live_users(session.kubelet.workdir, name, "default", model)
+    switch_failures = 0
+    with users:
+        for number, (step, doc) in enumerate(zip(STORY, docs, strict=True), 1):
+            say("")
+            say(f"== Step {number}/{len(STORY)}: {step.title}", stamp=False)
+            stable = _stable(session, name)
+            before = len(users.snapshot())
+            revision, record = run_step(session, doc, watcher, timeout)
+            traffic = StepTraffic.of(users.snapshot()[before:])
+            outcome = record.outcome if record else "none"
+            good = outcome == step.expect
+            if step.canary and good:
+                problems = _canary_outcome(session, name, stable, record)
+                for problem in problems:
+                    say(f"PROBLEM: {problem}")
+                good = not problems
+            ok &= good
+            mark = "ok" if good else "UNEXPECTED"
+            say(f"step {number}: verdict {outcome} (expected {step.expect}) {mark}")
+            say(traffic.line(number))
+            switch_failures += traffic.switch_failures
+            gate = _gate_summary(session, name, revision) if step.canary else record
+            if reports is not None:
+                page = reports / f"step{number}-{revision}.html"
+                say(write_report(session, name, "default", gate, page))
+            rows.append(
+                Row(
+                    step.label,
+                    revision,
+                    outcome,
+                    tuple(record.reasons) if record else (),
+                    gate.summary if gate else None,
+                )
             )
-        )
-        if not good:
-            break
-    name = str(story_documents()[0]["metadata"]["name"])
+            if not good:
+                break
     violations = serving_violations(session.cluster, name, "default")
     say("")
     say(render(rows, session.time_scale), stamp=False)
@@ -241,7 +305,14 @@ def run_story(session: Session, timeout: float, *, reports: Path | None = None) 
         say(f"PROBLEM: {problem}")
     if not violations:
         say("the serving Service only ever selected Ready revisions", stamp=True)
-    ok &= not violations
+    sent = users.snapshot()
+    failed = sum(1 for s in sent if not s.ok)
+    say(
+        f"live users: {len(sent)} requests in all, {failed} failed, {switch_failures} of "
+        "them by a traffic switch",
+        stamp=True,
+    )
+    ok &= not violations and switch_failures == 0
     say("RESULT: " + ("all verdicts as expected" if ok else "unexpected outcome"), stamp=True)
     return 0 if ok else 1
 

@@ -2,8 +2,11 @@
 
 What a platform team graphs and alerts on: how often the operator reconciles and fails,
 how long a pass takes, the gate's verdicts, the benchmark figures of every revision it
-judged (so a dashboard shows 0.16 eager next to 0.17 throughput), and each resource's phase.
-A resource's series are removed when it is deleted, so old revisions do not linger.
+judged (so a dashboard shows 0.16 eager next to 0.17 throughput), each resource's phase,
+and, while a canary runs, its step, the share of the serving traffic each revision gets and
+the live figures of both revisions that the last judged step compared (so an alert can fire
+on a canary that stays at one step). A resource's series are removed when it is deleted, so
+old revisions do not linger; a canary's series are removed when its canary ends.
 """
 
 from __future__ import annotations
@@ -13,10 +16,20 @@ from typing import get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from vllm_operator.api.status import GateRecord, Phase
+from vllm_operator.api.canary import CanaryFigures
+from vllm_operator.api.status import GateRecord, Phase, VLLMDeploymentStatus
 
 # The phases come from the API's Literal, so a new phase cannot be missing here.
 PHASES: tuple[Phase, ...] = get_args(Phase)
+# The live figures a canary step compares (CanaryFigures' fields), as metric label values.
+CANARY_FIGURES: tuple[str, ...] = (
+    "requests",
+    "error_percent",
+    "tokens_per_second_per_replica",
+    "ttft_p95_ms",
+    "itl_p95_ms",
+    "e2e_p95_ms",
+)
 
 
 class OperatorMetrics:
@@ -84,6 +97,27 @@ class OperatorMetrics:
             "without leader election), 0 while it stands by.",
             registry=registry,
         )
+        self.canary_step = Gauge(
+            "vllm_operator_canary_step",
+            "The canary step the candidate revision is in (from 1; absent without a canary).",
+            [*resource, "steps"],
+            registry=registry,
+        )
+        self.canary_share = Gauge(
+            "vllm_operator_canary_traffic_share_percent",
+            "Share of the serving traffic per revision during a canary, in percent (role "
+            "candidate: the share in effect; role stable: the rest).",
+            [*resource, "role"],
+            registry=registry,
+        )
+        self.canary_live = Gauge(
+            "vllm_operator_canary_live_figure",
+            "The live figures of each revision over the last judged canary step (figure: "
+            "requests, error_percent, tokens_per_second_per_replica, ttft_p95_ms, itl_p95_ms, "
+            "e2e_p95_ms; percentiles are histogram bucket bounds).",
+            [*resource, "role", "figure"],
+            registry=registry,
+        )
         self._revisions: dict[tuple[str, str], set[str]] = {}
 
     def reconciled(self, seconds: float) -> None:
@@ -114,16 +148,56 @@ class OperatorMetrics:
             self.quality.labels(namespace, name, rev).set(summary.quality.passed)
             self.quality_total.labels(namespace, name, rev).set(summary.quality.total)
 
+    def canary(self, namespace: str, name: str, status: VLLMDeploymentStatus) -> None:
+        """The canary's series from the status a pass wrote: set while a canary runs, removed
+        once it has ended (promoted, failed, aborted, replaced)."""
+        for gauge in (self.canary_step, self.canary_share, self.canary_live):
+            _remove_resource(gauge, namespace, name)
+        canary, candidate = status.canary, status.candidate
+        if canary is None or candidate is None:
+            return
+        self.canary_step.labels(namespace, name, candidate.revision, str(canary.steps)).set(
+            canary.step
+        )
+        self.canary_share.labels(namespace, name, candidate.revision, "candidate").set(
+            canary.share_percent
+        )
+        if status.stable is not None:
+            self.canary_share.labels(namespace, name, status.stable.revision, "stable").set(
+                100.0 - canary.share_percent
+            )
+        for role, figures in (("candidate", canary.candidate), ("stable", canary.stable)):
+            if figures is not None:
+                self._live(namespace, name, role, figures)
+
+    def _live(self, namespace: str, name: str, role: str, figures: CanaryFigures) -> None:
+        for figure in CANARY_FIGURES:
+            value = getattr(figures, figure)
+            if value is not None:
+                self.canary_live.labels(namespace, name, figures.revision, role, figure).set(
+                    float(value)
+                )
+
     def forget(self, namespace: str, name: str) -> None:
         """Drop every series of a deleted resource."""
         for candidate in PHASES:
             with contextlib.suppress(KeyError):
                 self.phase.remove(namespace, name, candidate)
+        for gauge in (self.canary_step, self.canary_share, self.canary_live):
+            _remove_resource(gauge, namespace, name)
         for gauge in (self.latency, self.throughput, self.quality, self.quality_total):
             for labels in list(_label_sets(gauge)):
                 if labels[:2] == (namespace, name):
                     gauge.remove(*labels)
         self._revisions.pop((namespace, name), None)
+
+
+def _remove_resource(gauge: Gauge, namespace: str, name: str) -> None:
+    """Remove every series of ``gauge`` whose first labels are (namespace, name)."""
+    for labels in _label_sets(gauge):
+        if labels[:2] == (namespace, name):
+            with contextlib.suppress(KeyError):
+                gauge.remove(*labels)
 
 
 def _label_sets(gauge: Gauge) -> list[tuple[str, ...]]:

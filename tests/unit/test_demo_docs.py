@@ -73,7 +73,8 @@ def test_a_stale_name_is_caught() -> None:
 
 def test_the_excerpt_keeps_what_decided() -> None:
     text = DOCS.excerpt(OUTPUT)
-    assert "== Step 3/3" in text
+    assert "== Step 4/4" in text
+    assert "live users:" in text
     assert "FAILED" in text
     assert "regression beyond the limit" in text
     assert "RESULT:" in text

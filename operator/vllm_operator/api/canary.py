@@ -131,6 +131,44 @@ def _default_latency() -> list[LatencyRegression]:
     ]
 
 
+LABEL_NAME_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
+
+
+class PrometheusSource(APIModel):
+    """A Prometheus that scrapes the vLLM pods, read instead of the pods themselves."""
+
+    url: str = Field(
+        max_length=2048,
+        pattern=r"^https?://[^\s?#]+$",
+        description=(
+            "Base URL of the Prometheus HTTP API (http:// or https://, no query), e.g. "
+            "http://prometheus-operated.monitoring:9090; the operator sends GET "
+            "<url>/api/v1/query with an instant query at the step's start and end (the values "
+            "of Prometheus's last scrape before each: hold a step for several scrape "
+            "intervals). Anyone who may edit this resource chooses where the operator "
+            "connects: see docs/security.md."
+        ),
+    )
+    pod_label: str = Field(
+        default="pod",
+        max_length=128,
+        pattern=LABEL_NAME_PATTERN,
+        description="The label naming the pod on the scraped series (kube-prometheus: pod).",
+    )
+    namespace_label: str = Field(
+        default="namespace",
+        max_length=128,
+        pattern=LABEL_NAME_PATTERN,
+        description="The label naming the pod's namespace on the scraped series.",
+    )
+    timeout_seconds: int = Field(
+        default=10,
+        ge=1,
+        le=30,
+        description="How long one query may take before the step waits and says so.",
+    )
+
+
 class CanaryAnalysis(APIModel):
     """What each step is judged on: vLLM's own metrics of both revisions, as deltas over
     the step."""
@@ -198,6 +236,13 @@ class CanaryAnalysis(APIModel):
     confidence_percent: Confidence = Field(
         default=95,
         description="Confidence of each decision: 90, 95 or 99.",
+    )
+    prometheus: PrometheusSource | None = Field(
+        default=None,
+        description=(
+            "Read the step's counts from this Prometheus instead of the pods' /metrics "
+            "(unset: the operator reads the pods; the same figures are judged either way)."
+        ),
     )
 
     def highest_percentile(self, gate_slo: SloLimits | None = None) -> Percentile | None:

@@ -37,10 +37,21 @@ from vllm_operator.handlers.caches import (
 )
 from vllm_operator.kube.changes import changes
 from vllm_operator.kube.client import Kube, KubeError, KubeTransientError
+from vllm_operator.kube.prometheus import PrometheusReader
 from vllm_operator.kube.scrape import MetricsReader
 from vllm_operator.metrics import OperatorMetrics
 from vllm_operator.render import labels, names
-from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, canary, observe, plan
+from vllm_operator.rollout import (
+    Create,
+    Delete,
+    Patch,
+    Plan,
+    Settings,
+    canary,
+    canary_reads,
+    observe,
+    plan,
+)
 from vllm_operator.rollout.observed import (
     PROGRESS_SECONDS,
     Observed,
@@ -120,6 +131,7 @@ class Reconciler:
         self.progress: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
         self.progress_seconds = PROGRESS_SECONDS * config.deadline_scale
         self.metrics_reader = MetricsReader(config.pod_address)
+        self.prometheus_reader = PrometheusReader()
 
     async def _read_progress(
         self, namespace: str, observed: Observed
@@ -211,7 +223,7 @@ class Reconciler:
                     logger.info("no log for %s/%s: %s", namespace, pod, exc)
             await self._read_gpu_products(nodes)
             observed = view()
-        route = canary.route_to_read(observed)
+        route = canary_reads.route_to_read(observed)
         if route is not None:  # a gatewayAPI canary: the route whose weights it sets
             found = await kube.get("HTTPRoute", namespace, route)
             observed = dataclasses.replace(observed, routes={route: found} if found else {})
@@ -219,9 +231,14 @@ class Reconciler:
         # A canary step that starts or is due: both revisions' /metrics, read now.
         targets = canary.scrape_targets(observed, now)
         if targets:
-            serving = observed.service(names.serving_service_name(name))
-            port = int((serving.ports[0] if serving and serving.ports else {}).get("port", 0))
-            scrapes = await self.metrics_reader.read(namespace, targets, port)
+            source = canary_reads.prometheus_source(observed)
+            scrapes: Mapping[str, object]
+            if source is not None:  # analysis.prometheus: the same counts, from Prometheus
+                scrapes = await self.prometheus_reader.read(source, namespace, targets, now)
+            else:
+                serving = observed.service(names.serving_service_name(name))
+                port = int((serving.ports[0] if serving and serving.ports else {}).get("port", 0))
+                scrapes = await self.metrics_reader.read(namespace, targets, port)
             observed = dataclasses.replace(observed, scrapes=scrapes)
         result = self._plan(observed, now, namespace, name)
         foreign = await self.foreign_names(namespace, uid, observed, result)
@@ -343,6 +360,7 @@ class Reconciler:
         for record in result.verdicts:
             self.metrics.verdict(namespace, name, record)
         self.metrics.set_phase(namespace, name, result.status.phase)
+        self.metrics.canary(namespace, name, result.status)
         for event in result.events:
             try:
                 await kube.event(body, event.type, event.reason, event.message)

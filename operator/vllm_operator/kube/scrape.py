@@ -60,9 +60,22 @@ class MetricsReader:
             async with session.get(url) as response:
                 if response.status != 200:
                     return ScrapeFailure(f"GET {url}: HTTP {response.status}")
-                body = await response.content.read(MAX_TEXT + 1)
+                body = await read_bounded(response.content, MAX_TEXT)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             return ScrapeFailure(f"GET {url}: {type(exc).__name__}: {exc}"[:300])
-        if len(body) > MAX_TEXT:
+        if body is None:
             return ScrapeFailure(f"GET {url}: over {MAX_TEXT} bytes")
         return body.decode("utf-8", "replace")
+
+
+async def read_bounded(content: aiohttp.StreamReader, limit: int) -> bytes | None:
+    """The whole body, or None once it passes ``limit`` bytes (``StreamReader.read(n)``
+    returns what has arrived so far, which can be a part of the page)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in content.iter_chunked(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -25,6 +25,7 @@ abort sends the traffic back like a failure). Everything a pass needs is in the 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -348,25 +349,6 @@ def may_remove(state: Pass, vd: VLLMDeployment, candidate: str) -> bool:
     return True
 
 
-def route_to_read(observed: Observed) -> str | None:
-    """The HTTPRoute the shell must read before planning: the one a gatewayAPI canary
-    names, while a candidate exists (its weights may point at it). From the raw spec: an
-    invalid spec reads nothing."""
-    spec = observed.body.get("spec")
-    rollout = spec.get("rollout") if isinstance(spec, Mapping) else None
-    canary = rollout.get("canary") if isinstance(rollout, Mapping) else None
-    traffic = canary.get("traffic") if isinstance(canary, Mapping) else None
-    if not isinstance(traffic, Mapping) or traffic.get("mode") != "gatewayAPI":
-        return None
-    route = traffic.get("httpRoute")
-    name = route.get("name") if isinstance(route, Mapping) else None
-    if not isinstance(name, str) or not name:
-        return None
-    if not any(d.role == labels.ROLE_CANDIDATE for d in observed.deployments):
-        return None
-    return name
-
-
 def draining(state: Pass, vd: VLLMDeployment) -> set[str]:
     """Revisions with a canary record kept while the cluster still shows the serving traffic
     shared: an abandoned candidate (a new spec mid-canary) goes once no new request can
@@ -417,6 +399,9 @@ def _read(state: Pass, pods: list[PodView]) -> dict[str, PodCounts] | None:
             return None  # not read this pass (the shell reads at the next)
         if isinstance(raw, ScrapeFailure):
             failures.append(f"{pod.name}: {raw.reason}")
+            continue
+        if isinstance(raw, PodCounts):  # read from Prometheus (analysis.prometheus)
+            out[pod.name] = dataclasses.replace(raw, restarts=pod.restarts)
             continue
         try:
             out[pod.name] = parse_metrics(str(raw), restarts=pod.restarts)

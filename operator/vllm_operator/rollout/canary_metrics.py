@@ -24,7 +24,7 @@ it counted since the restart, as Prometheus's ``increase()`` does, and nothing n
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from vllm_operator.errors import TransientError
@@ -133,20 +133,45 @@ def parse_metrics(text: str, restarts: int = 0) -> PodCounts:
     """
     if len(text) > MAX_TEXT:
         raise ScrapeError(f"a /metrics page of {len(text)} bytes is over {MAX_TEXT}")
+    samples = (_sample(line) for line in text.splitlines() if line and line[0] != "#")
+    return counts_from_samples(
+        ((n, labels, v) for n, labels, v in samples if n is not None),
+        restarts,
+        "the /metrics page",
+    )
+
+
+WANTED_SERIES: tuple[str, ...] = (
+    *(f"{name}_bucket" for name in HISTOGRAMS.values()),
+    SUCCESS,
+    GENERATION_TOKENS,
+    HTTP_REQUESTS,
+)
+"""Every series name the canary reads (a Prometheus query selects exactly these)."""
+
+
+def counts_from_samples(
+    samples: Iterable[tuple[str, Mapping[str, str], float]],
+    restarts: int = 0,
+    source: str = "the samples",
+) -> PodCounts:
+    """One pod's counts from its samples ``(name, labels, value)``, wherever they were read
+    (its /metrics page, or a Prometheus query). Series other than ``WANTED_SERIES`` and
+    values that are not finite are skipped; no histogram of vLLM's is a ScrapeError."""
     buckets: dict[str, dict[float, float]] = {k: {} for k in HISTOGRAMS}
     by_name = {f"{v}_bucket": k for k, v in HISTOGRAMS.items()}
     finished = aborted = http_requests = http_errors = tokens = 0.0
-    for line in text.splitlines():
-        if not line or line[0] == "#":
-            continue
-        name, labels, value = _sample(line)
-        if name is None:
+    for name, labels, value in samples:
+        if not math.isfinite(value):
             continue
         if name in by_name:
             le = labels.get("le")
             if le is None:
                 continue
-            bound = math.inf if le in ("+Inf", "Inf") else float(le)
+            try:
+                bound = math.inf if le in ("+Inf", "Inf") else float(le)
+            except ValueError:
+                continue
             series = buckets[by_name[name]]
             series[bound] = series.get(bound, 0.0) + value
         elif name == SUCCESS:
@@ -163,7 +188,7 @@ def parse_metrics(text: str, restarts: int = 0) -> PodCounts:
                 http_errors += value
     missing = [HISTOGRAMS[k] for k, v in buckets.items() if math.inf not in v]
     if missing:
-        raise ScrapeError(f"the /metrics page has no {', '.join(missing)}: not a vLLM server?")
+        raise ScrapeError(f"{source} has no {', '.join(missing)}: not a vLLM server?")
     histograms = {k: tuple(sorted(v.items())) for k, v in buckets.items()}
     return PodCounts(histograms, finished, aborted, http_requests, http_errors, tokens, restarts)
 

@@ -1,4 +1,5 @@
-"""`vllm-operator demo` end to end: the three verdicts, and traffic only ever on Ready pods.
+"""`vllm-operator demo` end to end: the four verdicts, live users counted per step, and
+traffic only ever on Ready pods.
 
 The serving Service's selector and every Deployment's readiness are recorded by watches of
 our own (not the demo's check), then compared in resourceVersion order: the API server's
@@ -87,7 +88,8 @@ def test_demo_story(tmp_path: Path) -> None:
     text = out.getvalue()
     assert code == 0, text
     verdicts = re.findall(r"step \d: verdict (\w+) \(expected", text)
-    assert verdicts == ["Passed", "Failed", "Passed"], text
+    assert verdicts == ["Passed", "Failed", "Passed", "Failed"], text
+    _live_users_counted(text)
     # The rejection names the regression, measured against a twin of the stable revision in
     # the same run, with its interval.
     assert "vs baseline" in text
@@ -101,13 +103,19 @@ def test_demo_story(tmp_path: Path) -> None:
 
     # Every selector of the serving Service must name a revision whose Deployment had a
     # Ready replica at that moment.
-    selected = [
-        (rv, obj["spec"]["selector"][REVISION_LABEL])
+    selectors = [
+        (rv, obj["spec"]["selector"].get(REVISION_LABEL))
         for rv, kind, obj in services.events
         if obj["metadata"]["name"] == NAME and kind != "DELETED"
     ]
+    # Step 4's canary shared the Service between both revisions (no revision in the
+    # selector), then gave it back to the stable alone.
+    assert any(revision is None for _, revision in selectors), selectors
+    assert selectors[-1][1] is not None
+    selected = [(rv, revision) for rv, revision in selectors if revision is not None]
     switches = [s for i, s in enumerate(selected) if i == 0 or s[1] != selected[i - 1][1]]
     assert len(switches) == 2, switches  # 0.16 eager first, then 0.17 throughput
+    assert selected[-1][1] == switches[-1][1]  # back on 0.17 throughput after the canary
     for rv, revision in switches:
         before = [
             obj
@@ -117,13 +125,13 @@ def test_demo_story(tmp_path: Path) -> None:
         assert before, f"revision {revision} selected before its Deployment existed"
         ready = (before[-1].get("status") or {}).get("readyReplicas", 0)
         assert ready >= 1, f"serving Service selected {revision} with {ready} Ready replicas"
-    # Steps 2 and 3 measured a twin of the stable revision; none is left at the end.
+    # Steps 2-4 measured a twin of the stable revision; none is left at the end.
     twins = {
         obj["metadata"]["name"]
         for _, kind, obj in deployments.events
         if obj["metadata"]["labels"].get("app.kubernetes.io/component") == "twin"
     }
-    assert len(twins) == 1, twins  # 0.16 eager was stable for both gates
+    assert len(twins) == 2, twins  # 0.16 eager for steps 2 and 3, 0.17 throughput for 4
     live: dict[str, str] = {}
     for _, kind, obj in deployments.events:
         live[obj["metadata"]["name"]] = kind
@@ -133,10 +141,27 @@ def test_demo_story(tmp_path: Path) -> None:
     _quoted_runs_match(text, services, deployments)
 
 
+def _live_users_counted(text: str) -> None:
+    """One count per step; none failed by a switch; step 4's failures are the simulator's
+    live-only fault, its verdict the canary's, and the traffic went back to the stable."""
+    counts = re.findall(r"live users: (no|\d+) requests during step (\d)(.*)$", text, re.MULTILINE)
+    assert [int(n) for _, n, _ in counts] == [1, 2, 3, 4], text
+    for sent, number, rest in counts[1:]:  # step 1: hardly any, the Service comes at its end
+        assert int(sent) > 20, (number, text)
+        assert rest.endswith((", 0 failed", " 0 by a traffic switch)")), rest
+    step4 = text.split("== Step 4/4")[1]
+    injected = re.search(r"\((\d+) injected by the simulator under live traffic, 0 by", step4)
+    assert injected is not None, step4
+    assert int(injected.group(1)) > 5
+    assert re.search(r"- canary step 1/2 \(25%\) failed: error share", step4), step4
+    assert "traffic back on stable revision" in step4
+    assert "0 of them by a traffic switch" in text
+
+
 def _status_line_leads_with_the_deciding_figure(text: str) -> None:
     """Step 2's status line (status.message of the rejected rollout) names the figure that
     decided first, as the verdict's first reason, and stays under 300 characters."""
-    step2 = text.split("== Step 2/3")[1].split("== Step 3/3", maxsplit=1)[0]
+    step2 = text.split("== Step 2/4")[1].split("== Step 3/4", maxsplit=1)[0]
     line = next(x for x in step2.splitlines() if ": Degraded - revision " in x)
     message = line.split(": Degraded - ", 1)[1]
     assert len(message) < 300, message
@@ -193,7 +218,7 @@ def _reports_open(text: str, folder: Path) -> None:
     """One page per step, printed; step 2's (a twin as baseline, rejected) opens in headless
     Chromium with both revisions drawn in every chart and its verdict shown."""
     printed = re.findall(r"report: (\S+\.html)$", text, re.MULTILINE)
-    assert [Path(p).name.split("-")[0] for p in printed] == ["step1", "step2", "step3"], text
+    assert [Path(p).name.split("-")[0] for p in printed] == ["step1", "step2", "step3", "step4"]
     assert all(Path(p).parent == folder for p in printed)
     rejected = Path(printed[1])
     assert "Verdict: FAILED" in rejected.read_text()

@@ -100,6 +100,23 @@ def _no_switch_failures(live: LiveUsers) -> None:
     assert len(live.snapshot()) > 200  # the users really sent traffic all along
 
 
+def _exported(r: Rollout, candidate: str, stable: str) -> None:
+    """The operator's own metrics show the step and both revisions' shares."""
+    res = {"namespace": "default", "name": "qwen"}
+
+    def share(revision: str, role: str) -> float | None:
+        found: float | None = r.prometheus.get_sample_value(
+            "vllm_operator_canary_traffic_share_percent",
+            {**res, "revision": revision, "role": role},
+        )
+        return found
+
+    r.wait(lambda: share(candidate, "candidate") == 50.0, 10, "the exported share")
+    assert share(stable, "stable") == 50.0
+    step = {**res, "revision": candidate, "steps": "2"}
+    assert r.prometheus.get_sample_value("vllm_operator_canary_step", step) in (1, 2)
+
+
 def test_a_clean_canary_reaches_full_traffic(rollout: Rollout, live: LiveUsers) -> None:
     stable = _serving(rollout, _spec("balanced"))
     rollout.apply(_spec("throughput"))
@@ -107,6 +124,7 @@ def test_a_clean_canary_reaches_full_traffic(rollout: Rollout, live: LiveUsers) 
     assert rollout.status()["phase"] == "Canary"
     assert first["sharePercent"] == 50.0  # 1 candidate pod beside 1 stable pod
     assert _shared(rollout)
+    _exported(rollout, rollout.status()["candidate"]["revision"], stable)
     assert rollout.status()["stable"]["revision"] == stable
     conditions = {c["type"]: c["status"] for c in rollout.status()["conditions"]}
     assert conditions["Reconciling"] == "True"
@@ -163,7 +181,9 @@ def test_abort_mid_canary(rollout: Rollout, live: LiveUsers) -> None:
     candidate = rollout.status()["candidate"]["revision"]
     rollout.annotate("qwen", ABORT_ANNOTATION, candidate)
     rollout.wait_phase("Degraded", timeout=60)
-    assert rollout.serving_revision() == stable
+    # The pass that wrote Degraded patches the Service right after its status (the shell's
+    # write order: status first): back on the stable within that pass, not a later one.
+    rollout.wait(lambda: rollout.serving_revision() == stable, 5, "the Service on the stable")
     rollout.wait(lambda: not _candidate_pods(rollout, candidate), 60, "candidate removed")
     time.sleep(1.0)
     _no_switch_failures(live)

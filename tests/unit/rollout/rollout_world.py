@@ -17,7 +17,17 @@ from typing import Any
 from builders import minimal_spec, resource
 from vllm_operator.api.summary import BenchSummary, PairedBaseline, Placement, RunIdentity
 from vllm_operator.render import labels
-from vllm_operator.rollout import Create, Delete, Patch, Plan, Settings, canary, observe, plan
+from vllm_operator.rollout import (
+    Create,
+    Delete,
+    Patch,
+    Plan,
+    Settings,
+    canary,
+    canary_reads,
+    observe,
+    plan,
+)
 from vllm_operator.rollout.preview import apply_merge_patch
 from vllm_operator.rollout.views import holder, owned_by
 
@@ -131,7 +141,7 @@ class World:
             autoscalers=children("HorizontalPodAutoscaler") + children("ScaledObject"),
             budgets=children("PodDisruptionBudget"),
         )
-        route = canary.route_to_read(observed)
+        route = canary_reads.route_to_read(observed)
         if route is not None and ("HTTPRoute", route) in objs:  # the user's, not owned
             observed = dataclasses.replace(
                 observed, routes={route: copy.deepcopy(objs[("HTTPRoute", route)])}

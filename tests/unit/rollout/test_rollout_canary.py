@@ -11,6 +11,7 @@ from rollout_world import World, serving_world, spec, summary
 from vllm_operator.render import labels
 from vllm_operator.render.labels import ABORT_ANNOTATION, PROMOTE_ANNOTATION
 from vllm_operator.rollout.canary import candidate_replicas
+from vllm_operator.rollout.canary_metrics import parse_metrics
 from vllm_operator.sim.metrics import SimMetrics
 
 STEPS = [{"weight": 10, "holdSeconds": 600}, {"weight": 50, "holdSeconds": 600}]
@@ -377,3 +378,24 @@ def test_gateway_api_without_the_route_waits_and_says_so() -> None:
     )
     w, _pods, _stable, _candidate = at_canary(doc)
     assert "HTTPRoute web not found" in w.status["message"]
+
+
+def test_counts_read_from_prometheus_are_judged_like_pages() -> None:
+    """analysis.prometheus: the shell hands the planner PodCounts instead of page text; the
+    same figures fail the same step, and the pods' restart counts still come from status."""
+    doc = canary_spec(mode="throughput")
+    doc["rollout"]["canary"]["analysis"] = {
+        **ANALYSIS,
+        "prometheus": {"url": "http://prometheus.monitoring:9090"},
+    }
+    w, pods, stable, candidate = at_canary(doc)
+    w.metrics_pages = lambda: {n: parse_metrics(t) for n, t in pods.pages().items()}  # type: ignore[misc,dict-item]
+    until_step_started(w, pods)
+    pods.serve(candidate, 150, error_share=0.2)
+    pods.serve(stable, 150)
+    w.advance(600)
+    w.step()
+    assert w.status["lastGate"]["reasons"][0].startswith(
+        "canary step 1/2 (10%) failed: error share"
+    )
+    assert w.serving() == stable

@@ -1,0 +1,51 @@
+"""What the shell must read for a canary before it plans, decided from the raw spec. Pure.
+
+The shell reads outside the cluster's objects only for a canary: the HTTPRoute a gatewayAPI
+canary weights, and the step's counts from the pods or from Prometheus. These functions say
+which, from the spec as stored (not the parsed model), so an invalid spec reads nothing and
+is left to the planner to report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import ValidationError
+
+from vllm_operator.api.canary import PrometheusSource
+from vllm_operator.render import labels
+from vllm_operator.rollout.observed import Observed
+
+
+def route_to_read(observed: Observed) -> str | None:
+    """The HTTPRoute the shell must read before planning: the one a gatewayAPI canary
+    names, while a candidate exists (its weights may point at it). From the raw spec: an
+    invalid spec reads nothing."""
+    spec = observed.body.get("spec")
+    rollout = spec.get("rollout") if isinstance(spec, Mapping) else None
+    canary = rollout.get("canary") if isinstance(rollout, Mapping) else None
+    traffic = canary.get("traffic") if isinstance(canary, Mapping) else None
+    if not isinstance(traffic, Mapping) or traffic.get("mode") != "gatewayAPI":
+        return None
+    route = traffic.get("httpRoute")
+    name = route.get("name") if isinstance(route, Mapping) else None
+    if not isinstance(name, str) or not name:
+        return None
+    if not any(d.role == labels.ROLE_CANDIDATE for d in observed.deployments):
+        return None
+    return name
+
+
+def prometheus_source(observed: Observed) -> PrometheusSource | None:
+    """The Prometheus a canary reads its counts from (``analysis.prometheus``), or None: the
+    shell reads the pods. From the raw spec, like ``route_to_read``."""
+    spec = observed.body.get("spec")
+    found: object = spec
+    for key in ("rollout", "canary", "analysis", "prometheus"):
+        found = found.get(key) if isinstance(found, Mapping) else None
+    if not isinstance(found, Mapping):
+        return None
+    try:
+        return PrometheusSource.model_validate(found)
+    except ValidationError:
+        return None  # an invalid spec is the planner's to report; it runs no canary
