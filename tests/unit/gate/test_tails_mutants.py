@@ -502,3 +502,24 @@ def test_pair_reasons_word_for_word() -> None:
         KEY,
         True,
     )
+
+
+def test_an_upper_bound_exactly_at_the_allowed_share_needs_no_more_observations() -> None:
+    tail = (1 - 0.95) / 2
+    for n in (368, 512):  # found by the bisection; at the end of a doubling
+        allowed = binomial.clopper_pearson_upper(0, n, tail)
+        assert tails.observations_needed(allowed, 0.95) == n
+
+
+def test_more_than_a_trillion_observations_is_never() -> None:
+    # 1.4e-7 under a 1% limit would take about 1.9e12 requests: "never" (0), not a number
+    assert tails.observations_needed(0.01, 0.95, 0.01 - 1.4e-7) == 0
+
+
+def test_the_interval_is_widened_from_two_looks_on() -> None:
+    two_looks = TrialPlan(min_trials=3, max_trials=4)
+    text = limit_finding([0, 0, 0], [480] * 3, plan=two_looks).finding.text
+    assert "95% interval widened for 2 looks, 3 trials of up to 4)" in text
+    one_look = TrialPlan(min_trials=3, max_trials=3)
+    text = limit_finding([0, 0], [720] * 2, plan=one_look).finding.text
+    assert "(share <= 0.26%, 95% interval, 2 trials): within" in text
