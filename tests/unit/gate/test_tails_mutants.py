@@ -523,3 +523,10 @@ def test_the_interval_is_widened_from_two_looks_on() -> None:
     one_look = TrialPlan(min_trials=3, max_trials=3)
     text = limit_finding([0, 0], [720] * 2, plan=one_look).finding.text
     assert "(share <= 0.26%, 95% interval, 2 trials): within" in text
+
+
+def test_ten_million_requests_is_the_most_named() -> None:
+    # 9,187 of 924,401 (found by bisection): exactly 10,000,000 would decide it
+    assert tails.observations_needed(0.01, 0.95, 9187 / 924401) == slo_tails.MOST_NAMED
+    text = limit_finding([9187], [924401]).finding.text
+    assert text.endswith(": about 10,000,000 independent requests at this share would decide it")
