@@ -530,3 +530,10 @@ def test_ten_million_requests_is_the_most_named() -> None:
     assert tails.observations_needed(0.01, 0.95, 9187 / 924401) == slo_tails.MOST_NAMED
     text = limit_finding([9187], [924401]).finding.text
     assert text.endswith(": about 10,000,000 independent requests at this share would decide it")
+
+
+def test_a_share_a_hair_under_the_limit_names_no_number() -> None:
+    # 0.00999999: more than 10^12 requests would decide it, which observations_needed calls 0
+    assert tails.observations_needed(0.01, 0.95, 999_999 / 100_000_000) == 0
+    text = limit_finding([999_999], [100_000_000]).finding.text
+    assert text.endswith("; 1 trials, a fixed number (no sequential plan)")
