@@ -21,12 +21,12 @@ import pytest
 from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import TailCounts, TailRegression, TrialPlan
 from vllm_operator.gate import binomial, slo_tails, tail_baseline, tails, tallies
-from vllm_operator.gate.finding import Finding, Judged
+from vllm_operator.gate.finding import FigureKey, Finding, Judged
 from vllm_operator.gate.sequential import look_confidence
 from vllm_operator.gate.tails import Exceedance, ShareJudgement
 
 E = Exceedance
-KEY = ("load", "24")
+KEY = FigureKey("load", "24")
 
 
 # -- the exact interval (gate.binomial) ---------------------------------------------------
@@ -228,9 +228,10 @@ def test_histogram_total_is_the_inf_bucket_and_its_error_names_it() -> None:
 def test_bisections_find_the_edge_of_every_monotone_run(size: int) -> None:
     points = [float(i) for i in range(size)]
     for cut in range(size + 1):
-        first = tail_baseline._bisect_first(points, lambda p, c=cut: p >= c)
+        edge = float(cut)
+        first = tail_baseline._bisect_first(points, edge.__le__)
         assert first == ([float(cut)] if cut < size else [])
-        last = tail_baseline._bisect_last(points, lambda p, c=cut: p < c)
+        last = tail_baseline._bisect_last(points, edge.__gt__)
         assert last == ([float(cut - 1)] if cut > 0 else [])
 
 
