@@ -1,0 +1,127 @@
+"""Mutants of ``gate.slo_tails.judge_against_baseline`` (the pair counts against the paired
+baseline) killed: each of its limits and reasons pinned (docs/mutants-tail-judge.md).
+
+Kept apart from test_tails_mutants.py because the twin comparison it judges is being
+reworked (``gate.pair_tails``): when that lands, these follow its new record or go.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from vllm_operator.api.gate_spec import Thresholds
+from vllm_operator.api.summary import TailCounts, TailRegression, TrialPlan
+from vllm_operator.gate import slo_tails, tails
+from vllm_operator.gate.finding import FigureKey, Finding, Judged
+from vllm_operator.gate.tails import Exceedance
+
+KEY = FigureKey("load", "24")
+
+
+def pairs_finding(
+    candidate: list[int],
+    top: list[int],
+    *,
+    relative: float = 10,
+    floor: float = 100,
+    limits: dict[str, Any] | None = None,
+    slo_floor_percent: float | None = None,
+    effects: list[float] | None = None,
+    plan: TrialPlan | None = None,
+    metric: str = "ttft",
+) -> Judged:
+    record = TailRegression(
+        relative_percent=relative, floor=floor, top=top, candidate=candidate, design_effect=effects
+    )
+    counts = TailCounts(limit=1000, total=[1440] * len(top), above=[0] * len(top))
+    counts = counts.model_copy(update={"regression": record})
+    slo: dict[str, Any] = {"ttftMs": {"p99": 1000}}
+    if slo_floor_percent is not None:
+        slo["regressionFloorPercent"] = slo_floor_percent
+    thresholds = Thresholds.model_validate({"slo": slo, **(limits or {"maxRegressionPercent": 10})})
+    label = f"{metric} p99 at 24 req/s"
+    return slo_tails.judge_against_baseline(
+        label, metric, "p99", counts, thresholds, 1000.0, plan, KEY
+    )
+
+
+def test_pair_counts_must_be_taken_at_both_of_these_limits() -> None:
+    assert pairs_finding([0], [30]).finding.severity == "note"
+    for relative, floor in [(10, 150), (20, 100), (10.5, 100), (10, 100.5)]:
+        judged = pairs_finding([0], [30], relative=relative, floor=floor)
+        assert judged.finding.severity == "inconclusive", (relative, floor)
+        assert "re-judge with --report" in judged.finding.text
+    # to a billionth, absolute, even where the limits are small
+    small = {"maxRegressionPercent": 0.1, "regressionFloorMs": 0}
+    near = pairs_finding(
+        [0], [30], relative=0.1 + 5e-10, floor=5e-10, limits=small, slo_floor_percent=0
+    )
+    assert near.finding.severity == "note", near.finding.text
+
+
+def test_damaged_pair_counts_are_inconclusive() -> None:
+    assert pairs_finding([0, 0], [30, 30], effects=[1.0]) == Judged(
+        Finding(
+            "inconclusive",
+            "ttft p99 at 24 req/s against the baseline: counts do not agree "
+            "(design effects and totals differ in length)",
+        )
+    )
+
+
+def test_no_pairs_measured_is_inconclusive_and_open_while_trials_may_follow() -> None:
+    plan = TrialPlan(min_trials=3, max_trials=10)
+    text = "itl p99 at 24 req/s against the baseline: no gaps measured to compare"
+    assert pairs_finding([0] * 3, [0] * 3, metric="itl", plan=plan) == Judged(
+        Finding("inconclusive", text), KEY, True
+    )
+    assert pairs_finding([0] * 3, [0] * 3, metric="itl") == Judged(
+        Finding("inconclusive", text), KEY, False
+    )
+    one = pairs_finding([0], [1])
+    assert "measured to compare" not in one.finding.text
+
+
+def test_the_pairs_look_and_its_confidence() -> None:
+    plan = TrialPlan(min_trials=3, max_trials=10)
+    # 8 of 30 over ten trials: within at the last look (97.5%), not at an earlier one
+    assert pairs_finding([1] * 8 + [0] * 2, [3] * 10, plan=plan).finding.severity == "note"
+    # 22 of 60 at 95%: undecided (a hundredth less confidence would call it within)
+    assert pairs_finding([22], [60]).finding.severity == "inconclusive"
+
+
+def test_pair_reasons_word_for_word() -> None:
+    plan = TrialPlan(min_trials=3, max_trials=10)
+    within = pairs_finding([0, 0, 0], [20] * 3, plan=plan, effects=[2.0] * 3, metric="itl")
+    assert within == Judged(
+        Finding(
+            "note",
+            "itl p99 at 24 req/s against the baseline: of the 60 slowest gaps of both "
+            "revisions (20 a trial; the candidate's less 10% or 100 ms, whichever takes less "
+            "off), 0 were the candidate's (share <= 19%, 95% interval widened for 8 looks, "
+            "3 trials of up to 10, worth 30 independent gaps (clustered)): within the limit "
+            "(half would put its p99 at the baseline's plus it)",
+        ),
+        KEY,
+        False,
+    )
+    undecided = pairs_finding([15], [30], plan=plan)
+    assert undecided.finding.text.endswith(
+        "(share 24% to 76%, 95% interval widened for 8 looks, 1 trial of up to 10): "
+        "undecided, half would put it exactly on the limit"
+    )
+    assert (undecided.finding.severity, undecided.figure, undecided.undecided) == (
+        "inconclusive",
+        KEY,
+        True,
+    )
+
+
+def test_pairs_per_trial_and_strays_in_words() -> None:
+    assert slo_tails._per_trial([30, 30]) == "30 a trial"
+    assert slo_tails._per_trial([30, 28]) == "28-30 a trial"
+    assert slo_tails._per_trial([]) == "0-0 a trial"
+    judged = tails.judge_share([Exceedance(0, 10)], 0.5, 0.95)
+    assert slo_tails._left_out(judged) == ""
+    assert slo_tails._left_out(replace(judged, left_out=(0, 2))) == ", stray trial 1, 3 left out"
