@@ -192,16 +192,18 @@ def _kubectl_describe(session: demo.Session, tmp_path: Path) -> str:
 
 def _describe_is_short_and_leads_with_the_verdict(described: str, text: str) -> None:
     """Issue 34: under 200 lines, what decided the newest verdict in the first 40 (the
-    verdict annotation: kubectl prints annotations before the spec, sorted fields after),
-    and step 2's rejection still named, in one line of the history."""
+    verdict annotation: kubectl prints annotations before the spec, sorted fields after:
+    step 4's canary failure), and step 2's rejection still named, in one line of the history."""
     lines = described.splitlines()
     assert len(lines) < 200, described
     head = "\n".join(lines[:40])
-    step3 = text.split("== Step 3/3")[1]
-    revision = re.search(r"verdict on revision ([0-9a-f]{10}): PASSED", step3)
-    assert revision is not None, step3
-    assert re.search(rf"vllm-operator\.dev/verdict: {revision[1]} Passed: \w", head), head
-    step2 = text.split("== Step 2/3")[1].split("== Step 3/3", maxsplit=1)[0]
+    # the newest verdict is step 4's: its canary failed after its gate passed
+    step4 = text.split("== Step 4/4")[1]
+    revision = re.search(r"verdict on revision ([0-9a-f]{10}): FAILED", step4)
+    assert revision is not None, step4
+    assert re.search(rf"vllm-operator\.dev/verdict:\s+{revision[1]} Failed: \S", head), head
+    assert "canary" in head, head
+    step2 = text.split("== Step 2/4")[1].split("== Step 3/4", maxsplit=1)[0]
     deciding = next(x for x in step2.splitlines() if x.startswith("    - "))[len("    - ") :]
     figure = deciding.split(":")[0]  # "2 streams", say
     rejected = re.search(r"verdict on revision ([0-9a-f]{10}): FAILED", step2)
