@@ -47,7 +47,9 @@ def test_job_mode_json_lines_report_and_termination_summary(sim: StartSim, tmp_p
     assert len(raw) < 4096
     summary = BenchSummary.model_validate_json(raw)
     assert summary.verdict == "Passed"
-    assert summary.reasons == ["no baseline: regressions not checked (first revision)"]
+    # on a loaded machine the warm-up may end before two passes agree: a note, not a verdict
+    assert summary.reasons[0] == "no baseline: regressions not checked (first revision)"
+    assert all(r.startswith("the warm-up did not settle") for r in summary.reasons[1:])
     assert summary.identity is not None
     assert summary.identity.to_wire() == {
         "job": "qwen-gate-0123456789-1",

@@ -39,7 +39,8 @@ def test_a_paired_run_writes_a_page_with_both_revisions(sim: StartSim, tmp_path:
     chromium = _chromium()
     chromium.require_chromium()
     slow, fast = (
-        sim("--sim-time-scale", "0.05", "--sim-speed", "0.7"),
+        # 2.5 x slower: a regression two trials show beyond 10% on a loaded machine too
+        sim("--sim-time-scale", "0.05", "--sim-speed", "0.4"),
         sim("--sim-time-scale", "0.05"),
     )
     page, report = tmp_path / "gate.html", tmp_path / "report.json"
