@@ -12,7 +12,6 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${VENV:-$root/.venv}"
-[[ -x "$venv/bin/mutmut" ]] || venv=/work/venv
 [[ -x "$venv/bin/mutmut" ]] || { echo "mutmut not found: pip install -e '.[test]'" >&2; exit 2; }
 stage="$root/build/mutants-tail-judge"
 mkdir -p "$stage"
