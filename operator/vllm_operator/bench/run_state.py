@@ -16,7 +16,7 @@ from vllm_operator.bench.http.request import RequestRecord
 from vllm_operator.bench.load.send import LoadRun
 from vllm_operator.bench.quality.run import SuiteOutcome
 from vllm_operator.errors import VLLMOperatorError
-from vllm_operator.gate.budget import RESERVE_FRACTION
+from vllm_operator.gate.budget import RESERVE_FRACTION, fits_budget
 from vllm_operator.gate.finding import FigureKey
 
 Clock = Callable[[], float]
@@ -162,7 +162,7 @@ class RunState:
         """Would ``estimate`` more seconds from ``now`` end before the time budget: the
         ``deadline`` less ``reserve`` of it (extra rounds of the study and the sweep;
         ``gate.budget.reserve_for``)?"""
-        return now - self.started + estimate <= deadline * (1 - reserve)
+        return fits_budget(now - self.started, estimate, deadline, reserve)
 
     def errors(self) -> Counter[str]:
         """The candidate's failed requests by class, plus ``deadline`` if it was reached."""

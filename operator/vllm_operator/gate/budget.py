@@ -125,9 +125,17 @@ def held_for_later(
     return max(levels_left, 0) * (warmup_seconds + trials * round_seconds)
 
 
+def fits_budget(
+    elapsed: float, estimate: float, deadline: float, reserve: float = RESERVE_FRACTION
+) -> bool:
+    """Would ``estimate`` more seconds, ``elapsed`` seconds into the run, end before the
+    budget (the deadline less ``reserve`` of it)?"""
+    return elapsed + estimate <= deadline * (1 - reserve)
+
+
 def extra_round_fits(
     elapsed: float, longest_round: float, deadline: float, reserve: float = RESERVE_FRACTION
 ) -> bool:
-    """Would one more round, ``elapsed`` seconds into the run, end before the budget (the
-    deadline less ``reserve`` of it)?"""
-    return elapsed + NEXT_ROUND_FACTOR * longest_round <= deadline * (1 - reserve)
+    """Would one more round (``NEXT_ROUND_FACTOR`` x the longest so far), ``elapsed`` seconds
+    into the run, end before the budget?"""
+    return fits_budget(elapsed, NEXT_ROUND_FACTOR * longest_round, deadline, reserve)

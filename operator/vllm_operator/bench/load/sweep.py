@@ -97,9 +97,8 @@ class Sweep:
 
     async def run(self, open_figures: OpenFigures | None, breached: Breached | None) -> None:
         levels = self.load.levels
-        warm = self.config.warmup > 0 or self.config.settle_max_passes > 0
         for number, level in enumerate(levels):
-            if warm:
+            if self.warms_up:
                 await self.warmup(level, len(levels) + number)
             for trial in range(self.config.trials):
                 await self.round(number, level, trial)
@@ -189,13 +188,20 @@ class Sweep:
             self.clock(), estimate, self.config.deadline_seconds, self.config.budget_reserve
         )
 
+    @property
+    def warms_up(self) -> bool:
+        """Does each level start with a discarded warm-up run?"""
+        return self.config.warmup > 0 or self.config.settle_max_passes > 0
+
     def later(self, level: float, levels_left: int) -> float:
         """The later levels' warm-ups and first rounds, each round as long as ``level``'s
         longest so far (``gate.budget.held_for_later``)."""
-        warm = self.config.warmup > 0 or self.config.settle_max_passes > 0
         warmup = len(self.state.servers) * min(float(self.load.seconds_per_level), WARMUP_SECONDS)
         return held_for_later(
-            levels_left, self.longest_round(level), warmup if warm else 0.0, self.config.trials
+            levels_left,
+            self.longest_round(level),
+            warmup if self.warms_up else 0.0,
+            self.config.trials,
         )
 
     def longest_round(self, level: float) -> float:
