@@ -49,6 +49,12 @@ class SuiteRef(APIModel):
         ),
     )
 
+    @property
+    def runs_tests(self) -> bool:
+        """True unless the suite is ``builtin: none`` without a ConfigMap (which overrides
+        builtin)."""
+        return self.config_map is not None or self.builtin != "none"
+
 
 class QualityThresholds(APIModel):
     """What the quality suite must achieve."""

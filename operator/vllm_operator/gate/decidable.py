@@ -185,7 +185,7 @@ def shortfalls(
         servers=servers,
         trials=gate.trials,
         max_trials=gate.max_trials,
-        reserve=reserve_for(gate.suite.builtin != "none" or gate.suite.config_map is not None),
+        reserve=reserve_for(gate.suite.runs_tests),
     )
     out: list[Shortfall] = []
     for index, rate in enumerate(load.levels):
