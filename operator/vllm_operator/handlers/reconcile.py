@@ -40,7 +40,7 @@ from vllm_operator.kube.client import Kube, KubeError, KubeTransientError
 from vllm_operator.kube.prometheus import PrometheusReader
 from vllm_operator.kube.scrape import MetricsReader
 from vllm_operator.metrics import OperatorMetrics
-from vllm_operator.render import labels, names
+from vllm_operator.render import labels
 from vllm_operator.rollout import (
     Create,
     Delete,
@@ -236,8 +236,7 @@ class Reconciler:
             if source is not None:  # analysis.prometheus: the same counts, from Prometheus
                 scrapes = await self.prometheus_reader.read(source, namespace, targets, now)
             else:
-                serving = observed.service(names.serving_service_name(name))
-                port = int((serving.ports[0] if serving and serving.ports else {}).get("port", 0))
+                port = canary_reads.scrape_port(observed, name)
                 scrapes = await self.metrics_reader.read(namespace, targets, port)
             observed = dataclasses.replace(observed, scrapes=scrapes)
         result = self._plan(observed, now, namespace, name)

@@ -13,18 +13,24 @@ from collections.abc import Mapping
 from pydantic import ValidationError
 
 from vllm_operator.api.canary import PrometheusSource
-from vllm_operator.render import labels
+from vllm_operator.render import labels, names
 from vllm_operator.rollout.observed import Observed
+
+
+def _raw(observed: Observed, *keys: str) -> object:
+    """The stored spec's value at ``keys`` (``rollout``, ``canary``, ...), or None where a
+    level is missing or not a mapping."""
+    found: object = observed.body.get("spec")
+    for key in keys:
+        found = found.get(key) if isinstance(found, Mapping) else None
+    return found
 
 
 def route_to_read(observed: Observed) -> str | None:
     """The HTTPRoute the shell must read before planning: the one a gatewayAPI canary
     names, while a candidate exists (its weights may point at it). From the raw spec: an
     invalid spec reads nothing."""
-    spec = observed.body.get("spec")
-    rollout = spec.get("rollout") if isinstance(spec, Mapping) else None
-    canary = rollout.get("canary") if isinstance(rollout, Mapping) else None
-    traffic = canary.get("traffic") if isinstance(canary, Mapping) else None
+    traffic = _raw(observed, "rollout", "canary", "traffic")
     if not isinstance(traffic, Mapping) or traffic.get("mode") != "gatewayAPI":
         return None
     route = traffic.get("httpRoute")
@@ -39,13 +45,19 @@ def route_to_read(observed: Observed) -> str | None:
 def prometheus_source(observed: Observed) -> PrometheusSource | None:
     """The Prometheus a canary reads its counts from (``analysis.prometheus``), or None: the
     shell reads the pods. From the raw spec, like ``route_to_read``."""
-    spec = observed.body.get("spec")
-    found: object = spec
-    for key in ("rollout", "canary", "analysis", "prometheus"):
-        found = found.get(key) if isinstance(found, Mapping) else None
+    found = _raw(observed, "rollout", "canary", "analysis", "prometheus")
     if not isinstance(found, Mapping):
         return None
     try:
         return PrometheusSource.model_validate(found)
     except ValidationError:
         return None  # an invalid spec is the planner's to report; it runs no canary
+
+
+def scrape_port(observed: Observed, name: str) -> int:
+    """The port the pods' ``/metrics`` are read on: the serving Service's (vLLM serves its
+    metrics on the API port); 0 before that Service is observed."""
+    serving = observed.service(names.serving_service_name(name))
+    if serving is None or not serving.ports:
+        return 0
+    return int(serving.ports[0].get("port", 0))
