@@ -37,6 +37,9 @@ SANDBOX_APART = (
 HTTP_ALONE = "The HTTP client knows no suite, load, sandbox, page or gate"
 QUALITY_NO_LOAD = "The quality suite knows no load sweep, page or runner"
 PAGE_NO_RUNNER = "The report page reads reports: it imports nothing of the runner"
+CANARY_JUDGE_APART = (
+    "The canary is a room: its measurements and judge import nothing of the planner"
+)
 CONTRACTS = [
     CORE_PURE,
     LAYERS,
@@ -50,6 +53,7 @@ CONTRACTS = [
     HTTP_ALONE,
     QUALITY_NO_LOAD,
     PAGE_NO_RUNNER,
+    CANARY_JUDGE_APART,
 ]
 
 
@@ -158,6 +162,16 @@ FORBIDDEN: dict[str, tuple[list[tuple[str, str]], str]] = {
     "the quality suite imports the load sweep": (
         [("bench/quality/run.py", "import vllm_operator.bench.load.send")],
         QUALITY_NO_LOAD,
+    ),
+    "the canary's judge imports the planner": (
+        [("rollout/canary/analysis.py", "import vllm_operator.rollout.planner")],
+        CANARY_JUDGE_APART,
+    ),
+    "the canary's record imports what the shell reads": (
+        [
+            ("rollout/canary/record.py", "from vllm_operator.rollout.canary import reads"),
+        ],
+        CANARY_JUDGE_APART,
     ),
     "the page imports the runner": (
         [("bench/page/charts.py", "from vllm_operator.bench import runner")],

@@ -47,11 +47,11 @@ from vllm_operator.rollout import (
     Patch,
     Plan,
     Settings,
-    canary,
-    canary_reads,
     observe,
     plan,
 )
+from vllm_operator.rollout.canary import phase as canary
+from vllm_operator.rollout.canary import reads as canary_reads
 from vllm_operator.rollout.observed import (
     PROGRESS_SECONDS,
     Observed,

@@ -28,7 +28,7 @@ import aiohttp
 
 from vllm_operator.api.canary import PrometheusSource
 from vllm_operator.kube.scrape import read_bounded
-from vllm_operator.rollout.canary_metrics import (
+from vllm_operator.rollout.canary.metrics import (
     WANTED_SERIES,
     PodCounts,
     ScrapeError,

@@ -1,7 +1,7 @@
 """Reading vLLM's /metrics from pods, for a canary step: the only HTTP the operator makes to
 pods.
 
-Each read is bounded (a timeout, ``canary_metrics.MAX_TEXT`` bytes) and concurrent across the
+Each read is bounded (a timeout, ``canary.metrics.MAX_TEXT`` bytes) and concurrent across the
 step's pods; a pod that does not answer is reported as a ``ScrapeFailure`` for the planner
 to say so, never raised. The address of a pod is its IP and the container's port, unless a
 ``PodAddress`` seam says otherwise (the embedded development cluster runs every pod on
@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import aiohttp
 
-from vllm_operator.rollout.canary_metrics import MAX_TEXT, ScrapeFailure
+from vllm_operator.rollout.canary.metrics import MAX_TEXT, ScrapeFailure
 from vllm_operator.rollout.views import PodView
 
 PodAddress = Callable[[str, str, str, int], Awaitable[tuple[str, int] | None]]

@@ -43,7 +43,7 @@ VERDICT_ANNOTATION = f"{DOMAIN}/verdict"
 # Roll a pending operator update (rollout/upgrade.py): the new revision, or "true".
 ROLL_OPERATOR_UPDATE_ANNOTATION = f"{DOMAIN}/roll-operator-update"
 # A candidate's canary: its step, when the step started and the counts scraped then
-# (rollout/canary.py); on the candidate's Deployment, so a restarted operator resumes it.
+# (rollout/canary/phase.py); on the candidate's Deployment, so a restarted operator resumes it.
 CANARY_ANNOTATION = f"{DOMAIN}/canary"
 # Not ours: the GPU product NVIDIA's GPU feature discovery puts on nodes.
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"

@@ -75,10 +75,10 @@ class Pass:
     # The revision the serving Service selects once this pass's actions are applied (the
     # autoscaler and the disruption budget follow it); set by the planner and promotion.
     serving: str | None = None
-    # A canary keeps live traffic on the candidate after this pass (rollout/canary.py); when
+    # A canary keeps live traffic on the candidate after this pass (rollout/canary/phase.py); when
     # False, a serving Service still shared with a candidate goes back to the stable.
     canary_traffic: bool = False
-    # The canary's status for this pass (api.canary.CanaryStatus), set by rollout/canary.py.
+    # The canary's status for this pass (api.canary.CanaryStatus), set by rollout/canary/phase.py.
     canary_status: Any = None
 
     @classmethod

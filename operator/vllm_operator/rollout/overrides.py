@@ -18,7 +18,7 @@ from vllm_operator.api.reasons import EventReason
 from vllm_operator.api.status import GateRecord
 from vllm_operator.render.labels import ABORT_ANNOTATION, PROMOTE_ANNOTATION, RERUN_ANNOTATION
 from vllm_operator.rollout import ledger
-from vllm_operator.rollout.canary import in_canary
+from vllm_operator.rollout.canary.phase import in_canary
 from vllm_operator.rollout.context import Pass
 
 PERSON_PROMOTE = f"promoted by a person (annotation {PROMOTE_ANNOTATION})"

@@ -37,7 +37,6 @@ from vllm_operator.render.revision import revision_hash, spec_digest
 from vllm_operator.render.validate import object_errors
 from vllm_operator.rollout import (
     baseline,
-    canary,
     references,
     scaling,
     steps,
@@ -46,6 +45,7 @@ from vllm_operator.rollout import (
     upgrade,
 )
 from vllm_operator.rollout.actions import Plan
+from vllm_operator.rollout.canary import phase as canary
 from vllm_operator.rollout.context import Pass, Settings
 from vllm_operator.rollout.gate_plan import plan_warnings
 from vllm_operator.rollout.observed import Observed

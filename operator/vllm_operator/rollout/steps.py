@@ -18,7 +18,6 @@ from vllm_operator.rollout import (
     advice,
     baseline,
     benchmark,
-    canary,
     causes,
     reruns,
     scaling,
@@ -26,6 +25,7 @@ from vllm_operator.rollout import (
     waiting,
 )
 from vllm_operator.rollout.actions import Delete, Patch
+from vllm_operator.rollout.canary import phase as canary
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.objects import create_deployment, ensure_service, patch_deployment
 from vllm_operator.rollout.overrides import handle_requests

@@ -116,7 +116,7 @@ class DeploymentView:
     template: Mapping[str, Any] = field(default_factory=dict)
     # The spec digest it was created from; None on Deployments older than the annotation.
     spec_digest: str | None = None
-    # Its canary record (rollout/canary.py), as written; None outside a canary.
+    # Its canary record (rollout/canary/phase.py), as written; None outside a canary.
     canary: str | None = None
 
 

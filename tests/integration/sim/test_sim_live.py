@@ -6,7 +6,7 @@ from typing import Any
 
 import aiohttp
 
-from vllm_operator.rollout.canary_metrics import parse_metrics
+from vllm_operator.rollout.canary.metrics import parse_metrics
 from vllm_operator.sim import Faults
 
 BODY = {"prompt": "x y", "max_tokens": 4}

@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from vllm_operator.kube.scrape import MetricsReader
-from vllm_operator.rollout.canary_metrics import MAX_TEXT, ScrapeFailure, parse_metrics
+from vllm_operator.rollout.canary.metrics import MAX_TEXT, ScrapeFailure, parse_metrics
 from vllm_operator.rollout.views import PodView
 from vllm_operator.sim.metrics import SimMetrics
 

@@ -24,7 +24,7 @@ from aiohttp import web
 from vllm_operator.api.canary import CanaryAnalysis, PrometheusSource
 from vllm_operator.errors import TransientError
 from vllm_operator.kube.prometheus import PrometheusAnswerError, PrometheusReader, query
-from vllm_operator.rollout.canary_metrics import (
+from vllm_operator.rollout.canary.metrics import (
     PodCounts,
     ScrapeFailure,
     _sample,

@@ -1,4 +1,4 @@
-"""canary_analysis: a step judged from both revisions' per-pod deltas."""
+"""rollout.canary.analysis: a step judged from both revisions' per-pod deltas."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 from vllm_operator.api.canary import CanaryAnalysis
 from vllm_operator.api.workload import SloLimits
-from vllm_operator.rollout.canary_analysis import bucket_quantile, judge_step
-from vllm_operator.rollout.canary_metrics import PodCounts, PodDelta
+from vllm_operator.rollout.canary.analysis import bucket_quantile, judge_step
+from vllm_operator.rollout.canary.metrics import PodCounts, PodDelta
 from vllm_operator.sim.metrics import ITL_BUCKETS, LATENCY_BUCKETS, TTFT_BUCKETS
 
 _BOUNDS = {"ttft": TTFT_BUCKETS, "itl": ITL_BUCKETS, "e2e": LATENCY_BUCKETS}

@@ -1,4 +1,4 @@
-"""canary_metrics: vLLM's /metrics page -> per-pod counts -> deltas over a step."""
+"""rollout.canary.metrics: vLLM's /metrics page -> per-pod counts -> deltas over a step."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from vllm_operator.rollout.canary_metrics import (
+from vllm_operator.rollout.canary.metrics import (
     PodCounts,
     ScrapeError,
     delta,

@@ -1,4 +1,4 @@
-"""What the shell reads for a canary, decided in the pure core (``rollout.canary_reads``)."""
+"""What the shell reads for a canary, decided in the pure core (``rollout.canary.reads``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from typing import Any
 
 from builders import minimal_spec, resource
 from vllm_operator.render import names
-from vllm_operator.rollout import canary_reads, observe
+from vllm_operator.rollout import observe
+from vllm_operator.rollout.canary import reads as canary_reads
 
 
 def observed(services: list[dict[str, Any]], rollout: dict[str, Any] | None = None) -> Any:

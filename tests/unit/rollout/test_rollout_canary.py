@@ -10,8 +10,8 @@ from rollout_world import World, serving_world, spec, summary
 
 from vllm_operator.render import labels
 from vllm_operator.render.labels import ABORT_ANNOTATION, PROMOTE_ANNOTATION
-from vllm_operator.rollout.canary import candidate_replicas
-from vllm_operator.rollout.canary_metrics import parse_metrics
+from vllm_operator.rollout.canary.metrics import parse_metrics
+from vllm_operator.rollout.canary.phase import candidate_replicas
 from vllm_operator.sim.metrics import SimMetrics
 
 STEPS = [{"weight": 10, "holdSeconds": 600}, {"weight": 50, "holdSeconds": 600}]

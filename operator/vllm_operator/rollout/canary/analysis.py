@@ -1,7 +1,7 @@
 """One canary step judged: candidate against stable, from what their pods counted. Pure.
 
 The figures are vLLM's own histograms and counters as deltas over the step
-(``canary_metrics``), and every decision is the tail judge's (``gate.tails``): a latency
+(``metrics``), and every decision is the tail judge's (``gate.tails``): a latency
 percentile is a share of requests above a bound, each pod one cluster of observations,
 histograms judged at their bucket bounds (so a limit between two bounds can leave a figure
 undecided, never wrongly decided). Nothing here estimates a percentile to compare two
@@ -26,7 +26,7 @@ from vllm_operator.api.workload import SloLimits
 from vllm_operator.gate.tail_baseline import judge_regression
 from vllm_operator.gate.tails import Exceedance, allowed_share, judge_share
 from vllm_operator.gate.tallies import HistogramTally, Tally
-from vllm_operator.rollout.canary_metrics import PodDelta
+from vllm_operator.rollout.canary.metrics import PodDelta
 
 StepDecision = Literal["Passed", "Failed", "Waiting"]
 FigureDecision = Literal["beyond", "within", "undecided"]

@@ -3,13 +3,13 @@
 A candidate whose gate Passed, under ``rollout.canary``, is not promoted at once. For each
 step (a share of the serving traffic held for ``holdSeconds``):
 
-    Scaling  -> the candidate's pods for the step's share are Ready (``canary_traffic``),
+    Scaling  -> the candidate's pods for the step's share are Ready (``traffic``),
                 then the serving traffic is shared (replicas: the serving Service selects
                 both revisions' pods; gatewayAPI: the HTTPRoute's weights)
     Started  -> the shell reads every pod's /metrics; the counts, the start time and the
                 time the step is due go into the record on the candidate's Deployment
     Holding  -> until due
-    Judging  -> the shell reads /metrics again; ``canary_analysis.judge_step`` on the deltas:
+    Judging  -> the shell reads /metrics again; ``analysis.judge_step`` on the deltas:
                 Passed  -> the next step (the last: promotion, as without a canary)
                 Failed  -> a Failed verdict naming the figures; traffic back to the stable in
                            the same pass; the candidate is removed once no new connection
@@ -20,7 +20,7 @@ step (a share of the serving traffic held for ``holdSeconds``):
 
 The promote and abort annotations work as before: a person's verdict ends the canary (an
 abort sends the traffic back like a failure). Everything a pass needs is in the cluster
-(``canary_record``), so a restarted operator judges the step it finds at the time it finds.
+(``record``), so a restarted operator judges the step it finds at the time it finds.
 """
 
 from __future__ import annotations
@@ -35,10 +35,11 @@ from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord
 from vllm_operator.render import labels, names
-from vllm_operator.rollout import canary_traffic, ledger
+from vllm_operator.rollout import ledger
 from vllm_operator.rollout.actions import Patch
-from vllm_operator.rollout.canary_analysis import LiveFigures, StepJudgement, judge_step
-from vllm_operator.rollout.canary_metrics import (
+from vllm_operator.rollout.canary import traffic as canary_traffic
+from vllm_operator.rollout.canary.analysis import LiveFigures, StepJudgement, judge_step
+from vllm_operator.rollout.canary.metrics import (
     PodCounts,
     PodDelta,
     ScrapeError,
@@ -46,7 +47,7 @@ from vllm_operator.rollout.canary_metrics import (
     parse_metrics,
     step_deltas,
 )
-from vllm_operator.rollout.canary_record import CanaryRecord
+from vllm_operator.rollout.canary.record import CanaryRecord
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.objects import patch_deployment
 from vllm_operator.rollout.observed import Observed

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from vllm_operator.rollout.canary_metrics import PodCounts, ScrapeError
+from vllm_operator.rollout.canary.metrics import PodCounts, ScrapeError
 
 MAX_RECORD_BYTES = 200_000
 """An annotation value may be large but all of a Deployment's annotations share 256 kB; the
