@@ -420,3 +420,24 @@ def test_measure_names_the_limit_exceeded(tmp_path: Path) -> None:
     _chain(deep, 5, mode=0o700)
     assert measure(tmp_path, max_depth=5).exceeded == "more than 5 directory levels"
     assert measure(tmp_path, max_depth=6).exceeded is None
+
+
+def test_remove_tree_never_follows_a_symlink(place: Path) -> None:
+    """A link in the tree to a directory elsewhere is removed as a link: what it points to
+    stays, modes included."""
+    from vllm_operator.bench.sandbox.scratch import remove_tree
+
+    elsewhere, tree = place / "elsewhere", place / "tree"
+    elsewhere.mkdir()
+    (tree / "sub").mkdir(parents=True)
+    (tree / "sub" / "link").symlink_to(elsewhere)
+    (tree / "top").symlink_to(elsewhere / "file")
+    (place / "keep").write_text("x")
+    (elsewhere / "file").symlink_to(place / "keep")
+    elsewhere.chmod(0o500)  # a mode the removal would have changed, had it gone there
+    before = os.lstat(elsewhere).st_mode
+    assert remove_tree(tree).removed
+    assert not tree.exists()
+    assert os.lstat(elsewhere).st_mode == before
+    assert (place / "keep").read_text() == "x"
+    assert os.path.islink(elsewhere / "file")
