@@ -83,7 +83,9 @@ def open_dir(name: str, dir_fd: int | None = None) -> int:
     try:
         info = os.fstat(path_fd)
         magic = f"/proc/self/fd/{path_fd}"
-        if info.st_mode & _OWNER_ALL != _OWNER_ALL and info.st_uid == os.geteuid():
+        if info.st_mode & _OWNER_ALL != _OWNER_ALL:
+            # As its owner, or as root (which may lack the capability to read past a mode);
+            # anyone else is refused, and the open below says so.
             with contextlib.suppress(OSError):
                 os.chmod(magic, stat.S_IMODE(info.st_mode) | _OWNER_ALL)
         try:
