@@ -5,8 +5,9 @@ how to check it after a Python or glibc upgrade: run the real child
 (``bench/sandbox/child.py``, with every wall) under ``strace -f`` on each interpreter, with every
 builtin suite's python-tests (and a reference answer for each) plus a wide honest workload,
 and list the calls made after the filter was loaded, with the ``fcntl`` commands, ``ioctl``
-requests and ``prctl`` options, and every call the filter refused. A refused call in an
-honest run is a call the table is missing (or one Python copes without: say so there).
+requests, ``prctl`` options and ``renameat2`` flags, and every call the filter refused. A
+refused call in an honest run is a call the table is missing (or one Python copes without:
+say so there).
 
     python hack/sandbox_syscalls.py /root/.pyenv/versions/3.1{1,2,3}*/bin/python3
 
@@ -146,9 +147,10 @@ def measure(python: str, work: Path) -> dict[str, object]:
                 continue
             call, rest = match.groups()
             calls[call] += 1
-            if call in ("fcntl", "ioctl", "prctl"):
+            if call in ("fcntl", "ioctl", "prctl", "renameat2"):
                 args = rest.split(", ")
-                details.add(f"{call} {args[0] if call == 'prctl' else args[1].split(')')[0]}")
+                which = {"prctl": 0, "renameat2": 4}.get(call, 1)
+                details.add(f"{call} {args[which].split(')')[0] if len(args) > which else '?'}")
             if "= -1 EPERM" in line or "= -1 ENOSYS" in line:
                 refused.add(f"{call}: {line.split('=')[-1].strip()}")
         shutil.rmtree(scratch, ignore_errors=True)

@@ -6,13 +6,14 @@ to drop, and the kernel's limits alone must hold. Both are exercised from one py
 process: as root, the unprivileged side is a runner started through ``setpriv`` as
 ``nobody`` (65534) with no groups and no capabilities, on an interpreter that user can read
 (a fresh virtualenv of the system Python: a pyenv under a 0700 ``/root`` is out of its
-reach) holding copies of the sandbox's modules and ``pyseccomp``. Not as root, the user
+reach) holding copies of the sandbox's modules (as the package they are in: ``run`` imports
+``scratch``) and ``pyseccomp``. Not as root, the user
 side is this process itself and the root side is skipped.
 
 Commands, as the tests run them (``<base>`` is a temporary directory):
 
     setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \\
-        <base>/venv/bin/python -I -c RUNNER <base>/code/run.py   # job as JSON on stdin
+        <base>/venv/bin/python -I -c RUNNER <base>/code   # job as JSON on stdin
 """
 
 from __future__ import annotations
@@ -39,14 +40,13 @@ AS_NOBODY = [
     "--clear-groups",
     "--inh-caps=-all",
 ]
-SANDBOX_MODULES = ("run.py", "child.py", "kernel.py", "syscalls.py")
+SANDBOX_MODULES = ("__init__.py", "run.py", "child.py", "kernel.py", "scratch.py", "syscalls.py")
+PACKAGE = ("vllm_operator", "bench", "sandbox")
 RUNNER = """
-import importlib.util, json, sys
+import json, sys
 from pathlib import Path
-spec = importlib.util.spec_from_file_location("sandbox", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-sys.modules["sandbox"] = module
-spec.loader.exec_module(module)
+sys.path.insert(0, sys.argv[1])
+from vllm_operator.bench.sandbox import run as module
 job = json.loads(sys.stdin.read())
 result = module.run_one(job["code"], job["tests"], limit_seconds=job["limit"],
                         scratch_root=Path(job["scratch"]), **job["walls"])
@@ -108,9 +108,12 @@ def as_nobody(base: Path) -> Runner | str:
     if python is None:
         return "no Python interpreter here that uid 65534 can run"
     code = base / "code"
-    code.mkdir()
+    package = code.joinpath(*PACKAGE)
+    package.mkdir(parents=True)
+    for level in (code.joinpath(*PACKAGE[:1]), code.joinpath(*PACKAGE[:2])):
+        (level / "__init__.py").write_text("")
     for name in SANDBOX_MODULES:
-        shutil.copy(Path(sandbox.__file__).with_name(name), code / name)
+        shutil.copy(Path(sandbox.__file__).with_name(name), package / name)
     scratch = base / "scratch"
     scratch.mkdir()
     os.chown(scratch, NOBODY, NOBODY)
@@ -118,7 +121,7 @@ def as_nobody(base: Path) -> Runner | str:
     def run(source: str, tests: str, walls: dict[str, Any]) -> RunResult:
         job = {"code": source, "tests": tests, "limit": 10, "scratch": str(scratch)}
         out = subprocess.run(
-            [*AS_NOBODY, str(python), "-I", "-c", RUNNER, str(code / "run.py")],
+            [*AS_NOBODY, str(python), "-I", "-c", RUNNER, str(code)],
             input=json.dumps({**job, "walls": walls}),
             capture_output=True,
             text=True,

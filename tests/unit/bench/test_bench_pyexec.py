@@ -140,8 +140,9 @@ async def test_attack_writing_gigabytes(local: LocalSandbox, tmp_path: Path) -> 
     )
     result = await local.run(code, "assert WRITTEN >= 64 * 2**20, WRITTEN", limit_seconds=20)
     assert not result.passed
-    written = int(result.detail.rsplit(" ", 1)[-1])
-    assert written <= 16 * 2**20  # 16 writable opens of at most 1 MiB each
+    # The hook's 16 writable opens of at most 1 MiB each, plus the directories: past the
+    # scratch budget (16 MiB on disk), measured from outside whether the code printed or not.
+    assert "its scratch directory holds more than 16 MiB on disk" in result.detail
     assert _names(tmp_path) == []
 
 

@@ -14,12 +14,16 @@ user passed ``--allow-code-execution``. Each run:
    the kernel cannot enforce its limits the code is not run (a not-run result); its output goes
    to a file capped by ``RLIMIT_FSIZE``, so output cannot grow this process's memory, and
    ``RLIMIT_NPROC`` allows only a few processes beyond what its uid already runs;
-3. waits at most the test's time limit, then kills the child's process group and every
-   process that is left: with PID 1 of its own PID namespace (the sidecar container),
-   ``kill(-1)`` reaches everything else in the namespace; otherwise this process is a
-   child subreaper (``PR_SET_CHILD_SUBREAPER``), so a double fork + ``setsid`` still leaves
-   the escapee among its descendants, which are found in ``/proc`` and killed until none
-   remain.
+3. waits at most the test's time limit, measuring the scratch directory meanwhile (every
+   ``scratch.POLL_SECONDS``: past ``scratch.WRITE_BUDGET_BYTES`` on disk, ``MAX_ENTRIES``
+   names or ``MAX_DEPTH`` levels the child is stopped and the check fails, as it does when
+   the directory is over the budget once the child has exited), then kills the child's
+   process group and every process that is left: with PID 1 of its own PID namespace (the
+   sidecar container), ``kill(-1)`` reaches everything else in the namespace; otherwise this
+   process is a child subreaper (``PR_SET_CHILD_SUBREAPER``), so a double fork + ``setsid``
+   still leaves the escapee among its descendants, which are found in ``/proc`` and killed
+   until none remain. Only then is the scratch directory removed (``scratch.remove_tree``: any mode,
+   any depth, never raising); a run whose directory cannot be removed fails.
 
 This process also makes itself non-dumpable, so code running as the same uid can neither
 ptrace it nor read its ``/proc/<pid>/`` files.
@@ -32,7 +36,6 @@ import ctypes
 import json
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -40,6 +43,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from vllm_operator.bench.sandbox.scratch import POLL_SECONDS, measure, remove_tree
 
 CHILD = Path(__file__).with_name("child.py")
 KERNEL_REFUSED = 4
@@ -217,12 +222,15 @@ def run_one(
     scratch_root.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="run-", dir=scratch_root))
     try:
-        return _run_in(
+        result = _run_in(
             scratch, code, tests, limit_seconds, memory_mb, (guard, kernel, minimum_landlock_abi)
         )
     finally:
         kill_leftovers()
-        shutil.rmtree(scratch, ignore_errors=True)
+        removal = remove_tree(scratch)
+    if not removal.removed:
+        return RunResult(False, f"its scratch directory was not removed: {removal.detail}")
+    return result
 
 
 def _run_in(  # noqa: PLR0917 - private
@@ -268,24 +276,44 @@ def _run_in(  # noqa: PLR0917 - private
             start_new_session=True,
             close_fds=True,
         )
-    timed_out = False
     try:
         assert proc.stdin is not None
         with contextlib.suppress(BrokenPipeError):
             proc.stdin.write(json.dumps(job).encode())
             proc.stdin.close()
-        proc.wait(timeout=limit_seconds)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        stopped = _wait(proc, scratch, limit_seconds)
     finally:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    if timed_out:
-        return RunResult(False, f"timed out after {limit_seconds:g} s")
+    stopped = stopped or _over_budget(scratch)
+    if stopped:
+        return RunResult(False, stopped)
     text = _tail(output).strip()
     if proc.returncode == KERNEL_REFUSED and text.startswith(REFUSED_PREFIX):
         return RunResult(False, text.splitlines()[0], ran=False)
     if proc.returncode == 0 and marker in text.splitlines():
         return RunResult(True, "all test cases passed")
     return RunResult(False, f"exit {proc.returncode}: {text[-400:]}")
+
+
+def _over_budget(scratch: Path) -> str | None:
+    over = measure(scratch).exceeded
+    return f"stopped: its scratch directory holds {over}" if over else None
+
+
+def _wait(proc: subprocess.Popen[bytes], scratch: Path, limit_seconds: float) -> str | None:
+    """Wait for the child while measuring its scratch directory; why it was stopped early
+    (the time limit, the scratch budget), or None when it exited by itself."""
+    ends = time.monotonic() + limit_seconds
+    while True:
+        try:
+            proc.wait(timeout=max(0.0, min(POLL_SECONDS, ends - time.monotonic())))
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        if time.monotonic() >= ends:
+            return f"timed out after {limit_seconds:g} s"
+        over = _over_budget(scratch)
+        if over:
+            return over
