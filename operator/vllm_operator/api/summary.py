@@ -447,12 +447,15 @@ class Verdict(APIModel):
 
     def line(self) -> str:
         """The verdict in one line: its headline, else (a record written before headlines, or
-        a verdict no gate computed: a person's, a deadline's) its first reasons."""
+        a verdict no gate computed: a canary's, a person's, a deadline's) its first reasons,
+        only the deciding ones when the record says which (a canary's check that passed is
+        not shown as a reason of its Failed)."""
         if self.headline:
             return self.headline
-        shown = "; ".join(self.reasons[:2])
-        if len(self.reasons) > 2:
-            shown += f" (+{len(self.reasons) - 2} more)"
+        first = self.reasons[: self.deciding] if self.deciding else self.reasons
+        shown = "; ".join(first[:2])
+        if len(self.reasons) > len(first[:2]):
+            shown += f" (+{len(self.reasons) - len(first[:2])} more)"
         return shown
 
     def decided_by_reasons(self) -> list[str]:

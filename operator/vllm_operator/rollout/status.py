@@ -301,14 +301,14 @@ def verdict_annotation(
     gate = status.last_gate
     if gate is None:
         return {}
-    lines = []
     stable = status.stable
-    if stable is not None:
-        lines.append(
-            f"stable revision {stable.revision} serves "
-            f"({stable.ready_replicas}/{stable.replicas} Ready)"
-        )
-    lines.append(_verdict_head(status, gate))
+    serves = (
+        ""
+        if stable is None
+        else f"stable revision {stable.revision} serves "
+        f"({stable.ready_replicas}/{stable.replicas} Ready); "
+    )
+    lines = [serves + _verdict_head(status, gate)]
     lines += [
         "  " + part
         for part in textwrap.wrap(gate.line(), LINE_CHARS - 2, break_long_words=True)[:4]

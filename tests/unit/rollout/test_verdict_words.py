@@ -11,6 +11,8 @@ judge and the deciding figure, in lines describe prints whole.
 
 from __future__ import annotations
 
+import re
+
 from test_rollout_canary import at_canary, until_step_started
 
 from vllm_operator.api.status import GateRecord
@@ -60,6 +62,9 @@ def test_the_annotation_leads_with_who_serves_what_was_rejected_and_why() -> Non
     _, annotations, stable, candidate = canary_failure()
     note = annotations[labels.VERDICT_ANNOTATION].split("\n")
     assert note[0].startswith(f"stable revision {stable} serves (")
-    assert note[1] == f"revision {candidate} rejected by its canary (Failed):"
-    assert note[2].startswith("  canary step 1/2 (10%) failed: error share")
+    assert note[0].endswith(f"; revision {candidate} rejected by its canary (Failed):")
+    assert note[1].startswith("  canary step 1/2 (10%) failed: error share")
+    why = " ".join(line.strip() for line in note[1:])
+    assert "TTFT" not in why  # the canary's checks that passed decided nothing
+    assert re.search(r"\(\+\d+ more\)$", why), why
     assert max(len(line) for line in note) <= 138  # describe prints each whole
