@@ -446,14 +446,13 @@ class Verdict(APIModel):
     )
 
     def line(self) -> str:
-        """The verdict in one line: its headline, else (a record written before headlines, or
-        a verdict no gate computed: a person's, a deadline's) its first reasons."""
+        """The verdict in one line: its headline, else (no headline: a canary's, a person's,
+        a deadline's verdict) its first deciding reasons, or first reasons."""
         if self.headline:
             return self.headline
-        shown = "; ".join(self.reasons[:2])
-        if len(self.reasons) > 2:
-            shown += f" (+{len(self.reasons) - 2} more)"
-        return shown
+        first = (self.reasons[: self.deciding] if self.deciding else self.reasons)[:2]
+        more = len(self.reasons) - len(first)
+        return "; ".join(first) + (f" (+{more} more)" if more > 0 else "")
 
     def decided_by_reasons(self) -> list[str]:
         """The reasons that decided the outcome (the first one when none was singled out)."""

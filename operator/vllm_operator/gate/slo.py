@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import BenchSummary, LoadLevelFigures, LoadSweep, TrialPlan
 from vllm_operator.gate.comparison import EXACT, Judge, baseline_for, regression_limit_set
-from vllm_operator.gate.finding import FigureKey, Finding, Judged, Severity
+from vllm_operator.gate.finding import Comparison, FigureKey, Finding, Judged, Severity
 from vllm_operator.gate.interval import robust_interval, t_quantile
 from vllm_operator.gate.robust import outliers
 from vllm_operator.gate.sequential import look_confidence, more_allowed
@@ -200,12 +200,24 @@ def _limits_by_level(
             for p, limit in by_p.items():
                 label = f"{metric} {p} {at}"
                 counts = figures.tails.get(f"{metric}.{p}")
+                values = figures.percentiles.get(f"{metric}.{p}", [])
                 if counts is not None:
+                    pooled = figures.pooled.get(f"{metric}.{p}")
+                    mid = statistics.median(values) if values else None
                     judged.append(
-                        judge_limit(label, metric, p, counts, limit, confidence, plan, key)
+                        judge_limit(
+                            label,
+                            metric,
+                            p,
+                            counts,
+                            limit,
+                            confidence,
+                            plan,
+                            key,
+                            measured=mid if pooled is None else pooled,
+                        )
                     )
                     continue
-                values = figures.percentiles.get(f"{metric}.{p}", [])
                 if not values:
                     text = f"{label}: no figure (no request completed, or cut to fit 4,096 bytes)"
                     judged.append(Judged(Finding("inconclusive", text)))
@@ -300,8 +312,22 @@ def _share(  # noqa: PLR0917 - private, two call sites
     kind = "least" if at_least else "largest"
     text = f"{label}: {mid:.1f}% {span}{how} the {kind} {limit:g}%"
     text += f" ({_how(confidence, estimated, trials, plan, left_out)})"
+    numbers = Comparison(  # the share itself against its limit (fractions), for the page
+        candidate=mid,
+        baseline=limit,
+        unit="%",
+        change=mid / 100,
+        low=low / 100,
+        high=high / 100,
+        limit=limit / 100,
+        higher_is_worse=not at_least,
+        trials=trials,
+        against="limit",
+    )
     return Judged(
-        Finding(severity, text), key, severity == "inconclusive" and more_allowed(plan, trials)
+        Finding(severity, text, comparison=numbers),
+        key,
+        severity == "inconclusive" and more_allowed(plan, trials),
     )
 
 

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import TailCounts, TrialPlan
-from vllm_operator.gate.finding import FigureKey, Finding, Judged, Severity
+from vllm_operator.gate.finding import Comparison, FigureKey, Finding, Judged, Severity
 from vllm_operator.gate.sequential import look_confidence, more_allowed
 from vllm_operator.gate.tails import (
     Decision,
@@ -87,8 +87,15 @@ def judge_limit(  # noqa: PLR0917 - private to gate.slo, one call site
     confidence: float,
     plan: TrialPlan | None,
     key: FigureKey,
+    *,
+    measured: float | None = None,
 ) -> Judged:
-    """One limited percentile of a level against its SLO limit, from its counts."""
+    """One limited percentile of a level against its SLO limit, from its counts.
+
+    ``measured`` is the percentile measured (ms: over every trial's observations together,
+    else the trials' median), the table's "candidate"; the finding's numbers are the share
+    above the limit with its interval, against the share the percentile allows
+    (``against="limit"``)."""
     trials = len(counts.total)
     if counts.missing:
         return Judged(Finding("inconclusive", f"{label}: {counts.missing}"))
@@ -120,8 +127,34 @@ def judge_limit(  # noqa: PLR0917 - private to gate.slo, one call site
         text += f"undecided against {allows}" + _what_decides(judged, look, plan, trials, unit)
     else:
         text += f"{judged.decision} {allows}"
+    numbers = share_numbers(judged, limit, measured, trials)
     return Judged(
-        Finding(severity, text), key, severity == "inconclusive" and more_allowed(plan, trials)
+        Finding(severity, text, comparison=numbers),
+        key,
+        severity == "inconclusive" and more_allowed(plan, trials),
+    )
+
+
+def share_numbers(
+    judged: ShareJudgement, limit: float, measured: float | None, trials: int
+) -> Comparison | None:
+    """The numbers of a percentile judged against its SLO limit, for tables and charts:
+    ``candidate`` the measured percentile, ``baseline`` the limit
+    (ms), ``change`` the share above the limit with its interval (``low``, ``high``), and
+    ``limit`` the share the percentile allows (10% for a p90). None without a measured value."""
+    if measured is None:
+        return None
+    return Comparison(
+        candidate=measured,
+        baseline=limit,
+        unit="ms",
+        change=judged.share,
+        low=judged.low,
+        high=judged.high,
+        limit=judged.allowed,
+        higher_is_worse=True,
+        trials=trials,
+        against="limit",
     )
 
 

@@ -238,6 +238,7 @@ def _decide(
                 revision=candidate,
                 outcome="Failed",
                 reasons=[f"{where} failed: {failed}", *judged.reasons()[1:]],
+                deciding=1,  # the failed figures; the others decided nothing
                 baseline_revision=stable,
             ),
             None,  # its Event names the failed figure, below
