@@ -237,6 +237,17 @@ class CanaryAnalysis(APIModel):
         default=95,
         description="Confidence of each decision: 90, 95 or 99.",
     )
+    interval_seconds: int = Field(
+        default=30,
+        ge=1,
+        le=3600,
+        description=(
+            "How often the pods are read inside a step (the step's counts add up read by read, "
+            "so a counter reset loses nothing), and the candidate checked for a clear breach: "
+            "a server container restart or OOM kill, or an error share beyond the limit at "
+            "99.9% confidence, fails the step at once without waiting for its end."
+        ),
+    )
     prometheus: PrometheusSource | None = Field(
         default=None,
         description=(
@@ -413,6 +424,19 @@ class CanarySpec(APIModel):
         default_factory=CanaryTraffic,
         description="How the share is made: replica counts (default) or Gateway API weights.",
         json_schema_extra={"x-kubernetes-validations": TRAFFIC_RULES},
+    )
+    progress_deadline_seconds: int = Field(
+        default=1200,
+        ge=30,
+        le=86_400,
+        description=(
+            "Longest a step may go without progress while the traffic is shared: from the "
+            "step's start (its pods asked for) or the last read of every pod, until its pods "
+            "are Ready, the route takes its weights and the pods' metrics are read. Past it "
+            "the canary fails and the traffic goes back to the stable (pods that never become "
+            "Ready, a missing HTTPRoute, metrics that cannot be read). The default, 20 min, "
+            "covers a cold start of a large model; raise it for slower starts."
+        ),
     )
 
     @model_validator(mode="after")
