@@ -44,7 +44,14 @@ def error_response(status: int, message: str, param: str | None = None) -> web.R
     return web.json_response(error_body(status, message, param=param), status=status)
 
 
-LIVE_FAULT_KEYS = ("errorRate", "delaySeconds", "streamErrorRate", "hangRate", "crashAfterSeconds")
+LIVE_FAULT_KEYS = (
+    "errorRate",
+    "delaySeconds",
+    "streamErrorRate",
+    "hangRate",
+    "crashAfterSeconds",
+    "metricsStatus",
+)
 
 
 @dataclass(frozen=True)
@@ -55,7 +62,8 @@ class LiveFaultChange:
 
 def live_faults_from(body: object, now: LiveFaults) -> LiveFaultChange:
     """``POST /sim/live-faults``'s body over the faults in force; ValueError when a value is
-    out of its range (rates 0..1, delay 0..60 s, crash 0..3600 s) or a key unknown."""
+    out of its range (rates 0..1, delay 0..60 s, crash 0..3600 s, metricsStatus 200 or 5xx)
+    or a key unknown."""
     if not isinstance(body, dict):
         raise ValueError("the body is not a JSON object")
     unknown = set(body) - set(LIVE_FAULT_KEYS)
@@ -76,11 +84,15 @@ def live_faults_from(body: object, now: LiveFaults) -> LiveFaultChange:
         raise ValueError("rates must be 0..1 and delaySeconds 0..60")
     if crash_after is not None and not 0 <= crash_after <= 3600:
         raise ValueError("crashAfterSeconds must be 0..3600")
+    metrics_status = int(body.get("metricsStatus", now.metrics_status))
+    if metrics_status != 200 and not 500 <= metrics_status <= 599:
+        raise ValueError("metricsStatus must be 200 or 500..599")
     live = LiveFaults(
         error_rate=rates["errorRate"],
         delay_seconds=delay,
         stream_error_rate=rates["streamErrorRate"],
         hang_rate=rates["hangRate"],
+        metrics_status=metrics_status,
     )
     return LiveFaultChange(live, crash_after)
 
@@ -152,6 +164,8 @@ def build_app(state: SimState) -> web.Application:
         return web.json_response({"object": "list", "data": data})
 
     async def metrics(_: web.Request) -> web.Response:
+        if state.live.metrics_status != 200:
+            return error_response(state.live.metrics_status, "injected fault (metrics)")
         return web.Response(body=state.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE})
 
     async def sim_request(request: web.Request) -> web.Response:
@@ -209,6 +223,7 @@ def build_app(state: SimState) -> web.Application:
                 "streamErrorRate": changed.live.stream_error_rate,
                 "hangRate": changed.live.hang_rate,
                 "crashAfterSeconds": changed.crash_after,
+                "metricsStatus": changed.live.metrics_status,
             }
         )
 

@@ -26,6 +26,7 @@ class LiveFaults:
     delay_seconds: float = 0.0
     stream_error_rate: float = 0.0
     hang_rate: float = 0.0
+    metrics_status: int = 200  # not 200: GET /metrics answers it (a scrape that fails)
 
 
 class SimState:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from vllm_operator_demo.live_users import LiveUsers
 
 from .harness import Rollout, resource
 from .test_canary import CANARY, MODEL, _fault, _serving, _step
+from .test_canary_gateway import GATEWAY_CRD
 
 # A long step: only a failure signal or an early stop ends it before its end (150 s hold,
 # scaled by the harness's 0.02: 3 s; 3000 s: 60 s).
@@ -117,3 +119,43 @@ def test_a_candidate_failing_every_request_is_stopped_within_an_interval(
     # The step holds 60 s; an interval is 0.6 s: stopped long before the step's end.
     assert took < 20, (took, due)
     _back_on(rollout, stable)
+
+
+def test_a_scrape_that_keeps_failing_fails_at_the_deadline(
+    rollout: Rollout, streamed: LiveUsers
+) -> None:
+    """progressDeadlineSeconds 100 (x 0.02: 2 s): the candidate's /metrics answers 503 from
+    the step's start on, and the step may not hold the shared traffic past it."""
+    stable = _serving(rollout, _spec("balanced"))
+    rollout.apply(_spec("throughput", {**LONG, "progressDeadlineSeconds": 100}))
+    _step(rollout, 1)
+    candidate = str(rollout.status()["candidate"]["revision"])
+    _fault(rollout, candidate, metricsStatus=503)
+    reason = _failed(rollout)
+    assert "no progress for" in reason, reason
+    assert "(deadline 2 s): reading the pods' metrics" in reason, reason
+    _back_on(rollout, stable)
+
+
+@pytest.fixture
+def gateway(tmp_path: Path) -> Iterator[Rollout]:
+    r = Rollout(tmp_path, crds=(GATEWAY_CRD,))
+    r.start_operator()
+    yield r
+    r.close()
+
+
+def test_a_missing_route_fails_at_the_deadline(gateway: Rollout) -> None:
+    """gatewayAPI with an HTTPRoute that does not exist: the step waits, says so, and fails
+    at progressDeadlineSeconds instead of waiting forever."""
+    stable = _serving(gateway, _spec("balanced"))
+    missing = {
+        **LONG,
+        "traffic": {"mode": "gatewayAPI", "httpRoute": {"name": "absent"}},
+        "progressDeadlineSeconds": 100,
+    }
+    gateway.apply(_spec("throughput", missing))
+    reason = _failed(gateway, timeout=120)
+    assert "no progress for" in reason, reason
+    assert "HTTPRoute absent" in reason, reason
+    assert gateway.serving_revision() == stable

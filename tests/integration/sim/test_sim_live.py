@@ -124,6 +124,12 @@ async def test_live_faults_change_at_run_time_and_refuse_bad_values(
         status, lines = await _stream(http, sim.url)
         assert status == 200
         assert '"error"' in lines[1]
+        async with http.post(url, json={"metricsStatus": 503}) as r:
+            assert r.status == 200
+        async with http.get(sim.url + "/metrics") as r:
+            assert r.status == 503  # a scrape that fails
+        async with http.post(url, json={"metricsStatus": 404}) as r:
+            assert r.status == 400
         async with http.post(url, json={"crashAfterSeconds": 0}) as r:
             assert r.status == 200
 
