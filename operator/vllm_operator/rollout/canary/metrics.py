@@ -203,13 +203,15 @@ def counts_from_samples(
 ) -> PodCounts:
     """One pod's counts from its samples ``(name, labels, value)``, wherever they were read
     (its /metrics page, or a Prometheus query). Series other than ``WANTED_SERIES`` and
-    values that are not finite are skipped; no histogram of vLLM's is a ScrapeError."""
+    values that are not finite are skipped; no histogram of vLLM's is a ScrapeError.
+
+    One series per identity (``IDENTITY_LABELS``: vLLM's own labels): the same series
+    scraped by two jobs or instances of a Prometheus is counted once (the larger value),
+    never summed; engines, reasons and handlers are distinct series and add up."""
     buckets: dict[str, dict[float, float]] = {k: {} for k in HISTOGRAMS}
     by_name = {f"{v}_bucket": k for k, v in HISTOGRAMS.items()}
     finished = aborted = http_requests = http_errors = tokens = generation_ok = 0.0
-    for name, labels, value in samples:
-        if not math.isfinite(value):
-            continue
+    for name, labels, value in _one_per_identity(samples):
         if name in by_name:
             le = labels.get("le")
             if le is None:
@@ -239,6 +241,26 @@ def counts_from_samples(
     return PodCounts(
         histograms, finished, aborted, http_requests, http_errors, tokens, restarts, generation_ok
     )
+
+
+IDENTITY_LABELS = ("le", "finished_reason", "handler", "method", "status", "engine", "model_name")
+"""The labels that tell vLLM's series of one pod apart; any other (job, instance, endpoint,
+service, a Prometheus replica) only says who scraped it."""
+
+
+def _one_per_identity(
+    samples: Iterable[tuple[str, Mapping[str, str], float]],
+) -> list[tuple[str, Mapping[str, str], float]]:
+    """Finite samples, one per (name, identity labels): duplicates keep the larger value."""
+    kept: dict[tuple[str, ...], tuple[str, Mapping[str, str], float]] = {}
+    for name, labels, value in samples:
+        if not math.isfinite(value):
+            continue
+        key = (name, *(labels.get(k, "") for k in IDENTITY_LABELS))
+        found = kept.get(key)
+        if found is None or value > found[2]:
+            kept[key] = (name, labels, value)
+    return list(kept.values())
 
 
 def _sample(line: str) -> tuple[str | None, dict[str, str], float]:
