@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from devcluster.kubelet_faults import Faults
 from vllm_operator_demo.live_users import LiveUsers
 
 from .harness import Rollout, resource
@@ -159,3 +160,28 @@ def test_a_missing_route_fails_at_the_deadline(gateway: Rollout) -> None:
     assert "no progress for" in reason, reason
     assert "HTTPRoute absent" in reason, reason
     assert gateway.serving_revision() == stable
+
+
+def _three(body: dict[str, Any]) -> dict[str, Any]:
+    body["spec"]["replicas"] = 3
+    return body
+
+
+def test_pods_that_never_become_ready_fail_at_the_deadline(tmp_path: Path) -> None:
+    """Three stable pods and GPUs for five: the gate's candidate pod and its twin fit, step 1
+    (20%: one candidate pod) fits, step 2 (50%: three) does not; its last pod is never
+    scheduled, and at progressDeadlineSeconds (200 x 0.02: 4 s) the canary fails instead of
+    holding the shared traffic."""
+    r = Rollout(tmp_path, faults=Faults(gpu_capacity=5))
+    r.start_operator()
+    try:
+        with LiveUsers(r.service_address, model=MODEL, users=4):
+            stable = _serving(r, _three(_spec("balanced", CANARY)))
+            canary = {**CANARY, "progressDeadlineSeconds": 200}
+            r.apply(_three(_spec("throughput", canary)))
+            reason = _failed(r, timeout=180)
+            assert reason.startswith("canary step 2/2 (50%) failed: no progress for"), reason
+            assert "(deadline 4 s): 2/3 candidate pods Ready" in reason, reason
+            _back_on(r, stable)
+    finally:
+        r.close()
