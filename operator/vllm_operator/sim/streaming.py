@@ -8,7 +8,8 @@ sends a broken chunk (or body), stall pauses once; ``--sim-wrong-usage`` adds on
 reported completion tokens. On live traffic only: a stream error after the first token is
 vLLM's error chunk then ``[DONE]`` (a 500 body without streaming), and a hang holds the
 request after its header until the client leaves; neither is a finished request to the
-engine's counters, as in vLLM (aborted requests are not counted there: vllm#31503).
+engine's counters, as in vLLM (aborted requests are not counted there: vllm#31503,
+vllm#55634).
 """
 
 from __future__ import annotations

@@ -20,11 +20,12 @@ listed for 0.17-0.33 in shared/docs/vllm-facts.md):
 
 What vLLM does not count as a failure, the canary does: a stream that broke after its 200
 header (vLLM sends an error chunk, then ``[DONE]``) and a request its client gave up on are
-2xx answers of a generation handler that the engine never counted as finished (vLLM
-0.10-0.22 do not count aborted requests in ``request_success_total{finished_reason="abort"}``
-at all: vllm#31503, vllm#55634; a release that does shows them as ``aborted``, and they are
-not counted twice). So ``unfinished`` = generation 2xx answers - requests finished without
-abort or error, over the whole step (in-flight requests at a read even out).
+2xx answers of a generation handler that the engine never counted as finished (vLLM does
+not count aborted requests in ``request_success_total{finished_reason="abort"}`` at all:
+vllm#55634 on 0.10.1, vllm#31503 on 0.13, both open, their fixes closed unmerged; a release
+that does shows them as ``aborted``, and they are not counted twice). So ``unfinished`` =
+generation 2xx answers - requests finished without abort or error, over the whole step
+(in-flight requests at a read even out).
 
 A counter only grows while its process lives; a step's counts are accumulated read by read
 with Prometheus' ``increase()`` rule (``accumulate``): between two reads of a pod, a series
