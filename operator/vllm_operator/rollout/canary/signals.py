@@ -7,7 +7,8 @@ once when a candidate pod's *server* container restarted since the pod's first r
 step (its restart count, from the pod's status: init containers and sidecars do not count),
 naming an OOM kill when the kubelet says so. A candidate pod that is NotReady holds the step
 (a short blip: the step is judged later, on counts that still hold everything) for at most
-``NOT_READY_SECONDS``; longer, the step fails.
+``NOT_READY_SECONDS`` since the step's last complete read (at most one analysis interval
+before the pod went NotReady); longer, the step fails.
 
 And nothing may hold shared traffic forever: a step that makes no progress (its pods never
 Ready, its route missing, its pods' metrics unreadable) for ``progressDeadlineSeconds``
