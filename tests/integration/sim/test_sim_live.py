@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 from typing import Any
 
 import aiohttp
 import pytest
 
 from vllm_operator.rollout.canary.metrics import parse_metrics
-from vllm_operator.sim import Faults
+from vllm_operator.sim import Faults, SimProcess
 
 BODY = {"prompt": "x y", "max_tokens": 4}
 LIVE = {"x-sim-live": "1"}
@@ -152,3 +154,11 @@ async def _until(check: Any, seconds: float) -> Any:
             return found
         await asyncio.sleep(0.05)
     raise AssertionError("condition not met in time")
+
+
+def test_a_crash_ends_the_process_with_status_1() -> None:
+    """--sim-crash-after-seconds (or POST /sim/live-faults crashAfterSeconds) in a process
+    of its own: it exits, as a server the OOM killer ended, for its kubelet to restart."""
+    env = dict(os.environ, VLLMOP_SIM_WARMUP_SECONDS="0", VLLMOP_SIM_CRASH_AFTER_SECONDS="0.3")
+    sim = SimProcess.start(["m", "--port", "0"], env=env, stderr=subprocess.DEVNULL)
+    assert sim.proc.wait(timeout=30) == 1
