@@ -99,3 +99,8 @@ def twin_selector(name: str, revision: str) -> dict[str, str]:
         DEPLOYMENT_LABEL: name,
         REVISION_LABEL: revision,
     }
+
+
+SERVER_CONTAINER = "vllm"
+"""The name of the vLLM server container in every pod the operator renders (a canary counts
+only its restarts, never a sidecar's)."""
