@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sandbox_probe import probe
+
 from vllm_operator.bench.sandbox import run as sandbox
 from vllm_operator.bench.sandbox.run import RunResult, run_one
 
@@ -48,12 +50,14 @@ module = importlib.util.module_from_spec(spec)
 sys.modules["sandbox"] = module
 spec.loader.exec_module(module)
 job = json.loads(sys.stdin.read())
-result = module.run_one(job["code"], job["tests"], limit_seconds=job["limit"],
+calls = [module.Call.from_json(c) for c in job["calls"]]
+result = module.run_one(job["code"], calls, limit_seconds=job["limit"],
                         scratch_root=Path(job["scratch"]), **job["walls"])
 print(json.dumps(result.to_json()))
 """
 
 Runner = Callable[[str, str, dict[str, Any]], RunResult]
+"""(answer code, test code for ``sandbox_probe.probe``, walls) -> the run's result."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,8 @@ class Identity:
 
 def in_process(scratch_root: Path) -> Runner:
     def run(code: str, tests: str, walls: dict[str, Any]) -> RunResult:
-        return run_one(code, tests, limit_seconds=10, scratch_root=scratch_root, **walls)
+        source, calls = probe(code, tests)
+        return run_one(source, calls, limit_seconds=10, scratch_root=scratch_root, **walls)
 
     return run
 
@@ -115,8 +120,14 @@ def as_nobody(base: Path) -> Runner | str:
     scratch.mkdir()
     os.chown(scratch, NOBODY, NOBODY)
 
-    def run(source: str, tests: str, walls: dict[str, Any]) -> RunResult:
-        job = {"code": source, "tests": tests, "limit": 10, "scratch": str(scratch)}
+    def run(answer: str, tests: str, walls: dict[str, Any]) -> RunResult:
+        source, calls = probe(answer, tests)
+        job = {
+            "code": source,
+            "calls": [c.to_json() for c in calls],
+            "limit": 10,
+            "scratch": str(scratch),
+        }
         out = subprocess.run(
             [*AS_NOBODY, str(python), "-I", "-c", RUNNER, str(code / "run.py")],
             input=json.dumps({**job, "walls": walls}),
