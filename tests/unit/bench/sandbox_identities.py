@@ -31,7 +31,7 @@ from typing import Any
 from sandbox_probe import probe
 
 from vllm_operator.bench.sandbox import run as sandbox
-from vllm_operator.bench.sandbox.run import RunResult, run_one
+from vllm_operator.bench.sandbox.run import Call, RunResult, run_one
 
 NOBODY = 65534
 AS_NOBODY = [
@@ -58,6 +58,8 @@ print(json.dumps(result.to_json()))
 
 Runner = Callable[[str, str, dict[str, Any]], RunResult]
 """(answer code, test code for ``sandbox_probe.probe``, walls) -> the run's result."""
+CallRunner = Callable[[str, list[Call], dict[str, Any]], RunResult]
+"""(answer code, the calls to make, walls) -> the run's result (what ``run_one`` takes)."""
 
 
 @dataclass(frozen=True)
@@ -71,10 +73,18 @@ class Identity:
     as_code_uid: list[str]
 
 
-def in_process(scratch_root: Path) -> Runner:
+def probing(runner: CallRunner) -> Runner:
+    """A runner of answer code plus test code (the wall tests' form, ``sandbox_probe``)."""
+
     def run(code: str, tests: str, walls: dict[str, Any]) -> RunResult:
-        source, calls = probe(code, tests)
-        return run_one(source, calls, limit_seconds=10, scratch_root=scratch_root, **walls)
+        return runner(*probe(code, tests), walls)
+
+    return run
+
+
+def in_process(scratch_root: Path) -> CallRunner:
+    def run(code: str, calls: list[Call], walls: dict[str, Any]) -> RunResult:
+        return run_one(code, calls, limit_seconds=10, scratch_root=scratch_root, **walls)
 
     return run
 
@@ -104,7 +114,7 @@ def _readable_python(base: Path) -> Path | None:
     return None
 
 
-def as_nobody(base: Path) -> Runner | str:
+def as_nobody(base: Path) -> CallRunner | str:
     """A runner that starts the sandbox as ``nobody``; a reason string where it cannot."""
     if shutil.which("setpriv") is None:
         return "setpriv (util-linux) is not installed"
@@ -120,8 +130,7 @@ def as_nobody(base: Path) -> Runner | str:
     scratch.mkdir()
     os.chown(scratch, NOBODY, NOBODY)
 
-    def run(answer: str, tests: str, walls: dict[str, Any]) -> RunResult:
-        source, calls = probe(answer, tests)
+    def run(source: str, calls: list[Call], walls: dict[str, Any]) -> RunResult:
         job = {
             "code": source,
             "calls": [c.to_json() for c in calls],

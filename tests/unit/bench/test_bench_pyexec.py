@@ -74,7 +74,7 @@ code = (
     "        print('blocked:', exc)\\n"
     "FOUND += repr(dict(os.environ))\\n"
 )
-code += "\ndef probe():\n    " + sys.argv[1] + "\n    return 'held'\n"
+code += "\\ndef probe():\\n    " + sys.argv[1] + "\\n    return 'held'\\n"
 result = asyncio.run(LocalSandbox().run(code, [Call("probe")], limit_seconds=5))
 print(json.dumps(result.to_json()))
 """

@@ -44,6 +44,7 @@ from sandbox_identities import (
     as_nobody,
     in_process,
     new_base,
+    probing,
     spawn_detached,
 )
 from sandbox_probe import held, why
@@ -156,14 +157,14 @@ def identity(request: pytest.FixtureRequest) -> Iterator[Identity]:
         if request.param == "root":
             if os.geteuid() != 0:
                 pytest.skip("started as an unprivileged user: there is no root to drop")
-            yield Identity("root", NOBODY, in_process(base), AS_NOBODY)
+            yield Identity("root", NOBODY, probing(in_process(base)), AS_NOBODY)
         elif os.geteuid() != 0:
-            yield Identity("user", os.getuid(), in_process(base), [])
+            yield Identity("user", os.getuid(), probing(in_process(base)), [])
         else:
             runner = as_nobody(base)
             if isinstance(runner, str):
                 _unavailable(runner)
-            yield Identity("user", NOBODY, runner, AS_NOBODY)
+            yield Identity("user", NOBODY, probing(runner), AS_NOBODY)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -638,9 +639,7 @@ def test_as_root_the_child_is_nobody_without_capabilities_in_its_own_ipc_namespa
     )
     box: list[object] = []
     runner = threading.Thread(
-        target=lambda: box.append(
-            run_one(code, [], limit_seconds=30, scratch_root=tmp_path)
-        )
+        target=lambda: box.append(run_one(code, [], limit_seconds=30, scratch_root=tmp_path))
     )
     runner.start()
     try:
