@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from forgeries import PYTHON_FORGERY, WRONG, build_native, native_forgery
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 from sandbox_identities import CallRunner, as_nobody, in_process, new_base
 
 from vllm_operator.bench.quality import cases
@@ -32,6 +32,8 @@ from vllm_operator.bench.quality.assertions import check
 from vllm_operator.bench.quality.suite import Assertion, PythonTests, load_suite, parse_suite
 from vllm_operator.bench.sandbox import kernel as sandbox_kernel
 from vllm_operator.bench.sandbox.executors import ExchangeSandbox, Executor, LocalSandbox
+from vllm_operator.bench.sandbox.run import OUTCOMES_BYTES, Outcome, parse_outcomes
+from vllm_operator.errors import SpecError
 
 pytestmark = pytest.mark.skipif(
     sandbox_kernel.landlock_abi() < 1, reason="the kernel has no Landlock: nothing runs"
@@ -214,3 +216,71 @@ def test_wrong_answer_alone_fails_with_the_case_named() -> None:
     result = asyncio.run(check(_check_of("builtin"), WRONG, LocalSandbox()))
     assert not result.passed
     assert 'case 1 is_palindrome("racecar"): returned false, expected true' in result.detail
+
+
+def test_a_suite_in_the_old_form_is_refused_with_how_to_rewrite_it() -> None:
+    old = CUSTOM.replace(
+        "        function: is_palindrome\n        cases:\n"
+        '          - {args: ["Step on no pets"], expect: true}\n'
+        '          - {args: ["xy"], expect: false}\n'
+        '          - {args: [], kwargs: {text: "abca"}, expect: false}\n',
+        "        tests: assert is_palindrome('xy') is False\n",
+    )
+    assert "tests: assert" in old
+    with pytest.raises(SpecError) as caught:
+        parse_suite(old, "mine.yaml")
+    text = str(caught.value)
+    assert "mine.yaml: tests.0.assert.0" in text
+    assert "the field 'tests'" in text
+    assert "'function'" in text
+    assert "'cases'" in text
+    assert "{args: [2], expect: 4}" in text
+
+
+@pytest.mark.parametrize(
+    ("case", "error"),
+    [
+        ({"args": [1]}, "exactly one of 'expect'"),
+        ({"args": [1], "expect": 1, "raises": "ValueError"}, "exactly one of 'expect'"),
+        ({"args": ["2026-03-14"], "expect": {"a": {1, 2}}}, "expect"),
+        ({"args": [1], "raises": "not a name"}, "raises"),
+    ],
+)
+def test_a_case_says_what_is_wrong(case: dict[str, Any], error: str) -> None:
+    spec = {"type": "python-tests", "function": "f", "cases": [case]}
+    with pytest.raises(ValidationError, match=error):
+        ADAPTER.validate_python(spec)
+
+
+def test_outputs_compare_as_json_and_bool_is_not_a_number() -> None:
+    assert cases.same_json([1, {"a": None}], [1.0, {"a": None}])
+    assert not cases.same_json(True, 1)
+    assert not cases.same_json(0, False)
+    assert not cases.same_json([1, 2], [1, 2, 3])
+    assert not cases.same_json({"a": 1}, {"a": 1, "b": 2})
+    assert not cases.same_json("1", 1)
+    assert not cases.same_json(None, False)
+
+
+def test_the_result_file_is_read_strictly() -> None:
+    line = b'{"i": 0, "returned": [1]}\n'
+    assert parse_outcomes(line, 1) == (Outcome([1]),)
+    assert parse_outcomes(line + b'{"i": 1, "ret', 2) == (Outcome([1]),)  # cut by the kill
+    assert parse_outcomes(line + line, 2) == "an output that is not the next call's outcome"
+    assert parse_outcomes(line + line, 1) == "more outputs than calls"
+    assert parse_outcomes(b'{"i": true, "returned": 1}\n', 1) != (Outcome(1),)
+    assert parse_outcomes(b"ALL TESTS PASSED\n", 1) == "an output that is not JSON"
+    deep = b'{"i": 0, "returned": ' + b"[" * 100 + b"]" * 100 + b"}\n"
+    assert isinstance(parse_outcomes(deep, 1), str)
+    assert isinstance(parse_outcomes(b"x" * (OUTCOMES_BYTES + 1), 1), str)
+
+
+def test_a_huge_or_foreign_return_value_is_an_error_of_that_call(tmp_path: Path) -> None:
+    from vllm_operator.bench.sandbox.run import Call, run_one
+
+    code = "def big():\n    return 'x' * 100000\ndef odd():\n    return {1, 2}\n"
+    result = run_one(code, [Call("big"), Call("odd")], limit_seconds=10, scratch_root=tmp_path)
+    assert result.ran, result.detail
+    big, odd = result.outcomes
+    assert big.raised == "ValueError: over 16384 bytes as JSON"
+    assert str(odd.raised).startswith("TypeError: Object of type set")
