@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from forgeries import PYTHON_FORGERY, WRONG, build_native, native_forgery
 from pydantic import TypeAdapter, ValidationError
 from sandbox_identities import CallRunner, as_nobody, in_process, new_base
 
+from forgeries import PYTHON_FORGERY, WRONG, build_native, native_forgery
 from vllm_operator.bench.quality import cases
 from vllm_operator.bench.quality.assertions import check
 from vllm_operator.bench.quality.suite import Assertion, PythonTests, load_suite, parse_suite

@@ -87,10 +87,10 @@ os._exit(0)
 
 
 def build_native(out: Path) -> bytes | str:
-    """``data/forge_verdict.c`` built as an extension module; a reason where it cannot be."""
+    """``unit/bench/data/forge_verdict.c`` as an extension module (or why it cannot be)."""
     if shutil.which("cc") is None:
         return "no C compiler (cc): hack/ci-tools.sh installs gcc"
-    source = Path(__file__).with_name("data") / "forge_verdict.c"
+    source = Path(__file__).parent / "unit" / "bench" / "data" / "forge_verdict.c"
     subprocess.run(
         ["cc", "-shared", "-fPIC", "-O1", "-s", "-o", str(out), str(source)],
         check=True,
