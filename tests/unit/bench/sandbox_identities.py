@@ -29,8 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sandbox_probe import probe
+
 from vllm_operator.bench.sandbox import run as sandbox
-from vllm_operator.bench.sandbox.run import RunResult, run_one
+from vllm_operator.bench.sandbox.run import Call, RunResult, run_one
 
 NOBODY = 65534
 AS_NOBODY = [
@@ -48,12 +50,16 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from vllm_operator.bench.sandbox import run as module
 job = json.loads(sys.stdin.read())
-result = module.run_one(job["code"], job["tests"], limit_seconds=job["limit"],
+calls = [module.Call.from_json(c) for c in job["calls"]]
+result = module.run_one(job["code"], calls, limit_seconds=job["limit"],
                         scratch_root=Path(job["scratch"]), **job["walls"])
 print(json.dumps(result.to_json()))
 """
 
 Runner = Callable[[str, str, dict[str, Any]], RunResult]
+"""(answer code, test code for ``sandbox_probe.probe``, walls) -> the run's result."""
+CallRunner = Callable[[str, list[Call], dict[str, Any]], RunResult]
+"""(answer code, the calls to make, walls) -> the run's result (what ``run_one`` takes)."""
 
 
 @dataclass(frozen=True)
@@ -67,9 +73,18 @@ class Identity:
     as_code_uid: list[str]
 
 
-def in_process(scratch_root: Path) -> Runner:
+def probing(runner: CallRunner) -> Runner:
+    """A runner of answer code plus test code (the wall tests' form, ``sandbox_probe``)."""
+
     def run(code: str, tests: str, walls: dict[str, Any]) -> RunResult:
-        return run_one(code, tests, limit_seconds=10, scratch_root=scratch_root, **walls)
+        return runner(*probe(code, tests), walls)
+
+    return run
+
+
+def in_process(scratch_root: Path) -> CallRunner:
+    def run(code: str, calls: list[Call], walls: dict[str, Any]) -> RunResult:
+        return run_one(code, calls, limit_seconds=10, scratch_root=scratch_root, **walls)
 
     return run
 
@@ -99,7 +114,7 @@ def _readable_python(base: Path) -> Path | None:
     return None
 
 
-def as_nobody(base: Path) -> Runner | str:
+def as_nobody(base: Path) -> CallRunner | str:
     """A runner that starts the sandbox as ``nobody``; a reason string where it cannot."""
     if shutil.which("setpriv") is None:
         return "setpriv (util-linux) is not installed"
@@ -118,8 +133,13 @@ def as_nobody(base: Path) -> Runner | str:
     scratch.mkdir()
     os.chown(scratch, NOBODY, NOBODY)
 
-    def run(source: str, tests: str, walls: dict[str, Any]) -> RunResult:
-        job = {"code": source, "tests": tests, "limit": 10, "scratch": str(scratch)}
+    def run(source: str, calls: list[Call], walls: dict[str, Any]) -> RunResult:
+        job = {
+            "code": source,
+            "calls": [c.to_json() for c in calls],
+            "limit": 10,
+            "scratch": str(scratch),
+        }
         out = subprocess.run(
             [*AS_NOBODY, str(python), "-I", "-c", RUNNER, str(code)],
             input=json.dumps({**job, "walls": walls}),
