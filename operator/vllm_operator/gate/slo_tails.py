@@ -32,6 +32,7 @@ from vllm_operator.gate.tails import (
     ShareJudgement,
     allowed_share,
     judge_share,
+    judge_share_fixed,
     observations_needed,
 )
 
@@ -78,6 +79,24 @@ def exceedances(
     ]
 
 
+def judged_share(
+    clusters: Sequence[Exceedance],
+    allowed: float,
+    look: float,
+    across: float | None,
+    stray_trial: int | None,
+) -> ShareJudgement:
+    """The share judged with the clustering the bench fixed (``gate.clustering``: the same at
+    every bar, so the verdict moves one way with the limits), or, for a summary of the
+    earlier rule (no ``across``), estimated from the counts themselves."""
+    if across is None:
+        return judge_share(clusters, allowed, look, fewest=FEWEST)
+    if stray_trial is not None and stray_trial > len(clusters):
+        raise ValueError(f"stray trial {stray_trial} of {len(clusters)} trials")
+    stray = None if stray_trial is None else stray_trial - 1
+    return judge_share_fixed(clusters, allowed, look, across, stray)
+
+
 def judge_limit(  # noqa: PLR0917 - private to gate.slo, one call site
     label: str,
     metric: str,
@@ -102,9 +121,9 @@ def judge_limit(  # noqa: PLR0917 - private to gate.slo, one call site
     look = look_confidence(confidence, plan, trials)
     try:
         clusters = exceedances(counts.above, counts.total, counts.design_effect)
+        judged = judged_share(clusters, allowed, look, counts.across, counts.stray_trial)
     except ValueError as exc:
         return Judged(Finding("inconclusive", f"{label}: counts do not agree ({exc})"))
-    judged = judge_share(clusters, allowed, look, fewest=FEWEST)
     unit = unit_of(metric)
     if judged.observations <= 0:
         text = f"{label}: no {unit} measured to count"
@@ -161,10 +180,10 @@ def judge_against_baseline(  # noqa: PLR0917 - private to gate.slo, one call sit
     look = look_confidence(thresholds.confidence_percent / 100, plan, trials)
     try:
         pairs = exceedances(record.above, record.total, record.design_effect)
+        judged = judged_share(pairs, allowed, look, record.across, record.stray_trial)
     except ValueError as exc:
         text = f"{label} against the baseline: counts do not agree ({exc})"
         return Judged(Finding("inconclusive", text))
-    judged = judge_share(pairs, allowed, look, fewest=FEWEST)
     unit = unit_of(metric)
     if judged.observations <= 0:
         text = f"{label} against the baseline: no {unit} measured to compare"

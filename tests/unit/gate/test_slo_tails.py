@@ -18,10 +18,9 @@ from vllm_operator.api.summary import (
     LoadLevelFigures,
     LoadSweep,
     PairedBaseline,
-    TailCounts,
-    TailRegression,
     TrialPlan,
 )
+from vllm_operator.api.tail_counts import TailCounts, TailRegression
 from vllm_operator.gate import verdict
 from vllm_operator.gate.slo import breached, judge_slo
 from vllm_operator.gate.slo_tails import regression_limit

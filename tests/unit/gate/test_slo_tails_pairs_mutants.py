@@ -9,7 +9,8 @@ from dataclasses import replace
 from typing import Any
 
 from vllm_operator.api.gate_spec import Thresholds
-from vllm_operator.api.summary import TailCounts, TailRegression, TrialPlan
+from vllm_operator.api.summary import TrialPlan
+from vllm_operator.api.tail_counts import TailCounts, TailRegression
 from vllm_operator.gate import slo_tails, tails
 from vllm_operator.gate.finding import FigureKey, Finding, Judged
 from vllm_operator.gate.tails import Exceedance
