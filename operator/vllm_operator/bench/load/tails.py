@@ -68,7 +68,8 @@ def level_tails(
             fixed = clustering(ours, allowed_share(p), FEWEST, None)
             record = None
             if theirs is not None and not isinstance(theirs, str) and thresholds is not None:
-                relative, floor = regression_limit(thresholds, limit)
+                assert limits is not None
+                relative, floor = regression_limit(thresholds, limit, metric, limits)
                 record = _regression(ours, theirs, p, (relative, floor), clustering)
             counts[key] = TailCounts(
                 limit=limit,
