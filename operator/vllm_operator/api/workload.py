@@ -371,9 +371,10 @@ class PercentileLimits(APIModel):
         default=None,
         ge=0,
         le=100,
-        description="This metric's allowance against the baseline: the smallest regression "
-        "of a limited percentile that counts, percent of its limit (wins over "
-        "slo.regressionFloorPercent; absent: that, else ttft 10, itl 25, tpot 10, e2e 10).",
+        description="This metric's allowance against the gate's baseline: the smallest "
+        "regression of a limited percentile that counts, percent of its limit (wins over "
+        "slo.regressionFloorPercent; absent: that, else ttft 10, itl 25, tpot 10, e2e 10). "
+        "A canary's comparisons have their own floorMs and do not read it.",
     )
 
     def limits(self) -> dict[Percentile, float]:
