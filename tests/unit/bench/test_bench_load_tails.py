@@ -188,6 +188,8 @@ def test_the_worst_summary_fits_with_every_count_of_the_candidate() -> None:
             total=[183456 if itl else 1440] * 10,
             above=[1234 if itl else 12] * 10,
             design_effect=[12.37] * 10 if itl else None,
+            across=123.4,  # the clustering fixed once per run (gate.clustering)
+            stray_trial=10,
             regression=record if against else None,
         )
 
