@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from vllm_operator.api.summary import TrialPlan
 from vllm_operator.api.tail_counts import TailCounts
-from vllm_operator.gate import clustering, tails
+from vllm_operator.gate import clustering, slo_tails, tails
 from vllm_operator.gate.finding import FigureKey
 from vllm_operator.gate.slo_tails import judge_limit
 from vllm_operator.gate.tails import Exceedance as E
@@ -197,3 +197,30 @@ def test_the_summary_carries_the_clustering_and_the_judge_uses_it() -> None:
         with pytest.raises(ValueError, match=r"greater than|less than"):
             TailCounts.model_validate({**counts, **wrong})
     assert math.isfinite(fixed.across or 0)
+
+
+def test_a_stall_is_a_share_above_the_others_not_equal_to_it() -> None:
+    rest = [E(5, 500)] * 3
+    assert clustering._stalled([*rest, E(6, 500)], 3) == 3
+    assert clustering._stalled([*rest, E(5, 500)], 3) is None  # the others' share exactly
+    assert clustering._stalled([*rest, E(4, 500)], 3) is None
+    assert clustering._stalled([*rest, E(6, 500)], None) is None
+
+
+def test_a_grid_bound_counts_the_ties_at_its_rank() -> None:
+    pooled = [9.0, 7.0, 7.0, 7.0, 3.0, 1.0]
+    assert clustering._below(pooled, 1) == 7.0  # one above 7
+    assert clustering._below(pooled, 2) == 3.0  # the three 7s all above 3
+    assert clustering._below(pooled, 4) == 3.0
+    assert clustering._below(pooled, 5) == 1.0
+    assert clustering._below([5.0, 5.0, 5.0], 1) is None
+
+
+def test_the_stray_trial_must_be_one_of_the_trials() -> None:
+    clusters = [E(0, 500), E(300, 500), E(0, 500)]
+    last = slo_tails.judged_share(clusters, 0.01, 0.95, 1.0, 3)
+    assert last.left_out == (2,)
+    with pytest.raises(ValueError, match="stray trial 4 of 3 trials"):
+        slo_tails.judged_share(clusters, 0.01, 0.95, 1.0, 4)
+    earlier = slo_tails.judged_share(clusters, 0.01, 0.95, None, None)
+    assert earlier == tails.judge_share(clusters, 0.01, 0.95, fewest=slo_tails.FEWEST)

@@ -227,6 +227,11 @@ def test_each_metric_has_its_own_floor_and_its_own_wins_over_the_shorthand() -> 
     )  # type: ignore[union-attr]
     assert floor_source(t, 100, "itl", t.slo.at(8)) == "the itl default 25% of 100 ms"  # type: ignore[union-attr]
     assert floor_source(zero, 100, "itl", zero.slo.at(8)) == "regressionFloorMs"  # type: ignore[union-attr]
+    tie = th({"itlMs": {"p99": 100, "regressionFloorPercent": 5}}, **REGRESSION)  # 5 ms both
+    assert floor_source(tie, 100, "itl", tie.slo.at(8)) == (  # type: ignore[union-attr]
+        "itlMs.regressionFloorPercent 5% of 100 ms"
+    )
+    assert _limit(tie, "itl") == (10, 5)
     assert floor_source(short, 1000, "ttft", short.slo.at(8)) == (  # type: ignore[union-attr]
         "slo.regressionFloorPercent 15% of 1000 ms"
     )
