@@ -28,6 +28,11 @@ The interval, and why this one:
   its maximum likelihood needs more clusters than the 3-10 trials a gate has; a cluster
   bootstrap over 3 trials has 10 distinct resamples. ``benchmarks/tail_noise.py`` measures
   the false-fail and miss rates of the result on a noise model refitted from H200 requests.
+  Estimated from the counts being judged, both effects change with the bar, and a looser
+  limit could make a verdict worse (issue 40); the benchmark's counts therefore carry both
+  estimated once per run (``gate.clustering``), and ``judge_share_fixed`` judges with them,
+  so the verdict moves one way with the limits. ``judge_share`` keeps the estimate from the
+  counts for summaries written before, and for the canary's histograms.
 - **Bounds between bucket bounds**: a Prometheus histogram knows only how many observations
   fell at or below each bucket bound. Above a limit that lies between two bounds, the count
   above the lower bound is never fewer than the truth, and the count above the upper bound
