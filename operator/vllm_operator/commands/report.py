@@ -34,8 +34,9 @@ INSTALL = "pip install 'vllm-operator[report]' (plotly draws the charts)"
 EPILOG = """\
 exit codes: 0 written, 2 usage error (not a report, unreadable, plotly not installed).
 
-REPORT is the JSON `vllm-operator bench --report-path` writes, or a benchmark Job's log
-(`kubectl logs job/NAME`: its last report line is used); '-' reads standard input. Without
+REPORT is the JSON `vllm-operator bench --report-path` writes (plain or gzipped), or a
+benchmark Job's log (`kubectl logs job/NAME`: its last report line is used); '-' reads
+standard input. Without
 --baseline the charts compare the candidate with the baseline measured in the same run (if
 any); with it, with the candidate of OTHER (another run of the same workload).
 
