@@ -102,7 +102,12 @@ class QualityThresholds(APIModel):
         default=None, ge=0, description="Fewest tests that must pass (default: no minimum)."
     )
     must_pass: list[str] = Field(
-        default_factory=list, description="Test ids that must pass whatever the count."
+        default_factory=list,
+        description=(
+            "Test ids that must pass whatever the count; each must be a test of the suite "
+            "(the built-in suite's are checked when the spec is applied, a ConfigMap suite's "
+            "when the benchmark starts: an Error verdict)."
+        ),
     )
     min_identical_percent: float | None = Field(
         default=None,
