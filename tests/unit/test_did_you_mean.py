@@ -44,6 +44,10 @@ BENCH = ["--url", "http://127.0.0.1:9", "--model", "m"]
         ),
         (["crds", "--out-dri", "x"], "--out-dri: did you mean --out-dir?"),
         (["bnech", "--help"], "unknown command 'bnech'; did you mean bench?"),
+        (["run", "--namespce", "x"], "--namespce: did you mean --namespace?"),
+        (["sim", "m", "--sim-warmup-secnds", "2"], "did you mean --sim-warmup-seconds?"),
+        (["sandbox", "serve", "--exchnge", "x"], "--exchnge: did you mean --exchange?"),
+        (["demo", "--kep"], "--kep: did you mean --keep?"),
     ],
 )
 def test_a_misspelt_flag_or_command_gets_did_you_mean_in_a_few_lines(
