@@ -136,5 +136,5 @@ def main(argv: list[str], prog: str) -> int:
         return 2
     outcome = report.verdict.outcome if report.verdict else "no verdict (no gate)"
     size = len(page.encode("utf-8")) / 1e6
-    sys.stdout.write(f"wrote {args.output} ({size:.1f} MB): {outcome}\n")
+    sys.stdout.write(printable(f"wrote {args.output} ({size:.1f} MB): {outcome}") + "\n")
     return 0
