@@ -158,3 +158,26 @@ def test_judge_report_refuses_a_gzip_of_empty_objects_bounded_in_memory_and_time
     assert "more than a report has" in done.stderr
     assert "Traceback" not in done.stderr
     assert time.monotonic() - started < 300
+
+
+def test_a_forged_report_with_many_tests_and_names_is_answered_in_bounded_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    summary = BenchSummary.model_validate_json(_builtin_summary(["t-3"]))
+    report = {
+        "schema": "vllm-operator.dev/bench-report/v1",
+        "summary": summary.model_copy(
+            update={"quality": QualityFigures(suite="mine", passed=2, total=3, failed=["t-3"])}
+        ).to_wire(),
+        "quality": {"suite": "mine", "tests": [{"id": f"t-{n}"} for n in range(5000)]},
+    }
+    (tmp_path / "r.json").write_text(json.dumps(report))
+    names = json.dumps({"quality": {"mustPass": [f"x{n}" for n in range(50_000)]}})
+    started = time.monotonic()
+    code = judge("--summary", str(tmp_path / "r.json"), "--thresholds-json", names)
+    out = capsys.readouterr().out
+    assert code == 3
+    assert "mustPass names 50000 test(s) suite mine does not have" in out
+    assert "and 4980 more" in out  # twenty ids shown, not five thousand
+    assert len(out) < 4000
+    assert time.monotonic() - started < 60
