@@ -35,6 +35,7 @@ import yaml
 
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.api.resource import KIND
+from vllm_operator.commands.parsing import Parser
 from vllm_operator.errors import SpecErrors
 from vllm_operator_demo.demo_reports import reports_dir
 from vllm_operator_demo.demo_session import Printer, Session
@@ -109,7 +110,7 @@ def keep_running(session: Session, out: TextIO) -> None:
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog=prog,
         description=textwrap.fill(
             "Run the operator on an embedded Kubernetes API with a local kubelet (the vLLM "

@@ -24,6 +24,7 @@ from devcluster.pod_address import pod_address
 from vllm_operator.api.crd import crd_document
 from vllm_operator.api.progress import latest_event
 from vllm_operator.api.resource import API_VERSION, KIND, PLURAL
+from vllm_operator.api.text import printable
 from vllm_operator.config import OperatorConfig
 from vllm_operator.handlers.registry import build_registry
 from vllm_operator.render import labels
@@ -55,7 +56,7 @@ class Printer:
     def __call__(self, text: str = "", *, stamp: bool = True) -> None:
         self._clear_live()
         prefix = self._stamp() if stamp else ""
-        self.out.write(prefix + text + "\n")
+        self.out.write(prefix + printable(text) + "\n")  # reasons quote the measured side
         self.out.flush()
 
     def live(self, text: str) -> None:
@@ -67,7 +68,8 @@ class Printer:
             self.out.flush()
             return
         width = max(20, shutil.get_terminal_size((100, 24)).columns - 1)
-        line = (self._stamp() + text)[:width]  # one screen line: \r must reach its start
+        # one screen line: \r must reach its start
+        line = (self._stamp() + printable(text, newlines=False))[:width]
         self.out.write("\r" + line + " " * max(0, self._live_width - len(line)))
         self.out.flush()
         self._live_width = len(line)

@@ -306,9 +306,12 @@ def _where(option: Option) -> str:
 # -- the parser, the environment, the docs -------------------------------------------------
 
 
-def build_parser(prog: str) -> argparse.ArgumentParser:
-    """``vllm-operator run``'s parser; a flag not given leaves its field out (argparse.SUPPRESS)."""
-    parser = argparse.ArgumentParser(
+def build_parser(
+    prog: str, parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser
+) -> argparse.ArgumentParser:
+    """``vllm-operator run``'s parser; a flag not given leaves its field out (argparse.SUPPRESS).
+    ``parser_class``: the command passes its own (``commands.parsing``: "did you mean")."""
+    parser = parser_class(
         prog=prog,
         description=(
             "Start the vllm-operator controller: reconcile VLLMDeployments into revisions, "
@@ -366,9 +369,14 @@ def _from_environment(
 SCOPE = {"namespaces", "all_namespaces"}
 
 
-def config_from_args(argv: Sequence[str], environ: Mapping[str, str], prog: str) -> OperatorConfig:
+def config_from_args(
+    argv: Sequence[str],
+    environ: Mapping[str, str],
+    prog: str,
+    parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser,
+) -> OperatorConfig:
     """Parse flags with environment fallbacks into an ``OperatorConfig``."""
-    parser = build_parser(prog)
+    parser = build_parser(prog, parser_class)
     flags = vars(parser.parse_args(list(argv)))
     from_env = _from_environment(environ, parser)
     if SCOPE & flags.keys():  # a scope flag overrides both scope variables

@@ -132,7 +132,10 @@ def test_render_gives_every_pydantic_error_a_field_and_a_fix(
     assert "(fix: use a value of at least 0)" in text
     assert "(fix: use a value of at most 100)" in text
     assert "(fix: write true or false)" in text
-    assert "kubectl explain vllmd.spec.gate`" in text  # the unknown `workloads` key
+    # the unknown `workloads` key: "did you mean" from the fields of spec.gate
+    assert (
+        "spec.gate.workloads: Extra inputs are not permitted (fix: did you mean workload?" in text
+    )
 
 
 @pytest.mark.parametrize(

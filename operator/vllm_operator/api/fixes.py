@@ -9,7 +9,6 @@ documents the field. One function, so no error reaches a user without a fix.
 
 from __future__ import annotations
 
-import difflib
 import re
 import types
 import typing
@@ -18,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from vllm_operator.api.text import did_you_mean
 from vllm_operator.errors import SpecError
 
 # The type errors: what to write instead, in a user's words.
@@ -75,9 +75,9 @@ def fix_for(
         parent = docs or f"`kubectl explain {explain_path(path.rpartition('.')[0])}`"
         loc = tuple(error.get("loc") or ())
         known = fields_at(model, loc[:-1]) if model is not None and loc else []
-        close = difflib.get_close_matches(str(loc[-1]), known, n=2, cutoff=0.6) if loc else []
+        close = did_you_mean(str(loc[-1]), known) if loc else ""
         if close:
-            return f"did you mean {' or '.join(close)}? (fields here: {', '.join(known)})"
+            return f"{close} (fields here: {', '.join(known)})"
         if known:
             return f"remove it; the fields here are {', '.join(known)} ({parent})"
         return f"remove it or check its spelling against {parent}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from vllm_operator.api.affinity import check_affinity
 from vllm_operator.api.base import APIModel
@@ -71,13 +71,19 @@ def _field_path(loc: tuple[int | str, ...], prefix: str) -> str:
     return path
 
 
-def spec_errors_from(exc: ValidationError, prefix: str = "") -> SpecErrors:
+def spec_errors_from(
+    exc: ValidationError, prefix: str = "", model: type[BaseModel] | None = None
+) -> SpecErrors:
     """Translate a pydantic ValidationError into SpecErrors naming each field (camelCase),
-    each with a fix (``api/fixes.py``)."""
+    each with a fix (``api/fixes.py``; ``model``, the model validated, gives a misspelt
+    field its "did you mean")."""
     errors: list[SpecError] = []
     for err in exc.errors():
-        path = _field_path(field_location(err["loc"]), prefix)
-        errors.append(SpecError(path, str(err["msg"]), fix_for(err, path)))
+        loc = field_location(err["loc"])
+        path = _field_path(loc, prefix)
+        errors.append(
+            SpecError(path, str(err["msg"]), fix_for({**err, "loc": loc}, path, None, model))
+        )
     return SpecErrors(errors)
 
 
@@ -105,7 +111,7 @@ def parse_vllm_deployment(obj: dict[str, Any]) -> VLLMDeployment:
     try:
         vd = VLLMDeployment.model_validate(obj)
     except ValidationError as exc:
-        raise SpecErrors(spec_errors_from(exc).errors + problems) from None
+        raise SpecErrors(spec_errors_from(exc, model=VLLMDeployment).errors + problems) from None
     if problems:
         raise SpecErrors(problems)
     return vd
@@ -128,7 +134,9 @@ def parse_spec(spec: dict[str, Any]) -> VLLMDeploymentSpec:
     try:
         parsed = VLLMDeploymentSpec.model_validate(spec)
     except ValidationError as exc:
-        raise SpecErrors(spec_errors_from(exc, prefix="spec").errors + problems) from None
+        raise SpecErrors(
+            spec_errors_from(exc, prefix="spec", model=VLLMDeploymentSpec).errors + problems
+        ) from None
     if problems:
         raise SpecErrors(problems)
     return parsed

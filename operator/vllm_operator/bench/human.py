@@ -5,13 +5,15 @@ latency and tok/s for short, medium and long prompts; aggregate tok/s by concurr
 streams; the quality tests with a pass/fail mark (against a paired baseline also its mark
 and whether the two answers are the same text). Detail tables (TTFT, decode rate, spread)
 follow, labelled, because the study's "tok/s" is output tokens over end-to-end latency and
-readers confuse it with the decode rate.
+readers confuse it with the decode rate. Every line is escaped (``api.text.printable``):
+much of the text is the measured side's or a suite author's.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from vllm_operator.api.text import printable
 from vllm_operator.bench.report import BenchReport
 
 
@@ -31,7 +33,9 @@ def render(report: BenchReport, label: str | None = None) -> str:
     if base is not None:
         out += _baseline_notes(base)
     out += _verdict(report)
-    return "\n".join(out) + "\n"
+    # One line each, control characters escaped: a reason can quote a server's answer or a
+    # test id, and an ESC [ or a newline in it could draw a fake verdict over the real one.
+    return "\n".join(printable(line, newlines=False) for line in out) + "\n"
 
 
 def _ms(value: float | None) -> str:

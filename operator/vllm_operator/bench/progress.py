@@ -11,6 +11,8 @@ import json
 import time
 from typing import Any, TextIO
 
+from vllm_operator.api.text import printable
+
 
 class JsonLinesProgress:
     """One JSON object per event, flushed at once (the Job log keeps every line)."""
@@ -36,6 +38,7 @@ class TerminalProgress:
         text = _describe(event, fields)
         if text is None:
             return
+        text = printable(text, newlines=False)  # a test id or error may be hostile
         pad = max(0, self._width - len(text))
         self._stream.write("\r" + text + " " * pad)
         self._stream.flush()

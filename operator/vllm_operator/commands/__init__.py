@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from vllm_operator import __version__
+from vllm_operator.api.text import did_you_mean, printable
 
 
 class Command(NamedTuple):
@@ -93,7 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     name, rest = args[0], args[1:]
     command = COMMANDS.get(name)
     if command is None:
-        sys.stderr.write(f"vllm-operator: unknown command {name!r}\n\n{usage()}")
+        close = did_you_mean(name, COMMANDS)
+        hint = f"; {close}" if close else ""
+        sys.stderr.write(printable(f"vllm-operator: unknown command {name!r}{hint}") + "\n\n")
+        sys.stderr.write(usage())
         return 2
     try:
         module = importlib.import_module(command.module)

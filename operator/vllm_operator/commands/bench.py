@@ -27,8 +27,9 @@ import yaml
 from pydantic import ValidationError
 
 from vllm_operator.api.fixes import first_error
-from vllm_operator.api.gate_spec import Thresholds
+from vllm_operator.api.gate_spec import Thresholds, unknown_must_pass
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, Placement, RunIdentity
+from vllm_operator.api.text import printable
 from vllm_operator.api.workload import WorkloadSpec
 from vllm_operator.api.yaml_input import MAX_INPUT_BYTES, YAMLInputError, load_documents
 from vllm_operator.bench import human
@@ -73,15 +74,14 @@ def main(argv: list[str], prog: str) -> int:
     try:
         args = p.parse_args(argv)
     except UsageError as exc:
-        p.print_usage(sys.stderr)
-        sys.stderr.write(f"{prog}: error: {exc}\n")
+        sys.stderr.write(f"{prog}: error: {exc}\n(`{prog} --help` lists every option)\n")
         _usage_summary(_summary_path_in(argv), _model_in(argv), str(exc))
         return EXIT_USAGE
     try:
         identity = identity_from_args(args)
         config = config_from_args(args)
     except SpecError as exc:
-        sys.stderr.write(f"{prog}: error: {exc}\n")
+        sys.stderr.write(printable(f"{prog}: error: {exc}") + "\n")
         _usage_summary(args.summary_path, args.model, str(exc), _identity_or_none(args))
         return EXIT_USAGE
     try:
@@ -112,7 +112,7 @@ def _measure(config: BenchConfig, identity: RunIdentity | None, args: argparse.N
 
 
 def _abnormal_end(args: argparse.Namespace, reason: str) -> int:
-    sys.stderr.write(f"bench: {reason}\n")
+    sys.stderr.write(printable(f"bench: {reason}") + "\n")
     if args.summary_path:
         summary = BenchSummary(
             model=args.model,
@@ -147,7 +147,7 @@ def _model_in(argv: list[str]) -> str:
 def _measure_and_publish(
     config: BenchConfig, identity: RunIdentity | None, args: argparse.Namespace
 ) -> int:
-    jsonl = args.output == "jsonl" or (args.output == "auto" and not sys.stdout.isatty())
+    jsonl = args.output == "jsonl"  # asked for: people reading a pipe or a CI log get tables
     progress: Progress = NoProgress()
     terminal: TerminalProgress | None = None
     if jsonl:
@@ -207,12 +207,13 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     thresholds = model_arg(Thresholds, args.thresholds_json, "--thresholds-json")
     baseline = model_arg(BenchSummary, args.baseline_json, "--baseline-json")
     if thresholds is not None:
-        unknown = sorted(set(thresholds.quality.must_pass) - set(suite.ids))
-        if unknown:
+        ids = tuple(suite.ids)
+        problem = unknown_must_pass(thresholds.quality.must_pass, ids, suite.name)
+        if problem is not None:
             raise SpecError(
                 "--thresholds-json: quality.mustPass",
-                f"{', '.join(unknown)} not in suite {suite.name}",
-                f"name tests of the suite: {', '.join(suite.ids[:10])}",
+                problem.removeprefix("mustPass "),
+                "name tests of the suite (a name it lacks would never be enforced)",
             )
     workload, traffic = workload_from_args(args)
     _check_url(args.url)
@@ -437,7 +438,7 @@ def _publish(
             plain = json.loads(json.dumps(data, default=str))  # as --report-path has it
             write_page(args.html, page_from_data(plain, "the bench report"))
         except (OSError, SpecError) as exc:
-            err.write(f"bench: --html {args.html}: {exc}\n")
+            err.write(printable(f"bench: --html {args.html}: {exc}") + "\n")
         else:
             err.write(f"bench: report page written to {args.html}\n")
 

@@ -24,6 +24,7 @@ from vllm_operator.bench.config import (
 from vllm_operator.bench.quality.run import DEFAULT_CONCURRENCY as DEFAULT_QUALITY_CONCURRENCY
 from vllm_operator.bench.quality.run import MAX_CONCURRENCY as MAX_QUALITY_CONCURRENCY
 from vllm_operator.commands import bench_checks
+from vllm_operator.commands.parsing import Parser
 from vllm_operator.errors import VLLMOperatorError
 
 EPILOG = """\
@@ -49,9 +50,9 @@ class UsageError(VLLMOperatorError):
     """argparse rejected the command line (raised instead of exiting, to write a summary)."""
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(Parser):
     def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
+        raise UsageError(self.explained(message))
 
 
 class _WorkloadHelp(argparse.Action):
@@ -299,9 +300,12 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         ("--output",),
-        "auto: tables and a live line on a terminal, JSON lines otherwise",
+        "human: the tables, ending in the gate's verdict (and a live line on stderr while "
+        "it is a terminal), piped or not; jsonl: one JSON event per line on stdout, the last "
+        "the full report, the tables on stderr (what the benchmark Job's log holds); auto: "
+        "human (default: %(default)s)",
         choices=("auto", "human", "jsonl"),
-        default="auto",
+        default="human",
     ),
     Option(("--label",), "row label in the tables (default: the model name)"),
     Option(("--job-name",), "name of the benchmark Job", metavar="NAME", group=IDENTITY),

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from vllm_operator.api.crd import CRD_FILENAME, render_crd_yaml
+from vllm_operator.commands.parsing import Parser
 
 DESCRIPTION = f"""\
 Generate the VLLMDeployment CustomResourceDefinition from the API models and write it to
@@ -30,7 +31,7 @@ examples:
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog=prog,
         description=DESCRIPTION,
         epilog=EPILOG,

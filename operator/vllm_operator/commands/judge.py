@@ -11,6 +11,13 @@ summary's SLO tail counts are taken again from its samples at the limits given
 (``bench.load.recount``), so a run can be re-judged with limits other than the ones it was
 measured with; a summary's counts only answer for the limits it was counted at.
 
+``--summary`` and ``--report`` both read with the bounded reader ``report`` uses
+(``bench.report_input``: the same caps, objects counted before any parse), and both take
+what bench writes: a summary, a full report (gzip or not), or bench's report event (its
+last output line with ``--output jsonl``, a Job's log). A ``mustPass`` name the judged
+suite lacks (known for the built-in suite and from a report's test list) is an Error, never
+a limit silently not enforced.
+
 Exit codes follow ``bench``: 0 Passed, 1 Failed or Inconclusive, 2 usage error (a file that
 cannot be read or is not a summary, limits that do not validate), 3 Error (also for a
 summary whose figures contradict each other or are not finite, ``api.summary_checks``: the
@@ -22,39 +29,41 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import zlib
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
 from pydantic import ValidationError
 
 from vllm_operator.api.fixes import first_error
-from vllm_operator.api.gate_spec import Thresholds
+from vllm_operator.api.gate_spec import (
+    BUILTIN_SUITE,
+    BUILTIN_TEST_IDS,
+    Thresholds,
+    unknown_must_pass,
+)
 from vllm_operator.api.summary import MAX_TRIALS, BenchSummary, TrialPlan, Verdict
 from vllm_operator.api.summary_checks import contradiction_in
-from vllm_operator.bench.http import bounded
+from vllm_operator.api.text import printable
 from vllm_operator.bench.load.recount import ReportError, recounted
 from vllm_operator.bench.report import REPORT_SCHEMA
+from vllm_operator.bench.report_input import GIVE, MAX_REPORT_BYTES, InputError, read_json
 from vllm_operator.commands.bench import model_arg
 from vllm_operator.commands.inputs import read_capped
+from vllm_operator.commands.parsing import Parser
 from vllm_operator.errors import SpecError
 from vllm_operator.gate import verdict
-
-MAX_SUMMARY_BYTES = 16 << 20
-"""A summary is under 4 KiB and a full report a few MiB; anything larger is refused."""
-
-MAX_REPORT_BYTES = 256 << 20
-"""A full report with every run's samples (decompressed); anything larger is refused."""
 
 EXIT = {"Passed": 0, "Failed": 1, "Inconclusive": 1, "Error": 3}
 
 EPILOG = """\
 exit codes: 0 Passed, 1 Failed or Inconclusive, 2 usage error, 3 Error.
 
---summary FILE is a summary (bench --summary-path, a Job's termination message) or a full
-report (its summary is judged as it is). --report FILE is a full report (bench
---report-path, plain or gzipped): its SLO tail limits are counted again from its samples at
-the limits given, what a summary cannot do when its counts were taken at other limits (its
-reasons say "re-judge with --report"). '-' reads standard input. JSON options take the JSON
+--summary FILE is a summary (bench --summary-path, a Job's termination message), a full
+report, or bench's last output line with --output jsonl or a Job's log (the report's summary
+is judged as it is); not bench's printed tables: write the file with --summary-path.
+--report FILE is a full report (bench --report-path, plain or gzipped, or a Job's log):
+its SLO tail limits are counted again from its samples at the limits given, what a summary
+cannot do when its counts were taken at other limits (its reasons say "re-judge with
+--report"). '-' reads standard input. JSON options take the JSON
 itself or @FILE.
 
 examples:
@@ -66,9 +75,9 @@ examples:
 """
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(Parser):
     def error(self, message: str) -> NoReturn:
-        raise SpecError("arguments", message)
+        raise SpecError("arguments", self.explained(message), f"see `{self.prog} --help`")
 
 
 def parser(prog: str) -> argparse.ArgumentParser:
@@ -132,23 +141,28 @@ def parser(prog: str) -> argparse.ArgumentParser:
 def main(argv: list[str], prog: str) -> int:
     try:
         args = parser(prog).parse_args(argv)
-        baseline = read_summary(args.baseline, "--baseline") if args.baseline else None
+        baseline = read_summary(args.baseline, "--baseline").summary if args.baseline else None
         thresholds = thresholds_arg(args.thresholds_json)
         plan = plan_from(args.trials, args.max_trials)
         if args.report is not None:
-            summary = read_report(args.report, thresholds, plan)
+            judged = read_report(args.report, thresholds, plan)
         else:
-            summary = read_summary(args.summary, "--summary")
+            judged = read_summary(args.summary, "--summary")
     except ContradictorySummary as exc:  # figures, but not one reading of them: Error
-        judged = Verdict(outcome="Error", reasons=[str(exc)])
-        sys.stdout.write(render(judged, args.output))
-        return EXIT[judged.outcome]
+        outcome = Verdict(outcome="Error", reasons=[str(exc)])
+        sys.stdout.write(render(outcome, args.output))
+        return EXIT[outcome.outcome]
     except SpecError as exc:
-        sys.stderr.write(f"{prog}: {exc}\n")
+        sys.stderr.write(printable(f"{prog}: {exc}") + "\n")
         return 2
-    judged = verdict(summary, thresholds, baseline, require_paired=args.require_paired, plan=plan)
-    sys.stdout.write(render(judged, args.output))
-    return EXIT[judged.outcome]
+    if (unknown := unknown_tests(judged, thresholds)) is not None:  # never enforced: Error
+        outcome = Verdict(outcome="Error", reasons=[f"thresholds quality.{unknown}"])
+    else:
+        outcome = verdict(
+            judged.summary, thresholds, baseline, require_paired=args.require_paired, plan=plan
+        )
+    sys.stdout.write(render(outcome, args.output))
+    return EXIT[outcome.outcome]
 
 
 def thresholds_arg(text: str) -> Thresholds:
@@ -173,43 +187,75 @@ def plan_from(trials: int | None, max_trials: int | None) -> TrialPlan | None:
         raise first_error(exc, "--trials/--max-trials", dotted=False, fix="", hint=hint) from exc
 
 
-def read_report(path: str, thresholds: Thresholds, plan: TrialPlan | None) -> BenchSummary:
+def read_report(path: str, thresholds: Thresholds, plan: TrialPlan | None) -> Judged:
     """A full report's summary with its SLO tails counted again from its samples."""
-    data = _read_json(path, "--report", MAX_REPORT_BYTES)
+    data = _read_json(path, "--report")
+    if isinstance(data, dict) and data.get("event") == "report":
+        data = data.get("report")  # bench's last output line (--output jsonl), a Job's log
     if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
-        raise SpecError("--report", f"{path} is not a full report (schema {REPORT_SCHEMA})")
+        raise SpecError("--report", f"{path} is not a full report (schema {REPORT_SCHEMA})", GIVE)
     summary = _summary_of(data.get("summary"), path, "--report")
     try:
-        return recounted(summary, data, thresholds, plan)
+        return Judged(recounted(summary, data, thresholds, plan), _test_ids(data))
     except (ReportError, ValidationError, TypeError, ValueError) as exc:
         raise SpecError("--report", f"{path}: {exc}") from exc
 
 
-def _read_json(path: str, option: str, limit: int) -> object:
+def _read_json(path: str, option: str) -> object:
+    """The JSON in ``path`` ('-': stdin) by the bounded reader ``report`` uses too."""
     try:
-        raw = read_capped(path, limit)
+        raw = read_capped(path, MAX_REPORT_BYTES)
     except OSError as exc:
         raise SpecError(option, f"cannot read {path}: {exc.strerror or exc}") from exc
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            inflate = zlib.decompressobj(wbits=31)
-            raw = inflate.decompress(raw, limit + 1)
-        except zlib.error as exc:
-            raise SpecError(option, f"{path}: not valid gzip ({exc})") from exc
-    if len(raw) > limit:
-        raise SpecError(option, f"{path} is larger than {limit >> 20} MiB")
     try:
-        return bounded.loads(raw, max_bytes=limit)
-    except ValueError as exc:
-        raise SpecError(option, f"{path}: {exc}") from exc
+        return read_json(raw, path, option)
+    except InputError as exc:
+        raise SpecError(option, f"{path}: {exc.message}", exc.fix) from exc
 
 
-def read_summary(path: str, option: str) -> BenchSummary:
-    """A summary from ``path`` ('-': stdin); a full report's summary is taken from it."""
-    data = _read_json(path, option, MAX_SUMMARY_BYTES)
+def read_summary(path: str, option: str) -> Judged:
+    """A summary from ``path`` ('-': stdin): a summary, a full report or bench's report
+    event (its last output line with --output jsonl, a Job's log): its summary is judged."""
+    data = _read_json(path, option)
+    ids: tuple[str, ...] | None = None
+    if isinstance(data, dict) and data.get("event") == "report":
+        data = data.get("report")
     if isinstance(data, dict) and data.get("schema") == REPORT_SCHEMA:
+        ids = _test_ids(data)
         data = data.get("summary")
-    return _summary_of(data, path, option)
+    return Judged(_summary_of(data, path, option), ids)
+
+
+MAX_SUITE_IDS = 10_000
+"""Most test ids taken from a report to check mustPass names against (the built-in suite has
+13); a longer list is not checked, so "did you mean" stays fast on a forged report."""
+
+
+def _test_ids(report: dict[str, object]) -> tuple[str, ...] | None:
+    """The quality test ids a full report ran (None: no quality section, or too many)."""
+    quality = report.get("quality")
+    tests = quality.get("tests") if isinstance(quality, dict) else None
+    if not isinstance(tests, list) or len(tests) > MAX_SUITE_IDS:
+        return None
+    return tuple(str(t.get("id")) for t in tests if isinstance(t, dict))
+
+
+def unknown_tests(judged: Judged, thresholds: Thresholds) -> str | None:
+    """Why ``mustPass`` names a test the judged run's suite does not have, or None.
+
+    The suite's ids are known from a full report, or for the built-in suite (its name and
+    size); a summary of a custom suite does not list them, so its names cannot be checked
+    here (``bench`` refuses them before it runs)."""
+    must_pass = thresholds.quality.must_pass
+    quality = judged.summary.quality
+    if not must_pass or quality is None:
+        return None
+    ids = judged.test_ids
+    if ids is None and quality.suite == BUILTIN_SUITE and quality.total == len(BUILTIN_TEST_IDS):
+        ids = BUILTIN_TEST_IDS
+    if ids is None:
+        return None
+    return unknown_must_pass(must_pass, ids, quality.suite)
 
 
 def _summary_of(data: object, path: str, option: str) -> BenchSummary:
@@ -219,7 +265,14 @@ def _summary_of(data: object, path: str, option: str) -> BenchSummary:
         if (contradiction := contradiction_in(exc)) is not None:
             raise ContradictorySummary(option, f"{path}: {contradiction}") from exc
         hint = f"(is {path} a bench summary?)"
-        raise first_error(exc, option, fix="", hint=hint) from exc
+        raise first_error(exc, option, fix=GIVE, hint=hint) from exc
+
+
+class Judged(NamedTuple):
+    """What judge read: the summary, and the suite's test ids when the input lists them."""
+
+    summary: BenchSummary
+    test_ids: tuple[str, ...] | None = None
 
 
 class ContradictorySummary(SpecError):
@@ -229,17 +282,22 @@ class ContradictorySummary(SpecError):
 
 def render(judged: Verdict, output: str) -> str:
     """The verdict for people (its headline, the reasons that decided it, then the others,
-    one a line) or as JSON."""
+    one a line, control characters escaped: a reason may quote a test id or a server's
+    answer) or as JSON."""
     if output == "json":
         return json.dumps(judged.to_wire(), indent=2) + "\n"
     deciding = judged.deciding or 0
     lines = [f"verdict: {judged.outcome}"]
     if judged.headline:
-        lines.append(f"  {judged.headline}")
+        lines.append(f"  {_line(judged.headline)}")
     if not deciding:
-        return "\n".join([*lines, *(f"  - {r}" for r in judged.reasons)]) + "\n"
-    lines += ["decided by:", *(f"  - {r}" for r in judged.reasons[:deciding])]
+        return "\n".join([*lines, *(f"  - {_line(r)}" for r in judged.reasons)]) + "\n"
+    lines += ["decided by:", *(f"  - {_line(r)}" for r in judged.reasons[:deciding])]
     rest = judged.reasons[deciding:]
     if rest:
-        lines += ["other figures and notes:", *(f"  - {r}" for r in rest)]
+        lines += ["other figures and notes:", *(f"  - {_line(r)}" for r in rest)]
     return "\n".join(lines) + "\n"
+
+
+def _line(text: str) -> str:
+    return printable(text, newlines=False)

@@ -20,7 +20,9 @@ import yaml
 
 from vllm_operator.api.limits import describe
 from vllm_operator.api.resource import KIND, VLLMDeployment, parse_vllm_deployment
+from vllm_operator.api.text import printable
 from vllm_operator.api.yaml_input import MAX_INPUT_BYTES, YAMLInputError, load_documents
+from vllm_operator.commands.parsing import Parser
 from vllm_operator.errors import SpecError, SpecErrors, VLLMOperatorError
 from vllm_operator.render.validate import check
 from vllm_operator.rollout.context import DEFAULT_BENCH_IMAGE, Settings
@@ -64,7 +66,7 @@ exit status:
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog=prog,
         description=(
             "Print the Kubernetes manifests one or more VLLMDeployment resources become, as\n"
@@ -176,7 +178,7 @@ def run(
         try:
             docs = _read(source, stdin)
         except _Problem as exc:
-            stderr.write(f"{prog}: {exc}\n")
+            stderr.write(printable(f"{prog}: {exc}") + "\n")
             failed = True
             continue
         if not docs:
@@ -205,7 +207,7 @@ def _report(stderr: IO[str], prog: str, label: str, errors: list[SpecError]) -> 
     count = f"{len(errors)} problem" + ("s" if len(errors) != 1 else "")
     stderr.write(f"{prog}: {label} is invalid ({count}):\n")
     for error in errors:
-        stderr.write(f"{error}\n")
+        stderr.write(printable(str(error)) + "\n")
 
 
 def main(argv: list[str], prog: str) -> int:

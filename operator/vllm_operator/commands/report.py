@@ -23,8 +23,10 @@ import tempfile
 from pathlib import Path
 from typing import NoReturn
 
+from vllm_operator.api.text import printable
 from vllm_operator.bench.page.view import MAX_REPORT_BYTES, Report, ReportError, from_bytes
 from vllm_operator.commands.inputs import read_capped
+from vllm_operator.commands.parsing import Parser
 from vllm_operator.errors import SpecError
 
 INSTALL = "pip install 'vllm-operator[report]' (plotly draws the charts)"
@@ -32,8 +34,9 @@ INSTALL = "pip install 'vllm-operator[report]' (plotly draws the charts)"
 EPILOG = """\
 exit codes: 0 written, 2 usage error (not a report, unreadable, plotly not installed).
 
-REPORT is the JSON `vllm-operator bench --report-path` writes, or a benchmark Job's log
-(`kubectl logs job/NAME`: its last report line is used); '-' reads standard input. Without
+REPORT is the JSON `vllm-operator bench --report-path` writes (plain or gzipped), or a
+benchmark Job's log (`kubectl logs job/NAME`: its last report line is used); '-' reads
+standard input. Without
 --baseline the charts compare the candidate with the baseline measured in the same run (if
 any); with it, with the candidate of OTHER (another run of the same workload).
 
@@ -44,9 +47,9 @@ examples:
 """
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(Parser):
     def error(self, message: str) -> NoReturn:
-        raise SpecError("arguments", message, "see `vllm-operator report --help`")
+        raise SpecError("arguments", self.explained(message), "see `vllm-operator report --help`")
 
 
 def parser(prog: str) -> argparse.ArgumentParser:
@@ -129,9 +132,9 @@ def main(argv: list[str], prog: str) -> int:
                 "--output", f"cannot write {args.output}: {exc.strerror or exc}"
             ) from exc
     except SpecError as exc:
-        sys.stderr.write(f"{prog}: {exc}\n")
+        sys.stderr.write(printable(f"{prog}: {exc}") + "\n")
         return 2
     outcome = report.verdict.outcome if report.verdict else "no verdict (no gate)"
     size = len(page.encode("utf-8")) / 1e6
-    sys.stdout.write(f"wrote {args.output} ({size:.1f} MB): {outcome}\n")
+    sys.stdout.write(printable(f"wrote {args.output} ({size:.1f} MB): {outcome}") + "\n")
     return 0

@@ -17,6 +17,7 @@ import os
 import kopf
 from prometheus_client import CollectorRegistry, start_http_server
 
+from vllm_operator.commands.parsing import Parser
 from vllm_operator.config import OperatorConfig, config_from_args
 from vllm_operator.handlers.registry import build_registry, configure
 from vllm_operator.metrics import OperatorMetrics
@@ -37,7 +38,7 @@ async def run(config: OperatorConfig, metrics: OperatorMetrics) -> None:
 
 
 def main(argv: list[str], prog: str) -> int:
-    config = config_from_args(argv, os.environ, prog)
+    config = config_from_args(argv, os.environ, prog, Parser)
     logging.basicConfig(
         level=getattr(logging, config.log_level, logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -14,10 +14,11 @@ import argparse
 from pathlib import Path
 
 from vllm_operator.bench.sandbox.exchange import run_one_stdio, serve
+from vllm_operator.commands.parsing import Parser
 
 
 def parser(prog: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog=prog,
         description=(
             "Run model-written code for python-tests checks, apart from the benchmark, and "

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_operator.booleans import parse_bool
+from vllm_operator.commands.parsing import Parser
 from vllm_operator.engine import argv as vllm_argv
 from vllm_operator.engine import catalog, extra_args, flagdata
 from vllm_operator.engine.version import Version
@@ -163,7 +164,7 @@ KNOBS = (
 )
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(Parser):
     def exit(self, status: int = 0, message: str | None = None) -> Any:
         if message:
             self._print_message(message, sys.stderr)

@@ -22,9 +22,9 @@ it (``argv.parse`` over the table recorded from vLLM), and:
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 
+from vllm_operator.api.text import close_to
 from vllm_operator.engine import argv, catalog, config_time, flagdata
 from vllm_operator.engine.flagdata import FlagTable
 from vllm_operator.engine.tables import EAGER_COST
@@ -61,10 +61,10 @@ def _field(index: int | None, start: int) -> str:
 
 
 def suggestions(table: FlagTable, written: str) -> list[str]:
-    """The closest valid spellings of ``written`` (difflib), best first."""
+    """The closest valid spellings of ``written`` (``api.text``), best first."""
     name = argv.long_name(written)
     longs = [s for s in table.by_spelling if s.startswith("--")]
-    return difflib.get_close_matches(name, longs, n=3, cutoff=0.6)
+    return close_to(name, longs, n=3)
 
 
 def _unknown_errors(

@@ -153,6 +153,8 @@ def bench_args(
         json.dumps(gate.thresholds.to_wire(), sort_keys=True, separators=(",", ":")),
         "--summary-path",
         TERMINATION_LOG,
+        "--output",  # the log is read by machines: `kubectl logs job | vllm-operator report -`
+        "jsonl",
         "--deadline-seconds",
         str(bench_deadline(gate.timeout_seconds)),
         "--sandbox-dir",

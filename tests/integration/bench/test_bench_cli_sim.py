@@ -32,7 +32,8 @@ def test_job_mode_json_lines_report_and_termination_summary(sim: StartSim, tmp_p
     done = bench(
         "--url", url, *FAST, "--summary-path", str(summary_path), "--report-path",
         str(report_path), "--thresholds-json", thresholds, "--allow-code-execution",
-        "--job-name", "qwen-gate-0123456789-1", "--revision", "0123456789", "--attempt", "1",
+        "--output", "jsonl", "--job-name", "qwen-gate-0123456789-1", "--revision", "0123456789",
+        "--attempt", "1",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     events = [json.loads(line) for line in done.stdout.splitlines()]

@@ -66,7 +66,14 @@ def test_argparse_errors_exit_2_and_still_write_a_summary(
         (["--suite", "builtin:nope"], "unknown built-in suite"),
         (["--thresholds-json", "{"], "not JSON"),
         (["--thresholds-json", '{"maxRegressionPercent": 500}'], "maxRegressionPercent"),
-        (["--thresholds-json", '{"quality": {"mustPass": ["nope-1"]}}'], "nope-1 not in suite"),
+        (
+            ["--thresholds-json", '{"quality": {"mustPass": ["nope-1"]}}'],
+            "suite default does not have: 'nope-1'",
+        ),
+        (
+            ["--thresholds-json", '{"quality": {"mustPass": ["code1"]}}'],
+            "suite default does not have: 'code1' (did you mean 'code-1'?)",
+        ),
         (["--baseline-json", '{"latency": 3}'], "--baseline-json: latency"),
         (["--baseline-json", "@/nonexistent.json"], "cannot read"),
         (["--api-key-env", "BENCH_TEST_UNSET_VARIABLE"], "is unset"),

@@ -53,6 +53,9 @@ def test_job_fails_closed_and_runs_restricted() -> None:
     args = container["args"]
     assert args[:5] == ["bench", "--url", "http://qwen--candidate.ml.svc:8000", "--model", "qwen3"]
     assert args[args.index("--summary-path") + 1] == "/dev/termination-log"
+    # The log is read by machines (`kubectl logs job | vllm-operator report -`, the progress
+    # in status): JSON lines, asked for, since bench prints tables by default.
+    assert args[args.index("--output") + 1] == "jsonl"
     assert int(args[args.index("--deadline-seconds") + 1]) < 900
     assert "--baseline-json" not in args
     # Pods of the Job never match a Service (component=benchmark).

@@ -3,8 +3,9 @@
 The report is written by ``bench``, but the file a person hands to ``vllm-operator report``
 may come from anywhere (another cluster, a log copied by hand, a forged line), and much of
 it was written by the measured side or by users (model and class names, server versions,
-reasons, test ids). So nothing here trusts it: the file is read up to ``MAX_REPORT_BYTES``
-and parsed with a nesting limit, every string is clipped, lists are capped (per-request
+reasons, test ids). So nothing here trusts it: the file is read by ``bench.report_input``
+(up to ``MAX_REPORT_BYTES``, counted before it is parsed with a nesting limit, the reader
+``judge`` uses too), every string is clipped, lists are capped (per-request
 samples evenly thinned, so a huge run still draws its whole time span), numbers that are not
 finite count as missing, and anything that is not a report is a ``ReportError`` naming the
 field, never a traceback. Escaping is not done here: ``document`` and ``charts`` escape at
@@ -17,7 +18,7 @@ gaining fields (the ``load`` section, new quality figures) still opens.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -30,19 +31,14 @@ from pydantic import (
 )
 
 from vllm_operator.api.fixes import first_error
-from vllm_operator.bench.http import bounded
+from vllm_operator.bench import report_input
 from vllm_operator.bench.report import REPORT_SCHEMA
 from vllm_operator.errors import SpecError
 
-MAX_REPORT_BYTES = 128 << 20
-"""Largest report read: 16 load levels x 10 trials x 2 servers x 2,000 samples is ~110 MB."""
-MAX_JSON_DEPTH = 48
-MAX_CONTAINERS = 1_000_000
-"""Objects and arrays a report may open ('{' and '['): the largest report has ~650,000 (a
-sample per request, 2,000 per run, 320 runs); a 128 MiB array of ``{}`` would be 43 million,
-6.4 GB of Python objects before the first field is read."""
-MAX_VALUES = 8_000_000
-"""Values a report may hold, counted by its commas (a sample has 9): ~6 million at most."""
+MAX_REPORT_BYTES = report_input.MAX_REPORT_BYTES
+MAX_CONTAINERS = report_input.MAX_CONTAINERS
+MAX_VALUES = report_input.MAX_VALUES
+"""The page's bounds are the shared reader's (``bench.report_input``)."""
 MAX_TEXT = 2_000
 """Longest reason, detail or answer kept (characters); longer ones end in an ellipsis."""
 MAX_NAME = 200
@@ -338,66 +334,17 @@ def parse(data: object, where: str) -> Report:
         raise ReportError(error.field, error.message, error.fix) from exc
 
 
-def _too_many(text: bytes) -> str | None:
-    """Why ``text`` holds more objects or values than any report, or None; counted before
-    parsing, in C (an upper bound: brackets and commas inside strings count too)."""
-    containers = text.count(b"{") + text.count(b"[")
-    values = text.count(b",")
-    if containers > MAX_CONTAINERS or values > MAX_VALUES:
-        return (
-            f"{containers} objects or arrays and {values} commas: more than a report has "
-            f"({MAX_CONTAINERS} and {MAX_VALUES})"
-        )
-    return None
-
-
-def _lines_from_the_end(text: bytes) -> Iterator[bytes]:
-    """The lines of ``text``, last first, without splitting it all at once."""
-    end = len(text)
-    while end > 0:
-        start = text.rfind(b"\n", 0, end) + 1
-        yield text[start:end]
-        end = start - 1
+def from_bytes(raw: bytes, path: str, where: str) -> Report:
+    """The report in ``raw`` (read from ``path`` with one byte past ``MAX_REPORT_BYTES``):
+    a report, gzipped or not, or a Job's log ending in one, read by ``bench.report_input``
+    (the reader ``judge`` uses, with the same caps)."""
+    try:
+        data = report_input.read_json(raw, path, where)
+    except report_input.InputError as exc:
+        raise ReportError(exc.field, exc.message, exc.fix) from exc
+    return parse(data, where)
 
 
 def loads(text: bytes, where: str) -> Report:
-    """A report from a JSON document, or from JSON lines (the last ``report`` event).
-
-    Every document parsed (the whole text, then a line) is first counted (``_too_many``):
-    a 128 MiB array of ``{}`` is refused instead of becoming 6.4 GB of objects.
-    """
-    whole_error = _too_many(text)
-    if whole_error is None:
-        try:
-            return parse(
-                bounded.loads(text, max_bytes=MAX_REPORT_BYTES, max_depth=MAX_JSON_DEPTH), where
-            )
-        except bounded.BoundError as exc:
-            whole_error = str(exc)
-    found: object = None
-    for line in _lines_from_the_end(text):
-        if not line.strip().startswith(b"{") or b'"report"' not in line:
-            continue
-        if _too_many(line) is not None:
-            continue
-        try:
-            event = bounded.loads(line, max_bytes=MAX_REPORT_BYTES, max_depth=MAX_JSON_DEPTH)
-        except bounded.BoundError:
-            continue
-        if isinstance(event, dict) and event.get("event") == "report":
-            found = event
-            break
-    if found is None:
-        raise ReportError(
-            where,
-            f"not JSON, and no report event among its lines ({whole_error})",
-            "give the file `vllm-operator bench --report-path` wrote, or a benchmark Job's log",
-        )
-    return parse(found, where)
-
-
-def from_bytes(raw: bytes, path: str, where: str) -> Report:
-    """The report in ``raw`` (read from ``path`` with one byte past ``MAX_REPORT_BYTES``)."""
-    if len(raw) > MAX_REPORT_BYTES:
-        raise ReportError(where, f"{path} is larger than {MAX_REPORT_BYTES >> 20} MiB")
-    return loads(raw, where)
+    """A report from a JSON document, or from JSON lines (the last ``report`` event)."""
+    return from_bytes(text, "the text", where)
