@@ -1,10 +1,10 @@
 """One canary step judged: candidate against stable, from what their pods counted. Pure.
 
 The figures are vLLM's own histograms and counters as deltas over the step
-(``metrics``), and every decision is the tail judge's (``gate.tails``): a latency
-percentile is a share of requests above a bound, each pod one cluster of observations,
-histograms judged at their bucket bounds (so a limit between two bounds can leave a figure
-undecided, never wrongly decided). Nothing here estimates a percentile to compare two
+(``metrics``), and every decision is made on shares of observations above bounds, each pod
+one cluster of observations: a latency percentile against the stable's at two bucket bounds
+(``latency``: the limit rounded to a bound, and the reason says which), error shares and SLO
+limits by the tail judge (``gate.tails``). Nothing here estimates a percentile to compare two
 numbers; the figures shown in status are for people.
 
 A step is
@@ -23,9 +23,14 @@ from typing import Literal
 
 from vllm_operator.api.canary import CANARY_METRICS, CanaryAnalysis
 from vllm_operator.api.workload import SloLimits
-from vllm_operator.gate.tail_baseline import judge_regression
 from vllm_operator.gate.tails import Exceedance, allowed_share, judge_share
 from vllm_operator.gate.tallies import HistogramTally, Tally
+from vllm_operator.rollout.canary.latency import (
+    PodHistogram,
+    describe,
+    gap_design_effect,
+    judge_latency,
+)
 from vllm_operator.rollout.canary.metrics import PodDelta
 
 StepDecision = Literal["Passed", "Failed", "Waiting"]
@@ -131,6 +136,20 @@ def live_figures(deltas: Mapping[str, PodDelta], seconds: float) -> LiveFigures:
     )
 
 
+def _histograms(deltas: Mapping[str, PodDelta], metric: str) -> list[PodHistogram]:
+    """Each pod's histogram of ``metric``; ITL gaps carry their gaps-per-request design effect."""
+    out: list[PodHistogram] = []
+    for one in deltas.values():
+        buckets = one.counts.histograms.get(metric)
+        if not buckets or buckets[-1][1] <= 0:
+            continue
+        effect = 1.0
+        if metric == "itl":
+            effect = gap_design_effect(buckets, one.counts.histograms.get("e2e", ()))
+        out.append(PodHistogram(tuple(buckets), effect))
+    return out
+
+
 def _latency(
     analysis: CanaryAnalysis,
     candidate: Mapping[str, PodDelta],
@@ -140,35 +159,37 @@ def _latency(
     out: list[Figure] = []
     for limit in analysis.latency:
         name = f"{_LABELS[limit.metric]} {limit.percentile}"
-        ours, theirs = _tallies(candidate, limit.metric), _tallies(stable, limit.metric)
-        if not ours or not theirs:
-            out.append(Figure(name, "undecided", f"{name}: no observations on both revisions"))
-            continue
         ratio, floor = 1 + limit.max_regression_percent / 100, limit.floor_ms / 1000
 
         def threshold(value: float, ratio: float = ratio, floor: float = floor) -> float:
             return max(value * ratio, value + floor)
 
-        judged = judge_regression(ours, theirs, limit.percentile, threshold, confidence)
-        shown = _shown(candidate, stable, limit.metric, limit.percentile)
+        judged = judge_latency(
+            _histograms(candidate, limit.metric),
+            _histograms(stable, limit.metric),
+            allowed_share(limit.percentile),
+            threshold,
+            confidence,
+        )
         rule = f"+{limit.max_regression_percent:g}% and +{limit.floor_ms:g} ms"
-        if judged.decision == "beyond":
-            assert judged.beyond is not None
-            allowed = 100 * allowed_share(limit.percentile)
-            text = (
-                f"{name} regressed beyond {rule} of stable: "
-                f"{100 * judged.beyond.low:.2f}% or more of the candidate's requests above "
-                f"{judged.threshold_high * 1000:.0f} ms (allowed {allowed:g}%); {shown}"
+        if judged.pair is None:
+            out.append(
+                Figure(name, "undecided", f"{name} undecided against {rule}: {judged.reason}")
             )
-        elif judged.decision == "within":
-            text = f"{name} within {rule} of stable; {shown}"
-        else:
-            text = (
-                f"{name} undecided against {rule} of stable; {shown}; the stable's "
-                f"{limit.percentile} lies in ({judged.baseline_low * 1000:g}, "
-                f"{judged.baseline_high * 1000:g}] ms, and a limit narrower than its "
-                "buckets cannot be shown within"
-            )
+            continue
+        pair, shown = judged.pair, _shown(candidate, stable, limit.metric, limit.percentile)
+        verdict = {
+            "beyond": f"regressed beyond {rule} of stable",
+            "within": f"within {rule} of stable",
+            "undecided": f"undecided against {rule} of stable (more requests decide it)",
+        }[judged.decision]
+        text = (
+            f"{name} {verdict}: {100 * judged.candidate_share:.2f}% of the candidate's "
+            f"observations above {pair.candidate * 1000:g} ms, {100 * judged.stable_share:.2f}% "
+            f"of the stable's above {pair.stable * 1000:g} ms (difference "
+            f"{100 * judged.low:+.2f} to {100 * judged.high:+.2f} points; {describe(pair)}); "
+            f"{shown}"
+        )
         out.append(Figure(name, judged.decision, text))
     return out
 
