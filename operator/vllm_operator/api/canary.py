@@ -288,6 +288,17 @@ class HTTPRouteRef(APIModel):
     """The Gateway API HTTPRoute whose backend weights the canary sets."""
 
     name: ObjectName = Field(description="Name of the HTTPRoute in the resource's namespace.")
+    rules: list[Annotated[int, Field(ge=0, le=63)]] | None = Field(
+        default=None,
+        max_length=16,
+        description=(
+            "Indices of spec.rules whose serving-Service backend a step splits (unset: every "
+            "rule with the serving Service as a backend and no header or query-parameter "
+            "match; a header-pinned rule keeps its backends). Only the serving backend's "
+            "own weight is split; other backends keep their share, and the rules are "
+            "restored exactly as they were afterwards."
+        ),
+    )
 
 
 class CanaryTraffic(APIModel):

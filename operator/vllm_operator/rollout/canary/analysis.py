@@ -266,14 +266,38 @@ def _error_share(
     )
 
 
-def _throughput(limit_percent: float, candidate: LiveFigures, stable: LiveFigures) -> Figure:
+def _throughput(
+    limit_percent: float, candidate: LiveFigures, stable: LiveFigures, pod_load: float
+) -> Figure:
+    """Tokens/s per replica against the stable's, scaled by the requests a candidate pod gets
+    over a stable pod's by the routing (``pod_load``): with fewer requests a healthy pod
+    generates fewer tokens, so an unscaled comparison would fail it for its share."""
     name = "tokens/s per replica"
     ours, theirs = candidate.tokens_per_second_per_replica, stable.tokens_per_second_per_replica
-    text = f"{name}: candidate {ours:g}, stable {theirs:g} (allowed drop {limit_percent:g}%)"
-    if theirs <= 0:
+    expected = theirs * pod_load
+    scaled = "" if _even(pod_load) else f" x {pod_load:.2f} per-pod load = {expected:g}"
+    text = (
+        f"{name}: candidate {ours:g}, stable {theirs:g}{scaled} (allowed drop {limit_percent:g}%)"
+    )
+    if expected <= 0:
         return Figure(name, "undecided", text)
-    drop = 100 * (1 - ours / theirs)
+    drop = 100 * (1 - ours / expected)
     return Figure(name, "beyond" if drop > limit_percent else "within", text)
+
+
+def _even(pod_load: float) -> bool:
+    return abs(pod_load - 1) <= 0.05
+
+
+def _load_note(pod_load: float) -> Figure:
+    """The per-pod load ratio, said in the step's reasons when the routing makes it uneven."""
+    return Figure(
+        "per-pod load",
+        "within",
+        f"per-pod load: a candidate pod gets {pod_load:.2f}x a stable pod's requests (route "
+        "weights over whole pods); tokens/s per replica is judged scaled by it, and latency "
+        "under less load can favour the candidate",
+    )
 
 
 def judge_step(
@@ -283,8 +307,10 @@ def judge_step(
     seconds: float,
     *,
     gate_slo: SloLimits | None = None,
+    pod_load: float = 1.0,
 ) -> StepJudgement:
-    """Judge one step from both revisions' per-pod deltas over ``seconds``."""
+    """Judge one step from both revisions' per-pod deltas over ``seconds``; ``pod_load`` is
+    a candidate pod's share of the requests over a stable pod's, as the routing makes them."""
     confidence = analysis.confidence_percent / 100
     ours, theirs = live_figures(candidate, seconds), live_figures(stable, seconds)
     figures = _latency(analysis, candidate, stable)
@@ -306,10 +332,12 @@ def judge_step(
     enough = ours.requests >= analysis.min_requests and theirs.requests >= analysis.min_requests
     if analysis.max_throughput_drop_percent is not None:
         # A point comparison of rates: only on a step with enough requests on both sides.
-        throughput = _throughput(analysis.max_throughput_drop_percent, ours, theirs)
+        throughput = _throughput(analysis.max_throughput_drop_percent, ours, theirs, pod_load)
         figures.append(
             throughput if enough else Figure(throughput.name, "undecided", throughput.text)
         )
+    if not _even(pod_load):
+        figures.append(_load_note(pod_load))
     decision: StepDecision
     if any(f.decision == "beyond" for f in figures):
         decision = "Failed"

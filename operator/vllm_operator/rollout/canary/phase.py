@@ -26,7 +26,6 @@ abort sends the traffic back like a failure). Everything a pass needs is in the 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
@@ -48,6 +47,7 @@ from vllm_operator.rollout.canary.metrics import (
     step_deltas,
 )
 from vllm_operator.rollout.canary.record import CanaryRecord
+from vllm_operator.rollout.canary.traffic import candidate_replicas, shares
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.objects import patch_deployment
 from vllm_operator.rollout.observed import Observed
@@ -86,15 +86,6 @@ def from_canary(decided: GateRecord) -> bool:
     return bool(decided.reasons) and decided.reasons[0].startswith(CANARY_PREFIX)
 
 
-def candidate_replicas(weight: int, stable_replicas: int, cap: int) -> int:
-    """Candidate pods whose share of ``candidate + stable`` is at least ``weight`` percent
-    (rounded up to a whole pod), at least 1 and at most ``cap``."""
-    if stable_replicas <= 0:
-        return 1
-    needed = math.ceil(weight * stable_replicas / (100 - weight) - 1e-9)
-    return max(1, min(needed, cap))
-
-
 def run(
     state: Pass, vd: VLLMDeployment, canary: CanarySpec, candidate: str, stable: str
 ) -> Outcome | None:
@@ -117,7 +108,9 @@ def run(
     want = candidate_replicas(step.weight, stable_dep.replicas, cap)
     patch_deployment(state, dep, want, labels.ROLE_CANDIDATE)
     mode = canary.traffic.mode
-    share = canary_traffic.share(mode, step.weight, dep.ready_replicas, stable_dep.ready_replicas)
+    share = canary_traffic.share_now(
+        state, vd, step.weight, dep.ready_replicas, stable_dep.ready_replicas
+    )
     status = CanaryStatus(
         step=record.step + 1,
         steps=len(canary.steps),
@@ -132,7 +125,8 @@ def run(
         last_judgement=_kept_reasons(state, record),
     )
     state.canary_status = status
-    where = f"canary step {record.step + 1}/{len(canary.steps)} ({step.weight}%)"
+    made = canary_traffic.share(mode, step.weight, want, stable_dep.replicas)
+    where = f"canary step {record.step + 1}/{len(canary.steps)} ({shares(step.weight, made)})"
     if dep.replicas != want or dep.ready_replicas < want:
         state.after(1.0)
         state.canary_traffic = record.step > 0 or canary_traffic.is_shared(state, vd, stable)
@@ -436,6 +430,12 @@ def _judge(
         stable_deltas,
         seconds,
         gate_slo=vd.spec.gate.thresholds.slo,
+        pod_load=canary_traffic.pod_load_ratio(
+            canary.traffic.mode,
+            canary.steps[record.step].weight,
+            len(candidate_deltas),
+            len(stable_deltas),
+        ),
     )
 
 
