@@ -134,3 +134,30 @@ def test_a_stable_above_the_largest_bound_is_undecided_and_says_why() -> None:
     judged = judge_latency(top, top, 0.05, _threshold, 0.95)
     assert judged.decision == "undecided"
     assert "largest bucket bound" in judged.reason
+
+
+def _itl_pod(requests: float, gaps_above: float) -> PodDelta:
+    gaps = requests * 50  # 50 gaps per request: ITL count / E2E count
+    itl = ((0.05, gaps - gaps_above), (0.1, gaps), (math.inf, gaps))
+    e2e = ((1.0, requests), (math.inf, requests))
+    ttft = ((0.1, requests), (math.inf, requests))
+    counts = PodCounts(histograms={"ttft": ttft, "itl": itl, "e2e": e2e}, finished=requests)
+    return PodDelta(counts, restarted=False)
+
+
+def test_an_itl_slo_counts_gaps_clustered_by_their_requests() -> None:
+    # 3% of 5,000 gaps above 50 ms against a p95 limit: as independent gaps that is within
+    # 5%; 50 gaps to a request, it rests on 100 requests and cannot be shown within.
+    analysis = CanaryAnalysis.model_validate(
+        {
+            "minRequests": 100,
+            "maxErrorPercentPoints": 5,
+            "latency": [],
+            "slo": {"itlMs": {"p95": 50}},
+        }
+    )
+    judged = judge_step(analysis, {"c-0": _itl_pod(100, 150)}, {"s-0": _itl_pod(100, 0)}, 60)
+    slo = next(f for f in judged.figures if f.name == "ITL p95 SLO")
+    assert slo.decision == "undecided", slo.text
+    many = judge_step(analysis, {"c-0": _itl_pod(4000, 6000)}, {"s-0": _itl_pod(100, 0)}, 60)
+    assert next(f for f in many.figures if f.name == "ITL p95 SLO").decision == "within"

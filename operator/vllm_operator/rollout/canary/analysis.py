@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from vllm_operator.api.canary import CANARY_METRICS, CanaryAnalysis
 from vllm_operator.api.workload import SloLimits
 from vllm_operator.gate.tails import Exceedance, allowed_share, judge_share
-from vllm_operator.gate.tallies import HistogramTally, Tally
+from vllm_operator.gate.tallies import histogram_exceedance
 from vllm_operator.rollout.canary.latency import (
     PodHistogram,
     describe,
@@ -80,15 +80,6 @@ class StepJudgement:
         """Failed figures first, then undecided, then within (severity order)."""
         order = {"beyond": 0, "undecided": 1, "within": 2}
         return [f.text for f in sorted(self.figures, key=lambda f: order[f.decision])]
-
-
-def _tallies(deltas: Mapping[str, PodDelta], metric: str) -> list[Tally]:
-    out: list[Tally] = []
-    for one in deltas.values():
-        buckets = one.counts.histograms.get(metric)
-        if buckets and buckets[-1][1] > 0:
-            out.append(HistogramTally(tuple(buckets)))
-    return out
 
 
 def _pooled(deltas: Mapping[str, PodDelta], metric: str) -> tuple[tuple[float, float], ...]:
@@ -216,7 +207,14 @@ def _slo(
             continue
         for percentile, limit_ms in found.limits().items():
             name = f"{_LABELS[metric]} {percentile} {source}"
-            clusters = [t.exceedance(limit_ms / 1000) for t in _tallies(candidate, metric)]
+            # ITL gaps carry their gaps-per-request design effect: they share their request's fate
+            clusters = [
+                replace(
+                    histogram_exceedance(h.buckets, limit_ms / 1000),
+                    design_effect=h.design_effect,
+                )
+                for h in _histograms(candidate, metric)
+            ]
             if not clusters:
                 out.append(Figure(name, "undecided", f"{name}: no candidate observations"))
                 continue
