@@ -471,7 +471,8 @@ class CanaryStatus(APIModel):
         le=100,
         description=(
             "The share in effect: with traffic.mode replicas candidate / (candidate + stable) "
-            "Ready pods (rounded up to whole replicas), with gatewayAPI the route's weight."
+            "Ready pods (rounded up to whole replicas), with gatewayAPI the candidate's share "
+            "of the split route rule's traffic (other backends of the rule included)."
         ),
     )
     mode: TrafficMode = Field(default="replicas", description="How the share is made.")
