@@ -153,7 +153,9 @@ def _live_users_counted(text: str) -> None:
     injected = re.search(r"\((\d+) injected by the simulator under live traffic, 0 by", step4)
     assert injected is not None, step4
     assert int(injected.group(1)) > 5
-    assert re.search(r"- canary step 1/2 \(25%\) failed: error share", step4), step4
+    assert re.search(
+        r"- canary step 1/2 \(25% asked, 50% in effect\) failed: error share", step4
+    ), step4
     assert "traffic back on stable revision" in step4
     assert "0 of them by a traffic switch" in text
 
