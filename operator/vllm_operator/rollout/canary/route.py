@@ -32,7 +32,9 @@ from collections.abc import Mapping, Sequence
 from functools import reduce
 from typing import Any
 
-ORIGINAL_ANNOTATION = "vllm-operator.dev/canary-route-rules"
+from vllm_operator.render import labels
+
+ORIGINAL_ANNOTATION = labels.CANARY_ROUTE_ANNOTATION
 SCALE = 100
 MAX_WEIGHT = 1_000_000  # Gateway API's limit on a backendRef's weight
 
