@@ -324,14 +324,14 @@ MUTANTS = [
     M(
         "slo-floor-share",
         "slo_tails.py",
-        "thresholds.slo.regression_floor_percent / 100 * limit",
-        "thresholds.slo.regression_floor_percent / 100 * limit * 0.99",
+        "floor = max(thresholds.regression_floor_ms, percent / 100 * limit)",
+        "floor = max(thresholds.regression_floor_ms, percent / 100 * limit * 0.99)",
     ),
     M(
         "slo-floor-max",
         "slo_tails.py",
-        "floor = max(\n        thresholds.regression_floor_ms,",
-        "floor = min(\n        thresholds.regression_floor_ms,",
+        "floor = max(thresholds.regression_floor_ms, percent / 100 * limit)",
+        "floor = min(thresholds.regression_floor_ms, percent / 100 * limit)",
     ),
     M(
         "slo-latency-beyond",

@@ -226,8 +226,13 @@ def report_problems(result: PageResult, page: Path, roles: Sequence[str]) -> lis
     return problems
 
 
-async def _open(
-    page_url: str, expression: str | None, screenshot: bool, width: int, seconds: float
+async def _open(  # noqa: PLR0917 - private, one caller
+    page_url: str,
+    expression: str | None,
+    screenshot: bool,
+    width: int,
+    seconds: float,
+    element: str | None = None,
 ) -> PageResult:
     chromium = find_chromium()
     if chromium is None:
@@ -278,19 +283,20 @@ async def _open(
                 if screenshot:
                     metrics = await browser.call("Page.getLayoutMetrics", session=session)
                     size = metrics["cssContentSize"]
+                    clip = {"x": 0, "y": 0, "width": width, "height": size["height"], "scale": 1}
+                    if element is not None:  # the element's box only, in page coordinates
+                        box = await browser.call(
+                            "Runtime.evaluate",
+                            {"expression": _box(element), "returnByValue": True},
+                            session,
+                        )
+                        found = box.get("result", {}).get("value")
+                        if not found:
+                            raise LookupError(f"no element with id {element!r} on the page")
+                        clip = {**found, "scale": 1}
                     shot = await browser.call(
                         "Page.captureScreenshot",
-                        {
-                            "format": "png",
-                            "captureBeyondViewport": True,
-                            "clip": {
-                                "x": 0,
-                                "y": 0,
-                                "width": width,
-                                "height": size["height"],
-                                "scale": 1,
-                            },
-                        },
+                        {"format": "png", "captureBeyondViewport": True, "clip": clip},
                         session,
                     )
                     result.screenshot = base64.b64decode(shot["data"])
@@ -303,6 +309,16 @@ async def _open(
     return result
 
 
+def _box(element: str) -> str:
+    """JavaScript: the box of the element with id ``element`` in page coordinates, or null."""
+    return (
+        f"(function () {{ var e = document.getElementById({json.dumps(element)}); "
+        "if (!e) return null; var r = e.getBoundingClientRect(); "
+        "return {x: r.left + window.scrollX, y: r.top + window.scrollY, "
+        "width: r.width, height: r.height}; })()"
+    )
+
+
 def open_page(
     page: Path,
     *,
@@ -310,9 +326,13 @@ def open_page(
     screenshot: bool = False,
     width: int = 1280,
     timeout: float = 90.0,
+    element: str | None = None,
 ) -> PageResult:
-    """Load ``page`` (a local file) in headless Chromium and say what happened."""
-    return asyncio.run(_open(page.resolve().as_uri(), expression, screenshot, width, timeout))
+    """Load ``page`` (a local file) in headless Chromium and say what happened; with
+    ``element`` (an id), the screenshot is of that element only."""
+    return asyncio.run(
+        _open(page.resolve().as_uri(), expression, screenshot, width, timeout, element)
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -323,6 +343,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("page", type=Path)
     parser.add_argument("--screenshot", type=Path, metavar="PNG")
     parser.add_argument("--width", type=int, default=1280)
+    parser.add_argument(
+        "--element", metavar="ID", help="screenshot only the element with this id (e.g. verdict)"
+    )
     parser.add_argument(
         "--roles",
         default="candidate,baseline",
@@ -338,8 +361,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             expression=REPORT_STATE,
             screenshot=args.screenshot is not None,
             width=args.width,
+            element=args.element,
         )
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, LookupError) as exc:
         print(f"chromium_page: {exc}", file=sys.stderr)
         return 2
     if args.screenshot is not None and result.screenshot is not None:

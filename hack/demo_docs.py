@@ -78,7 +78,7 @@ def _kept(line: str, body: str, verdict: str) -> bool:
     return (
         line.startswith("== Step")
         or (": Benchmarking - benchmarking revision" in body and "(Job " in body)
-        or ": verdict on revision" in body
+        or " verdict on revision " in body
         or (line.startswith("    - ") and _kept_reason(line, verdict))
         or (line.startswith("    (candidate on") and "twin" in line)
         or "the serving Service only ever selected" in body
@@ -94,7 +94,7 @@ def excerpt(run: str) -> str:
     table = False
     for line in run.splitlines():
         body = _STAMP.sub("", line)
-        if ": verdict on revision" in body:
+        if " verdict on revision " in body:
             verdict = body.rsplit(" ", 1)[-1]
         if line.startswith("## Latency"):
             table = True
@@ -124,7 +124,7 @@ def normalise(line: str) -> str:
 _STEADY = (
     re.compile(r"^== Step"),
     re.compile(r"^\[T\] applied "),
-    re.compile(r"^\[T\] \S+: verdict on revision "),
+    re.compile(r"^\[T\] \S+: (gate |canary )?verdict on revision "),
     re.compile(r"^\[T\] step N: verdict "),
     re.compile(r"^## "),
     re.compile(r"^\| [A-Z][\w. ]+ \|"),  # table headers

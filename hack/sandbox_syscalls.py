@@ -5,8 +5,9 @@ how to check it after a Python or glibc upgrade: run the real child
 (``bench/sandbox/child.py``, with every wall) under ``strace -f`` on each interpreter, with every
 builtin suite's python-tests (and a reference answer for each) plus a wide honest workload,
 and list the calls made after the filter was loaded, with the ``fcntl`` commands, ``ioctl``
-requests and ``prctl`` options, and every call the filter refused. A refused call in an
-honest run is a call the table is missing (or one Python copes without: say so there).
+requests, ``prctl`` options and ``renameat2`` flags, and every call the filter refused. A
+refused call in an honest run is a call the table is missing (or one Python copes without:
+say so there).
 
     python hack/sandbox_syscalls.py /root/.pyenv/versions/3.1{1,2,3}*/bin/python3
 
@@ -76,18 +77,27 @@ print('ok'); sys.stderr.write('err\\n')
 """
 
 
-def jobs() -> list[tuple[str, str, str]]:
-    """(name, code, tests) of every builtin suite's python-tests, and the wide workload."""
+def jobs() -> list[tuple[str, str, list[dict[str, object]]]]:
+    """(name, code, calls) of every builtin suite's python-tests, and the wide workload."""
     found = []
     for suite in sorted((BENCH / "quality" / "data").glob("*.yaml")):
-        for prompt in yaml.safe_load(suite.read_text()).get("prompts", []):
+        for prompt in yaml.safe_load(suite.read_text()).get("tests", []):
             for check in prompt.get("assert", []):
                 if check.get("type") == "python-tests":
                     answer = REFERENCE_ANSWERS.get(prompt["id"])
                     if answer is None:
                         sys.exit(f"no reference answer for {suite.name}:{prompt['id']}: add one")
-                    found.append((f"{suite.stem}:{prompt['id']}", answer, check["tests"]))
-    found.append(("workload", WORKLOAD, "assert len(box[0]) == 64"))
+                    calls = [
+                        {
+                            "function": check["function"],
+                            "args": case.get("args", []),
+                            "kwargs": case.get("kwargs", {}),
+                        }
+                        for case in check["cases"]
+                    ]
+                    found.append((f"{suite.stem}:{prompt['id']}", answer, calls))
+    probe = "\ndef probe():\n    return len(box[0])\n"
+    found.append(("workload", WORKLOAD + probe, [{"function": "probe", "args": [], "kwargs": {}}]))
     return found
 
 
@@ -104,14 +114,18 @@ def measure(python: str, work: Path) -> dict[str, object]:
     calls: collections.Counter[str] = collections.Counter()
     details: set[str] = set()
     refused: set[str] = set()
-    for name, code, tests in jobs():
+    for name, code, calls_made in jobs():
         scratch = Path(tempfile.mkdtemp(dir=work))
         uid = 65534 if os.geteuid() == 0 else os.getuid()
         os.chown(scratch, uid, uid)
+        status_read, status_write = os.pipe()
+        result = scratch / "result"
+        result_fd = os.open(result, os.O_WRONLY | os.O_CREAT, 0o600)
         job = {
             "code": code,
-            "tests": tests,
-            "marker": "MEASURED",
+            "calls": calls_made,
+            "status_fd": status_write,
+            "result_fd": result_fd,
             "cpu_seconds": 30,
             "memory_bytes": 512 << 20,
             "file_bytes": 1 << 20,
@@ -137,18 +151,32 @@ def measure(python: str, work: Path) -> dict[str, object]:
             env={"PATH": os.defpath, "PYTHONPATH": str(path), "TMPDIR": str(scratch)},
             timeout=120,
             check=False,
+            pass_fds=(status_write, result_fd),
         )
-        if "MEASURED" not in out.stdout:
-            sys.exit(f"{python} {name}: the run failed: {out.stdout[-800:]}{out.stderr[-800:]}")
+        for fd in (status_write, result_fd):
+            os.close(fd)
+        status = os.read(status_read, 4096).decode()
+        os.close(status_read)
+        outcomes = result.read_text().splitlines()
+        if (
+            status.strip() != "armed"
+            or len(outcomes) != len(calls_made)
+            or "raised" in str(outcomes)
+        ):
+            sys.exit(
+                f"{python} {name}: the run failed: {status} {outcomes} "
+                f"{out.stdout[-800:]}{out.stderr[-800:]}"
+            )
         for line in after_filter(trace):
             match = re.match(r"^\d+\s+(?:<\.\.\. )?(\w+)\((.*)", line)
             if not match or "resumed>" in line:
                 continue
             call, rest = match.groups()
             calls[call] += 1
-            if call in ("fcntl", "ioctl", "prctl"):
+            if call in ("fcntl", "ioctl", "prctl", "renameat2"):
                 args = rest.split(", ")
-                details.add(f"{call} {args[0] if call == 'prctl' else args[1].split(')')[0]}")
+                which = {"prctl": 0, "renameat2": 4}.get(call, 1)
+                details.add(f"{call} {args[which].split(')')[0] if len(args) > which else '?'}")
             if "= -1 EPERM" in line or "= -1 ENOSYS" in line:
                 refused.add(f"{call}: {line.split('=')[-1].strip()}")
         shutil.rmtree(scratch, ignore_errors=True)

@@ -115,19 +115,41 @@ class Watcher:
         key = (gate.revision, gate.outcome, gate.finished_at) if gate else None
         if gate is not None and self.seen.get(f"{name}/gate") != key:
             self.seen[f"{name}/gate"] = key
-            self.say(f"{name}: verdict on revision {gate.revision}: {gate.outcome.upper()}")
-            decided = gate.decided_by_reasons() if gate.deciding else gate.reasons
-            for reason in decided:  # what decided, in full
-                self.say(f"    - {reason}", stamp=False)
-            rest = gate.reasons[len(decided) :]
-            if rest:  # the other figures and notes, a few words each
-                self.say(f"    and {len(rest)} more:", stamp=False)
-                for reason in rest:
-                    self.say(f"      {reason}", stamp=False)
+            self.say(
+                f"{name}: {verdict_name(gate)} on revision {gate.revision}: {gate.outcome.upper()}"
+            )
+            for said in verdict_lines(gate):
+                self.say(said, stamp=False)
             where = _where(gate)
             if where:
                 self.say(f"    ({where})", stamp=False)
         return status
+
+
+def verdict_name(gate: GateRecord) -> str:
+    """Which judge spoke: the benchmark gate, or the canary on live traffic (two verdicts on
+    one revision, seconds apart, are two things; a person's or a deadline's is a verdict)."""
+    judge = gate.judge()
+    return f"{judge} verdict" if judge in ("gate", "canary") else "verdict"
+
+
+def verdict_lines(gate: GateRecord) -> list[str]:
+    """What decided, in full; the reasons that decided nothing only counted (the report
+    lists them), so a check that passed is never printed under a FAILED."""
+    if gate.deciding:
+        decided = gate.decided_by_reasons()
+        lines = [f"    - {reason}" for reason in decided]
+    elif gate.outcome == "Passed":  # nothing singled out: every figure within, notes aside
+        decided = []
+        lines = [f"    note: {reason}" for reason in gate.reasons]
+        return lines or ["    - every measured figure is within its limits"]
+    else:
+        decided = gate.reasons
+        lines = [f"    - {reason}" for reason in decided]
+    rest = len(gate.reasons) - len(decided)
+    if rest:
+        lines.append(f"    ({rest} other figure(s) and note(s) did not decide it: see the report)")
+    return lines
 
 
 def _where(gate: GateRecord) -> str:

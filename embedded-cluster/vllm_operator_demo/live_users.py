@@ -71,6 +71,7 @@ class LiveUsers:
         max_tokens: int = 4,
         timeout: float = 30.0,
         pause: float = 0.0,
+        stream: bool = False,
     ) -> None:
         self.address = address
         self.model = model
@@ -78,6 +79,7 @@ class LiveUsers:
         self.max_tokens = max_tokens
         self.timeout = timeout
         self.pause = pause
+        self.stream = stream  # streamed answers: a failure can come after the 200 header
         self.sent: list[Sent] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -118,6 +120,7 @@ class LiveUsers:
             "model": self.model,
             "prompt": f"live user {index}: say hello",
             "max_tokens": self.max_tokens,
+            **({"stream": True} if self.stream else {}),
         }
         while not self._stop.is_set():
             where = self.address()

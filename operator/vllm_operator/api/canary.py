@@ -22,6 +22,7 @@ from typing import Annotated, Literal
 from pydantic import Field, JsonValue, model_validator
 
 from vllm_operator.api.base import APIModel
+from vllm_operator.api.canary_prometheus import PrometheusSource
 from vllm_operator.api.kube_rules import ObjectName
 from vllm_operator.api.workload import PERCENTILES, Percentile, SloLimits
 
@@ -133,44 +134,6 @@ def _default_latency() -> list[LatencyRegression]:
     ]
 
 
-LABEL_NAME_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
-
-
-class PrometheusSource(APIModel):
-    """A Prometheus that scrapes the vLLM pods, read instead of the pods themselves."""
-
-    url: str = Field(
-        max_length=2048,
-        pattern=r"^https?://[^\s?#]+$",
-        description=(
-            "Base URL of the Prometheus HTTP API (http:// or https://, no query), e.g. "
-            "http://prometheus-operated.monitoring:9090; the operator sends GET "
-            "<url>/api/v1/query with an instant query at the step's start and end (the values "
-            "of Prometheus's last scrape before each: hold a step for several scrape "
-            "intervals). Anyone who may edit this resource chooses where the operator "
-            "connects: see docs/security.md."
-        ),
-    )
-    pod_label: str = Field(
-        default="pod",
-        max_length=128,
-        pattern=LABEL_NAME_PATTERN,
-        description="The label naming the pod on the scraped series (kube-prometheus: pod).",
-    )
-    namespace_label: str = Field(
-        default="namespace",
-        max_length=128,
-        pattern=LABEL_NAME_PATTERN,
-        description="The label naming the pod's namespace on the scraped series.",
-    )
-    timeout_seconds: int = Field(
-        default=10,
-        ge=1,
-        le=30,
-        description="How long one query may take before the step waits and says so.",
-    )
-
-
 class CanaryAnalysis(APIModel):
     """What each step is judged on: vLLM's own metrics of both revisions, as deltas over
     the step."""
@@ -238,6 +201,17 @@ class CanaryAnalysis(APIModel):
     confidence_percent: Confidence = Field(
         default=95,
         description="Confidence of each decision: 90, 95 or 99.",
+    )
+    interval_seconds: int = Field(
+        default=30,
+        ge=1,
+        le=3600,
+        description=(
+            "How often the pods are read inside a step (the step's counts add up read by read, "
+            "so a counter reset loses nothing), and the candidate checked for a clear breach: "
+            "a server container restart or OOM kill, or an error share beyond the limit at "
+            "99.9% confidence, fails the step at once without waiting for its end."
+        ),
     )
     prometheus: PrometheusSource | None = Field(
         default=None,
@@ -426,6 +400,19 @@ class CanarySpec(APIModel):
         default_factory=CanaryTraffic,
         description="How the share is made: replica counts (default) or Gateway API weights.",
         json_schema_extra={"x-kubernetes-validations": TRAFFIC_RULES},
+    )
+    progress_deadline_seconds: int = Field(
+        default=1200,
+        ge=30,
+        le=86_400,
+        description=(
+            "Longest a step may go without progress while the traffic is shared: from the "
+            "step's start (its pods asked for) or the last read of every pod, until its pods "
+            "are Ready, the route takes its weights and the pods' metrics are read. Past it "
+            "the canary fails and the traffic goes back to the stable (pods that never become "
+            "Ready, a missing HTTPRoute, metrics that cannot be read). The default, 20 min, "
+            "covers a cold start of a large model; raise it for slower starts."
+        ),
     )
 
     @model_validator(mode="after")

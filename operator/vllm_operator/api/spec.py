@@ -205,7 +205,22 @@ class ResourcesSpec(APIModel):
         default=1,
         ge=0,
         le=64,
-        description="GPUs per replica; must be at least engine.tensorParallelSize.",
+        description=(
+            "GPUs per pod (per replica on one node); must be at least "
+            "engine.tensorParallelSize on one node."
+        ),
+    )
+    nodes: int = Field(
+        default=1,
+        ge=1,
+        le=32,
+        description=(
+            "Pods per replica, one per node. 1 (the default): each replica is one pod of a "
+            "Deployment. Above 1: each replica is a LeaderWorkerSet group of this many pods "
+            "with `gpus` GPUs each (leaderworkerset.x-k8s.io must be installed), one vLLM "
+            "spanning them; tensorParallelSize x --pipeline-parallel-size must equal nodes "
+            "x gpus, and vLLM must be >= 0.11.1 (docs: multi-node)."
+        ),
     )
     gpu_resource_name: Annotated[str, AfterValidator(check_gpu_resource)] = Field(
         default="nvidia.com/gpu",

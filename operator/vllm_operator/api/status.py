@@ -191,6 +191,19 @@ class GateRecord(Verdict):
         """What tells one verdict from another: revision, attempt, outcome, who, when."""
         return (self.revision, self.attempt, self.outcome, self.decided_by, self.finished_at)
 
+    def judge(self) -> Literal["gate", "canary", "person", "deadline"]:
+        """Who gave this verdict, as people name it: the benchmark gate, the canary on live
+        traffic (a record with no figures whose first reason is a canary step's), a person
+        or the progress deadline."""
+        if self.decided_by != "gate":
+            return self.decided_by
+        canary = (
+            self.summary is None
+            and self.reasons[:1] != []
+            and (self.reasons[0].startswith("canary step"))
+        )
+        return "canary" if canary else "gate"
+
     @model_validator(mode="before")
     @classmethod
     def _derive_decision(cls, data: Any) -> Any:

@@ -20,6 +20,10 @@ from pydantic import Field, field_validator, model_validator
 from vllm_operator.api import summary_checks
 from vllm_operator.api.base import APIModel
 
+# re-exported: the counts are a part of a summary (api.tail_counts, a module of their own)
+from vllm_operator.api.tail_counts import MAX_TRIALS as MAX_TRIALS  # noqa: PLC0414
+from vllm_operator.api.tail_counts import TailCounts as TailCounts  # noqa: PLC0414
+
 VerdictOutcome = Literal["Passed", "Failed", "Inconclusive", "Error"]
 # The gate's order of outcomes, strictest first (gate/verdict.py): Failed and Error never
 # promote, and of two verdicts on one run the stricter stands (rollout/trust.py).
@@ -27,8 +31,6 @@ STRICTEST_FIRST: tuple[VerdictOutcome, ...] = ("Failed", "Error", "Inconclusive"
 
 SUMMARY_SCHEMA = "vllm-operator.dev/bench-summary/v1"
 
-MAX_TRIALS = 10
-"""Trials per compared figure (bounds the summary: two servers x 19 figures x 10 numbers)."""
 
 PERCENTILE_KEYS = frozenset(
     f"{m}.{p}" for m in ("ttft", "itl", "tpot", "e2e") for p in ("p50", "p90", "p95", "p99")
@@ -187,82 +189,6 @@ class Placement(APIModel):
     )
     vllm_version: str | None = Field(
         default=None, max_length=100, description="vLLM version the server reported (/version)."
-    )
-
-
-Counts = Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_TRIALS)]
-DesignEffects = Annotated[list[Annotated[float, Field(ge=1)]], Field(max_length=MAX_TRIALS)]
-EARLIER_RULE_FIELDS = frozenset({"top", "candidate", "design_effect", "designEffect"})
-
-
-class TailRegression(APIModel):
-    """A limited percentile against the paired baseline's, pair by pair (``gate.pair_tails``).
-
-    In each trial the bar is the baseline's own percentile plus the regression limit (the
-    larger of ``relativePercent`` of it and ``floor``), and ``above`` counts the candidate's
-    observations over that bar, out of its ``total`` that trial (0 where the baseline
-    measured nothing to set a bar). About the
-    percentile's own share (1% for p99) is above when the candidate's percentile sits
-    exactly at the limit; the operator re-decides from these counts, and limits other than
-    the ones counted at need a re-judge from the report.
-    """
-
-    relative_percent: float = Field(
-        ge=0, le=1000, description="maxRegressionPercent the bars were set with."
-    )
-    floor: float = Field(ge=0, description="The floor (ms) the bars were set with.")
-    bars: list[Annotated[float, Field(ge=0, le=1e9)]] = Field(
-        default_factory=list,
-        max_length=MAX_TRIALS,
-        description="Per trial, the bar (ms): the baseline's percentile plus the limit.",
-    )
-    total: Counts = Field(
-        default_factory=list,
-        description="Per trial, the candidate's observations counted (0: no bar that trial).",
-    )
-    above: Counts = Field(
-        default_factory=list, description="Per trial, the candidate's observations above it."
-    )
-    design_effect: DesignEffects | None = Field(
-        default=None,
-        description="Per trial, the design effect of those counted (ITL: by request; absent: 1).",
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _earlier_rule(cls, data: object) -> object:
-        """Summaries of the earlier rule (each pair's slowest share: ``top``, ``candidate``)
-        are read without its counts; ``gate.slo_tails`` asks for a re-judge from the report."""
-        if isinstance(data, dict) and "bars" not in data and ("top" in data or "candidate" in data):
-            return {k: v for k, v in data.items() if k not in EARLIER_RULE_FIELDS}
-        return data
-
-
-class TailCounts(APIModel):
-    """One limited percentile of a level as counts: per trial, the observations above the
-    limit (requests; ITL: gaps, with the design effect of their requests), what the gate
-    judges (``gate.tails``)."""
-
-    limit: float = Field(ge=0, description="The limit (ms) the counts were taken above.")
-    total: Counts = Field(
-        default_factory=list,
-        description="Per trial, the observations counted (completed requests; ITL: gaps).",
-    )
-    above: Counts = Field(default_factory=list, description="Per trial, those above `limit`.")
-    design_effect: DesignEffects | None = Field(
-        default=None,
-        description=(
-            "Per trial, the design effect of gaps clustered by request at the limit (absent: 1 "
-            "each)."
-        ),
-    )
-    missing: str | None = Field(
-        default=None,
-        max_length=200,
-        description="Why no counts could be taken (absent: counted).",
-    )
-    regression: TailRegression | None = Field(
-        default=None, description="Against the paired baseline (maxRegressionPercent set)."
     )
 
 
@@ -446,14 +372,13 @@ class Verdict(APIModel):
     )
 
     def line(self) -> str:
-        """The verdict in one line: its headline, else (a record written before headlines, or
-        a verdict no gate computed: a person's, a deadline's) its first reasons."""
+        """The verdict in one line: its headline, else (no headline: a canary's, a person's,
+        a deadline's verdict) its first deciding reasons, or first reasons."""
         if self.headline:
             return self.headline
-        shown = "; ".join(self.reasons[:2])
-        if len(self.reasons) > 2:
-            shown += f" (+{len(self.reasons) - 2} more)"
-        return shown
+        first = (self.reasons[: self.deciding] if self.deciding else self.reasons)[:2]
+        more = len(self.reasons) - len(first)
+        return "; ".join(first) + (f" (+{more} more)" if more > 0 else "")
 
     def decided_by_reasons(self) -> list[str]:
         """The reasons that decided the outcome (the first one when none was singled out)."""

@@ -355,6 +355,11 @@ class WorkloadSpec(APIModel):
         return self.synthetic is None and self.dataset is None
 
 
+DEFAULT_FLOOR_PERCENT: dict[LatencyMetric, float] = {"ttft": 10, "itl": 25, "tpot": 10, "e2e": 10}
+"""Each metric's regression floor (percent of its SLO limit) where the spec sets none, fitted
+from identical vLLM servers on an H100 and an H200 (docs/bench.md, "Allowances per metric")."""
+
+
 class PercentileLimits(APIModel):
     """Upper limits in ms on percentiles of one latency metric."""
 
@@ -362,6 +367,15 @@ class PercentileLimits(APIModel):
     p90: float | None = Field(default=None, gt=0, le=3_600_000, description="90th (ms).")
     p95: float | None = Field(default=None, gt=0, le=3_600_000, description="95th (ms).")
     p99: float | None = Field(default=None, gt=0, le=3_600_000, description="99th (ms).")
+    regression_floor_percent: float | None = Field(
+        default=None,
+        ge=0,
+        le=100,
+        description="This metric's allowance against the gate's baseline: the smallest "
+        "regression of a limited percentile that counts, percent of its limit (wins over "
+        "slo.regressionFloorPercent; absent: that, else ttft 10, itl 25, tpot 10, e2e 10). "
+        "A canary's comparisons have their own floorMs and do not read it.",
+    )
 
     def limits(self) -> dict[Percentile, float]:
         """The percentiles that have a limit."""
@@ -415,17 +429,13 @@ class LevelSlo(SloLimits):
 class SloThresholds(SloLimits):
     """Objectives at every load level, with per-level replacements."""
 
-    regression_floor_percent: float = Field(
-        default=10.0,
+    regression_floor_percent: float | None = Field(
+        default=None,
         ge=0,
         le=100,
-        description=(
-            "Smallest regression of a limited percentile against the baseline that counts, as "
-            "a share of that percentile's SLO limit: the regression limit is the largest of "
-            "maxRegressionPercent of the baseline, regressionFloorMs and this. Default 10: on "
-            "an H200 two identical vLLM servers differed by up to 30% (33 ms) in TTFT p99 at "
-            "8 requests/s over three 20 s trials, far inside a 1000 ms SLO."
-        ),
+        description="Shorthand for every metric's regressionFloorPercent (the smallest "
+        "regression that counts, percent of the SLO limit) where a metric sets none. Absent: "
+        "each metric's default, from identical servers: ttft 10, itl 25, tpot 10, e2e 10.",
     )
 
     levels: list[LevelSlo] = Field(
@@ -444,6 +454,16 @@ class SloThresholds(SloLimits):
             named = ", ".join(f"{at:g}" for at in twice)
             raise ValueError(f"slo.levels names level {named} more than once: keep one each")
         return levels
+
+    def floor_percent(self, metric: LatencyMetric, at: SloLimits) -> tuple[float, str]:
+        """(percent, what set it) of ``metric``'s regression floor where ``at`` (this or a
+        level's entry) holds: the metric's own, else this shorthand, else its default."""
+        own: PercentileLimits | None = getattr(at, f"{metric}_ms")
+        if own is not None and own.regression_floor_percent is not None:
+            return own.regression_floor_percent, f"{metric}Ms.regressionFloorPercent"
+        if self.regression_floor_percent is not None:
+            return self.regression_floor_percent, "slo.regressionFloorPercent"
+        return DEFAULT_FLOOR_PERCENT[metric], f"the {metric} default"
 
     def at(self, level: float) -> SloLimits:
         """The objectives that hold at ``level``."""

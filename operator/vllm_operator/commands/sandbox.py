@@ -20,9 +20,11 @@ def parser(prog: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog,
         description=(
-            "Run model-written code for python-tests checks, apart from the benchmark: "
-            "`serve` in the benchmark Job's sandbox container, `run-one` for one job on "
-            "stdin (what `bench --allow-code-execution` starts). See docs/security-sandbox.md."
+            "Run model-written code for python-tests checks, apart from the benchmark, and "
+            "give back what each call of its function returned or raised (the benchmark "
+            "compares; no expected value reaches the sandbox): `serve` in the benchmark "
+            "Job's sandbox container, `run-one` for one job on stdin (what `bench "
+            "--allow-code-execution` starts). See docs/security-sandbox.md."
         ),
     )
     sub = p.add_subparsers(dest="command", required=True)

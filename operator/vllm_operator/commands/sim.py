@@ -121,6 +121,19 @@ KNOBS = (
         "wall-clock delay before the first token, only on requests with x-sim-live",
     ),
     Knob(
+        "live-stream-error-rate",
+        float,
+        0.0,
+        "fraction of x-sim-live streams that break after one token (error chunk, [DONE])",
+    ),
+    Knob(
+        "live-hang-rate",
+        float,
+        0.0,
+        "fraction of x-sim-live requests held after the header until the client leaves",
+    ),
+    Knob("crash-after-seconds", float, None, "the process exits (status 1) N s after listening"),
+    Knob(
         "seed",
         int,
         None,
@@ -326,6 +339,9 @@ def config_from_args(argv: list[str], prog: str, env: Mapping[str, str]) -> SimC
         die_after_seconds=args.sim_die_after_seconds,
         live_error_rate=args.sim_live_error_rate,
         live_delay_seconds=args.sim_live_delay_seconds,
+        live_stream_error_rate=args.sim_live_stream_error_rate,
+        live_hang_rate=args.sim_live_hang_rate,
+        crash_after_seconds=args.sim_crash_after_seconds,
     )
     served = parsed.value("served_model_name")
     port = parsed.value("port")

@@ -137,7 +137,8 @@ NO_SERVER: dict[str, NoServer] = {
     ),
     "headless": NoServer(
         "starts the engine without an API server: nothing answers on the probe port",
-        "drop it; multi-node serving is not something this operator runs",
+        "drop it; for a model that spans nodes set spec.resources.nodes (the operator "
+        "then runs the workers headless itself)",
     ),
     "grpc": NoServer(
         "serves gRPC instead of the OpenAI HTTP API the probes and the benchmark use",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from vllm_operator.api.launch import LaunchRecord
 from vllm_operator.api.spec import VLLMDeploymentSpec
-from vllm_operator.engine import argv, catalog, extra_args, flagdata, tables
+from vllm_operator.engine import argv, catalog, extra_args, flagdata, multinode, tables
 from vllm_operator.engine.version import Version, version_from_image
 from vllm_operator.errors import SpecError, SpecErrors
 
@@ -46,6 +46,9 @@ class LaunchPlan:
     # The release whose recorded parser judged the flags: the version itself, or the
     # nearest older recorded release when the version is newer than the data.
     flags_checked_against: Version | None = None
+    # A model that spans nodes (spec.resources.nodes > 1): the leader's and the workers'
+    # arguments; None on one node, where ``args`` is the whole command line.
+    group: multinode.GroupLaunch | None = None
 
     @property
     def flags_from_older_release(self) -> bool:
@@ -223,6 +226,8 @@ def _sizing_errors(
     spec: VLLMDeploymentSpec, pipeline_parallel: int, data_parallel: int = 1
 ) -> list[SpecError]:
     gpus = spec.resources.gpus
+    if spec.resources.nodes > 1 and gpus > 0:
+        return []  # a group is sized by multinode.group_errors, against its release
     tp = spec.engine.tensor_parallel_size
     world = tp * pipeline_parallel * data_parallel
     if gpus == 0:
@@ -248,6 +253,43 @@ def _sizing_errors(
             )
         ]
     return []
+
+
+def _group_errors(
+    spec: VLLMDeploymentSpec, report: extra_args.ExtraArgsReport, table: flagdata.FlagTable
+) -> list[SpecError]:
+    """A group's shape against the release, and the group's own flags kept out of extraArgs.
+
+    On one node the node flags are refused too: ``--nnodes 2`` in one pod makes vLLM wait
+    for a second node that never comes, until the startup probe kills it.
+    """
+    nodes = spec.resources.nodes
+    errors: list[SpecError] = []
+    if nodes > 1 and spec.resources.gpus > 0:
+        errors = multinode.group_errors(
+            nodes=nodes,
+            gpus=spec.resources.gpus,
+            tensor_parallel=spec.engine.tensor_parallel_size,
+            pipeline_parallel=report.pipeline_parallel_size,
+            data_parallel=report.data_parallel_size,
+            table=table,
+        )
+    owned = multinode.GROUP_DESTS if nodes > 1 else multinode.NODE_DESTS
+    for t in report.extra_taken():
+        if t.option.dest not in owned:
+            continue
+        where = extra_args.FIELD
+        if t.index is not None:
+            where += f"[{t.index - report.extra_start}]"
+        errors.append(
+            SpecError(
+                where,
+                f"{t.written} ({t.option.long_name}) is the operator's to set, on every pod "
+                "of a multi-node group (spec.resources.nodes)",
+                "remove it; for a model that spans nodes set spec.resources.nodes",
+            )
+        )
+    return errors
 
 
 def _key_flags(report: extra_args.ExtraArgsReport, final: tuple[str, ...]) -> tuple[str, ...]:
@@ -310,6 +352,7 @@ def plan_launch(spec: VLLMDeploymentSpec) -> LaunchPlan:
     errors += _env_errors(spec, fix)
     errors += _api_key_errors(spec, report.extra_taken(), report.extra_start)
     errors += _sizing_errors(spec, report.pipeline_parallel_size, report.data_parallel_size)
+    errors += _group_errors(spec, report, table)
     if errors:
         raise SpecErrors(errors)
     used = engine.tensor_parallel_size * report.pipeline_parallel_size
@@ -321,6 +364,7 @@ def plan_launch(spec: VLLMDeploymentSpec) -> LaunchPlan:
         )
 
     final = (*args, *engine.extra_args)
+    nodes = spec.resources.nodes
     return LaunchPlan(
         image=engine.image,
         version=version,
@@ -331,4 +375,5 @@ def plan_launch(spec: VLLMDeploymentSpec) -> LaunchPlan:
         compiled=mode.compiled and not report.runs_eager,
         performance_mode=engine.performance_mode,
         flags_checked_against=table.version,
+        group=multinode.group_launch(nodes) if nodes > 1 else None,
     )

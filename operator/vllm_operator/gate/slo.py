@@ -16,7 +16,8 @@ share and the error share per trial. Each limit is judged at the confidence of t
 - against the paired baseline (``maxRegressionPercent`` set): the candidate's share above
   the threshold of each end of the baseline's pooled-percentile interval, as the benchmark
   counted it (``gate.slo_tails.judge_against_baseline``); the threshold is the largest of the
-  percentage, ``regressionFloorMs`` and ``slo.regressionFloorPercent`` of the SLO limit.
+  percentage, ``regressionFloorMs`` and the metric's ``regressionFloorPercent`` of the SLO
+  limit (its own, else ``slo.regressionFloorPercent``, else its default).
 
 Why counts and not per-trial percentiles: a p99 of 480 requests rests on its 5 slowest, and
 three of them give a t interval with 2 degrees of freedom. On an H200 (2026-12-02) an
@@ -46,8 +47,9 @@ from collections.abc import Sequence
 
 from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import BenchSummary, LoadLevelFigures, LoadSweep, TrialPlan
+from vllm_operator.api.workload import LatencyMetric
 from vllm_operator.gate.comparison import EXACT, Judge, baseline_for, regression_limit_set
-from vllm_operator.gate.finding import FigureKey, Finding, Judged, Severity
+from vllm_operator.gate.finding import Comparison, FigureKey, Finding, Judged, Severity
 from vllm_operator.gate.interval import robust_interval, t_quantile
 from vllm_operator.gate.robust import outliers
 from vllm_operator.gate.sequential import look_confidence, more_allowed
@@ -200,12 +202,24 @@ def _limits_by_level(
             for p, limit in by_p.items():
                 label = f"{metric} {p} {at}"
                 counts = figures.tails.get(f"{metric}.{p}")
+                values = figures.percentiles.get(f"{metric}.{p}", [])
                 if counts is not None:
+                    pooled = figures.pooled.get(f"{metric}.{p}")
+                    mid = statistics.median(values) if values else None
                     judged.append(
-                        judge_limit(label, metric, p, counts, limit, confidence, plan, key)
+                        judge_limit(
+                            label,
+                            metric,
+                            p,
+                            counts,
+                            limit,
+                            confidence,
+                            plan,
+                            key,
+                            measured=mid if pooled is None else pooled,
+                        )
                     )
                     continue
-                values = figures.percentiles.get(f"{metric}.{p}", [])
                 if not values:
                     text = f"{label}: no figure (no request completed, or cut to fit 4,096 bytes)"
                     judged.append(Judged(Finding("inconclusive", text)))
@@ -300,8 +314,22 @@ def _share(  # noqa: PLR0917 - private, two call sites
     kind = "least" if at_least else "largest"
     text = f"{label}: {mid:.1f}% {span}{how} the {kind} {limit:g}%"
     text += f" ({_how(confidence, estimated, trials, plan, left_out)})"
+    numbers = Comparison(  # the share itself against its limit (fractions), for the page
+        candidate=mid,
+        baseline=limit,
+        unit="%",
+        change=mid / 100,
+        low=low / 100,
+        high=high / 100,
+        limit=limit / 100,
+        higher_is_worse=not at_least,
+        trials=trials,
+        against="limit",
+    )
     return Judged(
-        Finding(severity, text), key, severity == "inconclusive" and more_allowed(plan, trials)
+        Finding(severity, text, comparison=numbers),
+        key,
+        severity == "inconclusive" and more_allowed(plan, trials),
     )
 
 
@@ -372,7 +400,8 @@ def _regressions(
             continue
         at = where(summary.load.mode, figures.level)
         key = figure(figures.level)
-        for metric, by_p in thresholds.slo.at(figures.level).metric_limits().items():
+        at_level = thresholds.slo.at(figures.level)
+        for metric, by_p in at_level.metric_limits().items():
             for p, limit in by_p.items():
                 label = f"{metric} {p} {at}"
                 counts = figures.tails.get(f"{metric}.{p}")
@@ -381,7 +410,7 @@ def _regressions(
                 elif not counts.missing:  # else already inconclusive among the limits
                     found.append(
                         judge_against_baseline(
-                            label, metric, p, counts, thresholds, limit, plan, key
+                            label, metric, p, counts, thresholds, limit, plan, key, at_level
                         )
                     )
     if old.no_sweep:
@@ -405,7 +434,7 @@ class _PerTrial:
         self.no_sweep = False
 
     def compare(
-        self, figures: LoadLevelFigures, metric: str, p: str, limit: float, label: str
+        self, figures: LoadLevelFigures, metric: LatencyMetric, p: str, limit: float, label: str
     ) -> list[Judged]:
         name = f"{metric}.{p}"
         ours = figures.percentiles.get(name, [])
@@ -418,7 +447,9 @@ class _PerTrial:
         other = base.percentiles.get(name, []) if base is not None else []
         if not other:
             return [Judged(Finding("inconclusive", f"baseline has no {label}"))]
-        _, floor = regression_limit(self.thresholds, limit)
+        assert self.thresholds.slo is not None
+        at_level = self.thresholds.slo.at(figures.level)
+        _, floor = regression_limit(self.thresholds, limit, metric, at_level)
         return [
             self.judge.compare(
                 figure(figures.level),

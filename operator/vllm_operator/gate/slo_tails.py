@@ -14,7 +14,9 @@ limit cannot be re-used: the reason says to re-judge from the full report
 
 The bar of a baseline value ``x`` is the one ``gate.slo`` has always used for a limited
 percentile: ``max(x (1 + maxRegressionPercent / 100), x + floor)``, the floor being the
-larger of ``regressionFloorMs`` and ``slo.regressionFloorPercent`` of the SLO limit.
+larger of ``regressionFloorMs`` and the metric's ``regressionFloorPercent`` of the SLO limit
+(its own, e.g. ``itlMs.regressionFloorPercent``, else ``slo.regressionFloorPercent``, else its
+default: ``api.workload.DEFAULT_FLOOR_PERCENT``); the reason names which set it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from collections.abc import Sequence
 
 from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import TailCounts, TrialPlan
-from vllm_operator.gate.finding import FigureKey, Finding, Judged, Severity
+from vllm_operator.api.workload import LatencyMetric, SloLimits
+from vllm_operator.gate.finding import Comparison, FigureKey, Finding, Judged, Severity
 from vllm_operator.gate.sequential import look_confidence, more_allowed
 from vllm_operator.gate.tails import (
     Decision,
@@ -32,6 +35,7 @@ from vllm_operator.gate.tails import (
     ShareJudgement,
     allowed_share,
     judge_share,
+    judge_share_fixed,
     observations_needed,
 )
 
@@ -55,15 +59,29 @@ def unit_of(metric: str) -> str:
     return "gaps" if metric == "itl" else "requests"
 
 
-def regression_limit(thresholds: Thresholds, limit: float) -> tuple[float, float]:
-    """(maxRegressionPercent, floor in ms) of a percentile limited at ``limit`` ms: the
-    candidate may reach ``max(x (1 + percent / 100), x + floor)`` of the baseline's ``x``."""
+def regression_limit(
+    thresholds: Thresholds, limit: float, metric: LatencyMetric, at: SloLimits
+) -> tuple[float, float]:
+    """(maxRegressionPercent, floor in ms) of ``metric``'s percentile limited at ``limit`` ms
+    where the limits ``at`` hold (``slo`` or a level's entry): the candidate may reach
+    ``max(x (1 + percent / 100), x + floor)`` of the baseline's ``x``. The floor is the
+    larger of ``regressionFloorMs`` and the metric's ``regressionFloorPercent`` of the limit
+    (``SloThresholds.floor_percent``: the metric's own, the shorthand, its default)."""
     assert thresholds.max_regression_percent is not None
     assert thresholds.slo is not None
-    floor = max(
-        thresholds.regression_floor_ms, thresholds.slo.regression_floor_percent / 100 * limit
-    )
+    percent, _ = thresholds.slo.floor_percent(metric, at)
+    floor = max(thresholds.regression_floor_ms, percent / 100 * limit)
     return thresholds.max_regression_percent, floor
+
+
+def floor_source(thresholds: Thresholds, limit: float, metric: LatencyMetric, at: SloLimits) -> str:
+    """What set the floor of ``regression_limit``, for the reasons: "itlMs.regressionFloorPercent
+    25% of 100 ms", "the itl default 25% of 100 ms" or "regressionFloorMs"."""
+    assert thresholds.slo is not None
+    percent, source = thresholds.slo.floor_percent(metric, at)
+    if thresholds.regression_floor_ms > percent / 100 * limit:
+        return "regressionFloorMs"
+    return f"{source} {percent:g}% of {limit:g} ms"
 
 
 def exceedances(
@@ -78,6 +96,24 @@ def exceedances(
     ]
 
 
+def judged_share(
+    clusters: Sequence[Exceedance],
+    allowed: float,
+    look: float,
+    across: float | None,
+    stray_trial: int | None,
+) -> ShareJudgement:
+    """The share judged with the clustering the bench fixed (``gate.clustering``: the same at
+    every bar, so the verdict moves one way with the limits), or, for a summary of the
+    earlier rule (no ``across``), estimated from the counts themselves."""
+    if across is None:
+        return judge_share(clusters, allowed, look, fewest=FEWEST)
+    if stray_trial is not None and stray_trial > len(clusters):
+        raise ValueError(f"stray trial {stray_trial} of {len(clusters)} trials")
+    stray = None if stray_trial is None else stray_trial - 1
+    return judge_share_fixed(clusters, allowed, look, across, stray)
+
+
 def judge_limit(  # noqa: PLR0917 - private to gate.slo, one call site
     label: str,
     metric: str,
@@ -87,8 +123,15 @@ def judge_limit(  # noqa: PLR0917 - private to gate.slo, one call site
     confidence: float,
     plan: TrialPlan | None,
     key: FigureKey,
+    *,
+    measured: float | None = None,
 ) -> Judged:
-    """One limited percentile of a level against its SLO limit, from its counts."""
+    """One limited percentile of a level against its SLO limit, from its counts.
+
+    ``measured`` is the percentile measured (ms: over every trial's observations together,
+    else the trials' median), the table's "candidate"; the finding's numbers are the share
+    above the limit with its interval, against the share the percentile allows
+    (``against="limit"``)."""
     trials = len(counts.total)
     if counts.missing:
         return Judged(Finding("inconclusive", f"{label}: {counts.missing}"))
@@ -102,9 +145,9 @@ def judge_limit(  # noqa: PLR0917 - private to gate.slo, one call site
     look = look_confidence(confidence, plan, trials)
     try:
         clusters = exceedances(counts.above, counts.total, counts.design_effect)
+        judged = judged_share(clusters, allowed, look, counts.across, counts.stray_trial)
     except ValueError as exc:
         return Judged(Finding("inconclusive", f"{label}: counts do not agree ({exc})"))
-    judged = judge_share(clusters, allowed, look, fewest=FEWEST)
     unit = unit_of(metric)
     if judged.observations <= 0:
         text = f"{label}: no {unit} measured to count"
@@ -120,20 +163,47 @@ def judge_limit(  # noqa: PLR0917 - private to gate.slo, one call site
         text += f"undecided against {allows}" + _what_decides(judged, look, plan, trials, unit)
     else:
         text += f"{judged.decision} {allows}"
+    numbers = share_numbers(judged, limit, measured, trials)
     return Judged(
-        Finding(severity, text), key, severity == "inconclusive" and more_allowed(plan, trials)
+        Finding(severity, text, comparison=numbers),
+        key,
+        severity == "inconclusive" and more_allowed(plan, trials),
+    )
+
+
+def share_numbers(
+    judged: ShareJudgement, limit: float, measured: float | None, trials: int
+) -> Comparison | None:
+    """The numbers of a percentile judged against its SLO limit, for tables and charts:
+    ``candidate`` the measured percentile, ``baseline`` the limit
+    (ms), ``change`` the share above the limit with its interval (``low``, ``high``), and
+    ``limit`` the share the percentile allows (10% for a p90). None without a measured value."""
+    if measured is None:
+        return None
+    return Comparison(
+        candidate=measured,
+        baseline=limit,
+        unit="ms",
+        change=judged.share,
+        low=judged.low,
+        high=judged.high,
+        limit=judged.allowed,
+        higher_is_worse=True,
+        trials=trials,
+        against="limit",
     )
 
 
 def judge_against_baseline(  # noqa: PLR0917 - private to gate.slo, one call site
     label: str,
-    metric: str,
+    metric: LatencyMetric,
     percentile: str,
     counts: TailCounts,
     thresholds: Thresholds,
     limit: float,
     plan: TrialPlan | None,
     key: FigureKey,
+    at: SloLimits,
 ) -> Judged:
     """One limited percentile against the paired baseline's, from the bench's pair counts."""
     record = counts.regression
@@ -147,7 +217,7 @@ def judge_against_baseline(  # noqa: PLR0917 - private to gate.slo, one call sit
         )
         return Judged(Finding("inconclusive", text))
     trials = len(record.total)
-    relative, floor = regression_limit(thresholds, limit)
+    relative, floor = regression_limit(thresholds, limit, metric, at)
     if not (
         math.isclose(record.relative_percent, relative, abs_tol=1e-9)
         and math.isclose(record.floor, floor, abs_tol=1e-9)
@@ -161,10 +231,10 @@ def judge_against_baseline(  # noqa: PLR0917 - private to gate.slo, one call sit
     look = look_confidence(thresholds.confidence_percent / 100, plan, trials)
     try:
         pairs = exceedances(record.above, record.total, record.design_effect)
+        judged = judged_share(pairs, allowed, look, record.across, record.stray_trial)
     except ValueError as exc:
         text = f"{label} against the baseline: counts do not agree ({exc})"
         return Judged(Finding("inconclusive", text))
-    judged = judge_share(pairs, allowed, look, fewest=FEWEST)
     unit = unit_of(metric)
     if judged.observations <= 0:
         text = f"{label} against the baseline: no {unit} measured to compare"
@@ -175,7 +245,8 @@ def judge_against_baseline(  # noqa: PLR0917 - private to gate.slo, one call sit
     text = (
         f"{label} against the baseline: {ours:,} of the candidate's "
         f"{judged.observations:,.0f} {unit} above the baseline's {percentile} plus "
-        f"{_limit_words(relative, floor)} ({_bars(record.bars, record.total)}) "
+        f"{_limit_words(relative, floor)}, the floor from "
+        f"{floor_source(thresholds, limit, metric, at)} ({_bars(record.bars, record.total)}) "
         f"({_share_span(judged)}, {how}{_left_out(judged)}): "
     )
     allows = f"the {allowed * 100:g}% its {percentile} at that limit would put there"

@@ -28,6 +28,11 @@ The interval, and why this one:
   its maximum likelihood needs more clusters than the 3-10 trials a gate has; a cluster
   bootstrap over 3 trials has 10 distinct resamples. ``benchmarks/tail_noise.py`` measures
   the false-fail and miss rates of the result on a noise model refitted from H200 requests.
+  Estimated from the counts being judged, both effects change with the bar, and a looser
+  limit could make a verdict worse (issue 40); the benchmark's counts therefore carry both
+  estimated once per run (``gate.clustering``), and ``judge_share_fixed`` judges with them,
+  so the verdict moves one way with the limits. ``judge_share`` keeps the estimate from the
+  counts for summaries written before, and for the canary's histograms.
 - **Bounds between bucket bounds**: a Prometheus histogram knows only how many observations
   fell at or below each bucket bound. Above a limit that lies between two bounds, the count
   above the lower bound is never fewer than the truth, and the count above the upper bound
@@ -45,6 +50,7 @@ samples and histograms ``gate.tallies``'.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -146,6 +152,71 @@ def judge_share(
     low = clopper_pearson_lower(hits_least, eff_least, tail)
     decision = _decide(hits_most, eff_most, hits_least, eff_least, allowed, tail)
     return ShareJudgement(decision, share, low, high, allowed, total, eff_most, len(clusters))
+
+
+def judge_share_fixed(
+    clusters: Sequence[Exceedance],
+    allowed: float,
+    confidence: float,
+    across: float,
+    stray: int | None,
+) -> ShareJudgement:
+    """``judge_share`` with the clustering fixed beforehand (``gate.clustering``): each
+    cluster's counts divided by its own ``design_effect``, the ``stray`` cluster (0-based)
+    left out, and nothing estimated from the spread of the counts themselves.
+
+    ``across`` is the design effect across clusters at the allowed share. "Beyond" is asked
+    with it as it is; "within" with its value at the observed pooled share (``across_at``:
+    smaller for a share further in the tail, 1 at no exceedance). Either way the decision
+    moves one way with the counts: fewer above (a looser bar) lowers the share, the hits and
+    the design effect of "within", so its upper bound falls, and lowers the hits of "beyond"
+    at a fixed design effect, so its lower bound falls: "within" can only be gained and
+    "beyond" only lost.
+    """
+    _check(allowed, confidence)
+    if across < 1:
+        raise ValueError(f"design effect across clusters {across} must be at least 1")
+    kept = [c for i, c in enumerate(clusters) if i != stray]
+    left_out = (stray,) if stray is not None and 0 <= stray < len(clusters) else ()
+    total = sum(c.total for c in kept)
+    if total <= 0:
+        return ShareJudgement(
+            "undecided", 0.0, 0.0, 1.0, allowed, 0.0, 0.0, len(clusters), left_out
+        )
+    tail = (1 - confidence) / 2
+    n = sum(c.total / max(c.design_effect, 1.0) for c in kept)
+    hits_most = sum(c.above / max(c.design_effect, 1.0) for c in kept)
+    hits_least = sum(c.least / max(c.design_effect, 1.0) for c in kept)
+    share = hits_most / n
+    near = across_at(share, across, allowed)
+    high = clopper_pearson_upper(hits_most / near, n / near, tail)
+    low = clopper_pearson_lower(hits_least / across, n / across, tail)
+    decision = _decide(hits_most / near, n / near, hits_least / across, n / across, allowed, tail)
+    return ShareJudgement(
+        decision, share, low, high, allowed, total, n / near, len(clusters), left_out
+    )
+
+
+def across_at(share: float, across: float, allowed: float) -> float:
+    """The design effect across clusters at a pooled ``share``, from ``across``, the one at
+    the allowed share: ``1 + (across - 1) * sqrt(share / allowed)`` up to the allowed share,
+    ``across`` beyond it, 1 at no exceedance.
+
+    Why it shrinks with the share: the excess spread of the trials' shares over binomial noise
+    grows with the share (for shares that vary by a fixed factor from trial to trial, in
+    proportion to it), and a share of 0 in every trial is trials that agree, design effect 1,
+    as the estimate from the counts always gave it. The square root is the slower of the
+    two, so the more careful: an assumption, not a fit (over the grid of
+    ``gate.clustering`` the H100 ITL effects stayed about flat, 34-154, down to a tenth of
+    the allowed share). Without it a limit far above the tail could never be shown within:
+    the H200 aa1 run of 2026-12-02 had 3 of 182,816 gaps over 100 ms at 24 requests/s and a
+    design effect across its trials of 266 at the allowed share; unscaled, those gaps are
+    worth 687, and 1% cannot be excluded. It only ever serves "within", where the share is
+    below the allowed one: a smaller effect there than at the allowed share.
+    """
+    if share <= 0:
+        return 1.0
+    return 1 + (across - 1) * math.sqrt(min(share, allowed) / allowed)
 
 
 def stray_cluster(clusters: Sequence[Exceedance], fewest: int) -> int | None:

@@ -26,7 +26,7 @@ from typing import Any
 
 import aiohttp
 
-from vllm_operator.api.canary import PrometheusSource
+from vllm_operator.api.canary_prometheus import PrometheusSource
 from vllm_operator.kube.scrape import read_bounded
 from vllm_operator.rollout.canary.metrics import (
     WANTED_SERIES,

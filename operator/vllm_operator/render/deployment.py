@@ -25,7 +25,7 @@ from vllm_operator.render.identity import IDENTITY_LABELS, with_identity
 from vllm_operator.render.names import deployment_name
 from vllm_operator.render.validate import object_errors
 
-CONTAINER_NAME = "vllm"
+CONTAINER_NAME = labels.SERVER_CONTAINER
 PORT_NAME = "http"
 HF_HOME = "/cache/huggingface"
 VLLM_CACHE_ROOT = "/cache/vllm"

@@ -26,7 +26,10 @@ def with_identity(template: Mapping[str, Any], name: str, revision: str) -> dict
     """``template`` (rendered without identity) stamped with the resource and revision."""
     stamped = copy.deepcopy(dict(template))
     meta = stamped.setdefault("metadata", {})
-    meta["labels"] = {**meta.get("labels", {}), **labels.revision_labels(name, revision)}
+    own = meta.get("labels", {})
+    meta["labels"] = {**own, **labels.revision_labels(name, revision)}
+    if labels.COMPONENT_LABEL in own:  # a multi-node group's workers keep COMPONENT_WORKER
+        meta["labels"][labels.COMPONENT_LABEL] = own[labels.COMPONENT_LABEL]
     meta["annotations"] = {**meta.get("annotations", {}), labels.REVISION_ANNOTATION: revision}
     return stamped
 

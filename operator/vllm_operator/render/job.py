@@ -226,7 +226,10 @@ def render_job(
     # exchange volume: no /tmp, its root stays read-only (hack/image_roles.py checks it).
     volumes = [
         {"name": "exchange", "emptyDir": {"sizeLimit": "16Mi"}},
-        {"name": "scratch", "emptyDir": {"sizeLimit": "64Mi"}},
+        # In memory: a tmpfs of this size, so the kernel refuses the 65th MiB whatever wrote
+        # it (a disk-backed emptyDir is only measured, and the pod evicted, after the fact).
+        # Its pages count against the sandbox's 768Mi with the code's 512Mi: it fits.
+        {"name": "scratch", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
         *volumes,
     ]
     mounts = [

@@ -57,6 +57,9 @@ COMPONENT_BENCHMARK = "benchmark"
 # The zero-traffic replica of the stable revision a twin-mode gate measures: its own
 # component, so no selector of serving pods (Service or Deployment) ever matches it.
 COMPONENT_TWIN = "twin"
+# The worker pods of a multi-node group (render/leaderworkerset.py): they serve no HTTP, so
+# no Service selects them (server_selector and canary_selector ask for COMPONENT_SERVER).
+COMPONENT_WORKER = "worker"
 ROLE_STABLE = "stable"
 ROLE_CANDIDATE = "candidate"
 
@@ -99,3 +102,8 @@ def twin_selector(name: str, revision: str) -> dict[str, str]:
         DEPLOYMENT_LABEL: name,
         REVISION_LABEL: revision,
     }
+
+
+SERVER_CONTAINER = "vllm"
+"""The name of the vLLM server container in every pod the operator renders (a canary counts
+only its restarts, never a sidecar's)."""

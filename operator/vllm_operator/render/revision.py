@@ -32,6 +32,7 @@ from vllm_operator.api.spec import VLLMDeploymentSpec
 from vllm_operator.engine.policy import LaunchPlan
 from vllm_operator.render.deployment import pod_template
 from vllm_operator.render.identity import without_identity
+from vllm_operator.render.leaderworkerset import group_templates
 from vllm_operator.render.names import REVISION_LENGTH
 
 # Spec sections that never reach a pod template (the digest leaves them out). Leaving out
@@ -57,7 +58,11 @@ def revision_hash(spec: VLLMDeploymentSpec, launch: LaunchPlan) -> str:
     """The revision the current operator renders ``spec`` into.
 
     ``launch``: the spec's launch plan (``plan_launch(spec)``), computed once by the caller.
+    A multi-node revision is the hash of both of its templates (leader and worker).
     """
+    if launch.group is not None:
+        bare = {k: without_identity(t) for k, t in group_templates(spec, launch).items()}
+        return _sha256(bare)[:REVISION_LENGTH]
     return template_revision(pod_template(spec, launch))
 
 

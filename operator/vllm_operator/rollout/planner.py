@@ -31,7 +31,7 @@ from vllm_operator.api.resource import VLLMDeployment, parse_vllm_deployment
 from vllm_operator.api.status import VLLMDeploymentStatus
 from vllm_operator.engine.extra_args import unknown_version_note
 from vllm_operator.engine.policy import LaunchPlan, plan_launch
-from vllm_operator.errors import SpecErrors
+from vllm_operator.errors import SpecError, SpecErrors
 from vllm_operator.render import labels, names
 from vllm_operator.render.revision import revision_hash, spec_digest
 from vllm_operator.render.validate import object_errors
@@ -70,9 +70,31 @@ def _spec_problems(
         return exc
     name_errors += references.secret_problems(vd, settings.allowed_secrets)
     name_errors += scaling.engine_problems(vd, settings)
+    name_errors += _multinode_problems(vd)
     if name_errors:
         return SpecErrors(name_errors)
     return vd, launch
+
+
+def _multinode_problems(vd: VLLMDeployment) -> list[SpecError]:
+    """Multi-node revisions are rendered (``render.leaderworkerset``) but not yet rolled out.
+
+    The planner's objects (candidate, twin, promotion, canary, autoscaler, disruption budget)
+    are Deployments; until they are LeaderWorkerSet groups, a spec asking for more than one
+    node is refused here, by name, and the serving revision keeps serving untouched.
+    """
+    nodes = vd.spec.resources.nodes
+    if nodes == 1:
+        return []
+    return [
+        SpecError(
+            "spec.resources.nodes",
+            f"is {nodes}: this operator release checks and renders multi-node revisions "
+            "(LeaderWorkerSet groups) but does not roll them out yet",
+            "set spec.resources.nodes: 1 (a model that fits one node), or wait for the release "
+            "that rolls out LeaderWorkerSets (docs/multi-node.md)",
+        )
+    ]
 
 
 def plan(observed: Observed, now: datetime, settings: Settings | None = None) -> Plan:

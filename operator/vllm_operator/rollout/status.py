@@ -10,6 +10,7 @@ reconciles do not churn the resource.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -261,25 +262,61 @@ def _newest_in_full(
     return kept if same else newest
 
 
-VERDICT_CHARS = 300
-"""Longest verdict annotation (``kubectl describe`` shows its first 138 characters)."""
+VERDICT_CHARS = 600
+"""Longest verdict annotation: a few lines, each shorter than ``kubectl describe`` cuts."""
+
+LINE_CHARS = 130
+"""``kubectl describe`` prints each line of a long annotation, cut at 138 characters."""
+
+DONE = {"Failed": "rejected", "Error": "rejected", "Inconclusive": "undecided"}
+"""What a verdict's outcome did to its revision, in words (Passed: see ``_verdict_head``)."""
+
+
+def _verdict_head(status: VLLMDeploymentStatus, gate: GateRecord) -> str:
+    """The verdict's first line: revision, what happened to it, which judge, the decision."""
+    stable = status.stable
+    if gate.outcome == "Passed":
+        done = "promoted" if stable is not None and stable.revision == gate.revision else "passed"
+    else:
+        done = DONE.get(gate.outcome, gate.outcome)
+    judge = {"gate": "its gate", "canary": "its canary", "person": "a person"}
+    who = judge.get(gate.judge(), "its progress deadline")
+    return f"revision {gate.revision} {done} by {who} ({gate.decision or gate.outcome}):"
 
 
 def verdict_annotation(
     status: VLLMDeploymentStatus, current: Mapping[str, str]
 ) -> dict[str, str | None]:
-    """The verdict annotation to write for ``status``: its newest verdict in one line, the
-    deciding figure first (``REVISION DECISION: headline``); nothing before any verdict,
-    nor when ``current`` (the resource's annotations) already says it.
+    """The verdict annotation to write for ``status``: which revision serves, the newest
+    verdict (revision, what happened to it, which judge) and what decided it, the deciding
+    figure first; nothing before any verdict, nor when ``current`` (the resource's
+    annotations) already says it.
 
     ``kubectl describe`` sorts what it prints and puts the spec before the status, so on a
     resource with a spec of some size the status's verdict is 50 lines down; annotations
     come before both, the way a Deployment's ``deployment.kubernetes.io/revision`` does.
+    A value over 140 characters is printed one line per line of the value, each cut at 138:
+    so the answer comes as a few short lines, all shown, in the first lines of describe.
     """
     gate = status.last_gate
     if gate is None:
         return {}
-    text = f"{gate.revision} {gate.decision or gate.outcome}: {gate.line()}"
+    stable = status.stable
+    serves = (
+        ""
+        if stable is None
+        else f"stable revision {stable.revision} serves "
+        f"({stable.ready_replicas}/{stable.replicas} Ready); "
+    )
+    lines = [serves + _verdict_head(status, gate)]
+    lines += [
+        "  " + part
+        for part in textwrap.wrap(gate.line(), LINE_CHARS - 2, break_long_words=True)[:4]
+    ]
+    candidate = status.candidate
+    if candidate is not None and candidate.revision != gate.revision:
+        lines.append(f"candidate revision {candidate.revision} in progress")
+    text = "\n".join(lines)
     if len(text) > VERDICT_CHARS:
         text = text[: VERDICT_CHARS - 3] + "..."
     if current.get(labels.VERDICT_ANNOTATION) == text:

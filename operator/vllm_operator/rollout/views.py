@@ -8,6 +8,7 @@ view holds comes from the cluster (labels, annotations, status), which keeps a r
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -60,6 +61,7 @@ class ContainerView:
     last_message: str | None = None
     # state.running.startedAt: when this instance of the container (a server) started.
     started_at: datetime | None = None
+    init: bool = False  # an init container (native sidecars included)
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,20 @@ class PodView:
         return bool(self.containers) and all(c.ready for c in self.containers)
 
     @property
+    def server(self) -> ContainerView | None:
+        """The server container: the one named as the operator names it, else the first
+        main container (never an init container or a native sidecar)."""
+        mains = [c for c in self.containers if not c.init]
+        return next(
+            (c for c in mains if c.name == labels.SERVER_CONTAINER), mains[0] if mains else None
+        )
+
+    @property
     def restarts(self) -> int:
-        return sum(c.restart_count for c in self.containers)
+        """Restarts of the server container only: a sidecar's restarts say nothing of the
+        server's counters (a canary step judges on them)."""
+        server = self.server
+        return server.restart_count if server is not None else 0
 
     @property
     def revision(self) -> str | None:
@@ -223,9 +237,9 @@ def pod_view(obj: Mapping[str, Any]) -> PodView:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
             unschedulable = str(cond.get("message") or cond.get("reason") or "Unschedulable")
     containers = tuple(
-        _container(as_dict(c))
-        for c in _list(status.get("initContainerStatuses")) + _list(status.get("containerStatuses"))
-    )
+        dataclasses.replace(_container(as_dict(c)), init=True)
+        for c in _list(status.get("initContainerStatuses"))
+    ) + tuple(_container(as_dict(c)) for c in _list(status.get("containerStatuses")))
     node = as_dict(obj.get("spec")).get("nodeName")
     return PodView(
         name=str(meta.get("name", "")),

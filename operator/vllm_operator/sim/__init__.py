@@ -32,7 +32,9 @@ Endpoints: ``/health``, ``/ping``, ``/version``, ``/metrics``, ``/v1/models``,
 ``id``) with wall-clock ``arrival``, ``first_token``, ``last_token``, token counts,
 ``intended_ttft`` and mean ``intended_itl`` (seconds); ``GET /sim/timing[?reset=1]`` (the
 server's own scheduling error, p50/p99); ``GET /sim/config``; ``POST /sim/live-faults``
-``{"errorRate", "delaySeconds"}`` (faults only on requests with header ``x-sim-live``).
+``{"errorRate", "delaySeconds", "streamErrorRate", "hangRate", "crashAfterSeconds",
+"metricsStatus"}`` (faults only on requests with header ``x-sim-live``; a crash exits the
+process; metricsStatus 5xx makes ``/metrics`` fail).
 
 Tokenisation and the benchmark's prompt sizes: :mod:`vllm_operator.sim.tokens`.
 Timing model: ``data/profiles.yaml``. Canned answers: :mod:`vllm_operator.sim.answers`.

@@ -29,7 +29,9 @@ class Faults:
     scale): a fault is about what a client sees, and tests choose it directly.
     ``die_after_seconds``: the engine dies that long after the server starts listening:
     ``/health`` answers 503 (as vLLM's does once its engine is dead), completions 500, and
-    streams in flight are cut.
+    streams in flight are cut. ``crash_after_seconds``: the process exits (status 1) that
+    long after listening, as a server killed by a fault or the OOM killer: its kubelet
+    restarts the container and every counter starts again from zero.
     """
 
     error_rate: float = 0.0
@@ -45,6 +47,18 @@ class Faults:
     # requests never meet, so a candidate passes its gate and fails its canary.
     live_error_rate: float = 0.0
     live_delay_seconds: float = 0.0  # wall-clock, before the first token (TTFT and E2E)
+    # A stream that breaks after its 200 header: vLLM sends an error chunk, then [DONE]; the
+    # instrumentator counts a 2xx and the engine no finished request (a non-streaming one
+    # answers 500).
+    live_stream_error_rate: float = 0.0
+    # A request that hangs after its header until the client gives up (at most
+    # HANG_LIMIT_SECONDS): no token, no finished request; 2xx when streamed.
+    live_hang_rate: float = 0.0
+    crash_after_seconds: float | None = None
+
+
+HANG_LIMIT_SECONDS = 300.0
+"""The longest a hung request is held when its client never leaves (wall-clock)."""
 
 
 KEEP_ALIVE_SECONDS = 5.0

@@ -4,6 +4,16 @@ Why: dashboards, autoscalers and the operator's own checks read ``vllm:*`` metri
 simulator exports the names listed in vllm-facts (0.17-0.33) with the ``model_name`` and
 ``engine`` labels vLLM uses. Each server owns a ``CollectorRegistry`` so several simulators
 can live in one test process. Gauges are computed when scraped.
+
+The bucket bounds are vLLM's own, so a canary judged on the simulator meets the bucket
+edges a real server shows: ``PrometheusStatLogger`` in ``vllm/v1/metrics/loggers.py``
+(read at vllm-project/vllm commit 005a810, the 0.10 line; the same lists in the 0.10.2,
+0.11.0, 0.16.0, 0.17.0 and 0.22.0 wheels checked for issue 39): TTFT, ITL (as
+``time_per_output_token`` before ``inter_token_latency``) and the request latencies
+(E2E, queue, prefill, decode). ``http_requests_total{handler,method,status}`` is
+prometheus-fastapi-instrumentator's counter as vLLM's API server mounts it (status grouped
+``2xx``/``4xx``/``5xx``; counted when the handler ends, so a stream that broke after its
+header is a 2xx).
 """
 
 from __future__ import annotations

@@ -34,15 +34,24 @@ from vllm_operator.sim.state import SimState
 
 log = logging.getLogger("vllm_operator.sim")
 LISTENING_PREFIX = "SIM LISTENING "
+CRASH_EXIT_CODE = 1
 
 
 class SimServer:
     """One simulator in the running event loop."""
 
-    def __init__(self, config: SimConfig, *, wall: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        config: SimConfig,
+        *,
+        wall: Callable[[], float] = time.time,
+        exit_on_crash: bool = False,
+    ) -> None:
         self.config = config
         self.state = SimState(config, wall=wall)
+        self.state.crash = self._crash
         self._runner: web.AppRunner | None = None
+        self._exit_on_crash = exit_on_crash
         self.url = ""
 
     async def start(self) -> str:
@@ -79,7 +88,19 @@ class SimServer:
         log.info("Starting vLLM API server on %s", self.url)
         if cfg.faults.die_after_seconds is not None:
             asyncio.get_running_loop().call_later(cfg.faults.die_after_seconds, self._die)
+        if cfg.faults.crash_after_seconds is not None:
+            asyncio.get_running_loop().call_later(cfg.faults.crash_after_seconds, self._crash)
         return self.url
+
+    def _crash(self) -> None:
+        """The server crashes: a process exits at once (status 1, nothing flushed, every
+        connection reset), as one the OOM killer or a fatal error ended; in a thread the
+        engine dies and the server stops listening."""
+        log.error("the server crashed (simulated: --sim-crash-after-seconds or /sim/live-faults)")
+        if self._exit_on_crash:
+            os._exit(CRASH_EXIT_CODE)
+        self.state.dead = True
+        asyncio.get_running_loop().create_task(self.stop())
 
     def _die(self) -> None:
         self.state.dead = True
@@ -111,7 +132,7 @@ async def serve(
 
     Raises :class:`~vllm_operator.sim.startup.StartupFailure` where vLLM would exit.
     """
-    server = SimServer(config)
+    server = SimServer(config, exit_on_crash=True)  # a process of its own: a crash exits it
     starting = asyncio.create_task(server.start())
     if stop is not None:  # a SIGTERM during the warm-up ends the process promptly
         stopping = asyncio.create_task(stop.wait())

@@ -21,6 +21,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
@@ -31,7 +32,7 @@ from vllm_operator.sim.ledger import RequestRecord
 from vllm_operator.sim.metrics import CONTENT_TYPE
 from vllm_operator.sim.openai_format import error_body
 from vllm_operator.sim.requests import RequestError, parse
-from vllm_operator.sim.state import SimState
+from vllm_operator.sim.state import LiveFaults, SimState
 from vllm_operator.sim.streaming import Generation
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -41,6 +42,59 @@ LIVE_HEADER = "x-sim-live"
 
 def error_response(status: int, message: str, param: str | None = None) -> web.Response:
     return web.json_response(error_body(status, message, param=param), status=status)
+
+
+LIVE_FAULT_KEYS = (
+    "errorRate",
+    "delaySeconds",
+    "streamErrorRate",
+    "hangRate",
+    "crashAfterSeconds",
+    "metricsStatus",
+)
+
+
+@dataclass(frozen=True)
+class LiveFaultChange:
+    live: LiveFaults
+    crash_after: float | None
+
+
+def live_faults_from(body: object, now: LiveFaults) -> LiveFaultChange:
+    """``POST /sim/live-faults``'s body over the faults in force; ValueError when a value is
+    out of its range (rates 0..1, delay 0..60 s, crash 0..3600 s, metricsStatus 200 or 5xx)
+    or a key unknown."""
+    if not isinstance(body, dict):
+        raise ValueError("the body is not a JSON object")
+    unknown = set(body) - set(LIVE_FAULT_KEYS)
+    if unknown:
+        raise ValueError(f"unknown key(s) {sorted(unknown)}")
+    rates = {
+        key: float(body.get(key, old))
+        for key, old in (
+            ("errorRate", now.error_rate),
+            ("streamErrorRate", now.stream_error_rate),
+            ("hangRate", now.hang_rate),
+        )
+    }
+    delay = float(body.get("delaySeconds", now.delay_seconds))
+    crash = body.get("crashAfterSeconds")
+    crash_after = None if crash is None else float(crash)
+    if not all(0 <= r <= 1 for r in rates.values()) or not 0 <= delay <= 60:
+        raise ValueError("rates must be 0..1 and delaySeconds 0..60")
+    if crash_after is not None and not 0 <= crash_after <= 3600:
+        raise ValueError("crashAfterSeconds must be 0..3600")
+    metrics_status = int(body.get("metricsStatus", now.metrics_status))
+    if metrics_status != 200 and not 500 <= metrics_status <= 599:
+        raise ValueError("metricsStatus must be 200 or 500..599")
+    live = LiveFaults(
+        error_rate=rates["errorRate"],
+        delay_seconds=delay,
+        stream_error_rate=rates["streamErrorRate"],
+        hang_rate=rates["hangRate"],
+        metrics_status=metrics_status,
+    )
+    return LiveFaultChange(live, crash_after)
 
 
 def build_app(state: SimState) -> web.Application:
@@ -110,6 +164,8 @@ def build_app(state: SimState) -> web.Application:
         return web.json_response({"object": "list", "data": data})
 
     async def metrics(_: web.Request) -> web.Response:
+        if state.live.metrics_status != 200:
+            return error_response(state.live.metrics_status, "injected fault (metrics)")
         return web.Response(body=state.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE})
 
     async def sim_request(request: web.Request) -> web.Response:
@@ -154,14 +210,22 @@ def build_app(state: SimState) -> web.Application:
     async def sim_live_faults(request: web.Request) -> web.Response:
         try:
             body = await request.json()
-            rate = float(body.get("errorRate", state.live_error_rate))
-            delay = float(body.get("delaySeconds", state.live_delay_seconds))
-        except (ValueError, TypeError, AttributeError):
-            return error_response(400, "expected {errorRate, delaySeconds}")
-        if not (0 <= rate <= 1 and 0 <= delay <= 60):
-            return error_response(400, "errorRate 0..1, delaySeconds 0..60")
-        state.live_error_rate, state.live_delay_seconds = rate, delay
-        return web.json_response({"errorRate": rate, "delaySeconds": delay})
+            changed = live_faults_from(body, state.live)
+        except (ValueError, TypeError, AttributeError) as exc:
+            return error_response(400, f"expected {{{', '.join(LIVE_FAULT_KEYS)}}}: {exc}")
+        state.live = changed.live
+        if changed.crash_after is not None:
+            asyncio.get_running_loop().call_later(changed.crash_after, state.crash)
+        return web.json_response(
+            {
+                "errorRate": changed.live.error_rate,
+                "delaySeconds": changed.live.delay_seconds,
+                "streamErrorRate": changed.live.stream_error_rate,
+                "hangRate": changed.live.hang_rate,
+                "crashAfterSeconds": changed.crash_after,
+                "metricsStatus": changed.live.metrics_status,
+            }
+        )
 
     async def completions(request: web.Request) -> web.StreamResponse:
         return await handle_completion(state, request, chat=False)
@@ -208,13 +272,17 @@ async def handle_completion(
     faults = config.faults
     if faults.error_rate > 0 and state.rng.random() < faults.error_rate:
         return error_response(faults.error_status, "injected fault (--sim-error-rate)")
+    stream_error = hang = False
     if request.headers.get(LIVE_HEADER):
-        # A fault only real traffic meets (the demo's live users mark their requests): a
+        # Faults only real traffic meets (the demo's live users mark their requests): a
         # candidate that passes its synthetic gate and fails its canary.
-        if state.live_error_rate > 0 and state.rng.random() < state.live_error_rate:
+        live = state.live
+        if live.error_rate > 0 and state.rng.random() < live.error_rate:
             return error_response(faults.error_status, "injected fault (--sim-live-error-rate)")
-        if state.live_delay_seconds > 0:
-            await asyncio.sleep(state.live_delay_seconds)
+        if live.delay_seconds > 0:
+            await asyncio.sleep(live.delay_seconds)
+        stream_error = live.stream_error_rate > 0 and state.rng.random() < live.stream_error_rate
+        hang = live.hang_rate > 0 and state.rng.random() < live.hang_rate
     request_id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
     plan = generation.plan(
         req.prompt,
@@ -228,6 +296,13 @@ async def handle_completion(
     record = RequestRecord(id=request_id, arrival=arrival_wall, prompt_tokens=req.prompt_tokens)
     state.ledger.add(record)
     run = Generation(
-        state=state, request=request, req=req, plan=plan, record=record, arrival=arrival
+        state=state,
+        request=request,
+        req=req,
+        plan=plan,
+        record=record,
+        arrival=arrival,
+        stream_error=stream_error,
+        hang=hang,
     )
     return await run.respond()

@@ -9,11 +9,24 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from vllm_operator.sim.config import SimConfig
 from vllm_operator.sim.engine import Engine
 from vllm_operator.sim.ledger import Ledger, TimingStats
 from vllm_operator.sim.metrics import SimMetrics
+
+
+@dataclass
+class LiveFaults:
+    """The faults only live traffic meets, changed at run time by ``POST /sim/live-faults``
+    (a canary test turns a failure on in the middle of a step)."""
+
+    error_rate: float = 0.0
+    delay_seconds: float = 0.0
+    stream_error_rate: float = 0.0
+    hang_rate: float = 0.0
+    metrics_status: int = 200  # not 200: GET /metrics answers it (a scrape that fails)
 
 
 class SimState:
@@ -41,7 +54,12 @@ class SimState:
         self.rng = random.Random(0 if config.seed is None else config.seed)
         self.created = int(wall())
         self.dead = False  # the engine died (fault): /health 503, completions 500
-        # Faults on live traffic only, from the config and changed by POST /sim/live-faults
-        # (a canary test turns a regression on in the middle of a canary).
-        self.live_error_rate = config.faults.live_error_rate
-        self.live_delay_seconds = config.faults.live_delay_seconds
+        faults = config.faults
+        self.live = LiveFaults(
+            error_rate=faults.live_error_rate,
+            delay_seconds=faults.live_delay_seconds,
+            stream_error_rate=faults.live_stream_error_rate,
+            hang_rate=faults.live_hang_rate,
+        )
+        self.crash: Callable[[], None] = lambda: None
+        """Ends the server as a crash does (the runner sets it: a process exits)."""

@@ -5,7 +5,11 @@ the ledger) must be the same whether the client reads chunks or waits for the bo
 the sink differs. Faults apply after ``min(N, tokens)`` tokens: drop resets the TCP
 connection, truncate ends the body without ``[DONE]`` (or cuts a JSON body), malformed
 sends a broken chunk (or body), stall pauses once; ``--sim-wrong-usage`` adds one to the
-reported completion tokens.
+reported completion tokens. On live traffic only: a stream error after the first token is
+vLLM's error chunk then ``[DONE]`` (a 500 body without streaming), and a hang holds the
+request after its header until the client leaves; neither is a finished request to the
+engine's counters, as in vLLM (aborted requests are not counted there: vllm#31503,
+vllm#55634).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from aiohttp import web
 
 from vllm_operator.errors import VLLMOperatorError
 from vllm_operator.sim import openai_format
+from vllm_operator.sim.config import HANG_LIMIT_SECONDS
 from vllm_operator.sim.engine import EARLY, sleep_until
 from vllm_operator.sim.generation import Plan
 from vllm_operator.sim.ledger import RequestRecord
@@ -53,6 +58,8 @@ class Generation:
     plan: Plan
     record: RequestRecord
     arrival: float  # loop time at arrival
+    stream_error: bool = False  # live fault: the stream breaks after its first token
+    hang: bool = False  # live fault: nothing after the header until the client leaves
     sent: int = 0
     _resp: web.StreamResponse | None = field(default=None, repr=False)
 
@@ -72,6 +79,8 @@ class Generation:
             )
             await resp.prepare(self.request)
             self._resp = resp
+        if self.hang:
+            return await self._hang()
         engine = state.engine
         loop = asyncio.get_running_loop()
         arrival = self.arrival
@@ -114,6 +123,7 @@ class Generation:
             "truncate": faults.truncate_after_tokens,
             "malformed": faults.malformed_after_tokens,
             "drop": faults.drop_after_tokens,
+            "stream_error": 1 if self.stream_error else None,
         }
         stop_k, stop_name = min(
             ((after, name) for name, after in stops.items() if after is not None),
@@ -197,6 +207,21 @@ class Generation:
             return stop_name
         return None
 
+    async def _hang(self) -> web.StreamResponse:
+        """Hold the request until its client leaves (or HANG_LIMIT_SECONDS): what a client
+        of a stuck server meets. Counted as the instrumentator does once vLLM cancels the
+        handler: the header's 200 when streamed, else a 500."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + HANG_LIMIT_SECONDS
+        transport = self.request.transport
+        while loop.time() < until and transport is not None and not transport.is_closing():
+            await asyncio.sleep(0.05)
+            transport = self.request.transport
+        self.record.finish_reason = "abort"
+        if self._resp is not None:
+            return self._resp
+        return error_response_body(500, "the request was abandoned (simulated hang)")
+
     async def _finish(
         self, fmt: StreamFormat, fault: str | None, headers: dict[str, str]
     ) -> web.StreamResponse:
@@ -213,6 +238,8 @@ class Generation:
         else:
             record.finish_reason = "abort"
         resp = self._resp
+        if fault == "stream_error":
+            return await self._stream_error(fmt)
         if resp is not None:
             if fault == "malformed":
                 await resp.write(fmt.malformed())
@@ -245,3 +272,19 @@ class Generation:
             reset_connection(self.request)
             raise asyncio.CancelledError
         return web.Response(body=data, headers=headers, content_type="application/json")
+
+    async def _stream_error(self, fmt: StreamFormat) -> web.StreamResponse:
+        """vLLM's answer to an error in the middle of a generation: an error chunk and
+        ``[DONE]`` after the 200 header (``create_streaming_error_response``), or a 500."""
+        message = "EngineGenerateError: the request failed (simulated stream error)"
+        if self._resp is None:
+            return error_response_body(500, message)
+        body = json.dumps(openai_format.error_body(500, message))
+        await self._resp.write(f"data: {body}\n\n".encode())
+        await self._resp.write(openai_format.DONE)
+        await self._resp.write_eof()
+        return self._resp
+
+
+def error_response_body(status: int, message: str) -> web.Response:
+    return web.json_response(openai_format.error_body(status, message), status=status)

@@ -22,6 +22,7 @@ bench CLI takes ``--workload-json`` (issue 25, helper 25w).
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import pytest
@@ -178,7 +179,12 @@ def test_a_slower_candidate_fails_against_the_paired_baseline_at_the_level(
     assert report.verdict.outcome == "Failed", reasons
     failed = next(r for r in reasons if "regression beyond the limit" in r)
     assert failed.startswith("e2e p50 at 5 req/s against the baseline: "), failed
-    assert "3 trials): regression beyond the limit" in failed
+    # the trials' spread (gate.clustering, estimated once over the candidate's tail) may
+    # show as "worth N independent requests"; the decision does not depend on the run's luck
+    assert re.search(
+        r"3 trials(, worth [\d,]+ independent requests \(clustered\))?\): regression beyond",
+        failed,
+    ), failed
     assert any(
         r.startswith("e2e p50 at 5 req/s: ") and r.endswith("within the 50% the p50 limit allows")
         for r in reasons

@@ -1,13 +1,15 @@
 """README's "Gate on your own traffic" laptop commands, copied as written: the simulator in
 one terminal, the workload file, the prompts and `bench` with SLO limits in another, ending
-Passed. Only the port is changed (to a free one) and `vllm-operator` is this checkout's."""
+Passed. Each runs in a fresh `bash` whose PATH has no `vllm-operator` (no venv activated, as
+a newcomer's shell after README's install), its folder a clone-like one whose `.venv` is
+this checkout's environment. Only the port is changed (to a free one). Issue 42: README
+named a bare `vllm-operator` after installing into `.venv/bin/`: exit 127."""
 
 from __future__ import annotations
 
 import os
 import re
 import socket
-import stat
 import subprocess
 import sys
 import time
@@ -35,19 +37,36 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def newcomer_shell(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A clone-like folder whose ``.venv`` is this checkout's environment, and an environment
+    as after README's install: no venv activated, no ``vllm-operator`` on PATH."""
+    venv = Path(sys.prefix)
+    if not (venv / "bin" / "vllm-operator").exists():
+        pytest.fail(f"{venv}/bin/vllm-operator missing: pip install -e . into this venv")
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    (clone / ".venv").symlink_to(venv, target_is_directory=True)
+    path = [
+        d
+        for d in os.environ.get("PATH", "").split(os.pathsep)
+        if d and not (Path(d) / "vllm-operator").exists()
+    ]
+    env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH"}}
+    env["PATH"] = os.pathsep.join(path)
+    bare = subprocess.run(
+        ["bash", "-c", "command -v vllm-operator"], cwd=clone, env=env, check=False
+    )
+    assert bare.returncode != 0, "the test's shell finds a vllm-operator on PATH"
+    return clone, env
+
+
 def test_the_laptop_commands_end_passed(tmp_path: Path) -> None:
     sim_line, bench_lines = block("laptop-sim").strip(), block("laptop-bench")
-    assert sim_line.startswith("vllm-operator sim ")
+    assert sim_line.startswith(".venv/bin/vllm-operator sim ")
     assert "--port 8000" in sim_line
     assert "127.0.0.1:8000" in bench_lines
     port = str(free_port())
-    shim = tmp_path / "bin" / "vllm-operator"  # the command README names, this checkout's
-    shim.parent.mkdir()
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m vllm_operator.commands "$@"\n')
-    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
-    env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"}
-    work = tmp_path / "laptop"
-    work.mkdir()
+    work, env = newcomer_shell(tmp_path)
     sim = subprocess.Popen(
         ["bash", "-c", "exec " + sim_line.replace("8000", port)],
         cwd=work,

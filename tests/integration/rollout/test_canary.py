@@ -233,7 +233,8 @@ def test_the_record_lives_on_the_candidate_deployment(rollout: Rollout, live: Li
     dep = rollout.cluster.get("apps/v1", "deployments", f"qwen--{candidate}")
     record = json.loads(dep["metadata"]["annotations"][labels.CANARY_ANNOTATION])
     assert record["step"] == 0
-    assert set(record["start"]) == {
+    assert set(record["last"]) == set(record["counts"])
+    assert set(record["last"]) == {
         p["metadata"]["name"] for p in _candidate_pods(rollout, candidate)
     } | {
         p["metadata"]["name"]

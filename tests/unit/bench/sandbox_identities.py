@@ -6,13 +6,14 @@ to drop, and the kernel's limits alone must hold. Both are exercised from one py
 process: as root, the unprivileged side is a runner started through ``setpriv`` as
 ``nobody`` (65534) with no groups and no capabilities, on an interpreter that user can read
 (a fresh virtualenv of the system Python: a pyenv under a 0700 ``/root`` is out of its
-reach) holding copies of the sandbox's modules and ``pyseccomp``. Not as root, the user
+reach) holding copies of the sandbox's modules (as the package they are in: ``run`` imports
+``scratch``) and ``pyseccomp``. Not as root, the user
 side is this process itself and the root side is skipped.
 
 Commands, as the tests run them (``<base>`` is a temporary directory):
 
     setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \\
-        <base>/venv/bin/python -I -c RUNNER <base>/code/run.py   # job as JSON on stdin
+        <base>/venv/bin/python -I -c RUNNER <base>/code   # job as JSON on stdin
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sandbox_probe import probe
+
 from vllm_operator.bench.sandbox import run as sandbox
-from vllm_operator.bench.sandbox.run import RunResult, run_one
+from vllm_operator.bench.sandbox.run import Call, RunResult, run_one
 
 NOBODY = 65534
 AS_NOBODY = [
@@ -39,21 +42,24 @@ AS_NOBODY = [
     "--clear-groups",
     "--inh-caps=-all",
 ]
-SANDBOX_MODULES = ("run.py", "child.py", "kernel.py", "syscalls.py")
+SANDBOX_MODULES = ("__init__.py", "run.py", "child.py", "kernel.py", "scratch.py", "syscalls.py")
+PACKAGE = ("vllm_operator", "bench", "sandbox")
 RUNNER = """
-import importlib.util, json, sys
+import json, sys
 from pathlib import Path
-spec = importlib.util.spec_from_file_location("sandbox", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-sys.modules["sandbox"] = module
-spec.loader.exec_module(module)
+sys.path.insert(0, sys.argv[1])
+from vllm_operator.bench.sandbox import run as module
 job = json.loads(sys.stdin.read())
-result = module.run_one(job["code"], job["tests"], limit_seconds=job["limit"],
+calls = [module.Call.from_json(c) for c in job["calls"]]
+result = module.run_one(job["code"], calls, limit_seconds=job["limit"],
                         scratch_root=Path(job["scratch"]), **job["walls"])
 print(json.dumps(result.to_json()))
 """
 
 Runner = Callable[[str, str, dict[str, Any]], RunResult]
+"""(answer code, test code for ``sandbox_probe.probe``, walls) -> the run's result."""
+CallRunner = Callable[[str, list[Call], dict[str, Any]], RunResult]
+"""(answer code, the calls to make, walls) -> the run's result (what ``run_one`` takes)."""
 
 
 @dataclass(frozen=True)
@@ -67,9 +73,18 @@ class Identity:
     as_code_uid: list[str]
 
 
-def in_process(scratch_root: Path) -> Runner:
+def probing(runner: CallRunner) -> Runner:
+    """A runner of answer code plus test code (the wall tests' form, ``sandbox_probe``)."""
+
     def run(code: str, tests: str, walls: dict[str, Any]) -> RunResult:
-        return run_one(code, tests, limit_seconds=10, scratch_root=scratch_root, **walls)
+        return runner(*probe(code, tests), walls)
+
+    return run
+
+
+def in_process(scratch_root: Path) -> CallRunner:
+    def run(code: str, calls: list[Call], walls: dict[str, Any]) -> RunResult:
+        return run_one(code, calls, limit_seconds=10, scratch_root=scratch_root, **walls)
 
     return run
 
@@ -99,7 +114,7 @@ def _readable_python(base: Path) -> Path | None:
     return None
 
 
-def as_nobody(base: Path) -> Runner | str:
+def as_nobody(base: Path) -> CallRunner | str:
     """A runner that starts the sandbox as ``nobody``; a reason string where it cannot."""
     if shutil.which("setpriv") is None:
         return "setpriv (util-linux) is not installed"
@@ -108,17 +123,25 @@ def as_nobody(base: Path) -> Runner | str:
     if python is None:
         return "no Python interpreter here that uid 65534 can run"
     code = base / "code"
-    code.mkdir()
+    package = code.joinpath(*PACKAGE)
+    package.mkdir(parents=True)
+    for level in (code.joinpath(*PACKAGE[:1]), code.joinpath(*PACKAGE[:2])):
+        (level / "__init__.py").write_text("")
     for name in SANDBOX_MODULES:
-        shutil.copy(Path(sandbox.__file__).with_name(name), code / name)
+        shutil.copy(Path(sandbox.__file__).with_name(name), package / name)
     scratch = base / "scratch"
     scratch.mkdir()
     os.chown(scratch, NOBODY, NOBODY)
 
-    def run(source: str, tests: str, walls: dict[str, Any]) -> RunResult:
-        job = {"code": source, "tests": tests, "limit": 10, "scratch": str(scratch)}
+    def run(source: str, calls: list[Call], walls: dict[str, Any]) -> RunResult:
+        job = {
+            "code": source,
+            "calls": [c.to_json() for c in calls],
+            "limit": 10,
+            "scratch": str(scratch),
+        }
         out = subprocess.run(
-            [*AS_NOBODY, str(python), "-I", "-c", RUNNER, str(code / "run.py")],
+            [*AS_NOBODY, str(python), "-I", "-c", RUNNER, str(code)],
             input=json.dumps({**job, "walls": walls}),
             capture_output=True,
             text=True,

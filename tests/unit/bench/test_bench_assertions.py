@@ -79,9 +79,15 @@ def test_every_type_has_a_passing_and_a_failing_case() -> None:
         assert outcomes == {True, False}, kind
 
 
-PALINDROME_TESTS = (
-    'assert is_palindrome("A man, a plan, a canal: Panama")\nassert not is_palindrome("ab")'
-)
+PALINDROME = {
+    "type": "python-tests",
+    "function": "is_palindrome",
+    "cases": [
+        {"args": ["A man, a plan, a canal: Panama"], "expect": True},
+        {"args": ["ab"], "expect": False},
+    ],
+    "timeoutSeconds": 1.5,
+}
 
 
 @pytest.mark.parametrize(
@@ -91,31 +97,60 @@ PALINDROME_TESTS = (
             "```python\ndef is_palindrome(s):\n"
             "    t = [c.lower() for c in s if c.isalnum()]\n    return t == t[::-1]\n```",
             True,
-            "passed",
+            "all 2 cases passed",
         ),
-        ("def is_palindrome(s):\n    return s == s[::-1]", False, "AssertionError"),
+        (
+            "def is_palindrome(s):\n    return s == s[::-1]",
+            False,
+            'case 1 is_palindrome("A man, a plan, a canal: Panama"): returned false, expected true',
+        ),
         ("def is_palindrome(s) return", False, "SyntaxError"),
-        ("import sys\nsys.exit(0)", False, "SystemExit"),
+        ("import sys\nsys.exit(0)", False, "no output"),
+        ("def is_palindrome(s):\n    return 1 if s[0] == 'A' else 0", False, "returned 1"),
+        ("def is_palindrome(s):\n    raise KeyError(s)", False, "raised KeyError"),
+        ("def palindrome(s):\n    return True", False, "defines no function 'is_palindrome'"),
+        ("def is_palindrome(s):\n    return object()", False, "TypeError"),
         ("while True:\n    pass", False, "timed out"),
     ],
 )
 async def test_python_tests(answer: str, passes: bool, words: str) -> None:
-    spec = {"type": "python-tests", "tests": PALINDROME_TESTS, "timeoutSeconds": 1.5}
-    result = await check(ADAPTER.validate_python(spec), answer, LocalSandbox())
+    result = await check(ADAPTER.validate_python(PALINDROME), answer, LocalSandbox())
     assert result.passed is passes, result.detail
     assert words in result.detail
     assert not result.refused
 
 
+async def test_python_tests_expecting_an_exception_and_keyword_arguments() -> None:
+    spec = {
+        "type": "python-tests",
+        "function": "div",
+        "cases": [
+            {"args": [6], "kwargs": {"by": 3}, "expect": 2.0},
+            {"args": [1], "kwargs": {"by": 0}, "raises": "ZeroDivisionError"},
+        ],
+    }
+    good = "def div(x, by):\n    return x / by"
+    assert (await check(ADAPTER.validate_python(spec), good, LocalSandbox())).passed
+    lax = "def div(x, by):\n    return x / by if by else None"
+    result = await check(ADAPTER.validate_python(spec), lax, LocalSandbox())
+    assert not result.passed
+    assert "case 2 div(1, by=0): returned null, expected to raise ZeroDivisionError" in (
+        result.detail
+    )
+
+
 async def test_python_tests_negated() -> None:
-    spec = {"type": "not", "assert": {"type": "python-tests", "tests": "assert f() == 1"}}
+    spec = {
+        "type": "not",
+        "assert": {"type": "python-tests", "function": "f", "cases": [{"expect": 1}]},
+    }
     result = await check(ADAPTER.validate_python(spec), "def f():\n    return 2", LocalSandbox())
     assert result.passed
 
 
 @pytest.mark.parametrize("negated", [False, True])
 async def test_python_tests_without_an_executor_are_refused_not_run(negated: bool) -> None:
-    spec: dict[str, object] = {"type": "python-tests", "tests": "assert f() == 1"}
+    spec: dict[str, object] = {"type": "python-tests", "function": "f", "cases": [{"expect": 1}]}
     if negated:  # `not` of a check that did not run must not pass either
         spec = {"type": "not", "assert": spec}
     result = await check(ADAPTER.validate_python(spec), "def f():\n    return 1")

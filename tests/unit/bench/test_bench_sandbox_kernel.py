@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sandbox_probe import held, probe, why
 
 from vllm_operator.bench.sandbox import kernel as sandbox_kernel
 from vllm_operator.bench.sandbox import syscalls as sandbox_syscalls
@@ -61,7 +62,8 @@ DONE = []
 
 
 def _run(code: str, tests: str, tmp_path: Path, walls: dict[str, Any]) -> RunResult:
-    return run_one(LOAD + code, tests, limit_seconds=10, scratch_root=tmp_path / "s", **walls)
+    source, calls = probe(LOAD + code, tests)
+    return run_one(source, calls, limit_seconds=10, scratch_root=tmp_path / "s", **walls)
 
 
 @pytest.fixture
@@ -124,7 +126,7 @@ def test_attack_fork_exec_of_a_program(
         "DONE.append(pid)\n"
     )
     result = _run(code, "assert DONE", tmp_path, walls)
-    assert not result.passed, result.detail
+    assert not held(result), why(result)
     assert not target.exists()
     assert _connections(listener) == 0
 
@@ -141,7 +143,7 @@ def test_attack_os_open_with_dir_fd(
         "DONE.append(w)\n"
     )
     result = _run(code, "assert DONE", tmp_path, walls)
-    assert not result.passed, result.detail
+    assert not held(result), why(result)
     assert list(in_python_install.iterdir()) == []
 
 
@@ -167,7 +169,7 @@ def test_attack_socket_below_the_socket_module(
             "DONE.append(fd)\n"
         )
     result = _run(code, "assert DONE", tmp_path, walls)
-    assert not result.passed, result.detail
+    assert not held(result), why(result)
     assert _connections(listener) == 0
 
 
@@ -176,7 +178,7 @@ def test_attack_execve_of_a_shell(walls: dict[str, Any], tmp_path: Path) -> None
     target = tmp_path / "shell-was-here"
     code = f"os.execve('/bin/sh', ['sh', '-c', 'echo x > {target}'], {{}})\n"
     result = _run(code, "assert True", tmp_path, walls)
-    assert not result.passed, result.detail
+    assert not held(result), why(result)
     assert not target.exists()
 
 
@@ -197,7 +199,7 @@ def test_attack_rewriting_its_own_memory_through_proc_self_mem(
         "    os.pwrite(fd, b'yes!', where)\n"
     )
     result = _run(code, "assert FLAG == b'yes!'", tmp_path, walls)
-    assert not result.passed, result.detail
+    assert not held(result), why(result)
     assert "FLAG" not in result.detail or "solution failed to load" in result.detail
 
 
@@ -229,7 +231,7 @@ def test_attack_threads_racing_the_limits(
         "    t.join()\n"
     )
     result = _run(code, "assert DONE", tmp_path, walls)
-    assert not result.passed, result.detail
+    assert not held(result), why(result)
     assert not target.exists()
     assert _connections(listener) == 0
 
@@ -270,13 +272,13 @@ def test_a_kernel_without_the_limits_refuses_to_run(
     code = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
     result = run_one(
         code,
-        "assert True",
+        [],
         limit_seconds=10,
         scratch_root=tmp_path,
         guard=False,
         minimum_landlock_abi=ABI + 1,
     )
-    assert (result.passed, result.ran) == (False, False)
+    assert result.ran is False
     assert "kernel limits unavailable" in result.detail
     assert f"Landlock ABI is {ABI}" in result.detail
     assert _connections(listener) == 0
@@ -311,7 +313,7 @@ def test_honest_code_still_has_what_tests_use(tmp_path: Path) -> None:
         "assert sqlite3.connect(':memory:').execute('select 3').fetchone() == (3,)\n"
     )
     result = _run(code, tests, tmp_path, {})
-    assert result == RunResult(True, "all test cases passed"), result.detail
+    assert held(result), why(result)
 
 
 def test_the_allow_list_names_calls_libseccomp_knows() -> None:
@@ -345,7 +347,7 @@ def test_attack_signalling_a_process_outside_the_sandbox(
     try:
         code = f"os.kill({pid}, 9)\nDONE.append(1)\n"
         result = _run(code, "assert DONE", tmp_path, walls)
-        assert not result.passed, result.detail
+        assert not held(result), why(result)
         assert Path(f"/proc/{pid}").exists()
         assert "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
     finally:

@@ -18,13 +18,13 @@ from vllm_operator.api.summary import (
     LoadLevelFigures,
     LoadSweep,
     PairedBaseline,
-    TailCounts,
-    TailRegression,
     TrialPlan,
 )
+from vllm_operator.api.tail_counts import TailCounts, TailRegression
+from vllm_operator.api.workload import LatencyMetric
 from vllm_operator.gate import verdict
 from vllm_operator.gate.slo import breached, judge_slo
-from vllm_operator.gate.slo_tails import regression_limit
+from vllm_operator.gate.slo_tails import floor_source, regression_limit
 
 TTFT_P99 = {"ttftMs": {"p99": 1000}}
 
@@ -192,13 +192,59 @@ def test_a_summary_without_counts_keeps_the_old_rule_and_says_so() -> None:
 REGRESSION = {"maxRegressionPercent": 10}
 
 
+def _limit(t: Thresholds, metric: LatencyMetric = "ttft", level: float = 8) -> tuple[float, float]:
+    assert t.slo is not None
+    at = t.slo.at(level)
+    limits = at.metric_limits()[metric]
+    return regression_limit(t, next(iter(limits.values())), metric, at)
+
+
 def test_the_regression_limit_is_the_relative_limit_and_the_floor() -> None:
     t = th(TTFT_P99, **REGRESSION)
-    assert regression_limit(t, 1000) == (10, 100)  # floor: 10% of the 1000 ms limit
+    assert _limit(t) == (10, 100)  # floor: the ttft default, 10% of the 1000 ms limit
     floor_ms = th(TTFT_P99, maxRegressionPercent=10, regressionFloorMs=150)
-    assert regression_limit(floor_ms, 1000) == (10, 150)
+    assert _limit(floor_ms) == (10, 150)
     share = th({"ttftMs": {"p99": 1000}, "regressionFloorPercent": 20}, **REGRESSION)
-    assert regression_limit(share, 1000) == (10, 200)
+    assert _limit(share) == (10, 200)
+
+
+def test_each_metric_has_its_own_floor_and_its_own_wins_over_the_shorthand() -> None:
+    both = {"ttftMs": {"p99": 1000}, "itlMs": {"p99": 100}}
+    t = th(both, **REGRESSION)
+    assert (_limit(t, "ttft"), _limit(t, "itl")) == ((10, 100), (10, 25))  # the defaults
+    short = th({**both, "regressionFloorPercent": 15}, **REGRESSION)
+    assert (_limit(short, "ttft"), _limit(short, "itl")) == ((10, 150), (10, 15))
+    own = th({"ttftMs": {"p99": 1000}, "itlMs": {"p99": 100, "regressionFloorPercent": 30},
+              "regressionFloorPercent": 15}, **REGRESSION)  # fmt: skip
+    assert (_limit(own, "ttft"), _limit(own, "itl")) == ((10, 150), (10, 30))
+    zero = th({"itlMs": {"p99": 100, "regressionFloorPercent": 0}}, **REGRESSION)
+    assert _limit(zero, "itl") == (10, 5)  # 0% of the limit: regressionFloorMs (5) sets it
+    at24 = {"at": 24, "itlMs": {"p99": 200, "regressionFloorPercent": 40}}
+    level = th({**both, "levels": [at24]}, **REGRESSION)
+    assert (_limit(level, "itl", 8), _limit(level, "itl", 24)) == ((10, 25), (10, 80))
+    assert (
+        floor_source(own, 100, "itl", own.slo.at(8)) == "itlMs.regressionFloorPercent 30% of 100 ms"
+    )  # type: ignore[union-attr]
+    assert floor_source(t, 100, "itl", t.slo.at(8)) == "the itl default 25% of 100 ms"  # type: ignore[union-attr]
+    assert floor_source(zero, 100, "itl", zero.slo.at(8)) == "regressionFloorMs"  # type: ignore[union-attr]
+    tie = th({"itlMs": {"p99": 100, "regressionFloorPercent": 5}}, **REGRESSION)  # 5 ms both
+    assert floor_source(tie, 100, "itl", tie.slo.at(8)) == (  # type: ignore[union-attr]
+        "itlMs.regressionFloorPercent 5% of 100 ms"
+    )
+    assert _limit(tie, "itl") == (10, 5)
+    assert floor_source(short, 1000, "ttft", short.slo.at(8)) == (  # type: ignore[union-attr]
+        "slo.regressionFloorPercent 15% of 1000 ms"
+    )
+
+
+@pytest.mark.parametrize(("value", "ok"), [(-0.1, False), (0, True), (100, True), (100.1, False)])
+def test_a_metric_floor_is_a_percentage(value: float, ok: bool) -> None:
+    doc = {"slo": {"itlMs": {"p99": 100, "regressionFloorPercent": value}}}
+    if ok:
+        assert Thresholds.model_validate(doc).slo.itl_ms.regression_floor_percent == value  # type: ignore[union-attr]
+    else:
+        with pytest.raises(ValueError, match=r"regression_floor_percent|regressionFloorPercent"):
+            Thresholds.model_validate(doc)
 
 
 def record(
@@ -247,7 +293,8 @@ def test_the_reason_against_the_baseline_names_the_bars_and_the_limit() -> None:
     text = against([0, 0, 0]).finding.text
     assert text.startswith(
         "ttft p99 at 24 req/s against the baseline: 0 of the candidate's 4,320 requests above "
-        "the baseline's p99 plus 10% or 100 ms, whichever is more (bar 300 ms) (share <= "
+        "the baseline's p99 plus 10% or 100 ms, whichever is more, the floor from the ttft "
+        "default 10% of 1000 ms (bar 300 ms) (share <= "
     ), text
     assert "within the limit, below the 1% its p99 at that limit would put there" in text
     failed = against([40, 28, 29]).finding.text

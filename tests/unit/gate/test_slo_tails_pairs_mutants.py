@@ -9,7 +9,9 @@ from dataclasses import replace
 from typing import Any
 
 from vllm_operator.api.gate_spec import Thresholds
-from vllm_operator.api.summary import TailCounts, TailRegression, TrialPlan
+from vllm_operator.api.summary import TrialPlan
+from vllm_operator.api.tail_counts import TailCounts, TailRegression
+from vllm_operator.api.workload import LatencyMetric
 from vllm_operator.gate import slo_tails, tails
 from vllm_operator.gate.finding import FigureKey, Finding, Judged
 from vllm_operator.gate.tails import Exceedance
@@ -27,7 +29,7 @@ def pairs_finding(
     slo_floor_percent: float | None = None,
     effects: list[float] | None = None,
     plan: TrialPlan | None = None,
-    metric: str = "ttft",
+    metric: LatencyMetric = "ttft",
 ) -> Judged:
     record = TailRegression(
         relative_percent=relative,
@@ -39,13 +41,16 @@ def pairs_finding(
     )
     counts = TailCounts(limit=1000, total=[1440] * len(total), above=[0] * len(total))
     counts = counts.model_copy(update={"regression": record})
-    slo: dict[str, Any] = {"ttftMs": {"p99": 1000}}
+    slo: dict[str, Any] = {f"{metric}Ms": {"p99": 1000}}
     if slo_floor_percent is not None:
         slo["regressionFloorPercent"] = slo_floor_percent
+    elif metric == "itl":  # its default is 25: these counts were taken at 10
+        slo["itlMs"]["regressionFloorPercent"] = 10
     thresholds = Thresholds.model_validate({"slo": slo, **(limits or {"maxRegressionPercent": 10})})
     label = f"{metric} p99 at 24 req/s"
+    assert thresholds.slo is not None
     return slo_tails.judge_against_baseline(
-        label, metric, "p99", counts, thresholds, 1000.0, plan, KEY
+        label, metric, "p99", counts, thresholds, 1000.0, plan, KEY, thresholds.slo.at(24)
     )
 
 
@@ -103,7 +108,8 @@ def test_pair_reasons_word_for_word() -> None:
         Finding(
             "note",
             "itl p99 at 24 req/s against the baseline: 0 of the candidate's 60,000 gaps above "
-            "the baseline's p99 plus 10% or 100 ms, whichever is more (bar 250 ms) (share <= "
+            "the baseline's p99 plus 10% or 100 ms, whichever is more, the floor from "
+            "itlMs.regressionFloorPercent 10% of 1000 ms (bar 250 ms) (share <= "
             "0.021%, 95% interval widened for 8 looks, 3 trials of up to 10, worth 30,000 "
             "independent gaps (clustered)): within the limit, below the 1% its p99 at that "
             "limit would put there",

@@ -21,13 +21,15 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from vllm_operator.api.canary import CanaryAnalysis, PrometheusSource
+from vllm_operator.api.canary import CanaryAnalysis
+from vllm_operator.api.canary_prometheus import PrometheusSource
 from vllm_operator.errors import TransientError
 from vllm_operator.kube.prometheus import PrometheusAnswerError, PrometheusReader, query
 from vllm_operator.rollout.canary.metrics import (
     PodCounts,
     ScrapeFailure,
     _sample,
+    accumulate,
     parse_metrics,
     step_deltas,
 )
@@ -133,7 +135,8 @@ async def test_counts_equal_the_pods_own_pages_and_the_step_deltas_match(
     }
     end = await reader.read(source, "ml", _pods("qwen--c-0", "qwen--s-0"), WHEN)
     assert all(isinstance(v, PodCounts) for v in (*start.values(), *end.values()))
-    deltas = step_deltas(start, end)  # type: ignore[arg-type]
+    first = accumulate({}, {}, start)  # type: ignore[arg-type]
+    deltas = step_deltas(accumulate(first, start, end), end)  # type: ignore[arg-type]
     assert deltas["qwen--c-0"].counts.finished == 200
     assert deltas["qwen--c-0"].counts.aborted == 50
     assert deltas["qwen--s-0"].counts.finished == 200

@@ -1,4 +1,5 @@
-"""rollout.canary.metrics: vLLM's /metrics page -> per-pod counts -> deltas over a step."""
+"""rollout.canary.metrics: vLLM's /metrics page -> per-pod counts -> a step's counts, read
+by read with Prometheus' increase() rule."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 from vllm_operator.rollout.canary.metrics import (
     PodCounts,
     ScrapeError,
-    delta,
+    accumulate,
+    increase,
     parse_metrics,
     step_deltas,
 )
@@ -84,12 +86,12 @@ def _counts(below: float, total: float, finished: float, restarts: int = 0) -> P
     )
 
 
-def test_delta_subtracts_bucket_by_bucket() -> None:
-    step = delta(_counts(10, 12, 12), _counts(30, 40, 40))
-    assert not step.restarted
-    assert step.counts.histograms["ttft"] == ((0.5, 20.0), (math.inf, 28.0))
-    assert step.counts.finished == 28
-    assert step.counts.generation_tokens == 280
+def test_increase_subtracts_bucket_by_bucket() -> None:
+    more, reset = increase(_counts(10, 12, 12), _counts(30, 40, 40))
+    assert not reset
+    assert more.histograms["ttft"] == ((0.5, 20.0), (math.inf, 28.0))
+    assert more.finished == 28
+    assert more.generation_tokens == 280
 
 
 @pytest.mark.parametrize(
@@ -99,21 +101,71 @@ def test_delta_subtracts_bucket_by_bucket() -> None:
         _counts(30, 40, 40, restarts=1),  # the restart count moved although counters grew
     ],
 )
-def test_a_restarted_pod_counts_only_since_its_restart(end: PodCounts) -> None:
-    step = delta(_counts(10, 12, 12), end)
-    assert step.restarted
-    assert step.counts == end
-    assert all(c >= 0 for _, c in step.counts.histograms["ttft"])
+def test_after_a_reset_the_value_is_the_increase_since_it(end: PodCounts) -> None:
+    more, reset = increase(_counts(10, 12, 12), end)
+    assert reset
+    assert more.finished == end.finished
+    assert more.histograms == end.histograms
 
 
-def test_a_pod_new_in_the_step_counts_everything_and_a_gone_pod_nothing() -> None:
-    deltas = step_deltas(
-        {"a": _counts(1, 1, 1), "gone": _counts(5, 5, 5)},
-        {"a": _counts(2, 3, 3), "new": _counts(4, 4, 4)},
+def test_a_reset_inside_the_step_loses_nothing_counted_before_it() -> None:
+    """Reads 12 -> 40 (+28), a crash, 4 (+4), 9 (+5): the step counted 37, as increase()."""
+    step: dict[str, PodCounts] = {}
+    last: dict[str, PodCounts] = {}
+    for now in (_counts(10, 12, 12), _counts(30, 40, 40), _counts(3, 4, 4, 1), _counts(6, 9, 9, 1)):
+        step = accumulate(step, last, {"a": now})
+        last = {"a": now}
+    assert step["a"].finished == 37
+    assert step["a"].histograms["ttft"] == ((0.5, 20.0 + 3.0 + 3.0), (math.inf, 37.0))
+    deltas = step_deltas(step, last)
+    assert deltas["a"].restarted  # restarts 0 at its first read, 1 now
+
+
+def test_a_pod_first_seen_mid_step_counts_from_its_first_read() -> None:
+    step = accumulate({}, {}, {"a": _counts(1, 1, 1)})
+    last = {"a": _counts(1, 1, 1)}
+    later = {"a": _counts(2, 3, 3), "new": _counts(400, 500, 500)}  # its whole history
+    step = accumulate(step, last, later)
+    assert step["new"].finished == 0
+    step = accumulate(step, later, {"a": _counts(2, 3, 3), "new": _counts(404, 504, 504)})
+    assert step["new"].finished == 4
+    assert step["a"].finished == 2
+    assert not step_deltas(step, later)["new"].restarted
+
+
+MIXED = """vllm:time_to_first_token_seconds_bucket{le="+Inf"} 7
+vllm:inter_token_latency_seconds_bucket{le="+Inf"} 70
+vllm:e2e_request_latency_seconds_bucket{le="+Inf"} 7
+vllm:request_success_total{finished_reason="stop"} 7
+http_requests_total{handler="/v1/chat/completions",method="POST",status="2xx"} 10
+http_requests_total{handler="/v1/chat/completions",method="POST",status="5xx"} 1
+http_requests_total{handler="/v1/models",method="GET",status="2xx"} 20000
+http_requests_total{handler="/v1/embeddings",method="POST",status="4xx"} 1
+http_requests_total{handler="/tokenize",method="POST",status="2xx"} 50
+"""
+
+
+def test_only_inference_requests_count_and_unfinished_streams_are_errors() -> None:
+    counts = parse_metrics(MIXED)
+    assert counts.http_requests == 12  # chat and embeddings; not the model list, not tokenize
+    assert counts.http_errors == 2
+    # 10 chat answers were 2xx but only 7 finished: 3 broke after their header or were
+    # given up on by their clients.
+    assert counts.unfinished == 3
+    assert counts.errors == 5
+    assert counts.requests == 12
+
+
+def test_an_engine_that_counts_its_aborts_is_not_counted_twice() -> None:
+    page = MIXED.replace(
+        'vllm:request_success_total{finished_reason="stop"} 7',
+        'vllm:request_success_total{finished_reason="stop"} 7\n'
+        'vllm:request_success_total{finished_reason="abort"} 3',
     )
-    assert sorted(deltas) == ["a", "new"]
-    assert deltas["new"].counts.finished == 4
-    assert deltas["a"].counts.finished == 2
+    counts = parse_metrics(page)
+    assert counts.aborted == 3
+    assert counts.unfinished == 3
+    assert counts.errors == 5
 
 
 def test_the_record_form_round_trips() -> None:
@@ -121,3 +173,16 @@ def test_the_record_form_round_trips() -> None:
     assert PodCounts.from_json(counts.to_json()) == counts
     with pytest.raises(ScrapeError, match="damaged"):
         PodCounts.from_json({"h": {"ttft": [["x", 1]]}})
+
+
+def test_a_series_scraped_by_two_jobs_is_counted_once() -> None:
+    """From Prometheus, the same pod's series under two jobs (or instances) is one series,
+    not two: summed, 2,990 requests were read against 745 sent."""
+    doubled = "\n".join(
+        line.replace("{", '{job="a",', 1) + "\n" + line.replace("{", '{job="b",', 1)
+        for line in MIXED.splitlines()
+    )
+    assert parse_metrics(doubled) == parse_metrics(MIXED)
+    # Two engines of one pod are two series, and add up.
+    engines = MIXED + 'vllm:request_success_total{engine="1",finished_reason="stop"} 5\n'
+    assert parse_metrics(engines).finished == 12

@@ -40,6 +40,9 @@ class Pods:
         self.world = world
         self.metrics: dict[str, SimMetrics] = {}
         self.restarts: dict[str, int] = {}
+        self.sidecar_restarts: dict[str, int] = {}  # a native sidecar beside the server
+        self.last_reason: dict[str, str] = {}  # the server's lastState.terminated.reason
+        self.unready: set[str] = set()
         world.metrics_pages = self.pages
 
     def sync(self) -> None:
@@ -58,19 +61,34 @@ class Pods:
                         "uid": f"uid-{name}",
                         "labels": labels.server_selector("qwen", rev),
                     },
-                    "status": {
-                        "phase": "Running",
-                        "podIP": "10.0.0.1",
-                        "containerStatuses": [
-                            {"name": "vllm", "ready": True, "restartCount": self.restarts[name]}
-                        ],
-                    },
+                    "status": self._status(name),
                 }
         for key in [k for k in self.world.objects if k[0] == "Pod"]:
             rev = key[1].split("--")[1].rsplit("-", 1)[0]
             if rev not in self.world.revisions():
                 del self.world.objects[key]
                 self.metrics.pop(key[1], None)
+
+    def _status(self, name: str) -> dict[str, Any]:
+        server: dict[str, Any] = {
+            "name": "vllm",
+            "ready": name not in self.unready,
+            "restartCount": self.restarts[name],
+        }
+        if name in self.last_reason:
+            server["lastState"] = {
+                "terminated": {"reason": self.last_reason[name], "exitCode": 137}
+            }
+        status: dict[str, Any] = {
+            "phase": "Running",
+            "podIP": "10.0.0.1",
+            "containerStatuses": [server],
+        }
+        if name in self.sidecar_restarts:
+            status["initContainerStatuses"] = [
+                {"name": "proxy", "ready": True, "restartCount": self.sidecar_restarts[name]}
+            ]
+        return status
 
     def serve(
         self, revision: str, requests: int, *, ttft: float = 0.03, error_share: float = 0.0
@@ -245,19 +263,24 @@ def test_too_few_requests_extend_the_step_then_it_is_inconclusive_and_held() -> 
     assert w.deployment(candidate) is not None  # held for a person, off the traffic
 
 
-def test_a_restarted_pod_counts_only_since_its_restart() -> None:
+def test_a_restarted_stable_pod_loses_nothing_counted_before_its_restart() -> None:
+    """Read every intervalSeconds: the restarted pod's 150 requests before its restart and
+    120 after it are the 270 Prometheus' increase() counts (the old start/end delta saw
+    120); its sibling counted 150 + 120 as well."""
     w, pods, stable, candidate = at_canary()
     until_step_started(w, pods)
-    pods.serve(candidate, 150)
+    pods.serve(candidate, 270)
     pods.serve(stable, 150)
-    pods.restart(f"qwen--{candidate}-0")
+    w.advance(30)  # analysis.intervalSeconds (default 30): a read inside the step
+    w.step()
+    pods.restart(f"qwen--{stable}-0")
     pods.sync()
-    pods.serve(candidate, 120)
-    w.advance(600)
+    pods.serve(stable, 120)
+    w.advance(570)
     w.step()
     assert "CanaryStepPassed" in w.events()
-    figures = w.status["canary"]["candidate"]
-    assert (figures["requests"], figures["restartedPods"]) == (120, 1)
+    figures = w.status["canary"]["stable"]
+    assert (figures["requests"], figures["restartedPods"]) == (540, 1)
 
 
 def test_abort_mid_canary_restores_traffic_and_removes_the_candidate() -> None:

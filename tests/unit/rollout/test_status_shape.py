@@ -71,7 +71,16 @@ def test_the_verdict_annotation_names_what_decided_and_follows_the_newest_verdic
     w, stable, cand = _rejected()
     annotations = w.body["metadata"]["annotations"]
     gate = w.status["lastGate"]
-    assert annotations[labels.VERDICT_ANNOTATION] == f"{cand} Failed: {gate['headline']}"
+    note = annotations[labels.VERDICT_ANNOTATION].split("\n")
+    # Issue 42: which revision serves, which was rejected and by what, then what decided,
+    # each line short enough that `kubectl describe` prints it whole (it cuts at 138).
+    assert note[0] == (
+        f"stable revision {stable} serves (2/2 Ready); revision {cand} rejected by its gate "
+        "(Failed):"
+    )
+    assert all(line.startswith("  ") for line in note[1:])
+    assert " ".join(line.strip() for line in note[1:]).startswith(gate["headline"][:200])
+    assert max(len(line) for line in note) <= 130
     before = len(w.plans)
     w.settle()  # written once: a pass that would write the same text writes nothing
     assert all(not p.annotations for p in w.plans[before:])
@@ -88,8 +97,12 @@ def test_the_verdict_annotation_names_what_decided_and_follows_the_newest_verdic
     newest = w.status["lastGate"]
     assert newest["outcome"] == "Passed"
     assert newest["revision"] not in (stable, cand)
-    note = annotations[labels.VERDICT_ANNOTATION]
-    assert note == f"{newest['revision']} Passed: {newest['headline']}"
+    note = annotations[labels.VERDICT_ANNOTATION].split("\n")
+    assert note[0] == (
+        f"stable revision {newest['revision']} serves (2/2 Ready); revision "
+        f"{newest['revision']} promoted by its gate (Passed):"
+    )
+    assert " ".join(line.strip() for line in note[1:]) == newest["headline"]
     rejected = w.status["history"][1]
     assert (rejected["revision"], rejected["outcome"]) == (cand, "Failed")
     assert rejected["reasons"] == [gate["headline"]]

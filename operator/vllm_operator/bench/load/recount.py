@@ -20,17 +20,20 @@ Goodput and error shares are the runs' own (they were computed at the bench's li
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import BenchSummary, LoadLevelFigures, LoadSweep, TrialPlan
 from vllm_operator.api.workload import LatencyMetric
-from vllm_operator.bench.load.tails import level_tails
+from vllm_operator.bench.load.tails import Tallies, level_tails
 from vllm_operator.errors import VLLMOperatorError
+from vllm_operator.gate.clustering import ClusteringMemo
 from vllm_operator.gate.tails import Exceedance, gap_design_effect
 from vllm_operator.gate.tallies import SampleTally, Tally
 
@@ -85,18 +88,24 @@ class ReplayGapTally:
         the rest at ``floor`` (the run's p90 gap). A pair's slowest share for p99 lies above
         both runs' p90, where the values are exact unless a request's list was capped."""
 
-        def every() -> Iterator[tuple[float, int]]:
-            for i, r in enumerate(self.requests):
-                smallest = r.slow[0] if r.slow else self.floor
-                yield from ((v, i) for v in r.slow)
-                yield from ((smallest, i) for _ in range(r.slow_count - len(r.slow)))
-                yield from ((self.floor, i) for _ in range(r.count - r.slow_count))
-
-        return heapq.nlargest(count, every())
+        above: list[tuple[float, int]] = []
+        for i, r in enumerate(self.requests):
+            smallest = r.slow[0] if r.slow else self.floor
+            above.extend((v, i) for v in r.slow)
+            above.extend((smallest, i) for _ in range(r.slow_count - len(r.slow)))
+        if len(above) >= count:  # the usual case: the floor is the run's p90, far below
+            return heapq.nlargest(count, above)
+        at_floor = (
+            (self.floor, i)
+            for i in range(len(self.requests) - 1, -1, -1)
+            for _ in range(self.requests[i].count - self.requests[i].slow_count)
+        )
+        return sorted(above, reverse=True) + list(itertools.islice(at_floor, count - len(above)))
 
 
 def _at_most(values: Sequence[float], bound: float) -> int:
-    return sum(1 for v in values if v <= bound)
+    """How many of the ascending ``values`` are <= ``bound``."""
+    return bisect.bisect_right(values, bound)
 
 
 def run_tally(run: dict[str, Any], metric: LatencyMetric) -> Tally | str:
@@ -132,40 +141,78 @@ def recounted(
 ) -> BenchSummary:
     """``summary`` (the report's own) with every level's counts taken again from the
     report's samples at ``thresholds``, the looks of ``plan`` (None: the summary's)."""
-    load = report.get("load")
-    if summary.load is None or not isinstance(load, dict):
-        return summary
-    runs = load.get("runs")
-    if not isinstance(runs, list):
-        raise ReportError("load.runs is missing")
-    plan = plan if plan is not None else summary.trial_plan
-    slo = thresholds.slo
-    paired = summary.paired_baseline is not None
+    return Recount(summary, report).at(thresholds, plan)
 
-    def of(server: str, level: float) -> list[dict[str, Any]]:
-        found = [r for r in runs if isinstance(r, dict) and r.get("server") == server
-                 and r.get("level") == level]  # fmt: skip
+
+class Recount:
+    """One report, to be counted at one or many thresholds: each run's tallies are read once,
+    and each level's clustering (``gate.clustering``, a property of the run, not of the
+    thresholds) is estimated once."""
+
+    def __init__(self, summary: BenchSummary, report: dict[str, Any]) -> None:
+        self.summary = summary
+        load = report.get("load")
+        self.runs: list[dict[str, Any]] | None = None
+        if summary.load is not None and isinstance(load, dict):
+            runs = load.get("runs")
+            if not isinstance(runs, list):
+                raise ReportError("load.runs is missing")
+            self.runs = [r for r in runs if isinstance(r, dict)]
+        self._tallies: dict[tuple[int, str], Tally | str] = {}
+        self._clustering = ClusteringMemo()
+
+    def _of(self, server: str, level: float) -> list[dict[str, Any]]:
+        assert self.runs is not None
+        found = [r for r in self.runs if r.get("server") == server and r.get("level") == level]
         return sorted(found, key=lambda r: int(r.get("trial", 0)))
 
-    def tallies(chosen: list[dict[str, Any]]) -> Any:
+    def _tallies_of(self, chosen: list[dict[str, Any]]) -> Tallies:
         def get(metric: LatencyMetric) -> Sequence[Tally] | str:
-            got = [run_tally(r, metric) for r in chosen]
+            got = []
+            for run in chosen:
+                key = (id(run), metric)  # the runs live as long as this object
+                if key not in self._tallies:
+                    self._tallies[key] = run_tally(run, metric)
+                got.append(self._tallies[key])
             why = next((g for g in got if isinstance(g, str)), None)
             return why if why is not None else [g for g in got if not isinstance(g, str)]
 
         return get
 
-    def level(figures: LoadLevelFigures, server: str, against: bool) -> LoadLevelFigures:
-        ours = of(server, figures.level)
+    def at(self, thresholds: Thresholds, plan: TrialPlan | None) -> BenchSummary:
+        """The summary with its counts taken at ``thresholds`` (see ``recounted``)."""
+        summary = self.summary
+        if summary.load is None or self.runs is None:
+            return summary
+        paired = summary.paired_baseline is not None
+
+        def sweep(sw: LoadSweep, server: str, against: bool) -> LoadSweep:
+            levels = [self._level(f, server, against, thresholds) for f in sw.levels]
+            return sw.model_copy(update={"levels": levels})
+
+        update: dict[str, Any] = {"load": sweep(summary.load, "candidate", paired)}
+        pb = summary.paired_baseline
+        if pb is not None and pb.load is not None:
+            update["paired_baseline"] = pb.model_copy(
+                update={"load": sweep(pb.load, "baseline", False)}
+            )
+        return summary.model_copy(update=update)
+
+    def _level(
+        self, figures: LoadLevelFigures, server: str, against: bool, thresholds: Thresholds
+    ) -> LoadLevelFigures:
+        ours = self._of(server, figures.level)
         if not ours:
             return figures
-        theirs = of("baseline", figures.level) if against else []
+        theirs = self._of("baseline", figures.level) if against else []
+        slo = thresholds.slo
         limits = slo.at(figures.level) if slo is not None else None
         pooled, tails = level_tails(
             limits,
-            tallies(ours),
-            tallies(theirs) if theirs else None,
+            self._tallies_of(ours),
+            self._tallies_of(theirs) if theirs else None,
             thresholds,
+            self._clustering,
         )
         return figures.model_copy(
             update={
@@ -175,17 +222,6 @@ def recounted(
                 "error_percent": [_percent(r, "error_percent") for r in ours],
             }
         )
-
-    def sweep(sw: LoadSweep, server: str, against: bool) -> LoadSweep:
-        return sw.model_copy(update={"levels": [level(f, server, against) for f in sw.levels]})
-
-    update: dict[str, Any] = {"load": sweep(summary.load, "candidate", paired)}
-    pb = summary.paired_baseline
-    if pb is not None and pb.load is not None:
-        update["paired_baseline"] = pb.model_copy(
-            update={"load": sweep(pb.load, "baseline", False)}
-        )
-    return summary.model_copy(update=update)
 
 
 def _percent(run: dict[str, Any], name: str) -> float:

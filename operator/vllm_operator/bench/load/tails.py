@@ -20,12 +20,13 @@ import math
 from collections.abc import Callable, Sequence
 
 from vllm_operator.api.gate_spec import Thresholds
-from vllm_operator.api.summary import TailCounts, TailRegression
+from vllm_operator.api.tail_counts import TailCounts, TailRegression
 from vllm_operator.api.workload import LatencyMetric, SloLimits
 from vllm_operator.bench.stats import percentile
+from vllm_operator.gate.clustering import Estimate, tail_clustering
 from vllm_operator.gate.comparison import regression_limit_set
-from vllm_operator.gate.pair_tails import allowed_value, pair_exceedance
-from vllm_operator.gate.slo_tails import regression_limit
+from vllm_operator.gate.pair_tails import allowed_value, baseline_percentile
+from vllm_operator.gate.slo_tails import FEWEST, regression_limit
 from vllm_operator.gate.tails import Exceedance, allowed_share
 from vllm_operator.gate.tallies import Tally
 
@@ -40,11 +41,14 @@ def level_tails(
     candidate: Tallies,
     baseline: Tallies | None,
     thresholds: Thresholds | None,
+    clustering: Estimate = tail_clustering,
 ) -> tuple[dict[str, float], dict[str, TailCounts]]:
     """(pooled percentile, counts) of every limited percentile of a level.
 
     ``baseline`` and ``thresholds`` with ``maxRegressionPercent`` set: each gets its
     regression record: per trial, the pair's bar and the candidate's observations above it.
+    ``clustering`` estimates each count's clustering (``gate.clustering``; a memo of it when
+    one report is counted at many thresholds).
     """
     pooled: dict[str, float] = {}
     counts: dict[str, TailCounts] = {}
@@ -61,15 +65,19 @@ def level_tails(
             if values:
                 pooled[key] = round(percentile(values, QUANTILE[p]), 1)
             at_limit = [t.exceedance(limit) for t in ours]
+            fixed = clustering(ours, allowed_share(p), FEWEST, None)
             record = None
             if theirs is not None and not isinstance(theirs, str) and thresholds is not None:
-                relative, floor = regression_limit(thresholds, limit)
-                record = _regression(ours, theirs, p, relative, floor)
+                assert limits is not None
+                relative, floor = regression_limit(thresholds, limit, metric, limits)
+                record = _regression(ours, theirs, p, (relative, floor), clustering)
             counts[key] = TailCounts(
                 limit=limit,
                 total=[int(e.total) for e in at_limit],
                 above=[int(e.above) for e in at_limit],
-                design_effect=_effects(at_limit),
+                design_effect=_effects(fixed.effects),
+                across=_up(fixed.across),
+                stray_trial=None if fixed.stray is None else fixed.stray + 1,
                 regression=record,
             )
     return pooled, counts
@@ -79,37 +87,47 @@ def _regression(
     candidate: Sequence[Tally],
     baseline: Sequence[Tally],
     percentile_name: str,
-    relative: float,
-    floor: float,
+    limits: tuple[float, float],
+    clustering: Estimate,
 ) -> TailRegression:
     """Trial by trial, the candidate's observations above the pair's bar (``gate.pair_tails``);
     a trial whose baseline measured nothing sets no bar and counts nothing (an empty trial of
     the candidate's, which the judge leaves out as it does for its limits)."""
+    relative, floor = limits
     limit = allowed_value(relative, floor)
     allowed = allowed_share(percentile_name)
     bars: list[float] = []
     counted: list[Exceedance] = []
-    for ours, theirs in zip(candidate, baseline, strict=False):
-        pair = pair_exceedance(ours, theirs, allowed, limit)
-        if pair is None:
+    pairs = list(zip(candidate, baseline, strict=False))
+    bases = [baseline_percentile(theirs, allowed) for _, theirs in pairs]
+    for (ours, _), base in zip(pairs, bases, strict=True):
+        if base is None:
             bars.append(0.0)
             counted.append(Exceedance(0.0, 0.0))
             continue
-        bars.append(round(pair.bar, 1))
-        counted.append(pair.exceedance)
+        bar = limit(base)
+        bars.append(round(bar, 1))
+        counted.append(ours.exceedance(bar))
+    fixed = clustering([ours for ours, _ in pairs], allowed, FEWEST, bases)
     return TailRegression(
         relative_percent=relative,
         floor=floor,
         bars=bars,
         total=[int(e.total) for e in counted],
         above=[int(e.above) for e in counted],
-        design_effect=_effects(counted),
+        design_effect=_effects(fixed.effects),
+        across=_up(fixed.across),
+        stray_trial=None if fixed.stray is None else fixed.stray + 1,
     )
 
 
-def _effects(counted: Sequence[Exceedance]) -> list[float] | None:
-    """Per trial, the design effect rounded up to 0.1 (never smaller than measured); None
-    when every one is 1."""
-    if all(e.design_effect <= 1.0 for e in counted):
+def _up(effect: float) -> float:
+    """A design effect rounded up to 0.1 (never smaller than estimated)."""
+    return max(1.0, math.ceil(effect * 10 - 1e-9) / 10)
+
+
+def _effects(effects: Sequence[float]) -> list[float] | None:
+    """Per trial, the design effect rounded up to 0.1; None when every one is 1."""
+    if all(e <= 1.0 for e in effects):
         return None
-    return [max(1.0, math.ceil(e.design_effect * 10 - 1e-9) / 10) for e in counted]
+    return [_up(e) for e in effects]

@@ -29,6 +29,7 @@ from vllm_operator.bench.page.charts import Chart, level_word, load_charts, stud
 from vllm_operator.bench.page.compare import Comparison, Side, compare
 from vllm_operator.bench.page.gate_chart import figure_cells, interval_chart
 from vllm_operator.bench.page.view import Figure, Load, LoadRun, Quality, Report
+from vllm_operator.gate.glossary import used_in
 
 MAX_WORKLOAD_ROWS = 40
 
@@ -157,10 +158,15 @@ def _header(comparison: Comparison) -> str:
     if report.aborted:
         items.append(("run", f"stopped early: {report.aborted}"))
     model = report.config.model or "(model not named)"
+    drawn = (
+        "candidate and baseline on the same axes in every chart"
+        if comparison.baseline is not None
+        else "the candidate alone in every chart (no baseline to draw beside it)"
+    )
+    shapes = "load sweep" if report.load else "the study&#x27;s shapes"
     return (
         f"<section><h1>Benchmark report: {esc(model)}</h1>"
-        f'<p class="muted">{"load sweep" if report.load else "the study&#x27;s shapes"}: '
-        "candidate and baseline on the same axes in every chart</p>"
+        f'<p class="muted">{shapes}: {drawn}</p>'
         f"{_dl(items)}</section>"
     )
 
@@ -195,7 +201,20 @@ def _verdict(comparison: Comparison) -> str:
         f'<section class="verdict {esc(verdict.outcome)}" id="verdict">'
         f'<p class="outcome">Verdict: {esc(verdict.outcome.upper())}</p>{headline}{decided}'
         f"<ul>{reasons or '<li>no reasons given</li>'}</ul>{more}{note}"
-        f"{_figure_table(verdict.figures)}</section>"
+        f"{_figure_table(verdict.figures)}{_words(verdict.reasons)}</section>"
+    )
+
+
+def _words(reasons: Sequence[str]) -> str:
+    """What the reasons' own terms mean ("looks", "floor", "undecided"...), from the one
+    glossary (``gate.glossary``, docs/glossary.md), so no word on the page goes unexplained."""
+    used = used_in(list(reasons))
+    if not used:
+        return ""
+    items = "".join(f"<dt>{esc(term)}</dt><dd>{esc(text)}</dd>" for term, text in used)
+    return (
+        '<h2>Words in these reasons</h2><p class="muted">From the glossary '
+        f'(docs/glossary.md).</p><dl id="glossary">{items}</dl>'
     )
 
 

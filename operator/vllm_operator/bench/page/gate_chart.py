@@ -12,7 +12,7 @@ as plotly.js renders a subset of HTML in labels.
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
@@ -72,14 +72,20 @@ def interval_chart(figures: Sequence[Figure]) -> Chart | None:
         )
     )
     fig.add_vline(x=0, line={"color": "#8a93a3", "width": 1, "dash": "dot"})
-    _layout(fig, 140 + 36 * len(rows), xaxis_title="change (%): candidate against its baseline")
+    _layout(
+        fig,
+        140 + 36 * len(rows),
+        xaxis_title="change (%): candidate against its baseline; SLO: share above its limit (%)",
+    )
     fig.update_yaxes(autorange="reversed", automargin=True)
     return Chart(
         CHART_ID,
         "Each judged figure's change against its limit",
         "One row per figure, deciding figures first: the point is the measured change, the "
         "bar its interval, the black tick the limit (latency: higher is worse; tokens/s: "
-        "lower is worse). Red: beyond the limit, green: within, amber: undecided.",
+        "lower is worse; an SLO percentile: the share of requests above its limit against "
+        "the share it allows, 10% for a p90). Red: beyond the limit, green: within, amber: "
+        "undecided.",
         fig,
     )
 
@@ -102,11 +108,14 @@ def figure_cells(figure: Figure) -> list[str]:
     def pct(x: float | None, digits: int = 1) -> str:
         return "–" if x is None else f"{x * 100:+.{digits}f}%"
 
-    interval = "–" if figure.low is None else f"{pct(figure.low)} to {pct(figure.high)}"
     outcome = {"beyond": "beyond the limit", "within": "within", "undecided": "undecided"}
     said = outcome.get(figure.outcome or "", "–")
     if figure.stop and figure.outcome == "undecided":
         said += f" ({STOPS.get(figure.stop, figure.stop)})"
+    said += " — decided the verdict" if figure.deciding else ""
+    if figure.against == "limit":
+        return [figure.figure or "–", *_share_cells(figure, value), said]
+    interval = "–" if figure.low is None else f"{pct(figure.low)} to {pct(figure.high)}"
     return [
         figure.figure or "–",
         value(figure.candidate),
@@ -114,7 +123,35 @@ def figure_cells(figure: Figure) -> list[str]:
         pct(figure.change),
         interval,
         pct(figure.limit, 3 if figure.limit is not None and abs(figure.limit) < 0.01 else 1),
-        said + (" — decided the verdict" if figure.deciding else ""),
+        said,
+    ]
+
+
+def _share_cells(figure: Figure, value: Callable[[float | None], str]) -> list[str]:
+    """An SLO figure judged against its limit (``against="limit"``). A percentile: the
+    measured percentile, the limit itself in the baseline's column, the share of observations
+    above the limit with its interval, and the share the percentile allows (a p90: 10%). A
+    share (errors, goodput): the share measured, its interval and its bound."""
+
+    def share(x: float | None) -> str:
+        return "–" if x is None else f"{x * 100:.2g}%" if x * 100 < 10 else f"{x * 100:.0f}%"
+
+    interval = "–" if figure.low is None else f"{share(figure.low)} to {share(figure.high)}"
+    if figure.unit == "%":  # a share itself (errors, goodput) against its bound
+        bound = "at most" if figure.higher_is_worse else "at least"
+        return [
+            share(figure.change),
+            f"none: limit {bound} {share(figure.limit)}",
+            share(figure.change),
+            interval,
+            f"{bound} {share(figure.limit)}",
+        ]
+    return [
+        value(figure.candidate),
+        f"none: limit {value(figure.baseline)}",
+        f"{share(figure.change)} above the limit",
+        interval,
+        f"at most {share(figure.limit)} above",
     ]
 
 

@@ -2,8 +2,9 @@
 
 Each check returns pass/fail and a one-line reason a person can act on ("expected
 'billing', got 'Billing.'"). Everything here is a pure function of the answer text except
-``python-tests``, which hands the code to an executor (``bench.sandbox.executors``): a
-sandbox outside bench, or none (the check is then refused, never run in bench).
+``python-tests``, which hands the code and the cases' inputs to an executor
+(``bench.sandbox.executors``): a sandbox outside bench, or none (the check is then refused,
+never run in bench); what the calls gave back is compared here (``cases``), never there.
 
 Extraction rules shared by several checks: the JSON or code of an answer is the content of
 its first fenced block (```` ```json ```` / ```` ```python ```` / ```` ``` ````) when it has
@@ -17,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_operator.bench.quality import jsonschema_lite
+from vllm_operator.bench.quality import cases, jsonschema_lite
 from vllm_operator.bench.quality.suite import (
     Assertion,
     Contains,
@@ -77,9 +78,11 @@ async def check(
     if isinstance(assertion, PythonTests):
         code = fenced_or_all(answer)
         result = await (executor or executors.Refused()).run(
-            code, assertion.tests, limit_seconds=assertion.timeout_seconds
+            code, cases.calls(assertion), limit_seconds=assertion.timeout_seconds
         )
-        return Check(result.passed and result.ran, result.detail, refused=not result.ran)
+        if not result.ran:
+            return Check(False, result.detail, refused=True)
+        return Check(*cases.judge(assertion, result))
     return check_text(assertion, answer)
 
 

@@ -6,7 +6,9 @@ bring their own as a file or a ConfigMap mounted into the Job. The schema is str
 at load time, naming the test and field) so a typo cannot turn a check into a silent pass.
 
 Assertion vocabulary (``type``): equals, contains, regex, is-json, json-schema,
-number-close, word-count, python-tests, and ``not`` wrapping any of them. A test passes
+number-close, word-count, python-tests (a function the answer defines, called with each
+case's arguments in a sandbox; bench compares the outputs with the case's expected value),
+and ``not`` wrapping any of them. A test passes
 when every one of its assertions passes. docs/bench.md documents each field.
 """
 
@@ -18,12 +20,21 @@ from importlib import resources
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from vllm_operator.api.fixes import first_error
 from vllm_operator.bench.local_files import read_regular
 from vllm_operator.bench.quality import jsonschema_lite
+from vllm_operator.bench.sandbox.run import json_depth
 from vllm_operator.errors import SpecError
 
 SUITE_SCHEMA = "vllm-operator.dev/quality-suite/v1"
@@ -122,12 +133,56 @@ class WordCount(_Model):
     max: int | None = Field(default=None, ge=0)
 
 
+MAX_CASES = 100
+"""Cases of one python-tests check (``bench.sandbox.run.MAX_CALLS``)."""
+OLD_PYTHON_TESTS = (
+    "the field 'tests' (Python test code run in the answer's own process) is no longer "
+    "supported: the answer could read whatever that code knew and forge its own pass "
+    "(issue 38). Write the checks as data instead: 'function' (the name the answer must "
+    "define) and 'cases', a list of {args: [...], kwargs: {...}, expect: VALUE} or "
+    "{args: [...], raises: ExceptionName}; e.g. `assert f(2) == 4` becomes "
+    "{args: [2], expect: 4} (docs/bench.md, 'python-tests')"
+)
+
+
+class Case(_Model):
+    """One call of the answer's function and what it must give back.
+
+    ``args`` and ``kwargs`` are what the sandboxed answer receives; ``expect`` (the value
+    the call must return, compared as JSON: ``true`` is not ``1``, a tuple is a list) or
+    ``raises`` (the name of the exception class it must raise) stay with bench, which
+    compares: the process that runs the answer never holds them.
+    """
+
+    args: list[JsonValue] = Field(default_factory=list)
+    kwargs: dict[str, JsonValue] = Field(default_factory=dict)
+    expect: JsonValue = None
+    raises: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
+
+    @model_validator(mode="after")
+    def _one_expectation(self) -> Case:
+        if ("expect" in self.model_fields_set) == (self.raises is not None):
+            raise ValueError("give exactly one of 'expect' (the value) or 'raises'")
+        if max(json_depth(self.args), json_depth(self.kwargs), json_depth(self.expect)) > 30:
+            raise ValueError("values nest deeper than 30 lists or objects")
+        return self
+
+
 class PythonTests(_Model):
-    """The answer's code (first fenced block, else all) passes ``tests`` in a subprocess."""
+    """The answer's code (first fenced block, else all) defines ``function``; each case
+    calls it in a sandbox apart from bench, and bench compares what it gave back."""
 
     type: Literal["python-tests"]
-    tests: str
+    function: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+    cases: list[Case] = Field(min_length=1, max_length=MAX_CASES)
     timeout_seconds: float = Field(default=10.0, gt=0, le=120)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_form(cls, data: object) -> object:
+        if isinstance(data, dict) and "tests" in data:
+            raise ValueError(OLD_PYTHON_TESTS)
+        return data
 
 
 class Not(_Model):

@@ -29,10 +29,19 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from vllm_operator.bench.sandbox.run import MAX_CODE_BYTES, RunResult, harden_self, reap, run_one
+from vllm_operator.bench.sandbox.run import (
+    MAX_CALLS,
+    MAX_CODE_BYTES,
+    OUTCOMES_BYTES,
+    Call,
+    RunResult,
+    harden_self,
+    reap,
+    run_one,
+)
 
 READY_FILE = "ready"
-RESULT_BYTES = 8192
+RESULT_BYTES = OUTCOMES_BYTES + 8192
 JOB_BYTES = MAX_CODE_BYTES + 4096
 POLL_SECONDS = 0.02
 _TOKEN = re.compile(r"^[0-9a-f]{32}$")
@@ -75,20 +84,23 @@ def write_new(path: Path, data: bytes) -> bool:
     return True
 
 
-def parse_job(data: bytes) -> tuple[str, str, float] | None:
-    """(code, tests, limit seconds) from a job file, or None when it is not a valid job."""
+def parse_job(data: bytes) -> tuple[str, list[Call], float] | None:
+    """(code, calls, limit seconds) from a job file, or None when it is not a valid job."""
     try:
         job = json.loads(data)
     except (ValueError, RecursionError):
         return None
     if not isinstance(job, dict):
         return None
-    code, tests, limit = job.get("code"), job.get("tests"), job.get("limit_seconds")
-    if not (isinstance(code, str) and isinstance(tests, str)):
+    code, raw, limit = job.get("code"), job.get("calls"), job.get("limit_seconds")
+    if not (isinstance(code, str) and isinstance(raw, list) and len(raw) <= MAX_CALLS):
         return None
+    calls = [Call.from_json(c) for c in raw]
     if not isinstance(limit, (int, float)) or isinstance(limit, bool) or not 0 < limit <= 120:
         return None
-    return code, tests, float(limit)
+    if any(c is None for c in calls):
+        return None
+    return code, [c for c in calls if c is not None], float(limit)
 
 
 def serve_once(exchange: Path, scratch: Path) -> int:
@@ -103,10 +115,10 @@ def serve_once(exchange: Path, scratch: Path) -> int:
             entry.unlink()
         job = parse_job(data) if data is not None else None
         if job is None:
-            result = RunResult(False, "the job file is not a valid sandbox job", ran=False)
+            result = RunResult(False, "the job file is not a valid sandbox job")
         else:
-            code, tests, limit = job
-            result = run_one(code, tests, limit_seconds=limit, scratch_root=scratch)
+            code, calls, limit = job
+            result = run_one(code, calls, limit_seconds=limit, scratch_root=scratch)
         write_new(exchange / f"res-{token}.json", json.dumps(result.to_json()).encode())
         answered += 1
     reap()
@@ -138,10 +150,10 @@ def run_one_stdio(scratch: Path) -> int:
     data = sys.stdin.buffer.read(JOB_BYTES + 1)
     job = parse_job(data) if len(data) <= JOB_BYTES else None
     if job is None:
-        result = RunResult(False, "the job is not a valid sandbox job", ran=False)
+        result = RunResult(False, "the job is not a valid sandbox job")
     else:
-        code, tests, limit = job
-        result = run_one(code, tests, limit_seconds=limit, scratch_root=scratch)
+        code, calls, limit = job
+        result = run_one(code, calls, limit_seconds=limit, scratch_root=scratch)
     sys.stdout.write(json.dumps(result.to_json()) + "\n")
     sys.stdout.flush()
     return 0

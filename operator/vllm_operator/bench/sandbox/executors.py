@@ -28,6 +28,7 @@ import secrets
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -37,7 +38,7 @@ from vllm_operator.bench.sandbox.exchange import (
     read_bounded,
     write_new,
 )
-from vllm_operator.bench.sandbox.run import RunResult, set_nondumpable
+from vllm_operator.bench.sandbox.run import Call, RunResult, set_nondumpable
 
 REFUSED_HINT = (
     "python-tests refused: bench does not run code from a server's answers unless asked; "
@@ -51,9 +52,10 @@ ANSWER_GRACE_SECONDS = 10.0
 
 
 class Executor(Protocol):
-    """Runs one answer's code against its tests somewhere that is not bench."""
+    """Runs one answer's code and calls somewhere that is not bench; gives back outputs."""
 
-    async def run(self, code: str, tests: str, *, limit_seconds: float) -> RunResult: ...
+    async def run(self, code: str, calls: Sequence[Call], *, limit_seconds: float) -> RunResult:
+        """What each call returned or raised; the caller compares them (no verdict here)."""
 
 
 class Refused:
@@ -62,12 +64,13 @@ class Refused:
     def __init__(self, reason: str = REFUSED_HINT) -> None:
         self.reason = reason
 
-    async def run(self, code: str, tests: str, *, limit_seconds: float) -> RunResult:
-        return RunResult(False, self.reason, ran=False)
+    async def run(self, code: str, calls: Sequence[Call], *, limit_seconds: float) -> RunResult:
+        return RunResult(False, self.reason)
 
 
-def _job(code: str, tests: str, limit_seconds: float) -> bytes:
-    return json.dumps({"code": code, "tests": tests, "limit_seconds": limit_seconds}).encode()
+def _job(code: str, calls: Sequence[Call], limit_seconds: float) -> bytes:
+    job = {"code": code, "calls": [c.to_json() for c in calls], "limit_seconds": limit_seconds}
+    return json.dumps(job).encode()
 
 
 class ExchangeSandbox:
@@ -87,19 +90,18 @@ class ExchangeSandbox:
             self._ready = (self.directory / READY_FILE).exists()
         return self._ready
 
-    async def run(self, code: str, tests: str, *, limit_seconds: float) -> RunResult:
+    async def run(self, code: str, calls: Sequence[Call], *, limit_seconds: float) -> RunResult:
         if not await self._wait_ready():
             return RunResult(
                 False,
                 f"python-tests refused: no sandbox answers in {self.directory} "
                 f"(its container did not start within {self.ready_wait:g} s)",
-                ran=False,
             )
         token = secrets.token_hex(16)
         request = self.directory / f"req-{token}.json"
         answer = self.directory / f"res-{token}.json"
-        if not write_new(request, _job(code, tests, limit_seconds)):
-            return RunResult(False, f"cannot write a job into {self.directory}", ran=False)
+        if not write_new(request, _job(code, calls, limit_seconds)):
+            return RunResult(False, f"cannot write a job into {self.directory}")
         ends = time.monotonic() + limit_seconds + ANSWER_GRACE_SECONDS
         try:
             while time.monotonic() < ends:
@@ -114,7 +116,6 @@ class ExchangeSandbox:
         return RunResult(
             False,
             f"the sandbox did not answer within {limit_seconds + ANSWER_GRACE_SECONDS:g} s",
-            ran=False,
         )
 
 
@@ -125,7 +126,7 @@ class LocalSandbox:
         self.scratch_root = scratch_root or Path(tempfile.gettempdir())
         set_nondumpable()  # bench itself: same-uid code cannot read /proc/<bench>/environ
 
-    async def run(self, code: str, tests: str, *, limit_seconds: float) -> RunResult:
+    async def run(self, code: str, calls: Sequence[Call], *, limit_seconds: float) -> RunResult:
         scratch = Path(tempfile.mkdtemp(prefix="bench-sandbox-", dir=self.scratch_root))
         if os.geteuid() == 0:
             os.chmod(scratch, 0o711)  # the code runs as nobody: its path must work
@@ -146,7 +147,7 @@ class LocalSandbox:
         try:
             assert proc.stdin is not None
             assert proc.stdout is not None
-            proc.stdin.write(_job(code, tests, limit_seconds))
+            proc.stdin.write(_job(code, calls, limit_seconds))
             await proc.stdin.drain()
             proc.stdin.close()
             data = await asyncio.wait_for(
@@ -154,7 +155,7 @@ class LocalSandbox:
             )
             await asyncio.wait_for(proc.wait(), ANSWER_GRACE_SECONDS)
         except TimeoutError:
-            return RunResult(False, "the local sandbox did not answer in time", ran=False)
+            return RunResult(False, "the local sandbox did not answer in time")
         finally:
             if proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -163,7 +164,7 @@ class LocalSandbox:
             with contextlib.suppress(OSError):
                 os.rmdir(scratch)
         if len(data) > RESULT_BYTES:
-            return RunResult(False, "the local sandbox answered too much", ran=False)
+            return RunResult(False, "the local sandbox answered too much")
         return _parse(data)
 
 
@@ -182,7 +183,7 @@ def _parse(data: bytes) -> RunResult:
     try:
         return RunResult.from_json(json.loads(data))
     except (ValueError, RecursionError):
-        return RunResult(False, "the sandbox answered something that is not JSON", ran=False)
+        return RunResult(False, "the sandbox answered something that is not JSON")
 
 
 def executor_for(*, allow_code_execution: bool, sandbox_dir: str | None) -> Executor:

@@ -19,8 +19,11 @@ named with their group; names this architecture does not have are skipped.
 Where a call is only safe with some arguments, only those are allowed (``ARGUMENTS``): the
 ``prctl`` options, ``fcntl`` commands and ``ioctl`` requests Python uses; ``clone`` for
 threads only and never a namespace; signals, ``prlimit64`` and ``sched_getaffinity`` on the
-process itself only (``SELF``: 0 or its own pid); and no set-user-ID, set-group-ID or sticky
-bit in the mode of a file or directory it creates (Landlock does not cover modes).
+process itself only (``SELF``: 0 or its own pid); no set-user-ID, set-group-ID or sticky
+bit in the mode of a file or directory it creates (Landlock does not cover modes); and
+``renameat2`` with no flag but ``RENAME_NOREPLACE``: ``RENAME_WHITEOUT`` leaves a character
+device 0:0 where the source was (a device node that ``mknod`` itself may not make, and that
+Landlock does not see as one), ``RENAME_EXCHANGE`` swaps two names and nothing honest uses it.
 """
 
 from __future__ import annotations
@@ -174,6 +177,10 @@ CLONE_NAMESPACES = (
 )
 SPECIAL_MODE_BITS = 0o7000
 """Set-user-ID, set-group-ID and sticky: never in the mode of a file the code creates."""
+RENAME_NOREPLACE = 1
+"""The one ``renameat2`` flag allowed (linux/fs.h); ``RENAME_EXCHANGE`` (2) and
+``RENAME_WHITEOUT`` (4), and any flag a later kernel adds, are refused."""
+RENAME_FLAGS_ARGUMENT = 4
 MODE_ARGUMENT = {"open": 2, "openat": 3, "creat": 1, "mkdir": 1, "mkdirat": 2}
 SELF_ARGUMENT = {
     "kill": (0, False),
@@ -198,6 +205,8 @@ def _rules(pyseccomp: Any, pid: int) -> list[tuple[str, list[Any]]]:
         "fcntl": [[arg(1, eq, command)] for command in FCNTL_COMMANDS],
         "ioctl": [[arg(1, masked, 0xFFFFFFFF, request)] for request in IOCTL_REQUESTS],
         "clone": [[arg(0, masked, CLONE_THREAD | CLONE_NAMESPACES, CLONE_THREAD)]],
+        # the flags are an unsigned int: every other bit of its low 32 must be clear
+        "renameat2": [[arg(RENAME_FLAGS_ARGUMENT, masked, 0xFFFFFFFF & ~RENAME_NOREPLACE, 0)]],
     }
     for name, index in MODE_ARGUMENT.items():
         narrowed[name] = [[arg(index, masked, SPECIAL_MODE_BITS, 0)]]

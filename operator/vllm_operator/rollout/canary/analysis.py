@@ -12,6 +12,11 @@ A step is
 - **Passed** when both revisions finished ``minRequests`` and every figure is within;
 - **Waiting** otherwise (too few requests, or a figure still undecided): the planner holds
   the step longer, up to ``maxExtensions`` times, then calls it Inconclusive.
+
+Inside a step, at every read, ``early_breach`` looks for a clear breach only: the error
+share beyond its limit at ``EARLY_CONFIDENCE`` (stricter than the step's own, since it is
+looked at many times) with at least ``EARLY_MIN_REQUESTS`` candidate requests. A
+candidate failing every request is stopped at the first read that has them.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from vllm_operator.rollout.canary.metrics import PodDelta
 StepDecision = Literal["Passed", "Failed", "Waiting"]
 FigureDecision = Literal["beyond", "within", "undecided"]
 _EDGE = 1e-9  # judge_share needs an allowed share strictly inside (0, 1)
+EARLY_CONFIDENCE = 0.999
+EARLY_MIN_REQUESTS = 20
 _LABELS = {"ttft": "TTFT", "itl": "ITL", "e2e": "E2E"}
 
 
@@ -344,3 +351,28 @@ def judge_step(
     else:
         decision = "Waiting"
     return StepJudgement(decision, tuple(figures), ours, theirs, enough)
+
+
+def early_breach(
+    analysis: CanaryAnalysis,
+    candidate: Mapping[str, PodDelta],
+    stable: Mapping[str, PodDelta],
+    seconds: float,
+) -> StepJudgement | None:
+    """A Failed judgement when the step's counts so far already show a clear breach of the
+    error share (see the module's docstring); None otherwise."""
+    ours, theirs = live_figures(candidate, seconds), live_figures(stable, seconds)
+    if ours.requests < EARLY_MIN_REQUESTS:
+        return None
+    points = analysis.max_error_percent_points
+    figure = _error_share(
+        candidate,
+        theirs.error_percent / 100 + points / 100,
+        EARLY_CONFIDENCE,
+        "error share",
+        f"stable {theirs.error_percent:g}% + {points:g} points; "
+        f"early stop at {100 * EARLY_CONFIDENCE:g}% confidence",
+    )
+    if figure.decision != "beyond":
+        return None
+    return StepJudgement("Failed", (figure,), ours, theirs, enough_requests=False)

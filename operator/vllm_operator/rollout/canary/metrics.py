@@ -13,12 +13,24 @@ listed for 0.17-0.33 in shared/docs/vllm-facts.md):
   and ``error`` are failures to the user;
 - ``vllm:generation_tokens_total``: tokens generated;
 - ``http_requests_total{handler,status}`` (prometheus-fastapi-instrumentator, which vLLM's
-  API server mounts; ``status`` grouped as ``2xx``/``4xx``/``5xx``): answers by status class.
+  API server mounts; ``status`` grouped as ``2xx``/``4xx``/``5xx``): answers by status class,
+  counted when the handler ends. Only inference handlers count (``INFERENCE_HANDLERS``:
+  completions, chat, responses, embeddings, pooling, scoring, transcription), never
+  ``GET /v1/models`` or health polls, which would dilute the error share.
 
-A counter only grows while its process lives. A pod whose container restarted inside the
-step starts again from zero, and a negative delta would count observations that never
-happened: such a pod (its restart count changed, or any series went down) contributes what
-it counted since the restart, as Prometheus's ``increase()`` does, and nothing negative.
+What vLLM does not count as a failure, the canary does: a stream that broke after its 200
+header (vLLM sends an error chunk, then ``[DONE]``) and a request its client gave up on are
+2xx answers of a generation handler that the engine never counted as finished (vLLM does
+not count aborted requests in ``request_success_total{finished_reason="abort"}`` at all:
+vllm#55634 on 0.10.1, vllm#31503 on 0.13, both open, their fixes closed unmerged; a release
+that does shows them as ``aborted``, and they are not counted twice). So ``unfinished`` =
+generation 2xx answers - requests finished without abort or error, over the whole step
+(in-flight requests at a read even out).
+
+A counter only grows while its process lives; a step's counts are accumulated read by read
+with Prometheus' ``increase()`` rule (``accumulate``): between two reads of a pod, a series
+that went down, or a restart count that changed, is a reset, and the value after it is the
+increase since it; nothing before it is lost.
 """
 
 from __future__ import annotations
@@ -38,8 +50,31 @@ SUCCESS = "vllm:request_success_total"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
 HTTP_REQUESTS = "http_requests_total"
 FAILED_REASONS = frozenset({"abort", "error"})
-# Handlers of requests users send (the OpenAI API): not /metrics, /health, /ping.
-SERVING_HANDLER_PREFIXES = ("/v1/", "/v2/", "/inference/")
+GENERATION_HANDLERS = frozenset(
+    {
+        "/v1/completions",
+        "/v1/chat/completions",
+        "/v1/responses",
+        "/v1/audio/transcriptions",
+        "/v1/audio/translations",
+        "/inference/v1/generate",
+    }
+)
+"""Handlers whose requests the engine counts in ``request_success_total`` when they end."""
+INFERENCE_HANDLERS = GENERATION_HANDLERS | frozenset(
+    {
+        "/v1/embeddings",
+        "/pooling",
+        "/classify",
+        "/score",
+        "/v1/score",
+        "/rerank",
+        "/v1/rerank",
+        "/v2/rerank",
+    }
+)
+"""Handlers of inference requests: what the canary counts as requests (not /v1/models,
+/tokenize, health or metrics)."""
 MAX_TEXT = 4 * 1024 * 1024
 """Most bytes of one scrape read; vLLM's page is ~50 kB, LoRA series included."""
 
@@ -73,7 +108,10 @@ class PodCounts:
     """... of which not 2xx."""
     generation_tokens: float = 0.0
     restarts: int = 0
-    """The vLLM container's restart count when scraped (from the pod's status)."""
+    """The server container's restart count when read (from the pod's status; in a step's
+    accumulated counts: at the pod's first read of the step)."""
+    http_generation_ok: float = 0.0
+    """2xx answers of generation handlers (``GENERATION_HANDLERS``)."""
 
     @property
     def requests(self) -> float:
@@ -82,9 +120,16 @@ class PodCounts:
         return max(self.finished, self.http_requests)
 
     @property
+    def unfinished(self) -> float:
+        """Generation requests answered 2xx that the engine never finished: streams broken
+        after their header, requests their client gave up on."""
+        return max(self.http_generation_ok - (self.finished - self.aborted), 0.0)
+
+    @property
     def errors(self) -> float:
-        """Requests that failed the user: non-2xx answers, or aborted in the engine."""
-        return max(self.aborted, self.http_errors)
+        """Requests that failed the user: non-2xx answers, unfinished 2xx answers, or
+        aborted in the engine (each counted once)."""
+        return min(max(self.aborted, self.http_errors + self.unfinished), self.requests)
 
     def to_json(self) -> dict[str, object]:
         """A compact form for the step's record (the candidate Deployment's annotation)."""
@@ -96,6 +141,7 @@ class PodCounts:
             "e": self.http_errors,
             "g": self.generation_tokens,
             "n": self.restarts,
+            "o": self.http_generation_ok,
         }
 
     @classmethod
@@ -116,6 +162,7 @@ class PodCounts:
                 http_errors=float(raw.get("e", 0)),
                 generation_tokens=float(raw.get("g", 0)),
                 restarts=int(raw.get("n", 0)),
+                http_generation_ok=float(raw.get("o", 0)),
             )
         except (AssertionError, TypeError, ValueError) as exc:
             raise ScrapeError(f"a recorded canary scrape is damaged: {exc}") from None
@@ -157,13 +204,15 @@ def counts_from_samples(
 ) -> PodCounts:
     """One pod's counts from its samples ``(name, labels, value)``, wherever they were read
     (its /metrics page, or a Prometheus query). Series other than ``WANTED_SERIES`` and
-    values that are not finite are skipped; no histogram of vLLM's is a ScrapeError."""
+    values that are not finite are skipped; no histogram of vLLM's is a ScrapeError.
+
+    One series per identity (``IDENTITY_LABELS``: vLLM's own labels): the same series
+    scraped by two jobs or instances of a Prometheus is counted once (the larger value),
+    never summed; engines, reasons and handlers are distinct series and add up."""
     buckets: dict[str, dict[float, float]] = {k: {} for k in HISTOGRAMS}
     by_name = {f"{v}_bucket": k for k, v in HISTOGRAMS.items()}
-    finished = aborted = http_requests = http_errors = tokens = 0.0
-    for name, labels, value in samples:
-        if not math.isfinite(value):
-            continue
+    finished = aborted = http_requests = http_errors = tokens = generation_ok = 0.0
+    for name, labels, value in _one_per_identity(samples):
         if name in by_name:
             le = labels.get("le")
             if le is None:
@@ -180,17 +229,39 @@ def counts_from_samples(
                 aborted += value
         elif name == GENERATION_TOKENS:
             tokens += value
-        elif name == HTTP_REQUESTS and labels.get("handler", "").startswith(
-            SERVING_HANDLER_PREFIXES
-        ):
+        elif name == HTTP_REQUESTS and labels.get("handler", "") in INFERENCE_HANDLERS:
             http_requests += value
             if not labels.get("status", "").startswith("2"):
                 http_errors += value
+            elif labels["handler"] in GENERATION_HANDLERS:
+                generation_ok += value
     missing = [HISTOGRAMS[k] for k, v in buckets.items() if math.inf not in v]
     if missing:
         raise ScrapeError(f"{source} has no {', '.join(missing)}: not a vLLM server?")
     histograms = {k: tuple(sorted(v.items())) for k, v in buckets.items()}
-    return PodCounts(histograms, finished, aborted, http_requests, http_errors, tokens, restarts)
+    return PodCounts(
+        histograms, finished, aborted, http_requests, http_errors, tokens, restarts, generation_ok
+    )
+
+
+IDENTITY_LABELS = ("le", "finished_reason", "handler", "method", "status", "engine", "model_name")
+"""The labels that tell vLLM's series of one pod apart; any other (job, instance, endpoint,
+service, a Prometheus replica) only says who scraped it."""
+
+
+def _one_per_identity(
+    samples: Iterable[tuple[str, Mapping[str, str], float]],
+) -> list[tuple[str, Mapping[str, str], float]]:
+    """Finite samples, one per (name, identity labels): duplicates keep the larger value."""
+    kept: dict[tuple[str, ...], tuple[str, Mapping[str, str], float]] = {}
+    for name, labels, value in samples:
+        if not math.isfinite(value):
+            continue
+        key = (name, *(labels.get(k, "") for k in IDENTITY_LABELS))
+        found = kept.get(key)
+        if found is None or value > found[2]:
+            kept[key] = (name, labels, value)
+    return list(kept.values())
 
 
 def _sample(line: str) -> tuple[str | None, dict[str, str], float]:
@@ -249,46 +320,69 @@ class PodDelta:
 
     counts: PodCounts
     restarted: bool
-    """The pod restarted inside the step: ``counts`` holds only what it counted since."""
+    """The pod's server restarted inside the step (its counts span the restart)."""
 
 
-def delta(start: PodCounts | None, end: PodCounts) -> PodDelta:
-    """``end - start`` of one pod, never negative.
+_SCALARS = (
+    "finished",
+    "aborted",
+    "http_requests",
+    "http_errors",
+    "generation_tokens",
+    "http_generation_ok",
+)
 
-    No start (a pod that appeared during the step): all of ``end`` happened in the step.
-    A restart (restart count changed, or any series went down): ``end`` is what it counted
-    since the restart, all inside the step.
+
+def increase(last: PodCounts | None, now: PodCounts) -> tuple[PodCounts, bool]:
+    """What a pod counted between two reads, as Prometheus' ``increase()`` counts it, and
+    whether its counters were reset in between.
+
+    No earlier read (a pod first seen now): nothing yet; it counts from this read. A reset
+    (the server container's restart count changed, or any series went down): the value
+    after the reset is the increase since it.
     """
-    if start is None:
-        return PodDelta(end, restarted=False)
-    if end.restarts != start.restarts or _went_down(start, end):
-        return PodDelta(end, restarted=True)
+    if last is None:
+        return PodCounts(histograms={k: tuple((le, 0.0) for le, _ in v)
+                                     for k, v in now.histograms.items()},
+                         restarts=now.restarts), False  # fmt: skip
+    if now.restarts != last.restarts or _went_down(last, now):
+        return now, True
     histograms = {
-        k: _bucket_delta(start.histograms.get(k, ()), v) for k, v in end.histograms.items()
+        k: _bucket_delta(last.histograms.get(k, ()), v) for k, v in now.histograms.items()
     }
-    return PodDelta(
-        PodCounts(
-            histograms=histograms,
-            finished=end.finished - start.finished,
-            aborted=end.aborted - start.aborted,
-            http_requests=end.http_requests - start.http_requests,
-            http_errors=end.http_errors - start.http_errors,
-            generation_tokens=end.generation_tokens - start.generation_tokens,
-            restarts=end.restarts,
-        ),
-        restarted=False,
-    )
+    values = {name: getattr(now, name) - getattr(last, name) for name in _SCALARS}
+    return PodCounts(histograms=histograms, restarts=now.restarts, **values), False
+
+
+def add(total: PodCounts | None, more: PodCounts) -> PodCounts:
+    """``total + more`` (bucket-wise for histograms); ``total``'s restart count is kept."""
+    if total is None:
+        return more
+    histograms: dict[str, Buckets] = {}
+    for key in set(total.histograms) | set(more.histograms):
+        summed = dict(total.histograms.get(key, ()))
+        for le, count in more.histograms.get(key, ()):
+            summed[le] = summed.get(le, 0.0) + count
+        histograms[key] = tuple(sorted(summed.items()))
+    values = {name: getattr(total, name) + getattr(more, name) for name in _SCALARS}
+    return PodCounts(histograms=histograms, restarts=total.restarts, **values)
+
+
+def accumulate(
+    step: Mapping[str, PodCounts], last: Mapping[str, PodCounts], now: Mapping[str, PodCounts]
+) -> dict[str, PodCounts]:
+    """The step's counts per pod after one more read: ``step`` (what each pod counted so
+    far; its ``restarts`` is the count at the pod's first read) plus the increase from
+    ``last`` (each pod's previous read) to ``now``. A pod not read now keeps its counts."""
+    out = dict(step)
+    for pod, counts in now.items():
+        more, _ = increase(last.get(pod), counts)
+        out[pod] = add(step.get(pod), more)
+    return out
 
 
 def _went_down(start: PodCounts, end: PodCounts) -> bool:
-    scalars = (
-        (start.finished, end.finished),
-        (start.aborted, end.aborted),
-        (start.http_requests, end.http_requests),
-        (start.http_errors, end.http_errors),
-        (start.generation_tokens, end.generation_tokens),
-    )
-    if any(after < before for before, after in scalars):
+    if any(getattr(end, name) < getattr(start, name) for name in _SCALARS):
         return True
     for key, before in start.histograms.items():
         after = dict(end.histograms.get(key, ()))
@@ -304,8 +398,11 @@ def _bucket_delta(start: Sequence[tuple[float, float]], end: Buckets) -> Buckets
 
 
 def step_deltas(
-    start: Mapping[str, PodCounts], end: Mapping[str, PodCounts]
+    step: Mapping[str, PodCounts], last: Mapping[str, PodCounts]
 ) -> dict[str, PodDelta]:
-    """Per pod, what it counted during the step (pods gone by the end contribute nothing:
-    what they counted is lost with them)."""
-    return {pod: delta(start.get(pod), counts) for pod, counts in sorted(end.items())}
+    """Per pod, what it counted during the step (``accumulate``'s result) and whether its
+    server restarted since its first read of the step (``last``: its latest read)."""
+    return {
+        pod: PodDelta(counts, restarted=pod in last and last[pod].restarts != counts.restarts)
+        for pod, counts in sorted(step.items())
+    }

@@ -8,8 +8,10 @@ step (a share of the serving traffic held for ``holdSeconds``):
                 both revisions' pods; gatewayAPI: the HTTPRoute's weights)
     Started  -> the shell reads every pod's /metrics; the counts, the start time and the
                 time the step is due go into the record on the candidate's Deployment
-    Holding  -> until due
-    Judging  -> the shell reads /metrics again; ``analysis.judge_step`` on the deltas:
+    Holding  -> until due, the pods read every ``analysis.intervalSeconds``: the step's
+                counts grow by each pod's ``increase()`` since its last read (a reset
+                loses nothing); a clear breach (``analysis.early_breach``) fails at once
+    Judging  -> the shell reads /metrics again; ``analysis.judge_step`` on the step's counts:
                 Passed  -> the next step (the last: promotion, as without a canary)
                 Failed  -> a Failed verdict naming the figures; traffic back to the stable in
                            the same pass; the candidate is removed once no new connection
@@ -17,6 +19,11 @@ step (a share of the serving traffic held for ``holdSeconds``):
                 Waiting -> held another holdSeconds, up to ``maxExtensions``; then an
                            Inconclusive verdict (``rollout.onInconclusive`` decides) and the
                            traffic goes back
+
+In any state, ``signals`` fail the step: a candidate pod's server container restarted or
+OOM-killed since the step started, a candidate pod NotReady for over
+``signals.NOT_READY_SECONDS``, or no progress (pods Ready, route, reads) for
+``progressDeadlineSeconds``; the traffic goes back as for a failed figure.
 
 The promote and abort annotations work as before: a person's verdict ends the canary (an
 abort sends the traffic back like a failure). Everything a pass needs is in the cluster
@@ -26,7 +33,6 @@ abort sends the traffic back like a failure). Everything a pass needs is in the 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from vllm_operator.api.canary import CanaryFigures, CanarySpec, CanaryStatus
@@ -35,19 +41,10 @@ from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord
 from vllm_operator.render import labels, names
 from vllm_operator.rollout import ledger
-from vllm_operator.rollout.actions import Patch
+from vllm_operator.rollout.canary import signals, steps
 from vllm_operator.rollout.canary import traffic as canary_traffic
-from vllm_operator.rollout.canary.analysis import LiveFigures, StepJudgement, judge_step
-from vllm_operator.rollout.canary.metrics import (
-    PodCounts,
-    PodDelta,
-    ScrapeError,
-    ScrapeFailure,
-    parse_metrics,
-    step_deltas,
-)
 from vllm_operator.rollout.canary.record import CanaryRecord
-from vllm_operator.rollout.canary.traffic import candidate_replicas, shares
+from vllm_operator.rollout.canary.traffic import candidate_replicas
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.objects import patch_deployment
 from vllm_operator.rollout.observed import Observed
@@ -60,7 +57,6 @@ DRAIN_SECONDS = 5.0
 """After the traffic went back to the stable, how long a removed candidate's pods keep
 answering what was already sent to them (not scaled: a client's requests are as long as
 they are)."""
-SCRAPE_RETRY_SECONDS = 1.0
 
 
 def wanted(vd: VLLMDeployment, decided: GateRecord, stable: str | None) -> CanarySpec | None:
@@ -102,7 +98,9 @@ def run(
         return None
     if record.step >= len(canary.steps):
         record = CanaryRecord(step=len(canary.steps) - 1)
-    _write(state, dep, record)  # from the first pass on: the shell reads the pods by it
+    if record.entered_at is None:
+        record = dataclasses.replace(record, entered_at=ledger.timestamp(state.now))
+    steps.write(state, dep, record)  # from the first pass on: the shell reads the pods by it
     step = canary.steps[record.step]
     cap = max(vd.spec.replicas, vd.spec.rollout.candidate_replicas)
     want = candidate_replicas(step.weight, stable_dep.replicas, cap)
@@ -126,22 +124,20 @@ def run(
     )
     state.canary_status = status
     made = canary_traffic.share(mode, step.weight, want, stable_dep.replicas)
-    where = f"canary step {record.step + 1}/{len(canary.steps)} ({shares(step.weight, made)})"
+    step_ = steps.Step(vd, canary, record, dep, candidate, stable, made)
+    where = step_.where
+    died = signals.server_failures(observed.pods_of_revision(candidate), record.counts)
+    if record.started_at is not None and died:
+        return steps.fail(state, step_, "; ".join(died))
     if dep.replicas != want or dep.ready_replicas < want:
-        state.after(1.0)
         state.canary_traffic = record.step > 0 or canary_traffic.is_shared(state, vd, stable)
-        return Outcome(
-            "Canary",
-            f"revision {candidate}: {where}: {dep.ready_replicas}/{want} candidate pods Ready",
-            ConditionReason.Canary,
-        )
+        ready = f"{dep.ready_replicas}/{want} candidate pods Ready"
+        limit = signals.NOT_READY_SECONDS if record.started_at is not None else None
+        return steps.stalled(state, step_, ready, 1.0, limit)
     state.canary_traffic = True
     shifted = canary_traffic.ensure_shared(state, vd, stable, step.weight)
     if isinstance(shifted, str):
-        state.after(5.0)  # the route may appear or be fixed: look again
-        return Outcome(
-            "Canary", f"revision {candidate}: {where}: {shifted}", ConditionReason.Canary
-        )
+        return steps.stalled(state, step_, shifted, 5.0)  # the route may appear or be fixed
     if not shifted:
         state.after(0.0)  # applied this pass; the step starts once the cache shows it
         return Outcome(
@@ -149,22 +145,19 @@ def run(
         )
     pods = scraped_pods(observed, candidate, stable)
     if record.started_at is None:
-        counts = _read(state, pods)
+        counts = steps.read(state, pods)
         if counts is None:
-            state.after(SCRAPE_RETRY_SECONDS)
-            return Outcome(
-                "Canary",
-                f"revision {candidate}: {where}: reading the pods' metrics",
-                ConditionReason.Canary,
+            return steps.stalled(
+                state, step_, "reading the pods' metrics", steps.SCRAPE_RETRY_SECONDS
             )
         hold = state.scaled(step.hold_seconds)
-        record = CanaryRecord(
-            step=record.step,
+        record = dataclasses.replace(
+            record,
             started_at=ledger.timestamp(state.now),
             due_at=ledger.timestamp(state.now + timedelta(seconds=hold)),
-            start=counts,
         )
-        _write(state, dep, record)
+        record = steps.after_read(state, canary, record, counts)
+        steps.write(state, dep, record)
         state.event(
             "Normal",
             EventReason.CanaryStepStarted,
@@ -175,135 +168,9 @@ def run(
         state.canary_status = status.model_copy(
             update={"started_at": record.started_at, "due_at": record.due_at}
         )
-        state.after(hold)
+        state.after(min(hold, state.scaled(canary.analysis.interval_seconds)))
         return Outcome("Canary", f"revision {candidate}: {where}: holding", ConditionReason.Canary)
-    due = parse_time(record.due_at)
-    if due is not None and state.now < due:
-        state.after((due - state.now).total_seconds())
-        return Outcome(
-            "Canary",
-            f"revision {candidate}: {where}: holding until {record.due_at}",
-            ConditionReason.Canary,
-        )
-    counts = _read(state, pods)
-    if counts is None:
-        state.after(SCRAPE_RETRY_SECONDS)
-        return Outcome("Canary", f"revision {candidate}: {where}: judging", ConditionReason.Canary)
-    started = parse_time(record.started_at)
-    seconds = max(state.elapsed(started), 1e-3)
-    judged = _judge(
-        vd,
-        canary,
-        record,
-        counts,
-        candidate=candidate,
-        stable=stable,
-        seconds=seconds,
-        observed=state.observed,
-    )
-    state.canary_status = status.model_copy(
-        update={
-            "candidate": _figures(candidate, judged.candidate),
-            "stable": _figures(stable, judged.stable),
-            "last_judgement": [r[:1024] for r in judged.reasons()[:16]],
-        }
-    )
-    return _decide(
-        state, vd, canary, record, judged, dep=dep, candidate=candidate, stable=stable, where=where
-    )
-
-
-def _decide(
-    state: Pass,
-    vd: VLLMDeployment,
-    canary: CanarySpec,
-    record: CanaryRecord,
-    judged: StepJudgement,
-    *,
-    dep: DeploymentView,
-    candidate: str,
-    stable: str,
-    where: str,
-) -> Outcome | None:
-    if judged.decision == "Failed":
-        failed = "; ".join(f.text for f in judged.failed_figures)
-        state.decide(
-            GateRecord(
-                revision=candidate,
-                outcome="Failed",
-                reasons=[f"{where} failed: {failed}", *judged.reasons()[1:]],
-                baseline_revision=stable,
-            ),
-            None,  # its Event names the failed figure, below
-        )
-        state.event("Warning", EventReason.CanaryFailed, f"revision {candidate}: {where}: {failed}")
-        _leave(state, vd, canary, candidate, stable)
-        return None
-    if judged.decision == "Passed":
-        last = record.step + 1 >= len(canary.steps)
-        state.event(
-            "Normal",
-            EventReason.CanaryPassed if last else EventReason.CanaryStepPassed,
-            f"revision {candidate}: {where} passed ({judged.candidate.requests} candidate and "
-            f"{judged.stable.requests} stable requests)" + ("; promoting" if last else ""),
-        )
-        if last:
-            _write(state, dep, CanaryRecord(step=record.step, passed=True))
-            return None
-        _write(state, dep, record.next_step())
-        state.after(0.0)
-        return Outcome("Canary", f"revision {candidate}: {where} passed", ConditionReason.Canary)
-    why = "too few requests" if not judged.enough_requests else "figures undecided"
-    counts = f"{judged.candidate.requests} candidate, {judged.stable.requests} stable requests"
-    if record.extensions < canary.analysis.max_extensions:
-        hold = state.scaled(canary.steps[record.step].hold_seconds)
-        due = parse_time(record.due_at) or state.now
-        later = ledger.timestamp(max(due, state.now) + timedelta(seconds=hold))
-        _write(state, dep, record.extended(later))
-        if isinstance(state.canary_status, CanaryStatus):
-            state.canary_status = state.canary_status.model_copy(
-                update={"due_at": later, "extensions": record.extensions + 1}
-            )
-        state.event(
-            "Normal",
-            EventReason.CanaryStepExtended,
-            f"revision {candidate}: {where}: {why} ({counts}; minRequests "
-            f"{canary.analysis.min_requests}); held {hold:g} s more "
-            f"({record.extensions + 1} of {canary.analysis.max_extensions})",
-        )
-        state.after(hold)
-        return Outcome(
-            "Canary", f"revision {candidate}: {where}: {why}; held longer", ConditionReason.Canary
-        )
-    state.decide(
-        GateRecord(
-            revision=candidate,
-            outcome="Inconclusive",
-            reasons=[
-                f"{where} inconclusive: {why} after "
-                f"{canary.analysis.max_extensions} extension(s) ({counts})",
-                *judged.reasons(),
-            ],
-            baseline_revision=stable,
-        ),
-        None,  # its Event says what stayed undecided, below
-    )
-    state.event(
-        "Warning",
-        EventReason.CanaryInconclusive,
-        f"revision {candidate}: {where}: {why} after {canary.analysis.max_extensions} "
-        f"extension(s) ({counts})",
-    )
-    _leave(state, vd, canary, candidate, stable)
-    return None
-
-
-def _leave(
-    state: Pass, vd: VLLMDeployment, canary: CanarySpec, candidate: str, stable: str
-) -> None:
-    """Traffic back to the stable revision in this pass."""
-    state.canary_traffic = False
-    canary_traffic.restore(state, vd, canary.traffic.mode, stable, candidate)
+    return steps.hold(state, dataclasses.replace(step_, record=record), status, pods)
 
 
 def settle(state: Pass, vd: VLLMDeployment, stable: str | None) -> None:
@@ -378,91 +245,12 @@ def scrape_targets(observed: Observed, now: datetime) -> list[PodView]:
         if record is None or record.passed:
             continue
         when = parse_time(record.due_at)
+        read = parse_time(record.next_read_at)
         if record.started_at is None or when is None or now >= when:
             return scraped_pods(observed, dep.revision, stable)
+        if read is not None and now >= read:
+            return scraped_pods(observed, dep.revision, stable)
     return []
-
-
-def _read(state: Pass, pods: list[PodView]) -> dict[str, PodCounts] | None:
-    """Every pod's counts from this pass's scrapes; None (with one Event) when a pod of the
-    step could not be read: a step is judged on all of its pods or not at all."""
-    out: dict[str, PodCounts] = {}
-    failures: list[str] = []
-    for pod in pods:
-        raw = state.observed.scrapes.get(pod.name)
-        if raw is None:
-            return None  # not read this pass (the shell reads at the next)
-        if isinstance(raw, ScrapeFailure):
-            failures.append(f"{pod.name}: {raw.reason}")
-            continue
-        if isinstance(raw, PodCounts):  # read from Prometheus (analysis.prometheus)
-            out[pod.name] = dataclasses.replace(raw, restarts=pod.restarts)
-            continue
-        try:
-            out[pod.name] = parse_metrics(str(raw), restarts=pod.restarts)
-        except ScrapeError as exc:
-            failures.append(f"{pod.name}: {exc}")
-    if failures:
-        state.event("Warning", EventReason.CanaryScrapeFailed, "; ".join(failures)[:1024])
-        return None
-    return out if out else None
-
-
-def _judge(
-    vd: VLLMDeployment,
-    canary: CanarySpec,
-    record: CanaryRecord,
-    counts: Mapping[str, PodCounts],
-    *,
-    candidate: str,
-    stable: str,
-    seconds: float,
-    observed: Observed,
-) -> StepJudgement:
-    deltas = step_deltas(record.start, counts)
-    ours = {p.name for p in observed.pods_of_revision(candidate)}
-    theirs = {p.name for p in observed.pods_of_revision(stable)}
-    candidate_deltas: dict[str, PodDelta] = {p: d for p, d in deltas.items() if p in ours}
-    stable_deltas: dict[str, PodDelta] = {p: d for p, d in deltas.items() if p in theirs}
-    return judge_step(
-        canary.analysis,
-        candidate_deltas,
-        stable_deltas,
-        seconds,
-        gate_slo=vd.spec.gate.thresholds.slo,
-        pod_load=canary_traffic.pod_load_ratio(
-            canary.traffic.mode,
-            canary.steps[record.step].weight,
-            len(candidate_deltas),
-            len(stable_deltas),
-        ),
-    )
-
-
-def _write(state: Pass, dep: DeploymentView, record: CanaryRecord) -> None:
-    text = record.to_annotation()
-    if dep.canary != text:
-        state.actions.append(
-            Patch(
-                "Deployment",
-                dep.name,
-                {"metadata": {"annotations": {labels.CANARY_ANNOTATION: text}}},
-            )
-        )
-
-
-def _figures(revision: str, live: LiveFigures) -> CanaryFigures:
-    return CanaryFigures(
-        revision=revision,
-        pods=live.pods,
-        restarted_pods=live.restarted_pods,
-        requests=live.requests,
-        error_percent=live.error_percent,
-        tokens_per_second_per_replica=live.tokens_per_second_per_replica,
-        ttft_p95_ms=live.ttft_p95_ms,
-        itl_p95_ms=live.itl_p95_ms,
-        e2e_p95_ms=live.e2e_p95_ms,
-    )
 
 
 def _kept(state: Pass, side: str, record: CanaryRecord) -> CanaryFigures | None:

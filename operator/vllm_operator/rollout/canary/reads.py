@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from pydantic import ValidationError
 
-from vllm_operator.api.canary import PrometheusSource
+from vllm_operator.api.canary_prometheus import PrometheusSource
 from vllm_operator.render import labels, names
 from vllm_operator.rollout.observed import Observed
 

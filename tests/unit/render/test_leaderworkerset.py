@@ -1,0 +1,250 @@
+"""Multi-node revisions: the LeaderWorkerSet, its leader and worker commands, per release."""
+
+from __future__ import annotations
+
+import copy
+import functools
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from builders import minimal_spec, resource
+from devcluster.kubelet_launch import expand_vars
+from vllm_operator.api import parse_vllm_deployment
+from vllm_operator.engine import argv, extra_args, flagdata, multinode
+from vllm_operator.engine.policy import plan_launch
+from vllm_operator.engine.version import Version
+from vllm_operator.errors import SpecErrors
+from vllm_operator.render import labels, render_all, revision_hash
+from vllm_operator.render.identity import without_identity
+from vllm_operator.render.leaderworkerset import render_leaderworkerset
+
+CRD = Path(__file__).parent / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+NATIVE = ["0.11.1", "0.16.0", "0.17.0", "0.22.0", "0.33.0"]
+RAY_ONLY = ["0.10.2", "0.11.0"]
+# What LeaderWorkerSet puts in a pod's environment, as the kubelet substitutes it.
+LEADER = "qwen--0123456789-0.qwen--0123456789.default"
+
+
+def two_nodes(version: str, **resources: Any) -> dict[str, Any]:
+    spec = minimal_spec(image=f"vllm/vllm-openai:v{version}", tensorParallelSize=8)
+    spec["engine"]["extraArgs"] = ["--pipeline-parallel-size", "2"]
+    spec["resources"] = {"gpus": 8, "nodes": 2, **resources}
+    return spec
+
+
+def lws_of(spec: dict[str, Any], replicas: int = 1) -> dict[str, Any]:
+    vd = parse_vllm_deployment(resource(spec))
+    launch = plan_launch(vd.spec)
+    return render_leaderworkerset(vd, launch, revision_hash(vd.spec, launch), replicas)
+
+
+def container(lws: dict[str, Any], role: str) -> dict[str, Any]:
+    (found,) = lws["spec"]["leaderWorkerTemplate"][role]["spec"]["containers"]
+    assert isinstance(found, dict)
+    return found
+
+
+def as_kubelet_runs(args: list[str], index: int) -> list[str]:
+    """The arguments after the kubelet's $(VAR) expansion (the embedded kubelet's rule)."""
+    env = {"LWS_LEADER_ADDRESS": LEADER, "LWS_WORKER_INDEX": str(index)}
+    return [expand_vars(arg, env) for arg in args]
+
+
+@pytest.mark.parametrize("version", NATIVE)
+def test_leader_and_worker_commands_are_accepted_by_the_releases_own_parser(
+    version: str,
+) -> None:
+    lws = lws_of(two_nodes(version))
+    table = flagdata.table(Version.parse(version))
+    for role, index in (("leaderTemplate", 0), ("workerTemplate", 1)):
+        args = as_kubelet_runs(container(lws, role)["args"], index)
+        parsed = argv.parse(table, args)
+        assert parsed.accepted, (role, parsed.failure, parsed.exception)
+        assert not extra_args.after_parse(parsed, table).refusals, role
+        assert parsed.value("nnodes") == 2
+        assert parsed.value("node_rank") == index
+        assert parsed.value("master_addr") == LEADER
+        assert parsed.value("master_port") == multinode.MASTER_PORT
+        assert parsed.value("tensor_parallel_size") * parsed.value("pipeline_parallel_size") == 16
+        assert bool(parsed.value("headless")) is (index > 0)
+
+
+@pytest.mark.parametrize("version", RAY_ONLY)
+def test_a_release_without_native_multi_node_flags_is_refused_by_name(version: str) -> None:
+    vd = parse_vllm_deployment(resource(two_nodes(version)))
+    with pytest.raises(SpecErrors) as caught:
+        plan_launch(vd.spec)
+    (error,) = caught.value.errors
+    assert error.field == "spec.resources.nodes"
+    assert "0.11.1" in error.message
+    assert "0.11.1" in error.fix
+
+
+def test_native_flags_are_read_from_the_tables_not_assumed() -> None:
+    native = {
+        str(v) for v in flagdata.releases() if multinode.has_native_multinode(flagdata.table(v))
+    }
+    assert set(NATIVE) <= native
+    assert not native & set(RAY_ONLY)
+    assert min(Version.parse(v) for v in native) == Version(0, 11, 1)
+
+
+@pytest.mark.parametrize(
+    ("tp", "pp", "gpus", "nodes", "ok"),
+    [
+        (8, 2, 8, 2, True),
+        (4, 2, 4, 2, True),
+        (8, 1, 4, 2, True),  # tensor parallel across nodes: vLLM allows it (slow, but valid)
+        (8, 2, 8, 3, False),
+        (8, 1, 8, 2, False),
+        (4, 4, 8, 2, True),
+        (4, 3, 8, 2, False),
+    ],
+)
+def test_the_group_must_hold_exactly_the_world_size(
+    tp: int, pp: int, gpus: int, nodes: int, ok: bool
+) -> None:
+    spec = minimal_spec(image="vllm/vllm-openai:v0.22.0", tensorParallelSize=tp)
+    spec["engine"]["extraArgs"] = ["--pipeline-parallel-size", str(pp)]
+    spec["resources"] = {"gpus": gpus, "nodes": nodes}
+    vd = parse_vllm_deployment(resource(spec))
+    if ok:
+        assert plan_launch(vd.spec).group is not None
+        return
+    with pytest.raises(SpecErrors) as caught:
+        plan_launch(vd.spec)
+    (error,) = caught.value.errors
+    assert error.field == "spec.engine.tensorParallelSize"
+    assert f"= {tp * pp} GPUs" in error.message
+    assert f"{nodes} x spec.resources.gpus {gpus} = {nodes * gpus}" in error.message
+
+
+@pytest.mark.parametrize(
+    "flag", ["--nnodes=2", "--node-rank=1", "--master-addr=x", "--master-port=1234"]
+)
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_the_group_flags_are_the_operators(flag: str, nodes: int) -> None:
+    spec = two_nodes("0.22.0") if nodes == 2 else minimal_spec(image="vllm/vllm-openai:v0.22.0")
+    spec["engine"].setdefault("extraArgs", []).append(flag)
+    vd = parse_vllm_deployment(resource(spec))
+    with pytest.raises(SpecErrors) as caught:
+        plan_launch(vd.spec)
+    fields = [e.field for e in caught.value.errors]
+    assert fields == [f"spec.engine.extraArgs[{len(vd.spec.engine.extra_args) - 1}]"]
+    assert "spec.resources.nodes" in caught.value.errors[0].fix
+
+
+def test_data_parallel_across_nodes_is_refused() -> None:
+    spec = two_nodes("0.22.0")
+    spec["engine"]["extraArgs"] += ["--data-parallel-size", "2"]
+    vd = parse_vllm_deployment(resource(spec))
+    with pytest.raises(SpecErrors) as caught:
+        plan_launch(vd.spec)
+    assert [e.field for e in caught.value.errors] == ["spec.engine.extraArgs"]
+
+
+def test_workers_serve_no_http_and_no_service_selects_them() -> None:
+    lws = lws_of(two_nodes("0.22.0"))
+    group = lws["spec"]["leaderWorkerTemplate"]
+    worker, leader = container(lws, "workerTemplate"), container(lws, "leaderTemplate")
+    assert not {"ports", "startupProbe", "readinessProbe", "livenessProbe"} & set(worker)
+    assert {"ports", "startupProbe", "readinessProbe", "livenessProbe"} <= set(leader)
+    selector = labels.server_selector("qwen", lws["metadata"]["labels"][labels.REVISION_LABEL])
+    leader_labels = group["leaderTemplate"]["metadata"]["labels"]
+    worker_labels = group["workerTemplate"]["metadata"]["labels"]
+    assert selector.items() <= leader_labels.items()
+    assert not selector.items() <= worker_labels.items()
+    assert not labels.canary_selector("qwen").items() <= worker_labels.items()
+    # everything else a pod runs is the same on both: image, entrypoint, env, volumes
+    for key in ("image", "command", "env", "volumeMounts", "resources", "securityContext"):
+        assert worker[key] == leader[key], key
+
+
+def test_the_leader_waits_for_its_workers_within_its_startup_probe() -> None:
+    one = render_all(
+        parse_vllm_deployment(resource(minimal_spec(image="vllm/vllm-openai:v0.22.0")))
+    )
+    single = one[0]["spec"]["template"]["spec"]["containers"][0]["startupProbe"]
+    leader = container(lws_of(two_nodes("0.22.0")), "leaderTemplate")["startupProbe"]
+
+    def budget(probe: dict[str, Any]) -> int:
+        return int(probe["periodSeconds"] * probe["failureThreshold"])
+
+    assert budget(leader) >= budget(single) + multinode.GROUP_JOIN_SECONDS
+
+
+def test_group_settings() -> None:
+    lws = lws_of(two_nodes("0.22.0"), replicas=3)
+    assert lws["spec"]["replicas"] == 3
+    assert lws["spec"]["startupPolicy"] == "LeaderCreated"
+    group = lws["spec"]["leaderWorkerTemplate"]
+    assert group["size"] == 2
+    assert group["restartPolicy"] == "RecreateGroupOnPodRestart"
+
+
+def test_user_strings_stay_literal_and_only_the_operators_references_expand() -> None:
+    spec = two_nodes("0.22.0")
+    spec["model"]["servedModelName"] = "a$(LWS_WORKER_INDEX)b"
+    args = container(lws_of(spec), "workerTemplate")["args"]
+    ran = as_kubelet_runs(args, 5)
+    assert "a$(LWS_WORKER_INDEX)b" in ran
+    assert ran[ran.index("--node-rank") + 1] == "5"
+
+
+@functools.cache
+def _crd_schema() -> dict[str, Any]:
+    docs = [d for d in yaml.safe_load_all(CRD.read_text()) if d]
+    (crd,) = docs
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    schema = version["schema"]["openAPIV3Schema"]
+    assert isinstance(schema, dict)
+    return schema
+
+
+@pytest.mark.parametrize("version", NATIVE)
+def test_the_set_validates_against_the_vendored_crd(version: str) -> None:
+    lws = lws_of(two_nodes(version), replicas=2)
+    jsonschema.validate(lws, _crd_schema())
+    broken = copy.deepcopy(lws)
+    broken["spec"]["leaderWorkerTemplate"]["restartPolicy"] = "Sometimes"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, _crd_schema())
+
+
+def test_each_template_is_a_valid_pod_for_kubernetes() -> None:
+    lws = lws_of(two_nodes("0.22.0"))
+    for role in ("leaderTemplate", "workerTemplate"):
+        template = lws["spec"]["leaderWorkerTemplate"][role]
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, **template}
+        pod["metadata"] = {**template["metadata"], "name": "p"}
+        kubernetes_validate.validate(pod, kubernetes_validate.latest_version(), strict=True)
+
+
+def test_the_revision_covers_both_templates() -> None:
+    base = two_nodes("0.22.0")
+    vd = parse_vllm_deployment(resource(base))
+    launch = plan_launch(vd.spec)
+    revision = revision_hash(vd.spec, launch)
+    lws = render_leaderworkerset(vd, launch, revision, 1)
+    templates = lws["spec"]["leaderWorkerTemplate"]
+    for role in ("leaderTemplate", "workerTemplate"):
+        assert templates[role]["metadata"]["labels"][labels.REVISION_LABEL] == revision
+        assert without_identity(templates[role]) != templates[role]
+    three = parse_vllm_deployment(resource(two_nodes("0.22.0", nodes=4, gpus=4)))
+    assert revision_hash(three.spec, plan_launch(three.spec)) != revision
+    one_node = parse_vllm_deployment(resource(minimal_spec(image="vllm/vllm-openai:v0.22.0")))
+    assert plan_launch(one_node.spec).group is None
+
+
+def test_render_all_gives_a_leaderworkerset_for_a_group_and_a_deployment_for_one_node() -> None:
+    kinds = [o["kind"] for o in render_all(parse_vllm_deployment(resource(two_nodes("0.22.0"))))]
+    assert kinds == ["LeaderWorkerSet", "Service", "Service"]
+    one = render_all(
+        parse_vllm_deployment(resource(minimal_spec(image="vllm/vllm-openai:v0.22.0")))
+    )
+    assert [o["kind"] for o in one] == ["Deployment", "Service", "Service"]
