@@ -49,3 +49,28 @@ def test_render_is_quiet_when_the_plan_can_decide() -> None:
     code, _, err = render(cr(500))
     assert code == 0
     assert "gate plan:" not in err
+
+
+def _canary(replicas: int, weights: list[int], mode: str = "replicas") -> dict[str, Any]:
+    doc = cr(500)
+    doc["spec"]["replicas"] = replicas
+    traffic: dict[str, Any] = {"mode": mode}
+    if mode == "gatewayAPI":
+        traffic["httpRoute"] = {"name": "web"}
+    doc["spec"]["rollout"] = {
+        "canary": {"steps": [{"weight": w} for w in weights], "traffic": traffic}
+    }
+    return doc
+
+
+def test_render_warns_when_whole_replicas_cannot_make_a_canary_weight() -> None:
+    # One stable pod: 10% is one candidate pod, half the traffic; 50% is made exactly.
+    code, _, err = render(_canary(1, [10, 50]))
+    assert code == 0
+    lines = [line for line in err.splitlines() if "rollout.canary.steps" in line]
+    assert len(lines) == 1, err
+    assert "steps[0]: weight 10% cannot be made of whole replicas beside 1 stable pod" in lines[0]
+    assert "1 candidate pod(s) get 50% of the serving traffic" in lines[0]
+    # Four stable pods make 20% and 50% exactly; gatewayAPI makes any weight.
+    assert "rollout.canary.steps" not in render(_canary(4, [20, 50]))[2]
+    assert "rollout.canary.steps" not in render(_canary(1, [10, 50], "gatewayAPI"))[2]

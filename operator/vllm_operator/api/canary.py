@@ -45,9 +45,10 @@ def allowed_share(percentile: Percentile) -> float:
 def minimum_requests(percentile: Percentile, confidence_percent: int) -> int:
     """Fewest requests that can show ``percentile`` within its limit at this confidence.
 
-    The tail judge (``gate.tails.judge_regression``) spends half of the error on the
-    stable's quantile bounds and judges the candidate's share with a two-sided interval, so
-    the candidate's upper bound errs with at most ``(1 - c) / 4``. With none of n requests
+    A floor, not a promise: the tail judge judging a share against a limit at half of the
+    error (``gate.tail_baseline``'s split) errs on the upper side with at most ``(1 - c) / 4``;
+    the latency rule against the stable (``rollout.canary.latency``) needs more, as
+    docs/rollout.md's table of vLLM's buckets says. With none of n requests
     above, that bound is ``1 - ((1 - c) / 4) ** (1 / n)``; it falls to the allowed share
     only from ``n = ln((1 - c) / 4) / ln(1 - allowed)`` (437 for p99 at 95 %). The judge
     lives above the API layer; a unit test holds this count to its ``observations_needed``.
@@ -109,8 +110,9 @@ class LatencyRegression(APIModel):
         description=(
             "Largest rise of the candidate's percentile over the stable's, in percent of "
             "the stable's; a rise counts only past floorMs as well. vLLM's histogram buckets "
-            "step by 1.25x to 2.5x (TTFT 0.1 -> 0.25 s): a limit narrower than the bucket "
-            "holding the stable's percentile cannot be shown within, and the step waits."
+            "step by up to 4x (TTFT 0.1 -> 0.25 s, 160 -> 640 s), so the limit is applied at "
+            "the bucket bound nearest the stable's percentile and rounded to the nearest "
+            "bucket bound above it; the step's reasons say which bound is used."
         ),
     )
     floor_ms: float = Field(
@@ -260,6 +262,17 @@ class HTTPRouteRef(APIModel):
     """The Gateway API HTTPRoute whose backend weights the canary sets."""
 
     name: ObjectName = Field(description="Name of the HTTPRoute in the resource's namespace.")
+    rules: list[Annotated[int, Field(ge=0, le=63)]] | None = Field(
+        default=None,
+        max_length=16,
+        description=(
+            "Indices of spec.rules whose serving-Service backend a step splits (unset: every "
+            "rule with the serving Service as a backend and no header or query-parameter "
+            "match; a header-pinned rule keeps its backends). Only the serving backend's "
+            "own weight is split; other backends keep their share, and the rules are "
+            "restored exactly as they were afterwards."
+        ),
+    )
 
 
 class CanaryTraffic(APIModel):
@@ -445,7 +458,8 @@ class CanaryStatus(APIModel):
         le=100,
         description=(
             "The share in effect: with traffic.mode replicas candidate / (candidate + stable) "
-            "Ready pods (rounded up to whole replicas), with gatewayAPI the route's weight."
+            "Ready pods (rounded up to whole replicas), with gatewayAPI the candidate's share "
+            "of the split route rule's traffic (other backends of the rule included)."
         ),
     )
     mode: TrafficMode = Field(default="replicas", description="How the share is made.")

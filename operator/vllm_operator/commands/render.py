@@ -25,6 +25,7 @@ from vllm_operator.api.yaml_input import MAX_INPUT_BYTES, YAMLInputError, load_d
 from vllm_operator.commands.parsing import Parser
 from vllm_operator.errors import SpecError, SpecErrors, VLLMOperatorError
 from vllm_operator.render.validate import check
+from vllm_operator.rollout.canary.traffic import share_warnings
 from vllm_operator.rollout.context import DEFAULT_BENCH_IMAGE, Settings
 from vllm_operator.rollout.gate_plan import plan_warnings
 from vllm_operator.rollout.preview import first_revision
@@ -52,8 +53,9 @@ output:
       <name>--<revision>.
   Each as created: the promotion later patches the Deployment's replicas and role label.
   <revision> is the hash of the rendered pod template. The started-at annotation is the
-  time of the preview. Warnings go to stderr: eager mode's cost, say, or a tail limit the
-  gate's plan cannot decide within timeoutSeconds (too few requests at that level).
+  time of the preview. Warnings go to stderr: eager mode's cost, say, a tail limit the
+  gate's plan cannot decide within timeoutSeconds (too few requests at that level), or a
+  canary step's weight that whole replicas cannot make (traffic.mode replicas).
 
 input limits (each refused with exit 2, naming the position and the fix):
   at most 1 MiB, 1000 documents and 100000 values per file, UTF-8, no YAML aliases (*name),
@@ -194,7 +196,7 @@ def run(
                 failed = True
                 _report(stderr, prog, label, exc.errors)
                 continue
-            for warning in [*plan.warnings, *plan_warnings(vd.spec.gate)]:
+            for warning in [*plan.warnings, *plan_warnings(vd.spec.gate), *share_warnings(vd)]:
                 stderr.write(f"warning: {label}: {warning}\n")
             manifests += rendered
     if failed:

@@ -293,6 +293,15 @@ def _decide(  # noqa: PLR0917 - private, two call sites
     return "undecided"
 
 
+def effective_counts(clusters: Sequence[Exceedance]) -> tuple[float, float, float]:
+    """(pooled share, effective observations, effective hits) of clusters, from the counts
+    that are never too few (``above``): what an interval of their share rests on, the same
+    design effects ``judge_share`` applies (the live canary's two-share comparison uses it)."""
+    if sum(c.total for c in clusters) <= 0:
+        return 0.0, 0.0, 0.0
+    return _effective([(c.above, c.total, c.design_effect) for c in clusters])
+
+
 def _effective(counts: Sequence[tuple[float, float, float]]) -> tuple[float, float, float]:
     """(pooled share, effective observations, effective hits) of clustered counts.
 

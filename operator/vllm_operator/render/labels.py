@@ -45,6 +45,9 @@ ROLL_OPERATOR_UPDATE_ANNOTATION = f"{DOMAIN}/roll-operator-update"
 # A candidate's canary: its step, when the step started and the counts scraped then
 # (rollout/canary/phase.py); on the candidate's Deployment, so a restarted operator resumes it.
 CANARY_ANNOTATION = f"{DOMAIN}/canary"
+# On the user's HTTPRoute during a gatewayAPI canary: its rules before the first split and as
+# last written, so they are given back exactly (rollout/canary/route.py).
+CANARY_ROUTE_ANNOTATION = f"{DOMAIN}/canary-route-rules"
 # Not ours: the GPU product NVIDIA's GPU feature discovery puts on nodes.
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 

@@ -153,7 +153,9 @@ def _live_users_counted(text: str) -> None:
     injected = re.search(r"\((\d+) injected by the simulator under live traffic, 0 by", step4)
     assert injected is not None, step4
     assert int(injected.group(1)) > 5
-    assert re.search(r"- canary step 1/2 \(25%\) failed: error share", step4), step4
+    assert re.search(
+        r"- canary step 1/2 \(25% asked, 50% in effect\) failed: error share", step4
+    ), step4
     assert "traffic back on stable revision" in step4
     assert "0 of them by a traffic switch" in text
 
@@ -216,7 +218,9 @@ def _describe_is_short_and_leads_with_the_verdict(described: str, text: str) -> 
         f"stable revision {stable[0]} serves (1/1 Ready); revision {revision[1]} rejected by "
         "its canary (Failed):"
     ) in head, head
-    assert re.search(r"canary step 1/2 \(25%\) failed: error share", head), head
+    assert re.search(r"canary step 1/2 \(25% asked, 50% in effect\) failed: error share", head), (
+        head
+    )
     assert "TTFT" not in head.split("Spec:")[0], head  # a check that passed decided nothing
     # kubectl indents each annotation line by 16 and cuts it at 138 with "...": none is cut
     assert max(len(x) for x in lines[:20]) <= 150, head

@@ -149,7 +149,9 @@ def test_a_live_error_share_fails_step_one_and_traffic_returns(
                  and rollout.status()["lastGate"]["reasons"][0].startswith("canary"), 120,
                  "the canary failed")  # fmt: skip
     reason = rollout.status()["lastGate"]["reasons"][0]
-    assert reason.startswith("canary step 1/2 (20%) failed: error share beyond"), reason
+    assert reason.startswith(
+        "canary step 1/2 (20% asked, 50% in effect) failed: error share beyond"
+    ), reason
     assert rollout.serving_revision() == stable
     rollout.wait_phase("Degraded", timeout=60)
     assert "CanaryFailed" in _reasons(rollout)

@@ -8,6 +8,7 @@ API every 100 ms), which is what a Gateway would do with the route.
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -104,6 +105,7 @@ def _spec(mode: str, sim_env: dict[str, str] | None = None) -> dict[str, Any]:
 def test_route_weights_follow_the_steps_then_return_to_the_service(gateway: Rollout) -> None:
     r = gateway
     r.cluster.create(ROUTE)
+    before = r.cluster.get(ROUTES, "httproutes", "web")["spec"]["rules"]  # with the CRD's defaults
     route = WeightedRoute(r)
     try:
         with LiveUsers(route, model=MODEL, users=4) as live:
@@ -117,7 +119,7 @@ def test_route_weights_follow_the_steps_then_return_to_the_service(gateway: Roll
                 return st if done else None
 
             st = r.wait(promoted, 150, "the candidate promoted")
-            r.wait(lambda: route.refs == [("qwen", 100)], 30, "the route back on qwen alone")
+            r.wait(lambda: [n for n, _ in route.refs] == ["qwen"], 30, "the route back on qwen")
             time.sleep(0.5)
             assert live.switch_failures() == []
     finally:
@@ -129,9 +131,10 @@ def test_route_weights_follow_the_steps_then_return_to_the_service(gateway: Roll
         [("qwen", 50), ("qwen--candidate", 50)]
     )
     assert r.serving_revision() == st["stable"]["revision"]
-    # Only the weights changed: the parent and the rest of the route are the user's.
-    parents = r.cluster.get(ROUTES, "httproutes", "web")["spec"]["parentRefs"]
-    assert [p["name"] for p in parents] == ["gateway"]
+    # Given back exactly: the rules as the user wrote them, byte for byte, the rest untouched.
+    back = r.cluster.get(ROUTES, "httproutes", "web")
+    assert json.dumps(back["spec"]["rules"]) == json.dumps(before)
+    assert [p["name"] for p in back["spec"]["parentRefs"]] == ["gateway"]
 
 
 def test_a_failing_step_puts_the_route_back_on_the_stable(gateway: Rollout) -> None:
@@ -146,9 +149,64 @@ def test_a_failing_step_puts_the_route_back_on_the_stable(gateway: Rollout) -> N
             r.wait_phase("Degraded", timeout=150)
             reason = r.status()["lastGate"]["reasons"][0]
             assert reason.startswith("canary step 1/2 (20%) failed: error share"), reason
-            r.wait(lambda: route.refs == [("qwen", 100)], 10, "the route back on qwen alone")
+            r.wait(lambda: [n for n, _ in route.refs] == ["qwen"], 10, "the route back on qwen")
             assert r.serving_revision() == stable
             time.sleep(0.5)
             assert live.switch_failures() == []
     finally:
         route.stop()
+
+
+def test_a_person_editing_the_route_mid_canary_keeps_the_edit(gateway: Rollout) -> None:
+    """Someone adds a header-pinned rule during step 1 (kubectl edit: the whole rules list,
+    with the route's resourceVersion). The split of step 2 and the route given back keep it;
+    the pinned rule never gets the candidate; the candidate's backend goes."""
+    r = gateway
+    r.cluster.create(ROUTE)
+    route = WeightedRoute(r)
+    pinned = {
+        "matches": [{"headers": [{"name": "x-pin", "value": "stable"}]}],
+        "backendRefs": [{"name": "qwen", "port": 8000}],
+    }
+    try:
+        with LiveUsers(route, model=MODEL, users=4):
+            r.apply(_spec("balanced"))
+            stable = r.wait_phase("Serving", timeout=90)["stable"]["revision"]
+            r.apply(_spec("throughput"))
+            r.wait(lambda: len(route.refs) == 2, 120, "step 1's split on the route")
+            current = r.cluster.get(ROUTES, "httproutes", "web")
+            r.cluster.patch(
+                ROUTES,
+                "httproutes",
+                "web",
+                {
+                    "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+                    "spec": {"rules": [*current["spec"]["rules"], pinned]},
+                },
+            )
+
+            def step_two() -> dict[str, Any] | None:
+                canary = r.status().get("canary") or {}
+                return canary if canary.get("step") == 2 and canary.get("startedAt") else None
+
+            r.wait(step_two, 120, "step 2 started")
+            during = r.cluster.get(ROUTES, "httproutes", "web")["spec"]["rules"]
+            assert [ref["name"] for ref in during[1]["backendRefs"]] == ["qwen"]  # pinned: kept
+
+            def promoted() -> dict[str, Any] | None:
+                st = r.status()
+                done = st.get("phase") == "Serving" and st["stable"]["revision"] != stable
+                return st if done else None
+
+            r.wait(promoted, 150, "the candidate promoted")
+            r.wait(lambda: [n for n, _ in route.refs] == ["qwen"], 30, "the route back on qwen")
+    finally:
+        route.stop()
+    # Step 2 split the edited route half and half (weights scaled: the edit moved them).
+    assert any(len(refs) == 2 and refs[0][1] == refs[1][1] for refs in route.seen), route.seen
+    rules = r.cluster.get(ROUTES, "httproutes", "web")["spec"]["rules"]
+    assert len(rules) == 2
+    assert [ref["name"] for ref in rules[0]["backendRefs"]] == ["qwen"]
+    assert [ref["name"] for ref in rules[1]["backendRefs"]] == ["qwen"]
+    header = rules[1]["matches"][0]["headers"][0]
+    assert (header["name"], header["value"]) == ("x-pin", "stable")

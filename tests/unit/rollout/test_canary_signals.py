@@ -27,7 +27,9 @@ def test_a_candidate_server_restart_fails_the_step_at_once() -> None:
     w.advance(1)  # long before the step is due
     p = w.step()
     reason = _failed(w)
-    assert reason.startswith("canary step 1/2 (10%) failed: candidate pod"), reason
+    assert reason.startswith(
+        "canary step 1/2 (10% asked, 33.3% in effect) failed: candidate pod"
+    ), reason
     assert "server container restarted (restarts 0 -> 1" in reason
     assert w.serving() == stable
     assert "CanaryFailed" in [e.reason for e in p.events]
@@ -90,7 +92,9 @@ def test_a_candidate_failing_every_request_is_stopped_at_the_first_read() -> Non
     w.advance(30)  # one analysis.intervalSeconds, of a 600 s step
     w.step()
     reason = _failed(w)
-    assert reason.startswith("canary step 1/2 (10%) failed: error share beyond"), reason
+    assert reason.startswith(
+        "canary step 1/2 (10% asked, 33.3% in effect) failed: error share beyond"
+    ), reason
     assert "early stop at 99.9% confidence" in reason
     assert w.serving() == stable
 

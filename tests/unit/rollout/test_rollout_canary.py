@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
+import math
+import random
 from typing import Any
 
 import pytest
@@ -12,6 +15,7 @@ from vllm_operator.render import labels
 from vllm_operator.render.labels import ABORT_ANNOTATION, PROMOTE_ANNOTATION
 from vllm_operator.rollout.canary.metrics import parse_metrics
 from vllm_operator.rollout.canary.phase import candidate_replicas
+from vllm_operator.rollout.canary.route import ORIGINAL_ANNOTATION
 from vllm_operator.sim.metrics import SimMetrics
 
 STEPS = [{"weight": 10, "holdSeconds": 600}, {"weight": 50, "holdSeconds": 600}]
@@ -174,6 +178,10 @@ def test_a_clean_canary_steps_through_and_promotes() -> None:
     status = w.status["canary"]
     assert (status["step"], status["steps"], status["weight"]) == (1, 2, 10)
     assert status["sharePercent"] == pytest.approx(100 / 3, abs=0.01)  # 1 of 3 pods
+    # Whole pods make a third, not 10%: the Ready message and the Event say both.
+    assert "canary step 1/2 (10% asked, 33.3% in effect)" in w.condition("Ready")["message"]
+    started = [e.message for p in w.plans for e in p.events if e.reason == "CanaryStepStarted"]
+    assert "(10% asked, 33.3% in effect) started: 33.33% of the serving traffic" in started[-1]
     pods.serve(candidate, 150)
     pods.serve(stable, 150)
     w.advance(599)
@@ -206,8 +214,9 @@ def test_a_failing_error_share_sends_traffic_back_in_the_same_pass() -> None:
     w.advance(600)
     p = w.step()
     assert w.status["lastGate"]["outcome"] == "Failed"
+    # 10% asked of 2 stable pods is 1 candidate pod: a third of the traffic, and it says so.
     assert w.status["lastGate"]["reasons"][0].startswith(
-        "canary step 1/2 (10%) failed: error share"
+        "canary step 1/2 (10% asked, 33.3% in effect) failed: error share"
     )
     assert "patch Service qwen" in p.kinds()
     assert w.serving() == stable  # back within this one pass
@@ -355,6 +364,13 @@ def backends(w: World) -> list[list[tuple[str, int]]]:
     ]
 
 
+def assert_restored(w: World) -> None:
+    """The route's rules as the user wrote them, byte for byte, and no trace of the canary."""
+    route = w.objects[("HTTPRoute", "web")]
+    assert json.dumps(route["spec"]["rules"]) == json.dumps(ROUTE["spec"]["rules"])
+    assert ORIGINAL_ANNOTATION not in (route["metadata"].get("annotations") or {})
+
+
 def test_gateway_api_weights_follow_the_steps_and_fall_back_on_failure() -> None:
     w, pods, stable, candidate = gateway_world()
     until_step_started(w, pods)
@@ -372,7 +388,7 @@ def test_gateway_api_weights_follow_the_steps_and_fall_back_on_failure() -> None
     w.advance(600)
     p = w.step()
     assert "patch HTTPRoute web" in p.kinds()
-    assert backends(w) == [[("qwen", 100)], [("other", 1)]]
+    assert_restored(w)
     assert w.status["lastGate"]["reasons"][0].startswith("canary step 2/2 (50%) failed")
     w.advance(5)
     w.settle()
@@ -392,7 +408,7 @@ def test_gateway_api_route_back_on_the_service_when_promoted() -> None:
     pods.sync()
     w.settle()
     assert w.serving() == candidate
-    assert backends(w) == [[("qwen", 100)], [("other", 1)]]
+    assert_restored(w)
 
 
 def test_gateway_api_without_the_route_waits_and_says_so() -> None:
@@ -419,6 +435,71 @@ def test_counts_read_from_prometheus_are_judged_like_pages() -> None:
     w.advance(600)
     w.step()
     assert w.status["lastGate"]["reasons"][0].startswith(
-        "canary step 1/2 (10%) failed: error share"
+        "canary step 1/2 (10% asked, 33.3% in effect) failed: error share"
     )
     assert w.serving() == stable
+
+
+def test_gateway_api_status_shows_the_share_of_the_routes_traffic_in_effect() -> None:
+    shared_route = copy.deepcopy(ROUTE)
+    shared_route["spec"]["rules"][0]["backendRefs"] = [
+        {"name": "other-model", "port": 80, "weight": 1},
+        {"name": "qwen", "port": 8000, "weight": 1},
+    ]
+    doc = canary_spec(
+        mode="throughput", traffic={"mode": "gatewayAPI", "httpRoute": {"name": "web"}}
+    )
+    w, pods, _stable, _candidate = at_canary(doc, route=shared_route)
+    until_step_started(w, pods)
+    assert backends(w)[0] == [("other-model", 100), ("qwen", 90), ("qwen--candidate", 10)]
+    assert w.status["canary"]["weight"] == 10
+    assert w.status["canary"]["sharePercent"] == 5.0  # half the rule is the other model's
+
+
+def _serve_random(pods: Pods, revision: str, per_pod: int, rng: random.Random) -> None:
+    """``per_pod`` requests on each of the revision's pods, latencies drawn alike for both
+    revisions (an identical candidate), 50 tokens each."""
+    for name, sim in pods.metrics.items():
+        if f"--{revision}-" not in name:
+            continue
+        for _ in range(per_pod):
+            sim.ttft.observe(rng.lognormvariate(math.log(0.05), 0.4))
+            sim.e2e.observe(rng.lognormvariate(math.log(1.0), 0.3))
+            for _ in range(5):
+                sim.tokens.observe_itl(rng.lognormvariate(math.log(0.02), 0.3))
+            sim.tokens.generation_tokens += 50
+            sim.success("stop")
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_gateway_api_at_10_percent_beside_4_stable_pods_passes_an_identical_candidate(
+    seed: int,
+) -> None:
+    """Issue 39 item 5: one candidate pod at 10% carries 0.44x a stable pod's requests; its
+    tokens/s per replica is judged against the stable's scaled by that, and the reasons say
+    so (unscaled, the 56% 'drop' failed a healthy candidate)."""
+    rng = random.Random(seed)
+    analysis = {**ANALYSIS, "maxThroughputDropPercent": 20, "latency": [
+        {"metric": m, "percentile": "p95"} for m in ("ttft", "itl", "e2e")]}  # fmt: skip
+    traffic = {"mode": "gatewayAPI", "httpRoute": {"name": "web"}}
+    w = serving_world({**canary_spec(mode="balanced"), "replicas": 4})
+    w.objects[("HTTPRoute", "web")] = copy.deepcopy(ROUTE)
+    stable = w.serving()
+    doc = {**canary_spec(mode="throughput", analysis=analysis, traffic=traffic), "replicas": 4}
+    w.set_spec(doc)
+    w.start_benchmark()
+    w.finish_job(summary())
+    pods = Pods(w)
+    w.step()
+    candidate = next(r for r in w.revisions() if r != stable)
+    until_step_started(w, pods)
+    assert w.deployment(candidate)["spec"]["replicas"] == 1
+    total = 2000
+    _serve_random(pods, candidate, total // 10, rng)  # 10% on one pod
+    _serve_random(pods, stable, total * 9 // 10 // 4, rng)  # 90% over four
+    w.advance(600)
+    w.step()
+    assert "CanaryStepPassed" in w.events(), w.status.get("lastGate")
+    judged = w.status["canary"]["lastJudgement"]
+    assert any("a candidate pod gets 0.44x a stable pod's requests" in r for r in judged)
+    assert any(r.startswith("tokens/s per replica") and "x 0.44 per-pod load" in r for r in judged)

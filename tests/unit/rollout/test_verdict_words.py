@@ -40,7 +40,9 @@ def test_a_canary_failure_names_its_judge_and_only_its_deciding_reason() -> None
     assert verdict_name(gate) == "canary verdict"
     lines = verdict_lines(gate)
     assert lines[0] == f"    - {gate.reasons[0]}"
-    assert lines[0].startswith("    - canary step 1/2 (10%) failed: error share")
+    assert lines[0].startswith(
+        "    - canary step 1/2 (10% asked, 33.3% in effect) failed: error share"
+    )
     assert not any(reason in line for reason in gate.reasons[1:] for line in lines)
     assert lines[1:] == [
         f"    ({len(gate.reasons) - 1} other figure(s) and note(s) did not decide it: see the "
@@ -63,7 +65,7 @@ def test_the_annotation_leads_with_who_serves_what_was_rejected_and_why() -> Non
     note = annotations[labels.VERDICT_ANNOTATION].split("\n")
     assert note[0].startswith(f"stable revision {stable} serves (")
     assert note[0].endswith(f"; revision {candidate} rejected by its canary (Failed):")
-    assert note[1].startswith("  canary step 1/2 (10%) failed: error share")
+    assert note[1].startswith("  canary step 1/2 (10% asked, 33.3% in effect) failed: error share")
     why = " ".join(line.strip() for line in note[1:])
     assert "TTFT" not in why  # the canary's checks that passed decided nothing
     assert re.search(r"\(\+\d+ more\)$", why), why

@@ -1,10 +1,10 @@
 """One canary step judged: candidate against stable, from what their pods counted. Pure.
 
 The figures are vLLM's own histograms and counters as deltas over the step
-(``metrics``), and every decision is the tail judge's (``gate.tails``): a latency
-percentile is a share of requests above a bound, each pod one cluster of observations,
-histograms judged at their bucket bounds (so a limit between two bounds can leave a figure
-undecided, never wrongly decided). Nothing here estimates a percentile to compare two
+(``metrics``), and every decision is made on shares of observations above bounds, each pod
+one cluster of observations: a latency percentile against the stable's at two bucket bounds
+(``latency``: the limit rounded to a bound, and the reason says which), error shares and SLO
+limits by the tail judge (``gate.tails``). Nothing here estimates a percentile to compare two
 numbers; the figures shown in status are for people.
 
 A step is
@@ -23,14 +23,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from vllm_operator.api.canary import CANARY_METRICS, CanaryAnalysis
 from vllm_operator.api.workload import SloLimits
-from vllm_operator.gate.tail_baseline import judge_regression
 from vllm_operator.gate.tails import Exceedance, allowed_share, judge_share
-from vllm_operator.gate.tallies import HistogramTally, Tally
+from vllm_operator.gate.tallies import histogram_exceedance
+from vllm_operator.rollout.canary.latency import (
+    PodHistogram,
+    describe,
+    gap_design_effect,
+    judge_latency,
+)
 from vllm_operator.rollout.canary.metrics import PodDelta
 
 StepDecision = Literal["Passed", "Failed", "Waiting"]
@@ -84,15 +89,6 @@ class StepJudgement:
         return [f.text for f in sorted(self.figures, key=lambda f: order[f.decision])]
 
 
-def _tallies(deltas: Mapping[str, PodDelta], metric: str) -> list[Tally]:
-    out: list[Tally] = []
-    for one in deltas.values():
-        buckets = one.counts.histograms.get(metric)
-        if buckets and buckets[-1][1] > 0:
-            out.append(HistogramTally(tuple(buckets)))
-    return out
-
-
 def _pooled(deltas: Mapping[str, PodDelta], metric: str) -> tuple[tuple[float, float], ...]:
     pooled: dict[float, float] = {}
     for one in deltas.values():
@@ -138,6 +134,20 @@ def live_figures(deltas: Mapping[str, PodDelta], seconds: float) -> LiveFigures:
     )
 
 
+def _histograms(deltas: Mapping[str, PodDelta], metric: str) -> list[PodHistogram]:
+    """Each pod's histogram of ``metric``; ITL gaps carry their gaps-per-request design effect."""
+    out: list[PodHistogram] = []
+    for one in deltas.values():
+        buckets = one.counts.histograms.get(metric)
+        if not buckets or buckets[-1][1] <= 0:
+            continue
+        effect = 1.0
+        if metric == "itl":
+            effect = gap_design_effect(buckets, one.counts.histograms.get("e2e", ()))
+        out.append(PodHistogram(tuple(buckets), effect))
+    return out
+
+
 def _latency(
     analysis: CanaryAnalysis,
     candidate: Mapping[str, PodDelta],
@@ -147,35 +157,37 @@ def _latency(
     out: list[Figure] = []
     for limit in analysis.latency:
         name = f"{_LABELS[limit.metric]} {limit.percentile}"
-        ours, theirs = _tallies(candidate, limit.metric), _tallies(stable, limit.metric)
-        if not ours or not theirs:
-            out.append(Figure(name, "undecided", f"{name}: no observations on both revisions"))
-            continue
         ratio, floor = 1 + limit.max_regression_percent / 100, limit.floor_ms / 1000
 
         def threshold(value: float, ratio: float = ratio, floor: float = floor) -> float:
             return max(value * ratio, value + floor)
 
-        judged = judge_regression(ours, theirs, limit.percentile, threshold, confidence)
-        shown = _shown(candidate, stable, limit.metric, limit.percentile)
+        judged = judge_latency(
+            _histograms(candidate, limit.metric),
+            _histograms(stable, limit.metric),
+            allowed_share(limit.percentile),
+            threshold,
+            confidence,
+        )
         rule = f"+{limit.max_regression_percent:g}% and +{limit.floor_ms:g} ms"
-        if judged.decision == "beyond":
-            assert judged.beyond is not None
-            allowed = 100 * allowed_share(limit.percentile)
-            text = (
-                f"{name} regressed beyond {rule} of stable: "
-                f"{100 * judged.beyond.low:.2f}% or more of the candidate's requests above "
-                f"{judged.threshold_high * 1000:.0f} ms (allowed {allowed:g}%); {shown}"
+        if judged.pair is None:
+            out.append(
+                Figure(name, "undecided", f"{name} undecided against {rule}: {judged.reason}")
             )
-        elif judged.decision == "within":
-            text = f"{name} within {rule} of stable; {shown}"
-        else:
-            text = (
-                f"{name} undecided against {rule} of stable; {shown}; the stable's "
-                f"{limit.percentile} lies in ({judged.baseline_low * 1000:g}, "
-                f"{judged.baseline_high * 1000:g}] ms, and a limit narrower than its "
-                "buckets cannot be shown within"
-            )
+            continue
+        pair, shown = judged.pair, _shown(candidate, stable, limit.metric, limit.percentile)
+        verdict = {
+            "beyond": f"regressed beyond {rule} of stable",
+            "within": f"within {rule} of stable",
+            "undecided": f"undecided against {rule} of stable (more requests decide it)",
+        }[judged.decision]
+        text = (
+            f"{name} {verdict}: {100 * judged.candidate_share:.2f}% of the candidate's "
+            f"observations above {pair.candidate * 1000:g} ms, {100 * judged.stable_share:.2f}% "
+            f"of the stable's above {pair.stable * 1000:g} ms (difference "
+            f"{100 * judged.low:+.2f} to {100 * judged.high:+.2f} points; {describe(pair)}); "
+            f"{shown}"
+        )
         out.append(Figure(name, judged.decision, text))
     return out
 
@@ -202,7 +214,14 @@ def _slo(
             continue
         for percentile, limit_ms in found.limits().items():
             name = f"{_LABELS[metric]} {percentile} {source}"
-            clusters = [t.exceedance(limit_ms / 1000) for t in _tallies(candidate, metric)]
+            # ITL gaps carry their gaps-per-request design effect: they share their request's fate
+            clusters = [
+                replace(
+                    histogram_exceedance(h.buckets, limit_ms / 1000),
+                    design_effect=h.design_effect,
+                )
+                for h in _histograms(candidate, metric)
+            ]
             if not clusters:
                 out.append(Figure(name, "undecided", f"{name}: no candidate observations"))
                 continue
@@ -252,14 +271,38 @@ def _error_share(
     )
 
 
-def _throughput(limit_percent: float, candidate: LiveFigures, stable: LiveFigures) -> Figure:
+def _throughput(
+    limit_percent: float, candidate: LiveFigures, stable: LiveFigures, pod_load: float
+) -> Figure:
+    """Tokens/s per replica against the stable's, scaled by the requests a candidate pod gets
+    over a stable pod's by the routing (``pod_load``): with fewer requests a healthy pod
+    generates fewer tokens, so an unscaled comparison would fail it for its share."""
     name = "tokens/s per replica"
     ours, theirs = candidate.tokens_per_second_per_replica, stable.tokens_per_second_per_replica
-    text = f"{name}: candidate {ours:g}, stable {theirs:g} (allowed drop {limit_percent:g}%)"
-    if theirs <= 0:
+    expected = theirs * pod_load
+    scaled = "" if _even(pod_load) else f" x {pod_load:.2f} per-pod load = {expected:g}"
+    text = (
+        f"{name}: candidate {ours:g}, stable {theirs:g}{scaled} (allowed drop {limit_percent:g}%)"
+    )
+    if expected <= 0:
         return Figure(name, "undecided", text)
-    drop = 100 * (1 - ours / theirs)
+    drop = 100 * (1 - ours / expected)
     return Figure(name, "beyond" if drop > limit_percent else "within", text)
+
+
+def _even(pod_load: float) -> bool:
+    return abs(pod_load - 1) <= 0.05
+
+
+def _load_note(pod_load: float) -> Figure:
+    """The per-pod load ratio, said in the step's reasons when the routing makes it uneven."""
+    return Figure(
+        "per-pod load",
+        "within",
+        f"per-pod load: a candidate pod gets {pod_load:.2f}x a stable pod's requests (route "
+        "weights over whole pods); tokens/s per replica is judged scaled by it, and latency "
+        "under less load can favour the candidate",
+    )
 
 
 def judge_step(
@@ -269,8 +312,10 @@ def judge_step(
     seconds: float,
     *,
     gate_slo: SloLimits | None = None,
+    pod_load: float = 1.0,
 ) -> StepJudgement:
-    """Judge one step from both revisions' per-pod deltas over ``seconds``."""
+    """Judge one step from both revisions' per-pod deltas over ``seconds``; ``pod_load`` is
+    a candidate pod's share of the requests over a stable pod's, as the routing makes them."""
     confidence = analysis.confidence_percent / 100
     ours, theirs = live_figures(candidate, seconds), live_figures(stable, seconds)
     figures = _latency(analysis, candidate, stable)
@@ -292,10 +337,12 @@ def judge_step(
     enough = ours.requests >= analysis.min_requests and theirs.requests >= analysis.min_requests
     if analysis.max_throughput_drop_percent is not None:
         # A point comparison of rates: only on a step with enough requests on both sides.
-        throughput = _throughput(analysis.max_throughput_drop_percent, ours, theirs)
+        throughput = _throughput(analysis.max_throughput_drop_percent, ours, theirs, pod_load)
         figures.append(
             throughput if enough else Figure(throughput.name, "undecided", throughput.text)
         )
+    if not _even(pod_load):
+        figures.append(_load_note(pod_load))
     decision: StepDecision
     if any(f.decision == "beyond" for f in figures):
         decision = "Failed"

@@ -33,7 +33,6 @@ abort sends the traffic back like a failure). Everything a pass needs is in the 
 from __future__ import annotations
 
 import dataclasses
-import math
 from datetime import datetime, timedelta
 
 from vllm_operator.api.canary import CanaryFigures, CanarySpec, CanaryStatus
@@ -45,6 +44,7 @@ from vllm_operator.rollout import ledger
 from vllm_operator.rollout.canary import signals, steps
 from vllm_operator.rollout.canary import traffic as canary_traffic
 from vllm_operator.rollout.canary.record import CanaryRecord
+from vllm_operator.rollout.canary.traffic import candidate_replicas
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.objects import patch_deployment
 from vllm_operator.rollout.observed import Observed
@@ -82,15 +82,6 @@ def from_canary(decided: GateRecord) -> bool:
     return bool(decided.reasons) and decided.reasons[0].startswith(CANARY_PREFIX)
 
 
-def candidate_replicas(weight: int, stable_replicas: int, cap: int) -> int:
-    """Candidate pods whose share of ``candidate + stable`` is at least ``weight`` percent
-    (rounded up to a whole pod), at least 1 and at most ``cap``."""
-    if stable_replicas <= 0:
-        return 1
-    needed = math.ceil(weight * stable_replicas / (100 - weight) - 1e-9)
-    return max(1, min(needed, cap))
-
-
 def run(
     state: Pass, vd: VLLMDeployment, canary: CanarySpec, candidate: str, stable: str
 ) -> Outcome | None:
@@ -115,7 +106,9 @@ def run(
     want = candidate_replicas(step.weight, stable_dep.replicas, cap)
     patch_deployment(state, dep, want, labels.ROLE_CANDIDATE)
     mode = canary.traffic.mode
-    share = canary_traffic.share(mode, step.weight, dep.ready_replicas, stable_dep.ready_replicas)
+    share = canary_traffic.share_now(
+        state, vd, step.weight, dep.ready_replicas, stable_dep.ready_replicas
+    )
     status = CanaryStatus(
         step=record.step + 1,
         steps=len(canary.steps),
@@ -130,7 +123,8 @@ def run(
         last_judgement=_kept_reasons(state, record),
     )
     state.canary_status = status
-    step_ = steps.Step(vd, canary, record, dep, candidate, stable)
+    made = canary_traffic.share(mode, step.weight, want, stable_dep.replicas)
+    step_ = steps.Step(vd, canary, record, dep, candidate, stable, made)
     where = step_.where
     died = signals.server_failures(observed.pods_of_revision(candidate), record.counts)
     if record.started_at is not None and died:

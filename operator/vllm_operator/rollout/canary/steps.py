@@ -41,6 +41,7 @@ from vllm_operator.rollout.canary.metrics import (
     step_deltas,
 )
 from vllm_operator.rollout.canary.record import CanaryRecord
+from vllm_operator.rollout.canary.traffic import pod_load_ratio, shares
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.observed import Observed
 from vllm_operator.rollout.status import Outcome
@@ -59,11 +60,14 @@ class Step:
     dep: DeploymentView
     candidate: str
     stable: str
+    made: float | None = None
+    """The share whole pods make of the step's weight (None: the weight itself)."""
 
     @property
     def where(self) -> str:
         weight = self.canary.steps[self.record.step].weight
-        return f"canary step {self.record.step + 1}/{len(self.canary.steps)} ({weight}%)"
+        made = shares(weight, weight if self.made is None else self.made)
+        return f"canary step {self.record.step + 1}/{len(self.canary.steps)} ({made})"
 
 
 def after_read(
@@ -114,8 +118,17 @@ def hold(state: Pass, step: Step, status: CanaryStatus, pods: list[PodView]) -> 
             f"revision {candidate}: {where}: holding until {record.due_at}",
             ConditionReason.Canary,
         )
+    canary = step.canary
+    load = pod_load_ratio(
+        canary.traffic.mode, canary.steps[record.step].weight, len(ours), len(theirs)
+    )
     judged = judge_step(
-        step.canary.analysis, ours, theirs, seconds, gate_slo=step.vd.spec.gate.thresholds.slo
+        canary.analysis,
+        ours,
+        theirs,
+        seconds,
+        gate_slo=step.vd.spec.gate.thresholds.slo,
+        pod_load=load,
     )
     state.canary_status = status.model_copy(
         update={
@@ -134,6 +147,7 @@ def hold(state: Pass, step: Step, status: CanaryStatus, pods: list[PodView]) -> 
         candidate=candidate,
         stable=step.stable,
         where=where,
+        made=step.made,
     )
 
 
@@ -191,10 +205,11 @@ def decide(
     candidate: str,
     stable: str,
     where: str,
+    made: float | None = None,
 ) -> Outcome | None:
     if judged.decision == "Failed":
         failed = "; ".join(f.text for f in judged.failed_figures)
-        return fail(state, Step(vd, canary, record, dep, candidate, stable), failed, judged)
+        return fail(state, Step(vd, canary, record, dep, candidate, stable, made), failed, judged)
     if judged.decision == "Passed":
         last = record.step + 1 >= len(canary.steps)
         state.event(

@@ -10,19 +10,20 @@ sent to a pod that cannot answer. The Service's revision annotation keeps naming
 revision meanwhile (``ServiceView.revision``), which is how the operator still knows it.
 
 ``gatewayAPI``: the user's HTTPRoute (Gateway API v1) names the serving Service as a backend;
-in each rule that does, the operator sets the backends to the serving Service (stable) with
-weight ``100 - w`` and the candidate Service with weight ``w``. The gateway splits requests,
-not connections, so the share is the weight. The route is the user's: only those rules'
-``backendRefs`` are written (a JSON merge patch replaces the rules list whole, so a person
-editing the route during a canary should expect the operator to write the weights again).
+in the rules the user selects, only the serving backend's own weight is split between it and
+the candidate Service, the rest of the route kept as it is, and given back exactly
+(``route``: which rules, the weights, the filters, optimistic concurrency). The gateway
+splits requests, not connections, so the share holds per request.
 
 Taking it back is one write: the serving Service selects the stable revision again, or the
-route's rules name the serving Service alone.
+route's rules are the user's again. With replicas, whole pods make the share, often not the
+weight asked: ``shares`` names both wherever a step is named, ``share_warnings`` lets
+``render`` say so before anything runs.
 """
 
 from __future__ import annotations
 
-import copy
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,6 +33,7 @@ from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.render import labels, names
 from vllm_operator.render.services import render_serving_service
 from vllm_operator.rollout.actions import Patch
+from vllm_operator.rollout.canary import route as canary_route
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.objects import ensure_service
 
@@ -42,6 +44,67 @@ def share(mode: TrafficMode, weight: int, candidate_ready: int, stable_ready: in
         return float(weight)
     total = candidate_ready + stable_ready
     return round(100.0 * candidate_ready / total, 2) if total > 0 else 0.0
+
+
+def share_now(
+    state: Pass, vd: VLLMDeployment, weight: int, candidate_ready: int, stable_ready: int
+) -> float:
+    """The share in effect now: of the Ready pods (replicas), or of the route's traffic
+    (gatewayAPI, the weight until the route shows the split)."""
+    routed = route_share(state, vd)
+    if routed is not None and routed > 0:
+        return routed
+    mode: TrafficMode = "gatewayAPI" if routed is not None else "replicas"
+    return share(mode, weight, candidate_ready, stable_ready)
+
+
+def pod_load_ratio(mode: TrafficMode, weight: int, candidate_pods: int, stable_pods: int) -> float:
+    """A candidate pod's share of the requests over a stable pod's, as the routing makes
+    them: 1 with replicas (kube-proxy spreads connections over all pods alike); with
+    gatewayAPI the route splits by Service, so ``(w / candidate pods) / ((100 - w) / stable
+    pods)``: 0.44 at 10% with one candidate pod beside four stable ones (whole pods)."""
+    if mode != "gatewayAPI" or candidate_pods <= 0 or stable_pods <= 0 or weight >= 100:
+        return 1.0
+    return (weight / candidate_pods) / ((100 - weight) / stable_pods)
+
+
+def candidate_replicas(weight: int, stable_replicas: int, cap: int) -> int:
+    """Candidate pods whose share of ``candidate + stable`` is at least ``weight`` percent
+    (rounded up to a whole pod), at least 1 and at most ``cap``."""
+    if stable_replicas <= 0:
+        return 1
+    needed = math.ceil(weight * stable_replicas / (100 - weight) - 1e-9)
+    return max(1, min(needed, cap))
+
+
+def shares(weight: int, in_effect: float) -> str:
+    """The share asked and, where whole pods make another, the share in effect: "10%", or
+    "10% asked, 50% in effect" (one stable pod: any step below 50% is 50%)."""
+    if abs(in_effect - weight) < 0.5:
+        return f"{weight}%"
+    return f"{weight}% asked, {in_effect:.3g}% in effect"
+
+
+def share_warnings(vd: VLLMDeployment) -> list[str]:
+    """One line per step whose weight whole replicas cannot make (traffic.mode replicas),
+    with ``spec.replicas`` stable pods: what the step will give instead."""
+    canary = vd.spec.rollout.canary
+    if canary is None or canary.traffic.mode != "replicas":
+        return []
+    stable = vd.spec.replicas
+    cap = max(vd.spec.replicas, vd.spec.rollout.candidate_replicas)
+    out = []
+    for i, step in enumerate(canary.steps):
+        pods = candidate_replicas(step.weight, stable, cap)
+        made = share("replicas", step.weight, pods, stable)
+        if abs(made - step.weight) >= 0.5:
+            out.append(
+                f"rollout.canary.steps[{i}]: weight {step.weight}% cannot be made of whole "
+                f"replicas beside {stable} stable pod(s): {pods} candidate pod(s) get "
+                f"{made:.3g}% of the serving traffic (more replicas, or traffic.mode "
+                "gatewayAPI, make it closer)"
+            )
+    return out
 
 
 def how(mode: TrafficMode, candidate_ready: int, stable_ready: int) -> str:
@@ -75,15 +138,19 @@ def ensure_shared(state: Pass, vd: VLLMDeployment, stable: str, weight: int) -> 
         found = state.observed.routes.get(route)
         if found is None:
             return f"HTTPRoute {route} not found in namespace {state.observed.namespace}"
-        rules = weighted_rules(found, vd, weight)
-        if rules is None:
-            return (
-                f"HTTPRoute {route} has no rule with the serving Service "
-                f"{names.serving_service_name(vd.metadata.name)} as a backend"
-            )
-        if _route_weight(found, vd) == weight:
+        patch = canary_route.shift_patch(
+            found,
+            serving=names.serving_service_name(vd.metadata.name),
+            candidate=names.candidate_service_name(vd.metadata.name),
+            weight=weight,
+            port=vd.spec.service.port,
+            chosen=_chosen(vd),
+        )
+        if patch is None:
             return True
-        state.actions.append(Patch("HTTPRoute", route, {"spec": {"rules": rules}}))
+        if isinstance(patch, str):
+            return f"HTTPRoute {route}: {patch}"
+        state.actions.append(Patch("HTTPRoute", route, patch))
         return False
     if is_shared(state, vd, stable):
         return True
@@ -122,14 +189,16 @@ def restore_route(state: Pass, vd: VLLMDeployment, what: str) -> None:
         return
     if _patched(state, "HTTPRoute", route):
         return
-    rules = weighted_rules(found, vd, 0)
-    if rules is not None:
-        state.actions.append(Patch("HTTPRoute", route, {"spec": {"rules": rules}}))
-        state.event(
-            "Normal",
-            EventReason.TrafficRestored,
-            f"HTTPRoute {route} sends every request to the serving Service: {what}",
-        )
+    serving = names.serving_service_name(vd.metadata.name)
+    candidate = names.candidate_service_name(vd.metadata.name)
+    state.actions.append(
+        Patch("HTTPRoute", route, canary_route.restore_patch(found, serving, candidate))
+    )
+    state.event(
+        "Normal",
+        EventReason.TrafficRestored,
+        f"HTTPRoute {route} has its rules as before the canary: {what}",
+    )
 
 
 def still_shared(state: Pass, vd: VLLMDeployment | None = None) -> bool:
@@ -145,49 +214,23 @@ def _patched(state: Pass, kind: str, name: str) -> bool:
     return any(isinstance(a, Patch) and a.kind == kind and a.name == name for a in state.actions)
 
 
-def _is_ref(ref: object, service: str) -> bool:
-    return (
-        isinstance(ref, Mapping)
-        and ref.get("name") == service
-        and ref.get("kind", "Service") == "Service"
-        and ref.get("group", "") in ("", "core")
-    )
+def _chosen(vd: VLLMDeployment) -> list[int] | None:
+    canary = vd.spec.rollout.canary
+    ref = canary.traffic.http_route if canary is not None else None
+    return ref.rules if ref is not None else None
 
 
-def _route_weight(route: Mapping[str, Any] | None, vd: VLLMDeployment | None) -> int:
-    """The candidate's weight in the route (the first rule naming it), 0 when none."""
+def _route_weight(route: Mapping[str, Any] | None, vd: VLLMDeployment | None) -> float:
+    """The candidate's share (percent) of the route's traffic in its first split rule."""
     if route is None or vd is None:
-        return 0
-    candidate = names.candidate_service_name(vd.metadata.name)
-    for rule in (route.get("spec") or {}).get("rules") or []:
-        for ref in (rule or {}).get("backendRefs") or []:
-            if _is_ref(ref, candidate):
-                weight = ref.get("weight", 1)
-                return weight if isinstance(weight, int) else 0
-    return 0
+        return 0.0
+    return canary_route.candidate_share(route, names.candidate_service_name(vd.metadata.name))
 
 
-def weighted_rules(
-    route: Mapping[str, Any], vd: VLLMDeployment, weight: int
-) -> list[dict[str, Any]] | None:
-    """The route's rules with every rule that names the serving (or candidate) Service sent
-    ``weight`` percent to the candidate Service and the rest to the serving one; weight 0
-    drops the candidate. None when no rule names either."""
-    serving = names.serving_service_name(vd.metadata.name)
-    candidate = names.candidate_service_name(vd.metadata.name)
-    rules = copy.deepcopy(list((route.get("spec") or {}).get("rules") or []))
-    touched = False
-    for rule in rules:
-        refs = [r for r in (rule or {}).get("backendRefs") or [] if isinstance(r, Mapping)]
-        ours = [r for r in refs if _is_ref(r, serving) or _is_ref(r, candidate)]
-        if not ours:
-            continue
-        touched = True
-        port = next((r.get("port") for r in ours if r.get("port")), vd.spec.service.port)
-        others = [r for r in refs if r not in ours]
-        stable_ref: dict[str, Any] = {"name": serving, "port": port, "weight": 100 - weight}
-        new = [*others, stable_ref]
-        if weight > 0:
-            new.append({"name": candidate, "port": port, "weight": weight})
-        rule["backendRefs"] = new
-    return rules if touched else None
+def route_share(state: Pass, vd: VLLMDeployment) -> float | None:
+    """With gatewayAPI, the candidate's share of the route's traffic in effect (of the
+    first rule it is in, other backends included); None in replicas mode."""
+    route = route_name(vd)
+    if route is None:
+        return None
+    return _route_weight(state.observed.routes.get(route), vd)
