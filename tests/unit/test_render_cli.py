@@ -100,13 +100,13 @@ INVALID: list[tuple[str, dict[str, Any], str, str]] = [
         "literal-token-field",
         edit("spec.model.hfToken", "hf_abc"),
         "spec.model.hfToken",
-        "kubectl explain",
+        "did you mean hfTokenSecret?",
     ),
     (
         "unknown-field",
         engine(performanceMod="throughput"),
         "spec.engine.performanceMod",
-        "spelling",
+        "did you mean performanceMode?",
     ),
     (
         "performance-mode-on-0.16",
