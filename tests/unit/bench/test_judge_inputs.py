@@ -102,18 +102,23 @@ def test_a_must_pass_name_the_builtin_suite_lacks_is_an_error_with_did_you_mean(
     assert "must-pass quality test code-1 failed" in capsys.readouterr().out
 
 
-def test_a_must_pass_name_a_report_s_suite_lacks_is_an_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _write_report(path: Path, ids: range) -> None:
+    """A report of the custom suite "mine" whose tests are t-<n> for n in ``ids``; t-3 failed."""
     summary = BenchSummary.model_validate_json(_builtin_summary(["t-3"]))
     report = {
         "schema": "vllm-operator.dev/bench-report/v1",
         "summary": summary.model_copy(
             update={"quality": QualityFigures(suite="mine", passed=2, total=3, failed=["t-3"])}
         ).to_wire(),
-        "quality": {"suite": "mine", "tests": [{"id": f"t-{n}"} for n in (1, 2, 3)]},
+        "quality": {"suite": "mine", "tests": [{"id": f"t-{n}"} for n in ids]},
     }
-    (tmp_path / "r.json").write_text(json.dumps(report))
+    path.write_text(json.dumps(report))
+
+
+def test_a_must_pass_name_a_report_s_suite_lacks_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _write_report(tmp_path / "r.json", range(1, 4))
     code = judge(
         "--summary",
         str(tmp_path / "r.json"),
@@ -163,15 +168,7 @@ def test_judge_report_refuses_a_gzip_of_empty_objects_bounded_in_memory_and_time
 def test_a_forged_report_with_many_tests_and_names_is_answered_in_bounded_time(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    summary = BenchSummary.model_validate_json(_builtin_summary(["t-3"]))
-    report = {
-        "schema": "vllm-operator.dev/bench-report/v1",
-        "summary": summary.model_copy(
-            update={"quality": QualityFigures(suite="mine", passed=2, total=3, failed=["t-3"])}
-        ).to_wire(),
-        "quality": {"suite": "mine", "tests": [{"id": f"t-{n}"} for n in range(5000)]},
-    }
-    (tmp_path / "r.json").write_text(json.dumps(report))
+    _write_report(tmp_path / "r.json", range(5000))
     names = json.dumps({"quality": {"mustPass": [f"x{n}" for n in range(50_000)]}})
     started = time.monotonic()
     code = judge("--summary", str(tmp_path / "r.json"), "--thresholds-json", names)
