@@ -292,6 +292,13 @@ def _group_errors(
     return errors
 
 
+def _group_launch(nodes: int, table: flagdata.FlagTable) -> multinode.GroupLaunch | None:
+    """The group's launch on ``nodes`` > 1 (its backend was checked by ``_group_errors``)."""
+    if nodes == 1:
+        return None
+    return multinode.group_launch(nodes, multinode.group_backend(table) or multinode.NATIVE)
+
+
 def _key_flags(report: extra_args.ExtraArgsReport, final: tuple[str, ...]) -> tuple[str, ...]:
     """The performance-deciding options as written, in command-line order."""
     found: list[str] = []
@@ -375,5 +382,5 @@ def plan_launch(spec: VLLMDeploymentSpec) -> LaunchPlan:
         compiled=mode.compiled and not report.runs_eager,
         performance_mode=engine.performance_mode,
         flags_checked_against=table.version,
-        group=multinode.group_launch(nodes) if nodes > 1 else None,
+        group=_group_launch(nodes, table),
     )
