@@ -274,6 +274,15 @@ def _group_errors(
             data_parallel=report.data_parallel_size,
             table=table,
         )
+    if nodes == 1 and spec.resources.group_topology_key is not None:
+        errors.append(
+            SpecError(
+                "spec.resources.groupTopologyKey",
+                "places the pods of a multi-node group in one topology domain, but "
+                "spec.resources.nodes is 1: there is no group to place",
+                "remove spec.resources.groupTopologyKey, or set spec.resources.nodes above 1",
+            )
+        )
     owned = multinode.GROUP_DESTS if nodes > 1 else multinode.NODE_DESTS
     for t in report.extra_taken():
         if t.option.dest not in owned:

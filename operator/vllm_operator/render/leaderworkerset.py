@@ -54,6 +54,11 @@ API_VERSION = "leaderworkerset.x-k8s.io/v1"
 KIND = "LeaderWorkerSet"
 RESTART_POLICY = "RecreateGroupOnPodRestart"
 STARTUP_POLICY = "LeaderCreated"
+# LeaderWorkerSet's ExclusiveKeyAnnotationKey (kubernetes-sigs/lws
+# api/leaderworkerset/v1/leaderworkerset_types.go, commit 024af084): its value is a node label
+# key, and LWS's pod webhook gives every pod of a group an affinity to the other pods of its
+# group and an anti-affinity to other groups on that key: one group per topology domain.
+EXCLUSIVE_TOPOLOGY_ANNOTATION = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 _PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
 
 
@@ -89,6 +94,16 @@ def group_templates(spec: VLLMDeploymentSpec, launch: LaunchPlan) -> dict[str, d
     return {"leaderTemplate": leader, "workerTemplate": worker}
 
 
+def set_annotations(spec: VLLMDeploymentSpec) -> dict[str, str]:
+    """What the set's own annotations add from the spec: the exclusive topology, if any.
+
+    Part of the revision (``render.revision``): LWS reads it when it creates the pods, and a
+    revision's set is never changed in place, so a new key must make a new revision.
+    """
+    key = spec.resources.group_topology_key
+    return {} if key is None else {EXCLUSIVE_TOPOLOGY_ANNOTATION: key}
+
+
 def render_leaderworkerset(
     vd: VLLMDeployment, launch: LaunchPlan, revision: str, replicas: int
 ) -> dict[str, Any]:
@@ -117,6 +132,7 @@ def render_leaderworkerset(
             "annotations": {
                 labels.REVISION_ANNOTATION: revision,
                 labels.LAUNCH_PLAN_ANNOTATION: launch.record().to_annotation(),
+                **set_annotations(vd.spec),
             },
         },
         "spec": {

@@ -24,6 +24,9 @@ from vllm_operator.engine.version import Version
 from vllm_operator.errors import SpecErrors
 from vllm_operator.render import labels, render_all, revision_hash
 from vllm_operator.render.identity import without_identity
+from vllm_operator.render.leaderworkerset import (
+    EXCLUSIVE_TOPOLOGY_ANNOTATION as EXCLUSIVE,
+)
 from vllm_operator.render.leaderworkerset import render_leaderworkerset
 
 CRD = Path(__file__).parent / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
@@ -347,3 +350,35 @@ def test_render_all_gives_a_leaderworkerset_for_a_group_and_a_deployment_for_one
         parse_vllm_deployment(resource(minimal_spec(image="vllm/vllm-openai:v0.22.0")))
     )
     assert [o["kind"] for o in one] == ["Deployment", "Service", "Service"]
+
+
+def test_a_group_topology_key_places_each_group_in_one_domain() -> None:
+    spec = two_nodes("0.22.0", groupTopologyKey="cloud.google.com/gce-topology-block")
+    lws = lws_of(spec, replicas=2)
+    annotations = lws["metadata"]["annotations"]
+    assert annotations[EXCLUSIVE] == "cloud.google.com/gce-topology-block"
+    jsonschema.validate(lws, _crd_schema())
+    plain = lws_of(two_nodes("0.22.0"), replicas=2)
+    assert EXCLUSIVE not in plain["metadata"]["annotations"]
+    # LWS reads it when it creates pods and a revision's set is never changed in place:
+    # another key (or none) is another revision
+    other = lws_of(two_nodes("0.22.0", groupTopologyKey="kubernetes.io/hostname"))
+    revisions = {o["metadata"]["labels"][labels.REVISION_LABEL] for o in (lws, plain, other)}
+    assert len(revisions) == 3
+
+
+def test_a_group_topology_key_without_a_group_is_refused() -> None:
+    spec = minimal_spec(image="vllm/vllm-openai:v0.22.0")
+    spec["resources"] = {"groupTopologyKey": "kubernetes.io/hostname"}
+    vd = parse_vllm_deployment(resource(spec))
+    with pytest.raises(SpecErrors) as caught:
+        plan_launch(vd.spec)
+    assert [e.field for e in caught.value.errors] == ["spec.resources.groupTopologyKey"]
+    assert "spec.resources.nodes" in caught.value.errors[0].fix
+
+
+@pytest.mark.parametrize("key", ["", "Rack/x", "x/", "-rack", "a" * 64, "a/b/c"])
+def test_a_group_topology_key_must_be_a_label_key(key: str) -> None:
+    with pytest.raises(SpecErrors) as caught:
+        parse_vllm_deployment(resource(two_nodes("0.22.0", groupTopologyKey=key)))
+    assert [e.field for e in caught.value.errors] == ["spec.resources.groupTopologyKey"]
