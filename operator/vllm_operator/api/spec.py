@@ -41,6 +41,12 @@ PromptClass = Literal["short", "medium", "long"]
 # A Kubernetes resource quantity such as "8", "500m", "64Gi".
 QUANTITY_PATTERN = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+# A Kubernetes label key: an optional DNS-subdomain prefix and "/", then a name of at most 63
+# characters (apimachinery's IsQualifiedName); the length of the whole is bounded by the field.
+LABEL_KEY_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
 
 
 class SecretKeyRef(APIModel):
@@ -219,7 +225,20 @@ class ResourcesSpec(APIModel):
             "Deployment. Above 1: each replica is a LeaderWorkerSet group of this many pods "
             "with `gpus` GPUs each (leaderworkerset.x-k8s.io must be installed), one vLLM "
             "spanning them; tensorParallelSize x --pipeline-parallel-size must equal nodes "
-            "x gpus, and vLLM must be >= 0.11.1 (docs: multi-node)."
+            "x gpus. vLLM >= 0.11.1 spans nodes with its own flags, 0.10.2 and 0.11.0 "
+            "through Ray (docs: multi-node)."
+        ),
+    )
+    group_topology_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=317,
+        pattern=LABEL_KEY_PATTERN,
+        description=(
+            "Only with nodes > 1: a node label key (e.g. a rack or network-block label, or "
+            "kubernetes.io/hostname) whose value names one topology domain; each group then "
+            "runs inside one domain, one group per domain (LeaderWorkerSet's "
+            "exclusive-topology annotation). Unset: the scheduler places pods freely."
         ),
     )
     gpu_resource_name: Annotated[str, AfterValidator(check_gpu_resource)] = Field(

@@ -29,7 +29,9 @@ FIX_ENV = "VLLMOP_LIBRARY_PATH_FIX"
 ARGV0 = "vllm-entrypoint"
 FIX_MODES = ("strip-cuda", "unset", "none")
 
-SCRIPT = """\
+# The library-path fix every vLLM container runs first: the one-node entrypoint and both
+# Ray group scripts (engine/ray_group.py) start with it.
+LIBRARY_PATH_FIX = """\
 set -eu
 fix="${VLLMOP_LIBRARY_PATH_FIX:-none}"
 case "$fix" in
@@ -91,8 +93,8 @@ none) ;;
   exit 64
   ;;
 esac
-exec vllm serve "$@"
 """
+SCRIPT = LIBRARY_PATH_FIX + 'exec vllm serve "$@"\n'
 
 
 def command() -> list[str]:

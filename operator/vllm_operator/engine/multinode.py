@@ -14,9 +14,15 @@ the recorded parser of that release (``flagdata``), never assumed:
   and ``MultiprocExecutor``'s assertion that the world size divides by the node count,
   vllm/config/parallel.py and vllm/v1/executor/multiproc_executor.py in 0.11.1 and 0.22.0),
   so tensor x pipeline parallel size must be exactly ``nodes x gpus``.
-- releases before it (0.10.2, 0.11.0) spread over nodes only through a Ray cluster started
-  beside vLLM; the operator does not start Ray, so it refuses multi-node specs there, saying
-  which release to move to.
+- **ray** (a release without them whose ``--distributed-executor-backend`` takes ``ray``:
+  0.10.2 and 0.11.0): every pod is a node of a Ray cluster (``engine.ray_group``: the leader
+  runs the Ray head, waits for the group, then ``vllm serve ... --distributed-executor-backend
+  ray``; the workers run ``ray start --address=<leader> --block`` and no vLLM), and vLLM
+  places one worker per GPU of the cluster. The same sizing rule holds: the Ray executor
+  asks for a placement group of world-size one-GPU bundles (vllm/executor/ray_utils.py
+  ``initialize_ray_cluster``, 0.11.0), which waits (up to 1800 s) while the group has fewer
+  GPUs, and leaves GPUs idle when it has more.
+- a release with neither is refused, saying which release to move to.
 
 The leader's address and a worker's rank are not known when the manifests are rendered:
 LeaderWorkerSet puts them in every pod's environment (``LWS_LEADER_ADDRESS``,
@@ -24,7 +30,7 @@ LeaderWorkerSet puts them in every pod's environment (``LWS_LEADER_ADDRESS``,
 v0.10.0), and the kubelet substitutes ``$(VAR)`` in container args. These references are
 the only unescaped ``$`` in the arguments: every user string is escaped before them
 (``render.deployment.kube_literal``). Data parallelism across nodes (``--data-parallel-*``)
-uses other flags and is refused for now.
+uses other flags and is refused for now, on both backends.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from dataclasses import dataclass
 from vllm_operator.engine.flagdata import FlagTable
 from vllm_operator.errors import SpecError
 
+NATIVE = "native"
+RAY = "ray"
 NATIVE_FLAGS = ("--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless")
 # vLLM's own default (ParallelConfig.master_port, 0.11.1 and 0.22.0): the port of the
 # torch.distributed store on the leader; the API server listens on spec.service.port.
@@ -51,6 +59,11 @@ GROUP_DESTS = (*NODE_DESTS, "distributed_executor_backend")
 # warm-up budget of one node (docs/multi-node.md).
 GROUP_JOIN_SECONDS = 600
 
+_WHY_EQUAL = {
+    NATIVE: "vLLM runs world size / nnodes workers on each node",
+    RAY: "vLLM's Ray executor places one worker per GPU of the group",
+}
+
 
 @dataclass(frozen=True)
 class GroupLaunch:
@@ -64,12 +77,44 @@ class GroupLaunch:
     nodes: int
     leader_args: tuple[str, ...]
     worker_args: tuple[str, ...]
+    # NATIVE: every pod runs `vllm serve`; RAY: the leader runs `vllm serve` after the Ray
+    # head (engine.ray_group.leader_command) and ``worker_args`` are a worker's whole
+    # arguments, the leader's address for engine.ray_group.worker_command.
+    backend: str = NATIVE
 
 
 def has_native_multinode(table: FlagTable) -> bool:
     """Whether the release recorded in ``table`` runs across nodes without Ray."""
     spellings = {s for option in table.options for s in option.spellings}
     return all(flag in spellings for flag in NATIVE_FLAGS)
+
+
+def _enums(schema: object) -> set[str]:
+    """Every string listed in an ``enum`` anywhere in a recorded JSON schema."""
+    if isinstance(schema, dict):
+        found = {v for v in schema.get("enum", ()) if isinstance(v, str)}
+        for value in schema.values():
+            found |= _enums(value)
+        return found
+    if isinstance(schema, list):
+        return set().union(*(_enums(v) for v in schema))
+    return set()
+
+
+def has_ray_backend(table: FlagTable) -> bool:
+    """Whether the release's ``--distributed-executor-backend`` takes ``ray``, as its
+    recorded config field (``ParallelConfig.distributed_executor_backend``) lists it."""
+    option = table.by_dest.get("distributed_executor_backend")
+    if option is None or option.engine_field is None:
+        return False
+    return RAY in _enums(option.engine_field.get("schema"))
+
+
+def group_backend(table: FlagTable) -> str | None:
+    """How the release recorded in ``table`` spans nodes: NATIVE, RAY or None (it cannot)."""
+    if has_native_multinode(table):
+        return NATIVE
+    return RAY if has_ray_backend(table) else None
 
 
 def group_args(nodes: int, rank: str, address: str = LEADER_ADDRESS) -> tuple[str, ...]:
@@ -79,8 +124,16 @@ def group_args(nodes: int, rank: str, address: str = LEADER_ADDRESS) -> tuple[st
     return args if rank == "0" else (*args, "--headless")
 
 
-def group_launch(nodes: int) -> GroupLaunch:
-    """What the leader and the workers of a native group of ``nodes`` pods add."""
+def group_launch(nodes: int, backend: str = NATIVE) -> GroupLaunch:
+    """What the leader and the workers of a group of ``nodes`` pods add (or, for a Ray
+    worker, run)."""
+    if backend == RAY:
+        return GroupLaunch(
+            nodes=nodes,
+            leader_args=("--distributed-executor-backend", RAY),
+            worker_args=(LEADER_ADDRESS,),
+            backend=RAY,
+        )
     return GroupLaunch(
         nodes=nodes,
         leader_args=group_args(nodes, "0"),
@@ -98,13 +151,14 @@ def group_errors(
     table: FlagTable,
 ) -> list[SpecError]:
     """Why a group of ``nodes`` pods with ``gpus`` each cannot run this release's vLLM."""
-    if not has_native_multinode(table):
+    backend = group_backend(table)
+    if backend is None:
         return [
             SpecError(
                 "spec.resources.nodes",
-                f"is {nodes}, but vLLM {table.version} has no native multi-node flags "
-                "(--nnodes, --node-rank, --master-addr; first in 0.11.1): it spans nodes only "
-                "through a Ray cluster, which this operator does not start",
+                f"is {nodes}, but vLLM {table.version} has neither native multi-node flags "
+                "(--nnodes, --node-rank, --master-addr, --master-port, --headless; first in "
+                "0.11.1) nor a ray choice for --distributed-executor-backend",
                 "use vLLM >= 0.11.1, or spec.resources.nodes: 1",
             )
         ]
@@ -125,8 +179,8 @@ def group_errors(
                 "spec.engine.tensorParallelSize",
                 f"tensorParallelSize {tensor_parallel} x --pipeline-parallel-size "
                 f"{pipeline_parallel} = {world} GPUs, but spec.resources.nodes {nodes} x "
-                f"spec.resources.gpus {gpus} = {nodes * gpus}: vLLM runs world size / nnodes "
-                "workers on each node, so the two must be equal",
+                f"spec.resources.gpus {gpus} = {nodes * gpus}: {_WHY_EQUAL[backend]}, so the "
+                "two must be equal",
                 f"e.g. tensorParallelSize {gpus} with --pipeline-parallel-size {nodes} in "
                 "spec.engine.extraArgs (tensor parallel inside a node, pipeline across)",
             )

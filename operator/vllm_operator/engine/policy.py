@@ -274,6 +274,15 @@ def _group_errors(
             data_parallel=report.data_parallel_size,
             table=table,
         )
+    if nodes == 1 and spec.resources.group_topology_key is not None:
+        errors.append(
+            SpecError(
+                "spec.resources.groupTopologyKey",
+                "places the pods of a multi-node group in one topology domain, but "
+                "spec.resources.nodes is 1: there is no group to place",
+                "remove spec.resources.groupTopologyKey, or set spec.resources.nodes above 1",
+            )
+        )
     owned = multinode.GROUP_DESTS if nodes > 1 else multinode.NODE_DESTS
     for t in report.extra_taken():
         if t.option.dest not in owned:
@@ -290,6 +299,13 @@ def _group_errors(
             )
         )
     return errors
+
+
+def _group_launch(nodes: int, table: flagdata.FlagTable) -> multinode.GroupLaunch | None:
+    """The group's launch on ``nodes`` > 1 (its backend was checked by ``_group_errors``)."""
+    if nodes == 1:
+        return None
+    return multinode.group_launch(nodes, multinode.group_backend(table) or multinode.NATIVE)
 
 
 def _key_flags(report: extra_args.ExtraArgsReport, final: tuple[str, ...]) -> tuple[str, ...]:
@@ -375,5 +391,5 @@ def plan_launch(spec: VLLMDeploymentSpec) -> LaunchPlan:
         compiled=mode.compiled and not report.runs_eager,
         performance_mode=engine.performance_mode,
         flags_checked_against=table.version,
-        group=multinode.group_launch(nodes) if nodes > 1 else None,
+        group=_group_launch(nodes, table),
     )

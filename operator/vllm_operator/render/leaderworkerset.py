@@ -14,6 +14,11 @@ volumes, ``/dev/shm``, security context, scheduling), with:
 - **workers**: the same ``vllm serve`` with ``--headless`` (no API server, so no port and no
   HTTP probes) and component ``worker``, so neither the serving nor the candidate Service
   selects them. A worker whose vLLM dies exits, and the group is recreated (below).
+- **Ray groups** (releases before native multi-node, ``engine.ray_group``): the leader's
+  command starts the Ray head and waits for the group before ``vllm serve ...
+  --distributed-executor-backend ray`` (group size in ``VLLMOP_RAY_NODES``); a worker's
+  command joins the head at ``$(LWS_LEADER_ADDRESS)`` (its only argument) and runs no vLLM
+  of its own: the head's vLLM starts its workers there through Ray.
 
 Settings of the set itself, and why:
 
@@ -36,7 +41,7 @@ from typing import Any
 
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.spec import VLLMDeploymentSpec
-from vllm_operator.engine import multinode, probes
+from vllm_operator.engine import multinode, probes, ray_group
 from vllm_operator.engine.policy import LaunchPlan
 from vllm_operator.errors import SpecErrors
 from vllm_operator.render import labels
@@ -49,6 +54,11 @@ API_VERSION = "leaderworkerset.x-k8s.io/v1"
 KIND = "LeaderWorkerSet"
 RESTART_POLICY = "RecreateGroupOnPodRestart"
 STARTUP_POLICY = "LeaderCreated"
+# LeaderWorkerSet's ExclusiveKeyAnnotationKey (kubernetes-sigs/lws
+# api/leaderworkerset/v1/leaderworkerset_types.go, commit 024af084): its value is a node label
+# key, and LWS's pod webhook gives every pod of a group an affinity to the other pods of its
+# group and an anti-affinity to other groups on that key: one group per topology domain.
+EXCLUSIVE_TOPOLOGY_ANNOTATION = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 _PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
 
 
@@ -69,13 +79,29 @@ def group_templates(spec: VLLMDeploymentSpec, launch: LaunchPlan) -> dict[str, d
     container.update(
         probes.probes(spec.service.port, launch.compiled, budget + multinode.GROUP_JOIN_SECONDS)
     )
+    if group.backend == multinode.RAY:
+        container["command"] = ray_group.leader_command()
+        container["env"].append({"name": ray_group.NODES_ENV, "value": str(group.nodes)})
     worker = copy.deepcopy(leader)
     worker["metadata"]["labels"][labels.COMPONENT_LABEL] = labels.COMPONENT_WORKER
     container = worker["spec"]["containers"][0]
     container["args"] = [*serve, *group.worker_args]
+    if group.backend == multinode.RAY:
+        container["command"] = ray_group.worker_command()
+        container["args"] = list(group.worker_args)
     for key in (*_PROBES, "ports"):
         container.pop(key, None)
     return {"leaderTemplate": leader, "workerTemplate": worker}
+
+
+def set_annotations(spec: VLLMDeploymentSpec) -> dict[str, str]:
+    """What the set's own annotations add from the spec: the exclusive topology, if any.
+
+    Part of the revision (``render.revision``): LWS reads it when it creates the pods, and a
+    revision's set is never changed in place, so a new key must make a new revision.
+    """
+    key = spec.resources.group_topology_key
+    return {} if key is None else {EXCLUSIVE_TOPOLOGY_ANNOTATION: key}
 
 
 def render_leaderworkerset(
@@ -106,6 +132,7 @@ def render_leaderworkerset(
             "annotations": {
                 labels.REVISION_ANNOTATION: revision,
                 labels.LAUNCH_PLAN_ANNOTATION: launch.record().to_annotation(),
+                **set_annotations(vd.spec),
             },
         },
         "spec": {

@@ -32,7 +32,7 @@ from vllm_operator.api.spec import VLLMDeploymentSpec
 from vllm_operator.engine.policy import LaunchPlan
 from vllm_operator.render.deployment import pod_template
 from vllm_operator.render.identity import without_identity
-from vllm_operator.render.leaderworkerset import group_templates
+from vllm_operator.render.leaderworkerset import group_templates, set_annotations
 from vllm_operator.render.names import REVISION_LENGTH
 
 # Spec sections that never reach a pod template (the digest leaves them out). Leaving out
@@ -61,7 +61,12 @@ def revision_hash(spec: VLLMDeploymentSpec, launch: LaunchPlan) -> str:
     A multi-node revision is the hash of both of its templates (leader and worker).
     """
     if launch.group is not None:
-        bare = {k: without_identity(t) for k, t in group_templates(spec, launch).items()}
+        bare: dict[str, Any] = {
+            k: without_identity(t) for k, t in group_templates(spec, launch).items()
+        }
+        placement = set_annotations(spec)
+        if placement:  # only when set: revisions without it keep their hash
+            bare["annotations"] = placement
         return _sha256(bare)[:REVISION_LENGTH]
     return template_revision(pod_template(spec, launch))
 
