@@ -17,6 +17,8 @@ says why (Event ``CanaryScrapeFailed``), never a traceback.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 import math
 import re
@@ -29,6 +31,7 @@ import aiohttp
 from vllm_operator.api.canary_prometheus import PrometheusSource
 from vllm_operator.kube.scrape import read_bounded
 from vllm_operator.rollout.canary.metrics import (
+    IDENTITY_LABELS,
     WANTED_SERIES,
     PodCounts,
     ScrapeError,
@@ -40,6 +43,9 @@ from vllm_operator.rollout.views import PodView
 MAX_ANSWER = 8 * 1024 * 1024
 """Most bytes of one answer (a step's pods' series are ~2,000 samples, ~1 MB)."""
 MAX_SERIES = 50_000
+MAX_SAMPLES = 500_000
+"""Most samples of one range answer (the samples since the step's previous read: with a
+15 s scrape and a 30 s analysis interval, ~3 per series)."""
 QUERY_PATH = "/api/v1/query"
 
 
@@ -62,11 +68,8 @@ def _quoted(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def samples_by_pod(
-    answer: bytes, pod_label: str, max_series: int = MAX_SERIES
-) -> dict[str, list[tuple[str, Mapping[str, str], float]]]:
-    """An instant query's JSON answer -> pod -> its samples; PrometheusAnswerError when the
-    answer is not a successful vector of finite samples, each with the pod label."""
+def _result(answer: bytes, kind: str, max_series: int) -> list[Any]:
+    """The ``data.result`` list of a successful answer of ``kind`` (vector, matrix)."""
     try:
         body = json.loads(answer)
     except (ValueError, RecursionError) as exc:
@@ -74,16 +77,26 @@ def samples_by_pod(
     if not isinstance(body, dict):
         raise PrometheusAnswerError("the answer is not a JSON object")
     if body.get("status") != "success":
-        kind, error = body.get("errorType"), body.get("error")
-        raise PrometheusAnswerError(f"Prometheus answered {str(kind)[:60]}: {str(error)[:200]}")
+        kind_, error = body.get("errorType"), body.get("error")
+        raise PrometheusAnswerError(f"Prometheus answered {str(kind_)[:60]}: {str(error)[:200]}")
     data = body.get("data")
-    if not isinstance(data, dict) or data.get("resultType") != "vector":
-        raise PrometheusAnswerError("the answer's data is not an instant vector")
+    if not isinstance(data, dict) or data.get("resultType") != kind:
+        what = "an instant vector" if kind == "vector" else "a range of samples"
+        raise PrometheusAnswerError(f"the answer's data is not {what}")
     result = data.get("result")
     if not isinstance(result, list):
         raise PrometheusAnswerError("the answer's data.result is not a list")
     if len(result) > max_series:
         raise PrometheusAnswerError(f"{len(result)} series, more than {max_series}")
+    return result
+
+
+def samples_by_pod(
+    answer: bytes, pod_label: str, max_series: int = MAX_SERIES
+) -> dict[str, list[tuple[str, Mapping[str, str], float]]]:
+    """An instant query's JSON answer -> pod -> its samples; PrometheusAnswerError when the
+    answer is not a successful vector of finite samples, each with the pod label."""
+    result = _result(answer, "vector", max_series)
     out: dict[str, list[tuple[str, Mapping[str, str], float]]] = {}
     for item in result:
         name, labels, value = _one(item)
@@ -92,6 +105,63 @@ def samples_by_pod(
             raise PrometheusAnswerError(f"a series of {name[:100]} has no {pod_label} label")
         out.setdefault(pod, []).append((name, labels, value))
     return out
+
+
+Sample = tuple[str, Mapping[str, str], float]
+
+
+def resets_by_pod(
+    answer: bytes, pod_label: str, max_series: int = MAX_SERIES, max_samples: int = MAX_SAMPLES
+) -> dict[str, list[Sample]]:
+    """A range selector's answer (each series' samples since the previous read) -> pod ->
+    per series, the sum of its values just before each reset (a value below the one
+    before it), for the pods with at least one reset. Of the same series scraped by several
+    jobs or instances, the one with the latest largest value is used, as for the counts."""
+    result = _result(answer, "matrix", max_series)
+    chosen: dict[tuple[str, ...], tuple[str, dict[str, str], list[float]]] = {}
+    samples = 0
+    for item in result:
+        name, labels, values = _series(item)
+        samples += len(values)
+        if samples > max_samples:
+            raise PrometheusAnswerError(f"more than {max_samples} samples since the last read")
+        if not values or labels.get(pod_label) is None:
+            continue
+        key = (labels[pod_label], name, *(labels.get(k, "") for k in IDENTITY_LABELS))
+        kept = chosen.get(key)
+        if kept is None or values[-1] > kept[2][-1]:
+            chosen[key] = (name, labels, values)
+    out: dict[str, list[Sample]] = {}
+    reset_pods: set[str] = set()
+    for name, labels, values in chosen.values():
+        before = sum(a for a, b in itertools.pairwise(values) if b < a)
+        pod = labels[pod_label]
+        out.setdefault(pod, []).append((name, labels, before))
+        if before > 0:
+            reset_pods.add(pod)
+    return {pod: found for pod, found in out.items() if pod in reset_pods}
+
+
+def _series(item: Any) -> tuple[str, dict[str, str], list[float]]:
+    """One series of a matrix: name, labels, finite values in time order."""
+    if not isinstance(item, dict) or not isinstance(item.get("values"), list):
+        raise PrometheusAnswerError("a series of the range answer has no values")
+    metric = item.get("metric")
+    if not isinstance(metric, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in metric.items()
+    ):
+        raise PrometheusAnswerError("a series' metric is not a map of label strings")
+    values: list[float] = []
+    for pair in item["values"]:
+        if not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[1], str):
+            raise PrometheusAnswerError('a range sample is not [time, "number"]')
+        try:
+            number = float(pair[1])
+        except ValueError:
+            raise PrometheusAnswerError(f"a sample {pair[1][:40]!r} is no number") from None
+        if math.isfinite(number):
+            values.append(number)
+    return str(metric.get("__name__", "")), metric, values
 
 
 def _one(item: Any) -> tuple[str, dict[str, str], float]:
@@ -121,23 +191,45 @@ class PrometheusReader:
         self.max_series = max_series
 
     async def read(
-        self, source: PrometheusSource, namespace: str, pods: Sequence[PodView], when: datetime
+        self,
+        source: PrometheusSource,
+        namespace: str,
+        pods: Sequence[PodView],
+        when: datetime,
+        since: datetime | None = None,
     ) -> dict[str, PodCounts | ScrapeFailure]:
         """Pod name -> its counts at ``when`` (restarts left 0: the planner knows them), or
-        why they could not be read (the same reason for every pod when the query failed)."""
+        why they could not be read (the same reason for every pod when the query failed).
+
+        ``since``: the step's previous read. The samples Prometheus scraped in between are
+        read too (a range selector), and a counter reset among them gives the pod's
+        ``before_reset``: what it counted up to the reset is kept, as ``increase()`` keeps
+        it, not only what it counted after."""
         names = [p.name for p in pods]
+        selector = query(source, namespace, names)
         try:
-            answer = await self._query(source, query(source, namespace, names), when)
+            answer = await self._query(source, selector, when)
             found = samples_by_pod(answer, source.pod_label, self.max_series)
+            resets: dict[str, list[Sample]] = {}
+            if since is not None and when > since:
+                window = max(math.ceil((when - since).total_seconds() * 1000), 1)
+                ranged = await self._query(source, f"{selector}[{window}ms]", when)
+                resets = resets_by_pod(ranged, source.pod_label, self.max_series)
         except PrometheusAnswerError as exc:
             failure = ScrapeFailure(f"Prometheus {source.url}: {exc}"[:300])
             return dict.fromkeys(names, failure)
         out: dict[str, PodCounts | ScrapeFailure] = {}
         for name in names:
             try:
-                out[name] = counts_from_samples(
+                counts = counts_from_samples(
                     found.get(name, []), 0, f"Prometheus's answer for pod {name}"
                 )
+                before = resets.get(name)
+                if before is not None:
+                    counts = dataclasses.replace(
+                        counts, before_reset=counts_from_samples(before, 0, "the resets")
+                    )
+                out[name] = counts
             except ScrapeError as exc:
                 out[name] = ScrapeFailure(str(exc)[:300])
         return out

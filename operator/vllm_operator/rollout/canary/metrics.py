@@ -35,6 +35,7 @@ increase since it; nothing before it is lost.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -112,6 +113,11 @@ class PodCounts:
     accumulated counts: at the pod's first read of the step)."""
     http_generation_ok: float = 0.0
     """2xx answers of generation handlers (``GENERATION_HANDLERS``)."""
+    before_reset: PodCounts | None = None
+    """Read from Prometheus since the pod's previous read: what its series held just before
+    each counter reset Prometheus scraped in between, summed (None: no reset seen). The
+    counts between that read and a restart are then kept, as ``increase()`` keeps them;
+    never recorded (a read's own)."""
 
     @property
     def requests(self) -> float:
@@ -339,19 +345,28 @@ def increase(last: PodCounts | None, now: PodCounts) -> tuple[PodCounts, bool]:
 
     No earlier read (a pod first seen now): nothing yet; it counts from this read. A reset
     (the server container's restart count changed, or any series went down): the value
-    after the reset is the increase since it.
+    after the reset is the increase since it, plus, where Prometheus scraped them
+    (``before_reset``), the counts between the earlier read and the reset.
     """
     if last is None:
         return PodCounts(histograms={k: tuple((le, 0.0) for le, _ in v)
                                      for k, v in now.histograms.items()},
                          restarts=now.restarts), False  # fmt: skip
+    if now.before_reset is not None:  # Prometheus scraped the counts before the reset too
+        since = add(dataclasses.replace(now, before_reset=None), now.before_reset)
+        return _delta(last, since), True
     if now.restarts != last.restarts or _went_down(last, now):
         return now, True
+    return _delta(last, now), False
+
+
+def _delta(last: PodCounts, now: PodCounts) -> PodCounts:
+    """``now - last``, series by series, never below zero."""
     histograms = {
         k: _bucket_delta(last.histograms.get(k, ()), v) for k, v in now.histograms.items()
     }
-    values = {name: getattr(now, name) - getattr(last, name) for name in _SCALARS}
-    return PodCounts(histograms=histograms, restarts=now.restarts, **values), False
+    values = {name: max(getattr(now, name) - getattr(last, name), 0.0) for name in _SCALARS}
+    return PodCounts(histograms=histograms, restarts=now.restarts, **values)
 
 
 def add(total: PodCounts | None, more: PodCounts) -> PodCounts:
