@@ -236,7 +236,10 @@ class Reconciler:
             if source is not None:  # analysis.prometheus: the same counts, from Prometheus
                 since = canary.last_read_at(observed)
                 reader = self.prometheus_reader
-                scrapes = await reader.read(source, namespace, targets, now, since)
+                gateway = canary_reads.gateway_scope(observed, targets)
+                scrapes = await reader.read(
+                    source, namespace, targets, now, since=since, gateway=gateway
+                )
             else:
                 port = canary_reads.scrape_port(observed, name)
                 scrapes = await self.metrics_reader.read(namespace, targets, port)

@@ -38,6 +38,7 @@ from vllm_operator.rollout.canary.metrics import (
     ScrapeFailure,
     counts_from_samples,
 )
+from vllm_operator.rollout.canary.reads import GatewayScope
 from vllm_operator.rollout.views import PodView
 
 MAX_ANSWER = 8 * 1024 * 1024
@@ -196,7 +197,9 @@ class PrometheusReader:
         namespace: str,
         pods: Sequence[PodView],
         when: datetime,
+        *,
         since: datetime | None = None,
+        gateway: GatewayScope | None = None,
     ) -> dict[str, PodCounts | ScrapeFailure]:
         """Pod name -> its counts at ``when`` (restarts left 0: the planner knows them), or
         why they could not be read (the same reason for every pod when the query failed).
@@ -204,7 +207,10 @@ class PrometheusReader:
         ``since``: the step's previous read. The samples Prometheus scraped in between are
         read too (a range selector), and a counter reset among them gives the pod's
         ``before_reset``: what it counted up to the reset is kept, as ``increase()`` keeps
-        it, not only what it counted after."""
+        it, not only what it counted after.
+
+        ``gateway`` (with ``source.gateway_errors``): the gateway's own failures, one
+        number, on the scope's holder pod."""
         names = [p.name for p in pods]
         selector = query(source, namespace, names)
         try:
@@ -215,6 +221,7 @@ class PrometheusReader:
                 window = max(math.ceil((when - since).total_seconds() * 1000), 1)
                 ranged = await self._query(source, f"{selector}[{window}ms]", when)
                 resets = resets_by_pod(ranged, source.pod_label, self.max_series)
+            failed = await self._gateway_errors(source, namespace, gateway, when)
         except PrometheusAnswerError as exc:
             failure = ScrapeFailure(f"Prometheus {source.url}: {exc}"[:300])
             return dict.fromkeys(names, failure)
@@ -229,10 +236,29 @@ class PrometheusReader:
                     counts = dataclasses.replace(
                         counts, before_reset=counts_from_samples(before, 0, "the resets")
                     )
+                if gateway is not None and name == gateway.holder and failed is not None:
+                    counts = dataclasses.replace(counts, gateway_errors=failed)
                 out[name] = counts
             except ScrapeError as exc:
                 out[name] = ScrapeFailure(str(exc)[:300])
         return out
+
+    async def _gateway_errors(
+        self, source: PrometheusSource, namespace: str, gateway: GatewayScope | None, when: datetime
+    ) -> float | None:
+        """The gateway's own failures so far (the sum of the query's series; 0 before the
+        first), or None when not asked for."""
+        if source.gateway_errors is None or gateway is None:
+            return None
+        promql = source.gateway_errors.promql(namespace, gateway.service, gateway.route)
+        result = _result(await self._query(source, promql, when), "vector", self.max_series)
+        total = 0.0
+        for item in result:
+            _, _, value = _one(item)
+            if not math.isfinite(value) or value < 0:
+                raise PrometheusAnswerError(f"the gateway query gave {value}, not a count")
+            total += value
+        return total
 
     async def _query(self, source: PrometheusSource, promql: str, when: datetime) -> bytes:
         url = source.url.rstrip("/") + QUERY_PATH

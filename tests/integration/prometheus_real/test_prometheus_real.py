@@ -21,10 +21,12 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 import aiohttp
+from aiohttp import web
 
-from vllm_operator.api.canary_prometheus import PrometheusSource
+from vllm_operator.api.canary_prometheus import GatewayErrors, PrometheusSource
 from vllm_operator.kube.prometheus import PrometheusReader
 from vllm_operator.rollout.canary.metrics import PodCounts, ScrapeFailure, accumulate
+from vllm_operator.rollout.canary.reads import GatewayScope
 from vllm_operator.rollout.views import PodView
 from vllm_operator.sim import SimConfig, SimServer
 
@@ -273,3 +275,89 @@ async def _counter(sim: SimServer) -> float:
 async def _restarted(prometheus: Prometheus, pod: str) -> bool:
     reset = f'resets(http_requests_total{{pod="{pod}",job="a",handler="{HANDLER}"}}[10m])'
     return await prometheus.value(f"sum({reset})") >= 1
+
+
+class Gateway:
+    """A mesh proxy's /metrics as Istio exports it: failures it gave itself (a response
+    flag) and answers the upstream gave (flag ``-``), to the candidate's Service and to
+    the serving one."""
+
+    def __init__(self) -> None:
+        self.own_failures = 0  # to the candidate's Service, flag UH (no healthy upstream)
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+
+    def page(self) -> str:
+        def line(service: str, code: str, flags: str, value: int) -> str:
+            return (
+                f'istio_requests_total{{reporter="source",destination_service_namespace="ml",'
+                f'destination_service_name="{service}",response_code="{code}",'
+                f'response_flags="{flags}"}} {value}'
+            )
+
+        return "\n".join(
+            [
+                "# TYPE istio_requests_total counter",
+                line("m-candidate", "503", "UH", self.own_failures),
+                line("m-candidate", "500", "-", 11),  # vLLM's own 500: vLLM counts it
+                line("m-candidate", "200", "-", 900),
+                line("m", "504", "UT", 13),  # the stable's: not the candidate's
+                "",
+            ]
+        )
+
+    async def __aenter__(self) -> Gateway:
+        async def metrics(_: web.Request) -> web.Response:
+            return web.Response(text=self.page())
+
+        app = web.Application()
+        app.router.add_get("/metrics", metrics)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"{host}:{port}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._runner is not None
+        await self._runner.cleanup()
+
+
+async def test_the_istio_template_reads_the_proxys_own_failures(prometheus: Prometheus) -> None:
+    """The named template against Istio-shaped series in a real Prometheus: only the
+    failures the proxy gave itself for the candidate's Service count, and a step counts
+    those that happened inside it, on the candidate pod that holds them."""
+    pod = "gwc-0"
+    source = PrometheusSource(url=prometheus.url, gateway_errors=GatewayErrors(template="istio"))
+    scope = GatewayScope(service="m-candidate", route="r", holder=pod)
+    reader = PrometheusReader()
+    views = [PodView(name=pod, labels={}, ip="127.0.0.1")]
+    async with _sim() as sim, Gateway() as gateway:
+        gateway.own_failures = 4
+        prometheus.scrape("a", pod, _address(sim))
+        prometheus.scrape("a", "gateway-0", gateway.url)
+        with Traffic(sim.url):
+            await _until(lambda: _has_requests(prometheus, pod, "a"))
+            await _until(lambda: _gateway_scraped(prometheus, 4))
+            first = await reader.read(source, NAMESPACE, views, datetime.now(UTC), gateway=scope)
+            gateway.own_failures = 11
+            await _until(lambda: _gateway_scraped(prometheus, 11))
+            now = datetime.now(UTC)
+            second = await reader.read(source, NAMESPACE, views, now, gateway=scope)
+    start, end = first[pod], second[pod]
+    assert isinstance(start, PodCounts)
+    assert isinstance(end, PodCounts)
+    assert start.gateway_errors == 4  # UH only: not vLLM's 500, not the stable's 504
+    step = accumulate(accumulate({}, {}, {pod: start}), {pod: start}, {pod: end})
+    assert step[pod].gateway_errors == 7
+    assert step[pod].errors == 7 + step[pod].http_errors
+    assert step[pod].requests == 7 + max(step[pod].finished, step[pod].http_requests)
+
+
+async def _gateway_scraped(prometheus: Prometheus, value: int) -> bool:
+    found = await prometheus.value(
+        'sum(istio_requests_total{destination_service_name="m-candidate",response_flags="UH"})'
+    )
+    return found == value

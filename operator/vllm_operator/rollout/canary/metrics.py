@@ -113,6 +113,10 @@ class PodCounts:
     accumulated counts: at the pod's first read of the step)."""
     http_generation_ok: float = 0.0
     """2xx answers of generation handlers (``GENERATION_HANDLERS``)."""
+    gateway_errors: float = 0.0
+    """Failures the gateway or mesh gave itself for the candidate (``analysis.prometheus.
+    gatewayErrors``): requests vLLM never answered, held on one candidate pod. A counter
+    of the gateway's, so its deltas never follow the pod's resets."""
     before_reset: PodCounts | None = None
     """Read from Prometheus since the pod's previous read: what its series held just before
     each counter reset Prometheus scraped in between, summed (None: no reset seen). The
@@ -122,8 +126,9 @@ class PodCounts:
     @property
     def requests(self) -> float:
         """Requests of the step: the larger of what the server finished and what HTTP
-        answered (a request refused before the engine never finishes there)."""
-        return max(self.finished, self.http_requests)
+        answered (a request refused before the engine never finishes there), and the
+        gateway's own failures."""
+        return max(self.finished, self.http_requests) + self.gateway_errors
 
     @property
     def unfinished(self) -> float:
@@ -134,8 +139,9 @@ class PodCounts:
     @property
     def errors(self) -> float:
         """Requests that failed the user: non-2xx answers, unfinished 2xx answers, or
-        aborted in the engine (each counted once)."""
-        return min(max(self.aborted, self.http_errors + self.unfinished), self.requests)
+        aborted in the engine (each counted once), and the gateway's own failures."""
+        own = max(self.aborted, self.http_errors + self.unfinished)
+        return min(own + self.gateway_errors, self.requests)
 
     def to_json(self) -> dict[str, object]:
         """A compact form for the step's record (the candidate Deployment's annotation)."""
@@ -148,6 +154,7 @@ class PodCounts:
             "g": self.generation_tokens,
             "n": self.restarts,
             "o": self.http_generation_ok,
+            "x": self.gateway_errors,
         }
 
     @classmethod
@@ -169,6 +176,7 @@ class PodCounts:
                 generation_tokens=float(raw.get("g", 0)),
                 restarts=int(raw.get("n", 0)),
                 http_generation_ok=float(raw.get("o", 0)),
+                gateway_errors=float(raw.get("x", 0)),
             )
         except (AssertionError, TypeError, ValueError) as exc:
             raise ScrapeError(f"a recorded canary scrape is damaged: {exc}") from None
@@ -336,6 +344,7 @@ _SCALARS = (
     "http_errors",
     "generation_tokens",
     "http_generation_ok",
+    "gateway_errors",
 )
 
 
@@ -352,11 +361,12 @@ def increase(last: PodCounts | None, now: PodCounts) -> tuple[PodCounts, bool]:
         return PodCounts(histograms={k: tuple((le, 0.0) for le, _ in v)
                                      for k, v in now.histograms.items()},
                          restarts=now.restarts), False  # fmt: skip
+    gateway = max(now.gateway_errors - last.gateway_errors, 0.0)  # the gateway's counter
     if now.before_reset is not None:  # Prometheus scraped the counts before the reset too
         since = add(dataclasses.replace(now, before_reset=None), now.before_reset)
-        return _delta(last, since), True
+        return dataclasses.replace(_delta(last, since), gateway_errors=gateway), True
     if now.restarts != last.restarts or _went_down(last, now):
-        return now, True
+        return dataclasses.replace(now, gateway_errors=gateway, before_reset=None), True
     return _delta(last, now), False
 
 
@@ -397,7 +407,8 @@ def accumulate(
 
 
 def _went_down(start: PodCounts, end: PodCounts) -> bool:
-    if any(getattr(end, name) < getattr(start, name) for name in _SCALARS):
+    # the gateway's counter (last of _SCALARS) is not the pod's: it never resets the pod
+    if any(getattr(end, name) < getattr(start, name) for name in _SCALARS[:-1]):
         return True
     for key, before in start.histograms.items():
         after = dict(end.histograms.get(key, ()))
