@@ -8,13 +8,14 @@ count adds to the candidate's requests and errors without following the pod's re
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from vllm_operator.api.canary import CanarySpec
-from vllm_operator.api.canary_prometheus import MAX_QUERY, GatewayErrors
+from vllm_operator.api.canary_prometheus import GATEWAY_TEMPLATES, MAX_QUERY, GatewayErrors
 from vllm_operator.render import labels, names
 from vllm_operator.rollout.canary.metrics import PodCounts, accumulate, increase
 from vllm_operator.rollout.canary.reads import GatewayScope, gateway_scope
@@ -128,3 +129,10 @@ def test_the_first_candidate_pod_holds_the_gateways_count() -> None:
     )
     without = {"spec": {"rollout": {"canary": {"traffic": ROUTE}}}}
     assert gateway_scope(Observed(body=without, deployments=deps), pods) is None
+
+
+def test_docs_show_every_template_as_the_operator_sends_it() -> None:
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "rollout.md").read_text()
+    for name, promql in GATEWAY_TEMPLATES.items():
+        row = f"| `{name}` | `{promql.replace('|', chr(92) + '|')}` |"
+        assert row in doc, f"docs/rollout.md's gateway table lacks {row}"
