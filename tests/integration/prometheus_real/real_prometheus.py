@@ -47,14 +47,14 @@ class Prometheus:
         self.root = root
         self.url = url
         self.process = process
-        self.targets: dict[str, dict[str, str]] = {job: {} for job in JOBS}
+        self.targets: dict[str, dict[str, tuple[str, str]]] = {job: {} for job in JOBS}
 
-    def scrape(self, job: str, pod: str, address: str) -> None:
-        """Let ``job`` scrape ``address`` (host:port) as pod ``pod``."""
-        self.targets[job][pod] = address
+    def scrape(self, job: str, pod: str, address: str, namespace: str = NAMESPACE) -> None:
+        """Let ``job`` scrape ``address`` (host:port) as pod ``pod`` of ``namespace``."""
+        self.targets[job][pod] = (address, namespace)
         groups = [
-            {"targets": [addr], "labels": {"pod": name, "namespace": NAMESPACE}}
-            for name, addr in sorted(self.targets[job].items())
+            {"targets": [addr], "labels": {"pod": name, "namespace": ns}}
+            for name, (addr, ns) in sorted(self.targets[job].items())
         ]
         path = self.root / f"{job}.json"
         tmp = path.with_suffix(".tmp")
