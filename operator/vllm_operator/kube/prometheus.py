@@ -9,10 +9,17 @@ the deltas, the restart handling and the judge are the same code. The values are
 Prometheus's last scrape before that moment (up to one scrape interval old): a step should
 hold several scrape intervals.
 
+A step reads every analysis interval, Prometheus scrapes more often: from the step's second
+read on, the samples since the previous read are read too (the same selector with a range),
+and what a series held before each reset among them is kept (``resets_by_pod``), so a
+restart between two reads loses nothing Prometheus scraped, as with ``increase()``. With
+``gatewayErrors``, one more instant query counts the gateway's own failures (a template of
+``api/canary_prometheus.py`` or the author's query, one number).
+
 Prometheus is another party: its answer is bounded (``MAX_ANSWER`` bytes, ``MAX_SERIES``
-series, the source's timeout) and checked for shape; anything else is a
-``PrometheusAnswerError`` reported per pod as a ``ScrapeFailure``, so the step waits and
-says why (Event ``CanaryScrapeFailed``), never a traceback.
+series, ``MAX_SAMPLES`` samples of a range, the source's timeout) and checked for shape;
+anything else is a ``PrometheusAnswerError`` reported per pod as a ``ScrapeFailure``, so the
+step waits and says why (Event ``CanaryScrapeFailed``), never a traceback.
 """
 
 from __future__ import annotations
@@ -48,6 +55,9 @@ MAX_SAMPLES = 500_000
 """Most samples of one range answer (the samples since the step's previous read: with a
 15 s scrape and a 30 s analysis interval, ~3 per series)."""
 QUERY_PATH = "/api/v1/query"
+MAX_RANGE_SECONDS = 300
+"""Longest look back for resets since the previous read (Prometheus' default lookback): a
+read after a long gap (the operator down) looks no further."""
 
 
 class PrometheusAnswerError(ScrapeError):
@@ -216,11 +226,7 @@ class PrometheusReader:
         try:
             answer = await self._query(source, selector, when)
             found = samples_by_pod(answer, source.pod_label, self.max_series)
-            resets: dict[str, list[Sample]] = {}
-            if since is not None and when > since:
-                window = max(math.ceil((when - since).total_seconds() * 1000), 1)
-                ranged = await self._query(source, f"{selector}[{window}ms]", when)
-                resets = resets_by_pod(ranged, source.pod_label, self.max_series)
+            resets = await self._resets(source, selector, since, when)
             failed = await self._gateway_errors(source, namespace, gateway, when)
         except PrometheusAnswerError as exc:
             failure = ScrapeFailure(f"Prometheus {source.url}: {exc}"[:300])
@@ -242,6 +248,23 @@ class PrometheusReader:
             except ScrapeError as exc:
                 out[name] = ScrapeFailure(str(exc)[:300])
         return out
+
+    async def _resets(
+        self, source: PrometheusSource, selector: str, since: datetime | None, when: datetime
+    ) -> dict[str, list[Sample]]:
+        """``resets_by_pod`` of the samples since ``since`` (at most ``MAX_RANGE_SECONDS``
+        back). Nothing when they cannot be read (too many, an error): the read then counts
+        as without them (a reset's earlier counts since the last read are lost), never
+        failing the step for what only refines it."""
+        if since is None or when <= since:
+            return {}
+        seconds = min((when - since).total_seconds(), MAX_RANGE_SECONDS)
+        window = max(math.ceil(seconds * 1000), 1)
+        try:
+            ranged = await self._query(source, f"{selector}[{window}ms]", when)
+            return resets_by_pod(ranged, source.pod_label, self.max_series)
+        except PrometheusAnswerError:
+            return {}
 
     async def _gateway_errors(
         self, source: PrometheusSource, namespace: str, gateway: GatewayScope | None, when: datetime

@@ -11,18 +11,26 @@ Prometheus.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from aiohttp import web
 
-from vllm_operator.kube.prometheus import PrometheusAnswerError, resets_by_pod
+from vllm_operator.api.canary_prometheus import PrometheusSource
+from vllm_operator.kube.prometheus import (
+    MAX_RANGE_SECONDS,
+    PrometheusAnswerError,
+    PrometheusReader,
+    resets_by_pod,
+)
 from vllm_operator.render import labels
 from vllm_operator.rollout.canary.metrics import PodCounts, increase
 from vllm_operator.rollout.canary.phase import last_read_at
 from vllm_operator.rollout.canary.record import CanaryRecord
 from vllm_operator.rollout.observed import Observed
-from vllm_operator.rollout.views import DeploymentView
+from vllm_operator.rollout.views import DeploymentView, PodView
 
 HIST = "vllm:time_to_first_token_seconds_bucket"
 
@@ -146,3 +154,73 @@ def test_the_shell_reads_since_the_steps_previous_read() -> None:
         canary=CanaryRecord(step=2).to_annotation(),
     )  # fmt: skip
     assert last_read_at(Observed(body={}, deployments=(fresh,))) is None  # a step's first read
+
+
+def _vector(*series: tuple[dict[str, str], float]) -> dict[str, Any]:
+    result = [{"metric": m, "value": [1000.0, repr(v)]} for m, v in series]
+    return {"status": "success", "data": {"resultType": "vector", "result": result}}
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[tuple[list[str], dict[str, Any], str]]:
+    """A Prometheus answering the instant query with the pod's latest values and a range
+    query with ``answers["range"]``; ``asked`` holds each query's PromQL."""
+    asked: list[str] = []
+    answers: dict[str, Any] = {}
+
+    async def handle(request: web.Request) -> web.Response:
+        promql = request.query["query"]
+        asked.append(promql)
+        if promql.endswith("ms]"):
+            return web.json_response(answers["range"])
+        latest = [(m, values[-1]) for m, values in _pod_series("c-0", [100, 150, 20, 30])]
+        return web.json_response(_vector(*latest))
+
+    app = web.Application()
+    app.router.add_get("/api/v1/query", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield asked, answers, f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+async def test_the_reader_adds_what_came_before_a_reset_since_the_last_read(
+    fake: tuple[list[str], dict[str, Any], str],
+) -> None:
+    asked, answers, url = fake
+    source = PrometheusSource(url=url, timeout_seconds=2)
+    pods = [PodView(name="c-0", labels={}, ip="10.0.0.1")]
+    when = datetime(2026, 12, 7, 18, 0, 30, tzinfo=UTC)
+    answers["range"] = json.loads(_matrix(*_pod_series("c-0", [100, 150, 20, 30])))
+    got = await PrometheusReader().read(
+        source, "ml", pods, when, since=when - timedelta(seconds=30)
+    )
+    counts = got["c-0"]
+    assert isinstance(counts, PodCounts)
+    assert counts.finished == 30
+    assert counts.before_reset is not None
+    assert counts.before_reset.finished == 150
+    assert asked[-1].endswith("[30000ms]")
+    more, reset = increase(PodCounts(finished=100), counts)
+    assert reset
+    assert more.finished == 80  # 50 before the restart, 30 after it
+    # A read after a long gap looks back no further than MAX_RANGE_SECONDS ...
+    await PrometheusReader().read(source, "ml", pods, when, since=when - timedelta(hours=1))
+    assert asked[-1].endswith(f"[{MAX_RANGE_SECONDS * 1000}ms]")
+    # ... and samples it cannot use refine nothing but fail nothing: the plain counts stand.
+    answers["range"] = {"status": "error", "errorType": "bad_data", "error": "too many"}
+    got = await PrometheusReader().read(
+        source, "ml", pods, when, since=when - timedelta(seconds=30)
+    )
+    plain = got["c-0"]
+    assert isinstance(plain, PodCounts)
+    assert plain.finished == 30
+    assert plain.before_reset is None
+    first = await PrometheusReader().read(source, "ml", pods, when)  # a step's first read
+    assert not asked[-1].endswith("ms]")
+    assert isinstance(first["c-0"], PodCounts)
