@@ -194,6 +194,17 @@ def _one(item: Any) -> tuple[str, dict[str, str], float]:
     return str(metric.get("__name__", "")), metric, number
 
 
+def _with_resets(counts: PodCounts, before: list[Sample] | None) -> PodCounts:
+    """``counts`` with what its series held before their resets, where that is readable as
+    a pod's counts (else the plain counts: the samples only refine them)."""
+    if before is None:
+        return counts
+    try:
+        return dataclasses.replace(counts, before_reset=counts_from_samples(before, 0))
+    except ScrapeError:
+        return counts
+
+
 class PrometheusReader:
     """Reads a step's per-pod counts from Prometheus; one aiohttp session per call."""
 
@@ -237,11 +248,7 @@ class PrometheusReader:
                 counts = counts_from_samples(
                     found.get(name, []), 0, f"Prometheus's answer for pod {name}"
                 )
-                before = resets.get(name)
-                if before is not None:
-                    counts = dataclasses.replace(
-                        counts, before_reset=counts_from_samples(before, 0, "the resets")
-                    )
+                counts = _with_resets(counts, resets.get(name))
                 if gateway is not None and name == gateway.holder and failed is not None:
                     counts = dataclasses.replace(counts, gateway_errors=failed)
                 out[name] = counts

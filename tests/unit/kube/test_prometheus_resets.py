@@ -221,6 +221,14 @@ async def test_the_reader_adds_what_came_before_a_reset_since_the_last_read(
     assert isinstance(plain, PodCounts)
     assert plain.finished == 30
     assert plain.before_reset is None
+    success = _metric("vllm:request_success_total", finished_reason="stop")
+    answers["range"] = json.loads(_matrix((success, [100, 150, 20, 30])))  # no histograms
+    got = await PrometheusReader().read(
+        source, "ml", pods, when, since=when - timedelta(seconds=30)
+    )
+    partial = got["c-0"]
+    assert isinstance(partial, PodCounts)
+    assert partial.before_reset is None  # not a pod's counts: the plain ones stand
     first = await PrometheusReader().read(source, "ml", pods, when)  # a step's first read
     assert not asked[-1].endswith("ms]")
     assert isinstance(first["c-0"], PodCounts)
