@@ -85,7 +85,12 @@ def gateway_scope(observed: Observed, targets: Sequence[PodView]) -> GatewayScop
     if source is None or source.gateway_errors is None or not isinstance(route, str):
         return None
     candidate = next(
-        (d.revision for d in observed.deployments if d.role == labels.ROLE_CANDIDATE), None
+        (
+            d.revision
+            for d in observed.deployments
+            if d.role == labels.ROLE_CANDIDATE and not d.deleting
+        ),
+        None,
     )
     ours = sorted(p.name for p in targets if p.labels.get(labels.REVISION_LABEL) == candidate)
     if candidate is None or not ours:
