@@ -422,6 +422,14 @@ class CanarySpec(APIModel):
             raise ValueError(
                 f"rollout.canary.steps: weights must rise from step to step, got {weights}"
             )
+        prometheus = self.analysis.prometheus
+        gateway = prometheus.gateway_errors if prometheus is not None else None
+        if gateway is not None and self.traffic.mode != "gatewayAPI":
+            raise ValueError(
+                "rollout.canary.analysis.prometheus.gatewayErrors needs traffic.mode "
+                "gatewayAPI: with replicas the gateway sends both revisions' requests to "
+                "the one serving Service, and its failures cannot be told apart"
+            )
         return self
 
 

@@ -234,7 +234,12 @@ class Reconciler:
             source = canary_reads.prometheus_source(observed)
             scrapes: Mapping[str, object]
             if source is not None:  # analysis.prometheus: the same counts, from Prometheus
-                scrapes = await self.prometheus_reader.read(source, namespace, targets, now)
+                since = canary.last_read_at(observed)
+                reader = self.prometheus_reader
+                gateway = canary_reads.gateway_scope(observed, targets)
+                scrapes = await reader.read(
+                    source, namespace, targets, now, since=since, gateway=gateway
+                )
             else:
                 port = canary_reads.scrape_port(observed, name)
                 scrapes = await self.metrics_reader.read(namespace, targets, port)

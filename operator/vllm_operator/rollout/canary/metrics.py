@@ -35,6 +35,7 @@ increase since it; nothing before it is lost.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -112,12 +113,22 @@ class PodCounts:
     accumulated counts: at the pod's first read of the step)."""
     http_generation_ok: float = 0.0
     """2xx answers of generation handlers (``GENERATION_HANDLERS``)."""
+    gateway_errors: float = 0.0
+    """Failures the gateway or mesh gave itself for the candidate (``analysis.prometheus.
+    gatewayErrors``): requests vLLM never answered, held on one candidate pod. A counter
+    of the gateway's, so its deltas never follow the pod's resets."""
+    before_reset: PodCounts | None = None
+    """Read from Prometheus since the pod's previous read: what its series held just before
+    each counter reset Prometheus scraped in between, summed (None: no reset seen). The
+    counts between that read and a restart are then kept, as ``increase()`` keeps them;
+    never recorded (a read's own)."""
 
     @property
     def requests(self) -> float:
         """Requests of the step: the larger of what the server finished and what HTTP
-        answered (a request refused before the engine never finishes there)."""
-        return max(self.finished, self.http_requests)
+        answered (a request refused before the engine never finishes there), and the
+        gateway's own failures."""
+        return max(self.finished, self.http_requests) + self.gateway_errors
 
     @property
     def unfinished(self) -> float:
@@ -128,8 +139,9 @@ class PodCounts:
     @property
     def errors(self) -> float:
         """Requests that failed the user: non-2xx answers, unfinished 2xx answers, or
-        aborted in the engine (each counted once)."""
-        return min(max(self.aborted, self.http_errors + self.unfinished), self.requests)
+        aborted in the engine (each counted once), and the gateway's own failures."""
+        own = max(self.aborted, self.http_errors + self.unfinished)
+        return min(own + self.gateway_errors, self.requests)
 
     def to_json(self) -> dict[str, object]:
         """A compact form for the step's record (the candidate Deployment's annotation)."""
@@ -142,6 +154,7 @@ class PodCounts:
             "g": self.generation_tokens,
             "n": self.restarts,
             "o": self.http_generation_ok,
+            "x": self.gateway_errors,
         }
 
     @classmethod
@@ -163,6 +176,7 @@ class PodCounts:
                 generation_tokens=float(raw.get("g", 0)),
                 restarts=int(raw.get("n", 0)),
                 http_generation_ok=float(raw.get("o", 0)),
+                gateway_errors=float(raw.get("x", 0)),
             )
         except (AssertionError, TypeError, ValueError) as exc:
             raise ScrapeError(f"a recorded canary scrape is damaged: {exc}") from None
@@ -330,6 +344,7 @@ _SCALARS = (
     "http_errors",
     "generation_tokens",
     "http_generation_ok",
+    "gateway_errors",
 )
 
 
@@ -339,19 +354,29 @@ def increase(last: PodCounts | None, now: PodCounts) -> tuple[PodCounts, bool]:
 
     No earlier read (a pod first seen now): nothing yet; it counts from this read. A reset
     (the server container's restart count changed, or any series went down): the value
-    after the reset is the increase since it.
+    after the reset is the increase since it, plus, where Prometheus scraped them
+    (``before_reset``), the counts between the earlier read and the reset.
     """
     if last is None:
         return PodCounts(histograms={k: tuple((le, 0.0) for le, _ in v)
                                      for k, v in now.histograms.items()},
                          restarts=now.restarts), False  # fmt: skip
+    gateway = max(now.gateway_errors - last.gateway_errors, 0.0)  # the gateway's counter
+    if now.before_reset is not None:  # Prometheus scraped the counts before the reset too
+        since = add(dataclasses.replace(now, before_reset=None), now.before_reset)
+        return dataclasses.replace(_delta(last, since), gateway_errors=gateway), True
     if now.restarts != last.restarts or _went_down(last, now):
-        return now, True
+        return dataclasses.replace(now, gateway_errors=gateway, before_reset=None), True
+    return _delta(last, now), False
+
+
+def _delta(last: PodCounts, now: PodCounts) -> PodCounts:
+    """``now - last``, series by series, never below zero."""
     histograms = {
         k: _bucket_delta(last.histograms.get(k, ()), v) for k, v in now.histograms.items()
     }
-    values = {name: getattr(now, name) - getattr(last, name) for name in _SCALARS}
-    return PodCounts(histograms=histograms, restarts=now.restarts, **values), False
+    values = {name: max(getattr(now, name) - getattr(last, name), 0.0) for name in _SCALARS}
+    return PodCounts(histograms=histograms, restarts=now.restarts, **values)
 
 
 def add(total: PodCounts | None, more: PodCounts) -> PodCounts:
@@ -382,7 +407,8 @@ def accumulate(
 
 
 def _went_down(start: PodCounts, end: PodCounts) -> bool:
-    if any(getattr(end, name) < getattr(start, name) for name in _SCALARS):
+    # the gateway's counter (last of _SCALARS) is not the pod's: it never resets the pod
+    if any(getattr(end, name) < getattr(start, name) for name in _SCALARS[:-1]):
         return True
     for key, before in start.histograms.items():
         after = dict(end.histograms.get(key, ()))

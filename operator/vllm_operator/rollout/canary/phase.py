@@ -253,6 +253,19 @@ def scrape_targets(observed: Observed, now: datetime) -> list[PodView]:
     return []
 
 
+def last_read_at(observed: Observed) -> datetime | None:
+    """When the step under way last read every pod (its record's ``progressAt``); None
+    before its first read. A Prometheus read looks at what was scraped since then, so a
+    counter reset in between loses nothing (``analysis.prometheus``)."""
+    for dep in observed.deployments:
+        if dep.role != labels.ROLE_CANDIDATE or dep.deleting:
+            continue
+        record = record_of(dep)
+        if record is not None and record.last and not record.passed:
+            return parse_time(record.progress_at)
+    return None
+
+
 def _kept(state: Pass, side: str, record: CanaryRecord) -> CanaryFigures | None:
     """The figures of the last judged step, carried from the previous status."""
     before = state.previous.canary

@@ -8,13 +8,15 @@ is left to the planner to report.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from pydantic import ValidationError
 
 from vllm_operator.api.canary_prometheus import PrometheusSource
 from vllm_operator.render import labels, names
 from vllm_operator.rollout.observed import Observed
+from vllm_operator.rollout.views import PodView
 
 
 def _raw(observed: Observed, *keys: str) -> object:
@@ -61,3 +63,36 @@ def scrape_port(observed: Observed, name: str) -> int:
     if serving is None or not serving.ports:
         return 0
     return int(serving.ports[0].get("port", 0))
+
+
+@dataclass(frozen=True)
+class GatewayScope:
+    """What a gateway's failures are read for (``analysis.prometheus.gatewayErrors``)."""
+
+    service: str
+    """The candidate's Service (the route's candidate backend)."""
+    route: str
+    """The HTTPRoute the canary splits."""
+    holder: str
+    """The candidate pod whose counts carry the gateway's failures (the first by name)."""
+
+
+def gateway_scope(observed: Observed, targets: Sequence[PodView]) -> GatewayScope | None:
+    """The scope of the gateway's failures for this read, or None: no gatewayErrors asked
+    for, no gatewayAPI route, or no candidate pod among ``targets``."""
+    source = prometheus_source(observed)
+    route = _raw(observed, "rollout", "canary", "traffic", "httpRoute", "name")
+    if source is None or source.gateway_errors is None or not isinstance(route, str):
+        return None
+    candidate = next(
+        (
+            d.revision
+            for d in observed.deployments
+            if d.role == labels.ROLE_CANDIDATE and not d.deleting
+        ),
+        None,
+    )
+    ours = sorted(p.name for p in targets if p.labels.get(labels.REVISION_LABEL) == candidate)
+    if candidate is None or not ours:
+        return None
+    return GatewayScope(names.candidate_service_name(observed.name), route, ours[0])
