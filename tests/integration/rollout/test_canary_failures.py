@@ -10,6 +10,7 @@ until the step's end.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -181,7 +182,9 @@ def test_pods_that_never_become_ready_fail_at_the_deadline(tmp_path: Path) -> No
             r.apply(_three(_spec("throughput", canary)))
             reason = _failed(r, timeout=180)
             assert reason.startswith("canary step 2/2 (50%) failed: no progress for"), reason
-            assert "(deadline 4 s): 2/3 candidate pods Ready" in reason, reason
+            # The second pod fits and is usually Ready by then; on a loaded machine its
+            # simulator may still be starting at the 4 s deadline. Either way the third never is.
+            assert re.search(r"\(deadline 4 s\): [12]/3 candidate pods Ready", reason), reason
             _back_on(r, stable)
     finally:
         r.close()
