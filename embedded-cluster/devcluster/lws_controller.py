@@ -167,49 +167,46 @@ def _groups(lws: Obj, pods: list[Obj]) -> dict[int, dict[int, Obj]]:
 
 def lws_plan(lws: Obj, pods: list[Obj], now: float) -> Plan:
     """What the LWS controllers do next for ``lws`` given the cluster's ``pods``."""
-    spec = lws.get("spec") or {}
-    replicas = _int(spec.get("replicas"), 1)
+    replicas = _int((lws.get("spec") or {}).get("replicas"), 1)
     _, _, size = _templates(lws)
-    recreate = ((spec.get("leaderWorkerTemplate") or {}).get("restartPolicy")) == RECREATE_GROUP
-    key = revision_key(lws)
     plan = Plan()
+    kept = ready = 0
     groups = _groups(lws, pods)
-    ready = 0
-    for index, members in sorted(groups.items()):
-        names = [p["metadata"]["name"] for p in members.values()]
-        outdated = any(
-            (p["metadata"].get("labels") or {}).get(REVISION_LABEL) != key for p in members.values()
-        )
-        if index >= replicas or outdated or (recreate and any(map(_restarted, members.values()))):
-            plan.delete.extend(names)  # the group goes; it is created anew below
+    for index in sorted(set(groups) | set(range(replicas))):
+        members = groups.get(index)
+        if not members:
+            if index < replicas:  # a new group: the leader and its workers together
+                plan.create.extend(group_pod(lws, index, w) for w in range(size))
             continue
-        if not recreate:
-            gone = [w for w, p in members.items() if _restarted(p)]
-            plan.delete.extend(members[w]["metadata"]["name"] for w in gone)
-            for w in gone:
-                del members[w]
-        if 0 not in members:  # workers without their leader: the leader's deletion cascades
-            plan.delete.extend(p["metadata"]["name"] for p in members.values())
-            continue
-        plan.create.extend(group_pod(lws, index, w) for w in range(1, size) if w not in members)
-        if len(members) == size and all(pod_ready(p) for p in members.values()):
-            ready += 1
-    kept = {i for i, m in groups.items() if 0 in m and not _gone(plan, m)}
-    for index in range(replicas):
-        if index not in kept and not _gone_leader_pending(plan, groups.get(index)):
-            plan.create.extend(group_pod(lws, index, w) for w in range(size))
-    plan.status = _status(lws, replicas, len(kept), ready, now)
+        fate = _group_fate(lws, index, members, plan)
+        kept += fate != "deleted"
+        ready += fate == "ready"
+    plan.status = _status(lws, replicas, kept, ready, now)
     return plan
 
 
-def _gone(plan: Plan, members: dict[int, Obj]) -> bool:
-    return any(p["metadata"]["name"] in plan.delete for p in members.values())
-
-
-def _gone_leader_pending(plan: Plan, members: dict[int, Obj] | None) -> bool:
-    """A group being deleted in this plan is created on the next pass, when its pods are
-    gone (a pod name cannot be reused while the old pod exists)."""
-    return bool(members) and _gone(plan, members or {})
+def _group_fate(lws: Obj, index: int, members: dict[int, Obj], plan: Plan) -> str:
+    """Add to ``plan`` what group ``index`` needs; "deleted" (created anew once its pods are
+    gone: a pod name cannot be reused before), "ready" or "kept"."""
+    spec = lws.get("spec") or {}
+    recreate = (spec.get("leaderWorkerTemplate") or {}).get("restartPolicy") == RECREATE_GROUP
+    key = revision_key(lws)
+    _, _, size = _templates(lws)
+    outdated = any(
+        (p["metadata"].get("labels") or {}).get(REVISION_LABEL) != key for p in members.values()
+    )
+    restarted = [w for w, p in members.items() if _restarted(p)]
+    leaderless = 0 not in members or (0 in restarted and not recreate)
+    replicas = _int(spec.get("replicas"), 1)
+    if index >= replicas or outdated or leaderless or (recreate and restarted):
+        # The group goes (workers without a leader: the leader's deletion cascades).
+        plan.delete.extend(p["metadata"]["name"] for p in members.values())
+        return "deleted"
+    for w in restarted:  # restartPolicy None: only that worker is replaced
+        plan.delete.append(members.pop(w)["metadata"]["name"])
+    plan.create.extend(group_pod(lws, index, w) for w in range(1, size) if w not in members)
+    whole = len(members) == size and all(pod_ready(p) for p in members.values())
+    return "ready" if whole else "kept"
 
 
 def hpa_selector(lws: Obj) -> str:
