@@ -79,6 +79,36 @@ def render_twin_deployment(
     }
 
 
+def render_twin_group(
+    name: str,
+    namespace: str,
+    revision: str,
+    group: Mapping[str, Any],
+    replicas: int,
+) -> dict[str, Any]:
+    """The twin of a multi-node ``revision``: a LeaderWorkerSet from the stable set's
+    ``leaderWorkerTemplate`` as it runs, its leader relabelled as the twin (the only pod the
+    twin Service selects); the workers keep component ``worker``, which nothing selects."""
+    lwt = copy.deepcopy(dict(group))
+    leader = dict(lwt.get("leaderTemplate") or {})
+    twin = render_twin_deployment(name, namespace, revision, leader, replicas)
+    lwt["leaderTemplate"] = twin["spec"]["template"]
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": twin["metadata"],
+        "spec": {
+            "replicas": replicas,
+            "startupPolicy": "LeaderCreated",
+            "rolloutStrategy": {
+                "type": "RollingUpdate",
+                "rollingUpdateConfiguration": {"maxSurge": 0, "maxUnavailable": 1},
+            },
+            "leaderWorkerTemplate": lwt,
+        },
+    }
+
+
 def render_twin_service(name: str, namespace: str, revision: str, port: int) -> dict[str, Any]:
     """The ClusterIP Service the benchmark measures the twin of ``revision`` through."""
     return {

@@ -136,6 +136,8 @@ class DeploymentView:
     # "LeaderWorkerSet" for a multi-node revision: one replica is a group of pods, and
     # ``ready_replicas`` counts whole groups (the set's status, as LWS writes it).
     kind: ChildKind = "Deployment"
+    # A LeaderWorkerSet's raw leaderWorkerTemplate: a twin group is started from it.
+    group: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -267,13 +269,12 @@ def deployment_view(obj: Mapping[str, Any]) -> DeploymentView | None:
         return None
     spec = as_dict(obj.get("spec"))
     status = as_dict(obj.get("status"))
-    group = obj.get("kind") == "LeaderWorkerSet"
-    template = as_dict(spec.get("template"))
-    if group:  # the leader's template names the image; no twin is copied from a group
-        leader = as_dict(as_dict(spec.get("leaderWorkerTemplate")).get("leaderTemplate"))
-        containers = _list(as_dict(leader.get("spec")).get("containers"))
-    else:
-        containers = _list(as_dict(template.get("spec")).get("containers"))
+    group = (
+        as_dict(spec.get("leaderWorkerTemplate")) if obj.get("kind") == "LeaderWorkerSet" else {}
+    )
+    # A group's leader template: its image, its port, and what a twin group relabels.
+    template = as_dict(group.get("leaderTemplate")) if group else as_dict(spec.get("template"))
+    containers = _list(as_dict(template.get("spec")).get("containers"))
     image = as_dict(containers[0]).get("image") if containers else None
     started = parse_time(annotations.get(labels.STARTED_ANNOTATION)) or parse_time(
         meta.get("creationTimestamp")
@@ -293,6 +294,7 @@ def deployment_view(obj: Mapping[str, Any]) -> DeploymentView | None:
         spec_digest=_str_or_none(annotations.get(labels.SPEC_DIGEST_ANNOTATION)),
         canary=_str_or_none(annotations.get(labels.CANARY_ANNOTATION)),
         kind="LeaderWorkerSet" if group else "Deployment",
+        group=group,
     )
 
 

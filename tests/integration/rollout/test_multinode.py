@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from vllm_operator.render import labels
+from vllm_operator.render.names import deployment_name, twin_deployment_name
 
 from .harness import Rollout, resource
 
@@ -118,6 +119,24 @@ def test_a_two_node_revision_is_gated_promoted_and_survives_a_lost_worker(
         for j in r.objects("batch/v1", "jobs")
     )
     assert r.serving_revision() == revision
+
+    # A new revision gated against a twin of the stable group (a whole second group).
+    body = two_nodes(gate={"baseline": {"mode": "twin"}})
+    body["spec"]["engine"]["extraArgs"] += ["--max-num-seqs", "64"]
+    r.apply(body)
+    twin = twin_deployment_name("qwen", revision)
+    r.wait(lambda: twin in r.names(LWS_API, "leaderworkersets"), TIMEOUT, "a twin group")
+    r.wait(lambda: len(group_pods(r, twin)) == 2, TIMEOUT, "the twin's leader and worker")
+
+    def promoted() -> dict[str, Any] | None:
+        st = r.status()
+        new = (st.get("stable") or {}).get("revision")
+        passed = (st.get("lastGate") or {}).get("outcome") == "Passed"
+        return st if st.get("phase") == "Serving" and new != revision and passed else None
+
+    status = r.wait(promoted, TIMEOUT, "the new revision promoted")
+    only = [deployment_name("qwen", status["stable"]["revision"])]
+    r.wait(lambda: r.names(LWS_API, "leaderworkersets") == only, TIMEOUT, "twin and old gone")
 
 
 def test_without_leaderworkerset_a_multi_node_edit_is_refused_and_the_stable_serves(

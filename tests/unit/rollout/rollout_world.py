@@ -281,7 +281,7 @@ class World:
         return sorted(
             o["metadata"]["labels"][labels.REVISION_LABEL]
             for (k, _), o in self.objects.items()
-            if k == "Deployment" and self._is_twin(o)
+            if k in REVISION_KINDS and self._is_twin(o)
         )
 
     def serving(self) -> str | None:

@@ -2,10 +2,10 @@
 
 With ``Settings.multi_node`` (``--multi-node``: LeaderWorkerSet installed and granted) a
 spec with ``spec.resources.nodes`` > 1 gets one LeaderWorkerSet per revision in place of a
-Deployment, gated on the leader's Service and promoted like any revision; the stable
-revision of a group has no twin (a second group is rarely free), so a gate compares with
-the stored figures. Without it the spec is refused with ``MultiNodeUnavailable`` naming
-the fix, nothing is created, and a revision that serves keeps serving untouched.
+Deployment, gated on the leader's Service and promoted like any revision; the twin of a
+stable group is a whole group (a copy of its ``leaderWorkerTemplate``). Without it the
+spec is refused with ``MultiNodeUnavailable`` naming the fix, nothing is created, and a
+revision that serves keeps serving untouched.
 """
 
 from __future__ import annotations
@@ -88,26 +88,36 @@ def test_a_multi_node_revision_is_a_leaderworkerset_gated_and_promoted() -> None
     assert promoted["metadata"]["labels"][labels.ROLE_LABEL] == labels.ROLE_STABLE
 
 
-def test_a_group_replacing_a_group_has_no_twin_and_retires_the_old_set() -> None:
+def test_the_twin_of_a_stable_group_is_a_whole_group_removed_after_the_gate() -> None:
     w = serving_world(spec(**TWO_NODES), MULTI)
     old = w.serving()
     doc = spec(**TWO_NODES)
     doc["engine"]["extraArgs"] = [*doc["engine"]["extraArgs"], "--max-num-seqs", "64"]
-    twin_doc = copy.deepcopy(doc)
-    twin_doc["gate"] = {"baseline": {"mode": "auto"}}
-    w.set_spec(twin_doc)
+    doc["gate"] = {"baseline": {"mode": "twin"}}
+    w.set_spec(doc)
     w.settle()
-    assert w.twins() == []  # no twin group: auto compares with the stored figures
-    sets = [o for (k, _), o in w.objects.items() if k == "LeaderWorkerSet"]
-    assert len(sets) == 2
+    assert w.twins() == [old]
+    (twin,) = [
+        o
+        for (k, _), o in w.objects.items()
+        if k == "LeaderWorkerSet" and o["metadata"]["labels"][labels.COMPONENT_LABEL] == "twin"
+    ]
+    templates = twin["spec"]["leaderWorkerTemplate"]
+    assert templates["size"] == 2  # the stable's whole group, as it runs
+    leader = templates["leaderTemplate"]["metadata"]["labels"]
+    worker = templates["workerTemplate"]["metadata"]["labels"]
+    assert leader[labels.COMPONENT_LABEL] == labels.COMPONENT_TWIN  # the twin Service's pod
+    assert worker[labels.COMPONENT_LABEL] == labels.COMPONENT_WORKER  # selected by nothing
+    assert leader[labels.REVISION_LABEL] == old
     w.ready_all()
     w.settle()
-    w.finish_job(summary())
+    w.finish_job(summary(), baseline=summary())
     w.settle()
     w.ready_all()
     w.settle()
     assert w.status["phase"] == "Serving", w.status
     assert w.serving() != old
+    assert w.twins() == []  # the twin group went with the gate
     assert [k for k, _ in w.objects if k == "LeaderWorkerSet"] == ["LeaderWorkerSet"]
 
 
@@ -136,3 +146,59 @@ def test_the_preview_of_a_multi_node_spec_is_its_leaderworkerset() -> None:
     assert kinds_in_order[:2] == ["Service", "LeaderWorkerSet"]
     assert "Deployment" not in kinds_in_order
     assert first_revision(doc, T0, Settings(bench_image="op:1")) == []  # MultiNodeUnavailable
+
+
+def _group_pod(w: World, lws_name: str, pod: str, *, node: str | None) -> None:
+    """The leader pod of ``lws_name``: bound to ``node`` and running, or Unschedulable."""
+    lws = w.objects[("LeaderWorkerSet", lws_name)]
+    template = lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+    when = w.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    running = {
+        "phase": "Running",
+        "containerStatuses": [
+            {"name": "vllm", "ready": True, "state": {"running": {"startedAt": when}}}
+        ],
+    }
+    pending = {
+        "phase": "Pending",
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "no GPU",
+            }
+        ],
+    }
+    w.add_pod(pod, dict(template["metadata"]["labels"]), running if node else pending)
+    if node is not None:
+        w.objects[("Pod", pod)]["spec"] = {"nodeName": node}
+
+
+def test_auto_falls_back_to_stored_figures_when_a_second_group_does_not_fit() -> None:
+    w = serving_world(spec(**TWO_NODES), MULTI)
+    stable = w.serving()
+    assert stable is not None
+    doc = spec(**TWO_NODES)
+    doc["engine"]["extraArgs"] = [*doc["engine"]["extraArgs"], "--max-num-seqs", "64"]
+    doc["gate"] = {"baseline": {"mode": "auto"}}
+    w.set_spec(doc)
+    w.step()
+    (cand,) = [r for r in w.revisions() if r != stable]
+    _group_pod(w, f"qwen--{cand}", "cand-0", node="gpu-a")  # the candidate group holds GPUs
+    w.step()
+    assert w.twins() == [stable]  # a twin group is tried
+    _group_pod(w, f"qwen--twin-{stable}", "twin-0", node=None)  # no GPUs for a second group
+    w.ready(cand, 1)
+    w.step()
+    assert w.kinds("Job") == []
+    w.advance(4000)
+    p = w.step()
+    assert f"delete LeaderWorkerSet qwen--twin-{stable}" in p.kinds()
+    assert f"create Job qwen--gate-{cand}-1" in p.kinds()
+    annotations = w.job()["metadata"]["annotations"]
+    assert annotations[labels.BASELINE_MODE_ANNOTATION] == "stored"
+    assert "was not scheduled" in annotations[labels.BASELINE_REASON_ANNOTATION]
+    assert "TwinUnavailable" in w.events()
+    assert "was not scheduled" in w.condition("Ready")["message"]  # said in the status
+    assert w.serving() == stable
