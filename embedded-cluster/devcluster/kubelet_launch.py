@@ -156,7 +156,7 @@ class LaunchContext:
 class GroupPorts:
     """One local port per (namespace, pod, port) that pods dial by the pod's DNS name.
 
-    A multi-node vLLM group's workers reach the leader at ``--master-addr
+    A multi-node group's workers (torch.distributed) reach the leader at ``--master-addr
     <leader>.<subdomain>.<namespace> --master-port P`` (LeaderWorkerSet's
     ``LWS_LEADER_ADDRESS``); on one host network every group would want the same ``P``, so
     each leader gets its own port, shared by its group, and a new one when it is recreated.

@@ -17,7 +17,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from vllm_operator.render import labels
+from vllm_operator.render import labels, leaderworkerset
 from vllm_operator.render.deployment import PORT_NAME, REVISION_HISTORY_LIMIT
 from vllm_operator.render.names import twin_deployment_name, twin_service_name
 
@@ -94,12 +94,12 @@ def render_twin_group(
     twin = render_twin_deployment(name, namespace, revision, leader, replicas)
     lwt["leaderTemplate"] = twin["spec"]["template"]
     return {
-        "apiVersion": "leaderworkerset.x-k8s.io/v1",
-        "kind": "LeaderWorkerSet",
+        "apiVersion": leaderworkerset.API_VERSION,
+        "kind": leaderworkerset.KIND,
         "metadata": twin["metadata"],
         "spec": {
             "replicas": replicas,
-            "startupPolicy": "LeaderCreated",
+            "startupPolicy": leaderworkerset.STARTUP_POLICY,
             "rolloutStrategy": {
                 "type": "RollingUpdate",
                 "rollingUpdateConfiguration": {"maxSurge": 0, "maxUnavailable": 1},
