@@ -120,3 +120,29 @@ def test_a_rendered_two_node_group_serves_and_a_killed_worker_recreates_it(
         what="the new leader answers through the same Service",
     )
     assert health
+
+
+def test_the_scale_subresource_scales_whole_groups_and_names_the_leaders(
+    devcluster: DevCluster, lws_cluster: Kubelet
+) -> None:
+    lws, _, _ = two_node_revision()
+    name = lws["metadata"]["name"]
+    wait(lambda: devcluster.create(lws), timeout=TIMEOUT, what="the LWS CRD is served")
+    wait(lambda: group_ready(devcluster, name), timeout=TIMEOUT, what="one group Ready")
+    path = f"/apis/{LWS_API}/namespaces/default/leaderworkersets/{name}/scale"
+    scale = devcluster.http.get(path).json()
+    assert scale["spec"]["replicas"] == 1
+    assert scale["status"]["selector"] == f"{lc.NAME_LABEL}={name},{lc.WORKER_INDEX_LABEL}=0"
+    scale["spec"]["replicas"] = 2  # what an HPA does through the scale subresource
+    assert devcluster.http.put(path, json=scale).status_code == 200
+
+    def two_groups() -> bool:
+        status = lws_status(devcluster, name)
+        return status.get("readyReplicas") == 2 and status.get("replicas") == 2
+
+    wait(two_groups, timeout=TIMEOUT, what="two groups Ready")
+    pods = sorted(p["metadata"]["name"] for p in pods_of(devcluster, **{lc.NAME_LABEL: name}))
+    assert pods == [f"{name}-0", f"{name}-0-1", f"{name}-1", f"{name}-1-1"]
+    # Each group joined its own leader (one loopback port per leader, never shared).
+    assert "worker node 1 joined (1 of 1)" in lws_cluster.pod_log("default", f"{name}-1")
+    assert devcluster.http.get(path).json()["status"]["replicas"] == 2
