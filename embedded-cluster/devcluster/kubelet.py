@@ -9,6 +9,7 @@ only, so the operator's code paths are the production ones:
   (uid), Recreate-style replacement, scale up/down, ``status`` and Available/Progressing.
 - Job controller: one pod per attempt, active/succeeded/failed, Complete/Failed,
   ``activeDeadlineSeconds`` -> DeadlineExceeded, ``ttlSecondsAfterFinished``.
+- LeaderWorkerSet controller, once its CRD is served (``lws_controller``): groups of pods.
 - Scheduler: one node (a Node object named ``node_name`` with ``node_labels``, e.g. a GPU
   product label; pods get its ``spec.nodeName``); a pod whose ``nodeSelector`` or required
   node affinity the node does not satisfy stays Pending (``kubelet_scheduler``), as do
@@ -46,15 +47,12 @@ import httpx
 from devcluster import hostpaths, kubelet_scheduler
 from devcluster import kubelet_api as kapi
 from devcluster.images import ImageHooks, NoImageHooks
-from devcluster.kubelet_controllers import (
-    Plan,
-    deployment_plan,
-    job_plan,
-)
+from devcluster.kubelet_controllers import Plan, deployment_plan, job_plan
 from devcluster.kubelet_faults import Faults, gpu_request
-from devcluster.kubelet_launch import LaunchContext
+from devcluster.kubelet_launch import GroupPorts, LaunchContext
 from devcluster.kubelet_proxy import ServiceProxy, publish_proxies, sync_proxies
 from devcluster.kubelet_runtime import PodRuntime, RuntimeConfig
+from devcluster.lws_controller import lws_plan
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +108,7 @@ class Kubelet:
         self.resync_seconds = resync_seconds
         self._transport = transport
         self.runtimes: dict[Key, PodRuntime] = {}
+        self.group_ports = GroupPorts()
         self.proxies: dict[tuple[str, str, int], ServiceProxy] = {}
         self._published: str | None = None
         self._written: dict[Key, Obj] = {}
@@ -232,10 +231,14 @@ class Kubelet:
         self.informers["secrets"] = kapi.Informer(self._api, kapi.SECRETS, ns, lambda: None)
         self.informers["configmaps"] = kapi.Informer(self._api, kapi.CONFIGMAPS, ns, lambda: None)
         tasks = [asyncio.create_task(inf.run()) for inf in self.informers.values()]
+        # LeaderWorkerSets once their CRD is served; never waited for (LWS may be absent).
+        lws = kapi.Informer(self._api, kapi.LEADERWORKERSETS, ns, self._poke, poll_interval=1.0)
+        tasks.append(asyncio.create_task(lws.run()))
         await self._register_node()
         try:
             for inf in self.informers.values():
                 await inf.synced.wait()
+            self.informers[kapi.LEADERWORKERSETS.plural] = lws
             self._ready.set()
             while not self._halting:
                 with contextlib.suppress(TimeoutError):
@@ -277,20 +280,19 @@ class Kubelet:
         now = self.clock()
         await self._sync_services()
         pods = self.informers["pods"]
-        for deploy in self.informers["deployments"].items():
-            if (deploy.get("metadata") or {}).get("deletionTimestamp"):
-                continue
-            ns = deploy["metadata"].get("namespace", "")
-            in_ns = [p for p in pods.items() if p["metadata"].get("namespace") == ns]
-            plan = deployment_plan(deploy, in_ns, now, deadline_scale=self.deadline_time_scale)
-            await self._apply(kapi.DEPLOYMENTS, deploy, plan)
-        for job in self.informers["jobs"].items():
-            if (job.get("metadata") or {}).get("deletionTimestamp"):
-                continue
-            ns = job["metadata"].get("namespace", "")
-            in_ns = [p for p in pods.items() if p["metadata"].get("namespace") == ns]
-            plan = job_plan(job, in_ns, now, deadline_scale=self.deadline_time_scale)
-            await self._apply(kapi.JOBS, job, plan)
+        scale = self.deadline_time_scale
+        controllers: tuple[tuple[kapi.Kind, Callable[[Obj, list[Obj]], Plan]], ...] = (
+            (kapi.DEPLOYMENTS, lambda o, p: deployment_plan(o, p, now, deadline_scale=scale)),
+            (kapi.JOBS, lambda o, p: job_plan(o, p, now, deadline_scale=scale)),
+            (kapi.LEADERWORKERSETS, lambda o, p: lws_plan(o, p, now)),
+        )
+        for kind, planner in controllers:
+            for owner in self.informers[kind.plural].items():
+                if (owner.get("metadata") or {}).get("deletionTimestamp"):
+                    continue
+                ns = owner["metadata"].get("namespace", "")
+                in_ns = [p for p in pods.items() if p["metadata"].get("namespace") == ns]
+                await self._apply(kind, owner, planner(owner, in_ns))
         await self._sync_pods()
         await self._write_pod_statuses()
         if self.log_sink is not None:
@@ -359,6 +361,7 @@ class Kubelet:
             self._failed_scheduling.pop(key, None)
             self._log_sizes.pop(key, None)
             self._annotated.discard(key)
+            self.group_ports.forget(*key)
             await gone.stop()
         for key, pod in live.items():
             found = self.runtimes.get(key)
@@ -434,6 +437,7 @@ class Kubelet:
             resolve_service=self._resolve_service,
             image_env=self.images.env,
             extra_env=self.extra_env,
+            pod_port=self.group_ports.get,
         )
         poddir = self.workdir / (ns or "default") / name
         return PodRuntime(

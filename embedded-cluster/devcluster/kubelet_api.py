@@ -53,6 +53,7 @@ SECRETS = Kind("/api/v1", "secrets")
 CONFIGMAPS = Kind("/api/v1", "configmaps")
 DEPLOYMENTS = Kind("/apis/apps/v1", "deployments")
 JOBS = Kind("/apis/batch/v1", "jobs")
+LEADERWORKERSETS = Kind("/apis/leaderworkerset.x-k8s.io/v1", "leaderworkersets")
 NODES = Kind("/api/v1", "nodes")
 EVENTS = Kind("/api/v1", "events")
 

@@ -18,6 +18,8 @@ container                          local
 .local]]]:port``                   Service port
 ``PATH``                           the image hooks' stand-in programs (``ImageHooks.install``),
                                    then this Python's bin dir
+``--master-addr POD.SUB[.NS]``     ``127.0.0.1`` and a local port per leader pod for
+``--master-port P``                ``P`` (a multi-node group's rendezvous: ``GroupPorts``)
 =================================  ==========================================================
 
 Kubernetes' ``$(VAR)`` references in command, args and env values are expanded the way the
@@ -148,6 +150,60 @@ class LaunchContext:
     resolve_service: ServiceResolver
     image_env: Callable[[str], Mapping[str, str]]  # ImageHooks.env
     extra_env: Mapping[str, str]
+    pod_port: Callable[[str, str, int], int] | None = None  # GroupPorts.get
+
+
+class GroupPorts:
+    """One local port per (namespace, pod, port) that pods dial by the pod's DNS name.
+
+    A multi-node group's workers (torch.distributed) reach the leader at ``--master-addr
+    <leader>.<subdomain>.<namespace> --master-port P`` (LeaderWorkerSet's
+    ``LWS_LEADER_ADDRESS``); on one host network every group would want the same ``P``, so
+    each leader gets its own port, shared by its group, and a new one when it is recreated.
+    """
+
+    def __init__(self) -> None:
+        self._ports: dict[tuple[str, str, int], int] = {}
+
+    def get(self, namespace: str, pod: str, port: int) -> int:
+        key = (namespace, pod, port)
+        if key not in self._ports:
+            self._ports[key] = free_port()
+        return self._ports[key]
+
+    def forget(self, namespace: str, pod: str) -> None:
+        for key in [k for k in self._ports if k[:2] == (namespace, pod)]:
+            del self._ports[key]
+
+
+def _flag_value(argv: list[str], flag: str) -> int | None:
+    """The index of ``flag``'s value in ``argv`` (``--flag V`` only), or None."""
+    for i, item in enumerate(argv[:-1]):
+        if item == flag:
+            return i + 1
+    return None
+
+
+def rewrite_master(
+    argv: list[str], namespace: str, pod_port: Callable[[str, str, int], int] | None
+) -> list[str]:
+    """``--master-addr <pod>.<subdomain>[.<ns>[.svc[.cluster.local]]] --master-port P`` ->
+    ``127.0.0.1`` and that pod's local port for ``P`` (``GroupPorts``)."""
+    addr, port = _flag_value(argv, "--master-addr"), _flag_value(argv, "--master-port")
+    if pod_port is None or addr is None or port is None or not argv[port].isdigit():
+        return argv
+    parts = argv[addr].split(".")
+    if (
+        len(parts) < 2
+        or parts[0].isdigit()
+        or parts[3:] not in ([], ["svc"], ["svc", "cluster", "local"])
+    ):
+        return argv
+    out = list(argv)
+    ns = parts[2] if len(parts) > 2 else namespace
+    out[port] = str(pod_port(ns, parts[0], int(argv[port])))
+    out[addr] = "127.0.0.1"
+    return out
 
 
 def _key_value(obj: Obj | None, key: str, encoded: bool) -> str | None:
@@ -262,6 +318,7 @@ def prepare_launch(
         rewrite_service_urls(paths.apply(expand_vars(str(a), env)), ns, ctx.resolve_service)
         for a in argv
     ]
+    argv = rewrite_master(argv, ns, ctx.pod_port)
     argv, port, container_ports = _ports(argv, container)
     cwd = _workdir(container, paths, poddir, roots)
     name = str(container.get("name") or "main")

@@ -34,6 +34,9 @@ class ResourceType:
     categories: tuple[str, ...] = ()
     status_subresource: bool = False
     extra_subresources: tuple[str, ...] = ()
+    # A CRD's scale subresource: where its Scale's selector is read (e.g. LeaderWorkerSet's
+    # ".status.hpaPodSelector"); empty: spec.selector.matchLabels, as for Deployments.
+    scale_selector_path: str = ""
     columns: tuple[Column, ...] = ()
     schema: dict[str, Any] | None = field(default=None, compare=False, hash=False)
     # The schema's x-kubernetes-validations, compiled (cel.Node); None: no rules.
@@ -307,6 +310,9 @@ def types_from_crd(crd: dict[str, Any]) -> list[ResourceType]:
                 categories=tuple(names.get("categories") or ()),
                 status_subresource="status" in subresources,
                 extra_subresources=extra,
+                scale_selector_path=str(
+                    (subresources.get("scale") or {}).get("labelSelectorPath") or ""
+                ),
                 columns=tuple(ver.get("additionalPrinterColumns") or ()),
                 schema=schema,
                 rules=cel.compile_schema(schema, where)[0],

@@ -451,6 +451,12 @@ class Semantics(Lifecycle):
         obj = self._existing(rtype, namespace, name)
         m = meta(obj)
         selector = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        text = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        if rtype.scale_selector_path:  # the CRD names where its selector is, as a string
+            found: Any = obj
+            for part in rtype.scale_selector_path.strip(".").split("."):
+                found = found.get(part) if isinstance(found, dict) else None
+            text = found if isinstance(found, str) else ""
         return {
             "apiVersion": "autoscaling/v1",
             "kind": "Scale",
@@ -462,7 +468,7 @@ class Semantics(Lifecycle):
             "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 1)},
             "status": {
                 "replicas": (obj.get("status") or {}).get("replicas", 0),
-                "selector": ",".join(f"{k}={v}" for k, v in sorted(selector.items())),
+                "selector": text,
             },
         }
 

@@ -65,6 +65,12 @@ class OperatorConfig(Settings):
     shutdown_grace_seconds: float = 20.0
 
     @property
+    def features(self) -> tuple[str, ...]:
+        """The optional kinds this operator watches: its autoscalers, and LeaderWorkerSets
+        with ``multi_node`` (``handlers.caches.cached_children``)."""
+        return (*self.autoscaling_engines, *(("lws",) if self.multi_node else ()))
+
+    @property
     def clusterwide(self) -> bool:
         return not self.namespaces
 
@@ -241,6 +247,10 @@ OPTIONS: tuple[Option, ...] = (
            "spec.autoscaling, as its RBAC allows: hpa, keda, hpa,keda or none; a spec asking "
            "for another engine is an invalid spec", ("--autoscaling-engines",),
            (f"{ENV_PREFIX}AUTOSCALING_ENGINES",), metavar="LIST"),
+    Option("multi_node", BOOL, "LeaderWorkerSet (kubernetes-sigs/lws) is installed and its "
+           "RBAC granted: roll out spec.resources.nodes > 1 as LeaderWorkerSet groups; off, "
+           "such a spec is refused with MultiNodeUnavailable", ("--multi-node",),
+           (f"{ENV_PREFIX}MULTI_NODE",), default="off"),
     Option("kubeconfig", TEXT, "kubeconfig file when not running in a cluster",
            ("--kubeconfig",), ("KUBECONFIG",), metavar="FILE",
            default="in-cluster service account"),

@@ -118,6 +118,13 @@ direction. No wildcard, no Secrets, no ConfigMaps; events: create only.
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
+{{- if .Values.multiNode.enabled }}
+# One LeaderWorkerSet per multi-node revision (spec.resources.nodes > 1), in place of its
+# Deployment: the same verbs, for the same reasons (needs LeaderWorkerSet installed).
+- apiGroups: ["leaderworkerset.x-k8s.io"]
+  resources: ["leaderworkersets"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+{{- end }}
 {{- if .Values.autoscaling.enabled }}
 # The HorizontalPodAutoscaler of the serving revision (spec.autoscaling, engine hpa).
 - apiGroups: ["autoscaling"]

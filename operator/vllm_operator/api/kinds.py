@@ -21,6 +21,7 @@ By = Literal["operator", "kopf", "apiserver"]
 # The children a VLLMDeployment owns: what the planner's actions name.
 ChildKind = Literal[
     "Deployment",
+    "LeaderWorkerSet",
     "Service",
     "Job",
     "HorizontalPodAutoscaler",
@@ -28,7 +29,7 @@ ChildKind = Literal[
     "PodDisruptionBudget",
 ]
 # An optional feature the chart grants only when enabled (None: always granted).
-Feature = Literal["hpa", "keda"]
+Feature = Literal["hpa", "keda", "lws"]
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,23 @@ KINDS: tuple[KindInfo, ...] = (
             Right("create", "start a candidate revision"),
             Right("patch", "scale a candidate, set its role"),
             Right("delete", "remove rejected and retired revisions"),
+        ),
+        child=True,
+    ),
+    # One LeaderWorkerSet per multi-node revision (spec.resources.nodes > 1), in place of
+    # its Deployment; only where LeaderWorkerSet is installed (feature "lws", --multi-node).
+    KindInfo(
+        "LeaderWorkerSet",
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "leaderworkersets",
+        (
+            Right("list", "cache the multi-node revisions of a resource", "kopf", feature="lws"),
+            Right("watch", "react to group readiness changes; cache", "kopf", feature="lws"),
+            Right("get", "who holds a name about to be created", feature="lws"),
+            Right("create", "start a multi-node candidate revision", feature="lws"),
+            Right("patch", "scale a multi-node candidate, set its role", feature="lws"),
+            Right("delete", "remove rejected and retired multi-node revisions", feature="lws"),
         ),
         child=True,
     ),

@@ -43,6 +43,7 @@ class EventReason(StrEnum):
     TwinStuck = "TwinStuck"
     TwinUnavailable = "TwinUnavailable"
     InvalidSpec = "InvalidSpec"
+    MultiNodeUnavailable = "MultiNodeUnavailable"
     EngineWarning = "EngineWarning"
     FlagsCheckedAgainstOlderRelease = "FlagsCheckedAgainstOlderRelease"
     NameConflict = "NameConflict"
@@ -83,6 +84,7 @@ class ConditionReason(StrEnum):
     CandidateRejected = "CandidateRejected"
     ProgressDeadlineExceeded = "ProgressDeadlineExceeded"
     InvalidSpec = "InvalidSpec"
+    MultiNodeUnavailable = "MultiNodeUnavailable"
     NameConflict = "NameConflict"
     # Reconciling / Stalled while False.
     Idle = "Idle"
@@ -139,6 +141,8 @@ EVENT_MEANINGS: dict[EventReason, str] = {
     EventReason.TwinStuck: "the twin was not Ready within the progress deadline",
     EventReason.TwinUnavailable: "mode auto: no twin in time; the gate uses the stored baseline",
     EventReason.InvalidSpec: "the spec cannot be run; every field and fix is named",
+    EventReason.MultiNodeUnavailable: "a multi-node spec where this operator runs no "
+    "LeaderWorkerSets; the fix is named",
     EventReason.EngineWarning: "the engine policy warns about the spec",
     EventReason.FlagsCheckedAgainstOlderRelease: (
         "extra args were checked against an older release's recorded parser"
@@ -178,6 +182,8 @@ CONDITION_MEANINGS: dict[ConditionReason, str] = {
     ConditionReason.CandidateRejected: "the candidate was rejected; the stable one serves",
     ConditionReason.ProgressDeadlineExceeded: "a candidate or twin was stuck past the deadline",
     ConditionReason.InvalidSpec: "the spec cannot be run (Stalled)",
+    ConditionReason.MultiNodeUnavailable: "spec.resources.nodes > 1 without LeaderWorkerSet "
+    "(Stalled)",
     ConditionReason.NameConflict: "a child's name is held by another object (Stalled)",
     ConditionReason.Idle: "Reconciling=False: nothing to do",
     ConditionReason.Progressing: "Stalled=False: nothing needs a person",

@@ -43,7 +43,9 @@ output:
   per VLLMDeployment, what the operator creates for its first revision, in that order, as
   one YAML stream separated by '---':
     the candidate Service <name>--candidate,
-    the candidate Deployment <name>--<revision> at rollout.candidateReplicas (default 1),
+    the candidate Deployment <name>--<revision> at rollout.candidateReplicas (default 1;
+      with spec.resources.nodes > 1 a LeaderWorkerSet of that name, one group per replica,
+      as an operator run with --multi-node creates it),
     the benchmark Job <name>--gate-<revision>-1, once the candidate is Ready (none with
       gate.enabled: false),
     the serving Service <name>, once the gate passed and the candidate, scaled to
@@ -173,7 +175,8 @@ def run(
     """The command with its streams and clock injected (tests call this directly)."""
     args = _parser(prog).parse_args(argv)
     when = now or datetime.now(UTC)
-    settings = Settings(bench_image=args.bench_image)
+    # What an operator run with --multi-node creates: a multi-node spec shows its group.
+    settings = Settings(bench_image=args.bench_image, multi_node=True)
     manifests: list[dict[str, Any]] = []
     failed = False
     for source in args.filename:

@@ -48,6 +48,7 @@ from vllm_operator.sim.config import (
     Faults,
     SimConfig,
 )
+from vllm_operator.sim.group import role_from
 from vllm_operator.sim.noise import PRESETS, Noise
 from vllm_operator.sim.runner import LISTENING_PREFIX, serve
 from vllm_operator.sim.startup import StartupFailure
@@ -379,6 +380,7 @@ def config_from_args(argv: list[str], prog: str, env: Mapping[str, str]) -> SimC
             noise=noise,
             ld_library_path=env.get("LD_LIBRARY_PATH"),
             keep_alive_seconds=args.sim_keep_alive_seconds,
+            group=role_from(parsed),
         )
     except ValueError as e:
         parser.error(str(e))

@@ -103,6 +103,8 @@ class CachedKind:
 VLLMD_CACHE = CachedKind("VLLMDeployment", VLLMD)
 CACHED_CHILDREN: tuple[CachedKind, ...] = (
     CachedKind("Deployment", RESOURCES["Deployment"], "deployments"),
+    # Multi-node revisions (config.multi_node): watched only where LWS is installed.
+    CachedKind("LeaderWorkerSet", RESOURCES["LeaderWorkerSet"], "deployments", feature="lws"),
     CachedKind("Service", RESOURCES["Service"], "services"),
     CachedKind("Job", RESOURCES["Job"], "jobs"),
     CachedKind("Pod", RESOURCES["Pod"], "pods", owned=False, slim=slim_pod),

@@ -151,7 +151,7 @@ def build_registry(
             runtime.kube.close()
             runtime.kube = None
 
-    register_indexes(registry, config.autoscaling_engines)
+    register_indexes(registry, config.features)
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def resource_event(
@@ -171,7 +171,7 @@ def build_registry(
 
     for group, version, plural in (
         (c.resource.group, c.resource.version, c.resource.plural)
-        for c in cached_children(config.autoscaling_engines)
+        for c in cached_children(config.features)
     ):
 
         @kopf.on.event(

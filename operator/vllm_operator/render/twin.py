@@ -17,7 +17,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from vllm_operator.render import labels
+from vllm_operator.render import labels, leaderworkerset
 from vllm_operator.render.deployment import PORT_NAME, REVISION_HISTORY_LIMIT
 from vllm_operator.render.names import twin_deployment_name, twin_service_name
 
@@ -75,6 +75,36 @@ def render_twin_deployment(
                 "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
             },
             "template": pod_template,
+        },
+    }
+
+
+def render_twin_group(
+    name: str,
+    namespace: str,
+    revision: str,
+    group: Mapping[str, Any],
+    replicas: int,
+) -> dict[str, Any]:
+    """The twin of a multi-node ``revision``: a LeaderWorkerSet from the stable set's
+    ``leaderWorkerTemplate`` as it runs, its leader relabelled as the twin (the only pod the
+    twin Service selects); the workers keep component ``worker``, which nothing selects."""
+    lwt = copy.deepcopy(dict(group))
+    leader = dict(lwt.get("leaderTemplate") or {})
+    twin = render_twin_deployment(name, namespace, revision, leader, replicas)
+    lwt["leaderTemplate"] = twin["spec"]["template"]
+    return {
+        "apiVersion": leaderworkerset.API_VERSION,
+        "kind": leaderworkerset.KIND,
+        "metadata": twin["metadata"],
+        "spec": {
+            "replicas": replicas,
+            "startupPolicy": leaderworkerset.STARTUP_POLICY,
+            "rolloutStrategy": {
+                "type": "RollingUpdate",
+                "rollingUpdateConfiguration": {"maxSurge": 0, "maxUnavailable": 1},
+            },
+            "leaderWorkerTemplate": lwt,
         },
     }
 

@@ -53,6 +53,8 @@ class Settings:
     allowed_secrets: tuple[str, ...] | None = None
     # Autoscaler kinds this operator may manage ("hpa", "keda"): what its RBAC grants.
     autoscaling_engines: tuple[str, ...] = ("hpa",)
+    # LeaderWorkerSet is installed and granted: multi-node revisions roll out as groups.
+    multi_node: bool = False
 
 
 @dataclass

@@ -13,6 +13,7 @@ from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.engine.policy import LaunchPlan
 from vllm_operator.render import labels
 from vllm_operator.render.deployment import render_deployment
+from vllm_operator.render.leaderworkerset import render_leaderworkerset
 from vllm_operator.render.revision import spec_digest
 from vllm_operator.rollout import ledger
 from vllm_operator.rollout.actions import Patch
@@ -25,7 +26,10 @@ def create_deployment(
 ) -> None:
     """Create ``revision``'s Deployment from the pass's launch plan, stamped with when it
     started and the spec digest it was rendered from."""
-    manifest = render_deployment(vd, launch, revision, replicas)
+    if launch.group is not None:  # a multi-node revision: one group per replica
+        manifest = render_leaderworkerset(vd, launch, revision, replicas)
+    else:
+        manifest = render_deployment(vd, launch, revision, replicas)
     annotations = manifest["metadata"].setdefault("annotations", {})
     annotations[labels.STARTED_ANNOTATION] = ledger.timestamp(state.now)
     annotations[labels.SPEC_DIGEST_ANNOTATION] = spec_digest(vd.spec)
@@ -80,4 +84,4 @@ def patch_deployment(state: Pass, dep: DeploymentView, replicas: int, role: str)
     if dep.role != role:
         patch["metadata"] = {"labels": {labels.ROLE_LABEL: role}}
     if patch:
-        state.actions.append(Patch("Deployment", dep.name, patch))
+        state.actions.append(Patch(dep.kind, dep.name, patch))

@@ -93,7 +93,7 @@ class Observed:
 
     def owned_children(self) -> set[tuple[str, str]]:
         """(kind, name) of every child observed as this resource's own."""
-        found = {("Deployment", d.name) for d in (*self.deployments, *self.twins)}
+        found: set[tuple[str, str]] = {(d.kind, d.name) for d in (*self.deployments, *self.twins)}
         found |= {("Service", s.name) for s in self.services}
         found |= {("Job", j.name) for j in self.jobs}
         found |= {(a.kind, a.name) for a in self.autoscalers}

@@ -70,31 +70,24 @@ def _spec_problems(
         return exc
     name_errors += references.secret_problems(vd, settings.allowed_secrets)
     name_errors += scaling.engine_problems(vd, settings)
-    name_errors += _multinode_problems(vd)
+    name_errors += _group_problems(vd)
     if name_errors:
         return SpecErrors(name_errors)
     return vd, launch
 
 
-def _multinode_problems(vd: VLLMDeployment) -> list[SpecError]:
-    """Multi-node revisions are rendered (``render.leaderworkerset``) but not yet rolled out.
-
-    The planner's objects (candidate, twin, promotion, canary, autoscaler, disruption budget)
-    are Deployments; until they are LeaderWorkerSet groups, a spec asking for more than one
-    node is refused here, by name, and the serving revision keeps serving untouched.
-    """
-    nodes = vd.spec.resources.nodes
-    if nodes == 1:
+def _group_problems(vd: VLLMDeployment) -> list[SpecError]:
+    """What a multi-node revision (a LeaderWorkerSet) does not do yet, refused by name: an
+    autoscaler and a canary act on Deployments and on pods, not on groups."""
+    if vd.spec.resources.nodes == 1:
         return []
-    return [
-        SpecError(
-            "spec.resources.nodes",
-            f"is {nodes}: this operator release checks and renders multi-node revisions "
-            "(LeaderWorkerSet groups) but does not roll them out yet",
-            "set spec.resources.nodes: 1 (a model that fits one node), or wait for the release "
-            "that rolls out LeaderWorkerSets (docs/multi-node.md)",
-        )
-    ]
+    fix = "remove it for a multi-node model (spec.resources.nodes > 1; docs/multi-node.md)"
+    found = []
+    if vd.spec.autoscaling is not None:
+        found.append(SpecError("spec.autoscaling", "does not scale multi-node groups yet", fix))
+    if vd.spec.rollout.canary is not None:
+        found.append(SpecError("spec.rollout.canary", "does not step multi-node groups yet", fix))
+    return found
 
 
 def plan(observed: Observed, now: datetime, settings: Settings | None = None) -> Plan:
@@ -112,6 +105,8 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
         status = stopped.invalid_spec(state, parsed, stable)
         return _finish(state, status)
     vd, launch = parsed
+    if launch.group is not None and not state.settings.multi_node:
+        return _finish(state, stopped.multinode_unavailable(state, launch.group.nodes, stable))
     rendered = revision_hash(vd.spec, launch)
     digest = spec_digest(vd.spec)
     # An unchanged spec rendered differently by this operator keeps its stable revision

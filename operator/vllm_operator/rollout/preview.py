@@ -34,6 +34,8 @@ from vllm_operator.rollout.status import previous_status
 MAX_PASSES = 12
 ASSUMED = "preview: the gate is assumed to pass"
 AUTOSCALER_KINDS = ("HorizontalPodAutoscaler", "ScaledObject")
+# What a revision runs as: a Deployment, or a LeaderWorkerSet for spec.resources.nodes > 1.
+REVISION_KINDS = ("Deployment", "LeaderWorkerSet")
 
 
 def apply_merge_patch(target: Any, patch: Any) -> Any:
@@ -65,7 +67,7 @@ def first_revision(
     for _ in range(MAX_PASSES):
         observed = observe(
             copy.deepcopy(body),
-            deployments=[o for (k, _), o in objects.items() if k == "Deployment"],
+            deployments=[o for (k, _), o in objects.items() if k in REVISION_KINDS],
             services=[o for (k, _), o in objects.items() if k == "Service"],
             jobs=[o for (k, _), o in objects.items() if k == "Job"],
             autoscalers=[o for (k, _), o in objects.items() if k in AUTOSCALER_KINDS],
@@ -103,7 +105,7 @@ def _cluster_catches_up(
     status = previous_status(body.get("status"))
     history = list(status.history)
     for (kind, _), obj in objects.items():
-        if kind == "Deployment":
+        if kind in REVISION_KINDS:
             obj["status"] = {"readyReplicas": obj["spec"]["replicas"]}
         elif kind == "Job":
             revision = obj["metadata"]["labels"].get(labels.REVISION_LABEL, "")

@@ -207,7 +207,7 @@ def _promote(
         state.serving = candidate  # the autoscaler and the budget follow in this plan
         state.actions.append(
             Patch(
-                "Deployment",
+                dep.kind,
                 dep.name,
                 {"metadata": {"labels": {labels.ROLE_LABEL: labels.ROLE_STABLE}}},
             )
@@ -236,11 +236,11 @@ def _reject(
 ) -> Outcome:
     dep = state.observed.deployment_of(candidate)
     if dep is not None and not dep.deleting and not drain:
-        state.delete("Deployment", dep.name)
+        state.delete(dep.kind, dep.name)
         state.event(
             "Normal",
             EventReason.CandidateRemoved,
-            f"revision {candidate} rejected: Deployment deleted",
+            f"revision {candidate} rejected: {dep.kind} deleted",
         )
     text = decided.line() or decided.outcome
     if serving_ok(state, stable):
@@ -261,9 +261,9 @@ def retire(state: Pass, keep: set[str]) -> None:
     observed = state.observed
     doomed = {(a.kind, a.name) for a in state.actions if isinstance(a, Delete)}
     for dep in observed.deployments:
-        if dep.revision in keep or dep.deleting or ("Deployment", dep.name) in doomed:
+        if dep.revision in keep or dep.deleting or (dep.kind, dep.name) in doomed:
             continue
-        state.delete("Deployment", dep.name)
+        state.delete(dep.kind, dep.name)
         reason = (
             EventReason.RevisionRetired
             if dep.role == labels.ROLE_STABLE

@@ -69,6 +69,32 @@ def invalid_spec(state: Pass, errors: SpecErrors, stable: str | None) -> VLLMDep
     )
 
 
+MULTINODE_FIX = (
+    "install LeaderWorkerSet (kubernetes-sigs/lws, v0.10.0 or later) and run the operator "
+    "with --multi-node (chart: multiNode.enabled=true), or set spec.resources.nodes: 1 for a "
+    "model that fits one node (docs/multi-node.md)"
+)
+
+
+def multinode_unavailable(state: Pass, nodes: int, stable: str | None) -> VLLMDeploymentStatus:
+    """A multi-node spec where this operator runs no LeaderWorkerSets: create nothing (no
+    half-made group), keep the stable revision serving, and name the fix."""
+    message = (
+        f"spec.resources.nodes is {nodes}: a multi-node revision runs as a LeaderWorkerSet, "
+        f"which this operator is not set up for; {MULTINODE_FIX}"
+    )
+    if state.previous.observed_generation != state.observed.generation:
+        state.event("Warning", EventReason.MultiNodeUnavailable, message)
+    return stopped_status(
+        state,
+        stable,
+        message,
+        ConditionReason.MultiNodeUnavailable,
+        warnings=[],
+        gate=("Unknown", ConditionReason.MultiNodeUnavailable),
+    )
+
+
 def conflict_message(foreign: dict[tuple[str, str], str]) -> str:
     """Who holds which child name, and what a person can do about it."""
     holders = "; ".join(

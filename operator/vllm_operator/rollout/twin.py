@@ -21,6 +21,7 @@ from vllm_operator.render import labels
 from vllm_operator.render.names import twin_service_name
 from vllm_operator.render.twin import (
     render_twin_deployment,
+    render_twin_group,
     render_twin_service,
     template_port,
     twin_url,
@@ -55,9 +56,14 @@ def ensure(state: Pass, vd: VLLMDeployment, candidate: str, stable: str) -> None
     if observed.twin_of(stable) is not None:
         return
     replicas = vd.spec.rollout.candidate_replicas
-    manifest = render_twin_deployment(
-        observed.name, observed.namespace, stable, source.template, replicas
-    )
+    if source.group:  # the stable revision is a multi-node group: its twin is a whole group
+        manifest = render_twin_group(
+            observed.name, observed.namespace, stable, source.group, replicas
+        )
+    else:
+        manifest = render_twin_deployment(
+            observed.name, observed.namespace, stable, source.template, replicas
+        )
     manifest["metadata"]["annotations"][labels.STARTED_ANNOTATION] = ledger.timestamp(state.now)
     state.create(manifest)
     state.event(
@@ -113,11 +119,11 @@ def remove(state: Pass) -> None:
     for twin in state.observed.twins:
         if twin.deleting or twin.revision == state.twin:
             continue
-        state.delete("Deployment", twin.name)
+        state.delete(twin.kind, twin.name)
         state.event(
             "Normal",
             EventReason.TwinRemoved,
-            f"twin of revision {twin.revision} deleted: Deployment {twin.name}",
+            f"twin of revision {twin.revision} deleted: {twin.kind} {twin.name}",
         )
     service = state.observed.service(twin_service_name(state.name))
     if state.twin is None and service is not None:

@@ -131,7 +131,7 @@ def record_digest(state: Pass, revision: str, digest: str) -> None:
         return
     state.actions.append(
         Patch(
-            "Deployment",
+            dep.kind,
             dep.name,
             {"metadata": {"annotations": {labels.SPEC_DIGEST_ANNOTATION: digest}}},
         )

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from vllm_operator.api.kinds import ChildKind
 from vllm_operator.api.launch import LaunchRecord
 from vllm_operator.api.resource import MAX_ATTEMPT_DIGITS
 from vllm_operator.render import labels
@@ -132,6 +133,11 @@ class DeploymentView:
     spec_digest: str | None = None
     # Its canary record (rollout/canary/phase.py), as written; None outside a canary.
     canary: str | None = None
+    # "LeaderWorkerSet" for a multi-node revision: one replica is a group of pods, and
+    # ``ready_replicas`` counts whole groups (the set's status, as LWS writes it).
+    kind: ChildKind = "Deployment"
+    # A LeaderWorkerSet's raw leaderWorkerTemplate: a twin group is started from it.
+    group: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -263,7 +269,11 @@ def deployment_view(obj: Mapping[str, Any]) -> DeploymentView | None:
         return None
     spec = as_dict(obj.get("spec"))
     status = as_dict(obj.get("status"))
-    template = as_dict(spec.get("template"))
+    group = (
+        as_dict(spec.get("leaderWorkerTemplate")) if obj.get("kind") == "LeaderWorkerSet" else {}
+    )
+    # A group's leader template: its image, its port, and what a twin group relabels.
+    template = as_dict(group.get("leaderTemplate")) if group else as_dict(spec.get("template"))
     containers = _list(as_dict(template.get("spec")).get("containers"))
     image = as_dict(containers[0]).get("image") if containers else None
     started = parse_time(annotations.get(labels.STARTED_ANNOTATION)) or parse_time(
@@ -283,6 +293,8 @@ def deployment_view(obj: Mapping[str, Any]) -> DeploymentView | None:
         template=template,
         spec_digest=_str_or_none(annotations.get(labels.SPEC_DIGEST_ANNOTATION)),
         canary=_str_or_none(annotations.get(labels.CANARY_ANNOTATION)),
+        kind="LeaderWorkerSet" if group else "Deployment",
+        group=group,
     )
 
 

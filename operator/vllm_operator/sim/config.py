@@ -14,6 +14,7 @@ from vllm_operator.engine.version import Version, v
 from vllm_operator.sim import answers as answers_mod
 from vllm_operator.sim import profiles as profiles_mod
 from vllm_operator.sim.answers import AnswerBook
+from vllm_operator.sim.group import GroupRole
 from vllm_operator.sim.noise import Noise
 from vllm_operator.sim.profiles import Profile
 
@@ -90,6 +91,8 @@ class SimConfig:
     answers: AnswerBook = field(default_factory=AnswerBook)
     ld_library_path: str | None = None  # as the process saw it; None = unset
     ledger_size: int = 10_000
+    group: GroupRole | None = None
+    """This server's place in a multi-node group (``sim.group``); None: one node."""
     keep_alive_seconds: float = KEEP_ALIVE_SECONDS
     """A connection idle this long (wall-clock: no request yet, a request half sent, or
     between requests) is closed, as vLLM's server does; 2,000 idle connections otherwise

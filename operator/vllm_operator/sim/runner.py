@@ -27,9 +27,10 @@ from typing import IO, Any
 
 from aiohttp import web
 
+from vllm_operator.sim import group
 from vllm_operator.sim.config import SimConfig
 from vllm_operator.sim.server import build_app
-from vllm_operator.sim.startup import check_cublas, warmup_stages
+from vllm_operator.sim.startup import StartupFailure, check_cublas, warmup_stages
 from vllm_operator.sim.state import SimState
 
 log = logging.getLogger("vllm_operator.sim")
@@ -52,6 +53,7 @@ class SimServer:
         self.state.crash = self._crash
         self._runner: web.AppRunner | None = None
         self._exit_on_crash = exit_on_crash
+        self._rendezvous: group.Rendezvous | None = None
         self.url = ""
 
     async def start(self) -> str:
@@ -64,6 +66,10 @@ class SimServer:
             cfg.profile.name,
             cfg.warmup_seconds,
         )
+        if cfg.group is not None:  # a group's leader: its engine starts once all joined
+            self._rendezvous = group.Rendezvous(cfg.group, self._member_lost)
+            await self._rendezvous.open()
+            await self._rendezvous.complete.wait()
         if cfg.warmup_seconds > 0:
             for seconds, text in warmup_stages(cfg.profile.mode, cfg.warmup_seconds):
                 log.info("%s (%.1f s)", text, seconds)
@@ -102,11 +108,18 @@ class SimServer:
         self.state.dead = True
         asyncio.get_running_loop().create_task(self.stop())
 
+    def _member_lost(self, why: str) -> None:
+        log.error("%s", why)
+        self._crash()
+
     def _die(self) -> None:
         self.state.dead = True
         log.error("EngineCore encountered a fatal error (simulated: --sim-die-after-seconds)")
 
     async def stop(self) -> None:
+        rendezvous, self._rendezvous = self._rendezvous, None
+        if rendezvous is not None:
+            await rendezvous.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -130,8 +143,12 @@ async def serve(
 ) -> None:
     """Run a simulator until ``stop`` is set (forever without one).
 
-    Raises :class:`~vllm_operator.sim.startup.StartupFailure` where vLLM would exit.
+    Raises :class:`~vllm_operator.sim.startup.StartupFailure` where vLLM would exit. A
+    headless worker of a group serves nothing: it joins its leader (``sim.group``).
     """
+    if config.group is not None and not config.group.leader:
+        await _work(config.group, stop)
+        return
     server = SimServer(config, exit_on_crash=True)  # a process of its own: a crash exits it
     starting = asyncio.create_task(server.start())
     if stop is not None:  # a SIGTERM during the warm-up ends the process promptly
@@ -152,6 +169,21 @@ async def serve(
         await (stop or asyncio.Event()).wait()
     finally:
         await server.stop()
+
+
+async def _work(role: group.GroupRole, stop: asyncio.Event | None) -> None:
+    """A headless worker until ``stop``; a group that ends or never forms exits 1."""
+    working = asyncio.create_task(group.join(role))
+    waits: set[asyncio.Future[Any]] = {working}
+    if stop is not None:
+        waits.add(asyncio.ensure_future(stop.wait()))
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    ended = working.done()
+    for task in waits:
+        task.cancel()
+    await asyncio.gather(*waits, return_exceptions=True)
+    if ended:
+        raise StartupFailure(f"the group of node rank {role.node_rank} ended", working.result())
 
 
 class SimThread:

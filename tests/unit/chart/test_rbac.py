@@ -136,6 +136,31 @@ def test_declared_list_has_no_forbidden_calls() -> None:
 
 
 @pytest.mark.parametrize("scope", sorted(SCOPES))
+@pytest.mark.parametrize("enabled", [False, True])
+def test_leaderworkerset_rules_and_flag_only_with_multi_node(scope: str, enabled: bool) -> None:
+    """LeaderWorkerSet rights are exactly the declared "lws" ones, granted and passed to the
+    operator (--multi-node) only when the chart enables multi-node."""
+    rendered = {**SCOPES[scope], "multiNode": {"enabled": enabled}}
+    granted = set().union(*_rules(rendered).values())
+    features = frozenset({"hpa", "lws"} if enabled else {"hpa"})
+    assert granted == _declared(features)
+    lws = {(g, r, v) for g, r, v in granted if r == "leaderworkersets"}
+    verbs = {"get", "list", "watch", "create", "patch", "delete"}
+    wanted = {("leaderworkerset.x-k8s.io", "leaderworkersets", v) for v in verbs}
+    assert lws == (wanted if enabled else set())
+    docs = helm_python.Chart.load(CHART).render(rendered, name="vo", namespace="vllm-system")
+    (deployment,) = [
+        d
+        for path, text in docs.items()
+        if path.endswith(".yaml")
+        for d in yaml.safe_load_all(text)
+        if d and d.get("kind") == "Deployment"
+    ]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert ("--multi-node" in args) is enabled
+
+
+@pytest.mark.parametrize("scope", sorted(SCOPES))
 def test_nodes_false_grants_everything_but_nodes(scope: str) -> None:
     values = {**SCOPES[scope], "rbac": {"nodes": False}}
     granted = set().union(*_rules(values).values())

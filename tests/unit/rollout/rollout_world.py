@@ -102,6 +102,10 @@ def paired(result: BenchSummary, baseline: BenchSummary) -> BenchSummary:
     )
 
 
+# What a revision runs as: a Deployment, or a LeaderWorkerSet for a multi-node revision.
+REVISION_KINDS = ("Deployment", "LeaderWorkerSet")
+
+
 class World:
     """One VLLMDeployment and its children, in memory."""
 
@@ -131,7 +135,7 @@ class World:
 
         observed = observe(
             copy.deepcopy(self.body),
-            deployments=children("Deployment"),
+            deployments=children("Deployment") + children("LeaderWorkerSet"),
             services=children("Service"),
             jobs=children("Job"),
             pods=[o for (k, _), o in objs.items() if k == "Pod"],
@@ -257,7 +261,7 @@ class World:
     def deployment(self, revision: str) -> dict[str, Any] | None:
         for (k, _), o in self.objects.items():
             if (
-                k == "Deployment"
+                k in REVISION_KINDS
                 and not self._is_twin(o)
                 and o["metadata"]["labels"][labels.REVISION_LABEL] == revision
             ):
@@ -269,7 +273,7 @@ class World:
         return sorted(
             o["metadata"]["labels"][labels.REVISION_LABEL]
             for (k, _), o in self.objects.items()
-            if k == "Deployment" and not self._is_twin(o)
+            if k in REVISION_KINDS and not self._is_twin(o)
         )
 
     def twins(self) -> list[str]:
@@ -277,7 +281,7 @@ class World:
         return sorted(
             o["metadata"]["labels"][labels.REVISION_LABEL]
             for (k, _), o in self.objects.items()
-            if k == "Deployment" and self._is_twin(o)
+            if k in REVISION_KINDS and self._is_twin(o)
         )
 
     def serving(self) -> str | None:
@@ -287,7 +291,7 @@ class World:
     def ready_all(self) -> None:
         """Every Deployment has all its replicas Ready (the kubelet did its job)."""
         for (k, _), o in self.objects.items():
-            if k == "Deployment":
+            if k in REVISION_KINDS:
                 o["status"] = {"readyReplicas": o["spec"]["replicas"]}
 
     def ready(self, revision: str, count: int) -> None:

@@ -318,7 +318,7 @@ def write(state: Pass, dep: DeploymentView, record: CanaryRecord) -> None:
     if dep.canary != text:
         state.actions.append(
             Patch(
-                "Deployment",
+                dep.kind,
                 dep.name,
                 {"metadata": {"annotations": {labels.CANARY_ANNOTATION: text}}},
             )
