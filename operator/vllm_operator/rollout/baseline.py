@@ -33,7 +33,7 @@ from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord
 from vllm_operator.api.summary import BenchSummary
-from vllm_operator.rollout import causes, twin
+from vllm_operator.rollout import causes, figures, twin
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.status import Outcome
 from vllm_operator.rollout.views import DeploymentView, JobView, PodView, parse_time
@@ -58,16 +58,29 @@ class Choice:
 
 
 def stored_summary(state: Pass, stable: str | None) -> BenchSummary | None:
-    """The stable revision's stored benchmark: the baseline of a gate without a twin."""
+    """The stable revision's stored benchmark: the baseline of a gate without a twin. Read
+    from status where it still is (a status older than ``rollout.figures``, or figures not
+    yet on the Deployment), else from the stable's Deployment under a digest status keeps."""
     if stable is None:
         return None
+    sources: list[tuple[BenchSummary | None, str | None]] = []
     prev = state.previous.stable
-    if prev is not None and prev.revision == stable and prev.benchmark is not None:
-        return prev.benchmark
-    for entry in state.history:
-        if entry.revision == stable and entry.outcome == "Passed" and entry.summary is not None:
-            return entry.summary
-    return None
+    if prev is not None and prev.revision == stable:
+        sources.append((prev.benchmark, prev.figures_digest))
+    sources.extend(
+        (entry.summary, entry.figures_digest)
+        for entry in state.history
+        if entry.revision == stable and entry.outcome == "Passed"
+    )
+    return figures.of_revision(state.observed, stable, sources)
+
+
+def figures_of(state: Pass, record: GateRecord) -> BenchSummary | None:
+    """The figures a verdict judged: in its record while status keeps them, else on its
+    revision's Deployment (a Passed revision's, under the record's digest)."""
+    return figures.of_revision(
+        state.observed, record.revision, [(record.summary, record.figures_digest)]
+    )
 
 
 def _scheduled(pods: Sequence[PodView]) -> int:
@@ -187,7 +200,8 @@ def _attempts_served(
     """Earlier benchmarked attempts on ``candidate`` that ended after ``since``."""
     served = 0
     for entry in history:
-        if entry.revision != candidate or entry.summary is None or entry.attempt is None:
+        measured = entry.summary is not None or entry.figures_digest is not None
+        if entry.revision != candidate or not measured or entry.attempt is None:
             continue
         finished = parse_time(entry.finished_at)
         if entry.attempt < attempt and finished is not None and finished > since:

@@ -132,6 +132,8 @@ class DeploymentView:
     spec_digest: str | None = None
     # Its canary record (rollout/canary/phase.py), as written; None outside a canary.
     canary: str | None = None
+    # Its benchmark figures as written (rollout/figures.py); None when absent.
+    figures: str | None = None
 
 
 @dataclass(frozen=True)
@@ -283,6 +285,7 @@ def deployment_view(obj: Mapping[str, Any]) -> DeploymentView | None:
         template=template,
         spec_digest=_str_or_none(annotations.get(labels.SPEC_DIGEST_ANNOTATION)),
         canary=_str_or_none(annotations.get(labels.CANARY_ANNOTATION)),
+        figures=_str_or_none(annotations.get(labels.FIGURES_ANNOTATION)),
     )
 
 
