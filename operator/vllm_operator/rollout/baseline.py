@@ -75,6 +75,15 @@ def stored_summary(state: Pass, stable: str | None) -> BenchSummary | None:
     return figures.of_revision(state.observed, stable, sources)
 
 
+def planted(state: Pass, stable: str | None) -> bool:
+    """Whether the stable's Deployment holds figures that no digest status keeps matches
+    (written by someone other than the operator): they are never used."""
+    if stable is None or stored_summary(state, stable) is not None:
+        return False
+    dep = state.observed.deployment_of(stable)
+    return dep is not None and dep.figures is not None
+
+
 def figures_of(state: Pass, record: GateRecord) -> BenchSummary | None:
     """The figures a verdict judged: in its record while status keeps them, else on its
     revision's Deployment (a Passed revision's, under the record's digest)."""
@@ -156,6 +165,8 @@ def choose(
     with_twin: bool,
     stored: BenchSummary | None,
     fallback: Fallback | None,
+    *,
+    planted: bool = False,
 ) -> Choice:
     """The baseline of a new benchmark Job, and the words that say why."""
     mode = vd.spec.gate.baseline.mode
@@ -170,6 +181,13 @@ def choose(
     if stable is None:
         return Choice("stored", "no stable revision: absolute limits only")
     why = fallback.reason if fallback is not None else f"gate.baseline.mode {mode}"
+    if stored is None and planted:
+        return Choice(
+            "stored",
+            f"{why}; revision {stable}'s Deployment holds figures that do not match the digest "
+            "in status (written by someone other than the operator), so they are not used: "
+            "absolute limits only",
+        )
     if stored is None:
         return Choice(
             "stored",

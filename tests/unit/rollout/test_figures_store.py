@@ -130,9 +130,9 @@ def test_figures_planted_on_the_deployment_are_not_believed() -> None:
     dep["metadata"]["annotations"][labels.FIGURES_ANNOTATION] = figures.figures_text(planted)
     sent = _stored_baseline_sent(w)
     assert sent is None  # no stored figures: absolute limits only, never the planted ones
-    assert (
-        "no stored figures" in w.job()["metadata"]["annotations"][labels.BASELINE_REASON_ANNOTATION]
-    )
+    reason = w.job()["metadata"]["annotations"][labels.BASELINE_REASON_ANNOTATION]
+    assert "do not match the digest in status" in reason, reason
+    assert "absolute limits only" in reason
 
 
 def test_figures_too_big_for_an_annotation_stay_in_status(monkeypatch: pytest.MonkeyPatch) -> None:
