@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 from rollout_world import World, spec, summary
 from test_rollout_twin import GATE, V16_EAGER
 
-from vllm_operator.api.status import figures_digest
+from vllm_operator.api.status import StoredFiguresAdapter, figures_digest, figures_text
 from vllm_operator.api.summary import BenchSummary
 from vllm_operator.render import labels
 from vllm_operator.rollout import Patch, Plan, figures
+from vllm_operator.rollout.results import parse_summary
 
 STORED = spec(image="vllm/vllm-openai:v0.17.0", gate={**GATE, "baseline": {"mode": "stored"}})
 
@@ -127,7 +129,7 @@ def test_figures_planted_on_the_deployment_are_not_believed() -> None:
     # Someone who may edit Deployments (not the resource's status) makes the baseline slow,
     # so that any candidate would look fast beside it.
     planted = summary(median_ms=90_000, tokens=1)
-    dep["metadata"]["annotations"][labels.FIGURES_ANNOTATION] = figures.figures_text(planted)
+    dep["metadata"]["annotations"][labels.FIGURES_ANNOTATION] = figures_text(planted)
     sent = _stored_baseline_sent(w)
     assert sent is None  # no stored figures: absolute limits only, never the planted ones
     reason = w.job()["metadata"]["annotations"][labels.BASELINE_REASON_ANNOTATION]
@@ -162,3 +164,18 @@ def test_a_rejected_revision_leaves_no_figures_in_status() -> None:
     assert all("summary" not in e for e in w.status["history"])
     assert [e.get("figuresDigest") is not None for e in w.status["history"]] == [False, True]
     assert w.revisions() == [stable]
+
+
+def test_real_summaries_read_back_to_the_same_text() -> None:
+    """The digest is of the text: figures read back from a Deployment must write the same
+    text again, or every pass would patch it anew (the real H100/H200 summaries)."""
+    root = Path(__file__).resolve().parents[3] / "docs" / "calibration"
+    found = sorted(root.glob("*/summary-*.json"))
+    assert len(found) >= 20
+    for path in found:
+        summary = parse_summary(path.read_text())
+        assert summary is not None, path
+        text = figures_text(summary)
+        assert len(text) < figures.MAX_BYTES
+        again = figures_text(StoredFiguresAdapter.validate_python(text))
+        assert again == text, path
