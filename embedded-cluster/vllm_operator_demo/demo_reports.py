@@ -15,12 +15,15 @@ demo's outcome: the verdicts are what the demo checks.
 from __future__ import annotations
 
 import contextlib
+import json
 import tempfile
 from pathlib import Path
 
 from vllm_operator.api.status import GateRecord
+from vllm_operator.api.summary import BenchSummary
 from vllm_operator.errors import SpecError
 from vllm_operator.render import job_name
+from vllm_operator.rollout.results import parse_summary, summary_from_log
 from vllm_operator_demo.demo_session import Session
 
 REPORTS_PREFIX = "vllm-operator-demo-reports-"
@@ -57,6 +60,30 @@ def bench_log(session: Session, job: str, namespace: str) -> str:
         return ""
     pods = sorted(p.name for p in folder.glob(f"{job}-*") if p.is_dir())
     return "".join(session.kubelet.pod_log(namespace, pod) for pod in pods)
+
+
+def figures(
+    session: Session, name: str, namespace: str, record: GateRecord | None
+) -> BenchSummary | None:
+    """The figures ``record``'s benchmark measured, from its Job's log (status keeps only
+    their digest, and a rejected revision's Deployment, which held them, is gone)."""
+    if record is None or record.judge() != "gate":
+        return None
+    job = job_name(name, record.revision, record.attempt or 1)
+    log = bench_log(session, job, namespace)
+    for line in reversed(log.splitlines()):
+        if '"report"' not in line:
+            continue
+        try:
+            event = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        report = event.get("report") if isinstance(event, dict) else None
+        if isinstance(report, dict) and event.get("event") == "report":
+            found = parse_summary(json.dumps(report.get("summary")))
+            if found is not None:
+                return found
+    return summary_from_log(log)
 
 
 def write_report(

@@ -2,8 +2,9 @@
 
 Everything here is what a user with kubectl could do: apply, read ``status``, and at the
 end read the API's change history to check that the serving Service only ever selected a
-revision with a Ready pod. The verdicts and figures come from the operator's status
-(``status.history``), i.e. from what the gate (and, in step 4, the canary) measured. Live
+revision with a Ready pod. The verdicts come from the operator's status (``status.history``),
+the figures from each benchmark Job's log (status keeps only their digest), i.e. from what
+the gate (and, in step 4, the canary) measured. Live
 users (``demo_live``) send requests through the serving Service the whole time; the story
 is as expected only if no request of theirs failed because of a traffic switch.
 """
@@ -31,7 +32,7 @@ from vllm_operator.render import deployment_name, revision_hash, serving_service
 from vllm_operator.render.labels import REVISION_LABEL
 from vllm_operator.rollout.advice import split_holding
 from vllm_operator_demo.demo_live import StepTraffic, live_users
-from vllm_operator_demo.demo_reports import write_report
+from vllm_operator_demo.demo_reports import figures, write_report
 from vllm_operator_demo.demo_session import Printer, Session
 from vllm_operator_demo.demo_tables import Row, render
 
@@ -248,9 +249,7 @@ def _stable(session: Session, name: str) -> str | None:
 def _gate_summary(session: Session, name: str, revision: str) -> GateRecord | None:
     """The benchmark gate's record of ``revision`` (a canary's verdict carries no figures)."""
     status = _status(session.resource(name, "default"))
-    return next(
-        (r for r in status.history if r.revision == revision and r.summary is not None), None
-    )
+    return next((r for r in status.history if r.revision == revision and r.judge() == "gate"), None)
 
 
 def _canary_outcome(
@@ -315,7 +314,7 @@ def run_story(session: Session, timeout: float, *, reports: Path | None = None) 
                     revision,
                     outcome,
                     tuple(record.reasons) if record else (),
-                    gate.summary if gate else None,
+                    figures(session, name, "default", gate),
                 )
             )
             if not good:
@@ -381,7 +380,7 @@ def run_apply(
                 revision,
                 record.outcome if record else ("promoted" if promoted else "none"),
                 tuple(record.reasons) if record else (),
-                record.summary if record else None,
+                figures(session, name, namespace, record),
             )
         )
     session.say("")

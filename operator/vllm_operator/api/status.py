@@ -7,11 +7,19 @@ operator needs to continue after a restart is here or in labels and annotations.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, PlainSerializer, WithJsonSchema, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    PlainSerializer,
+    TypeAdapter,
+    WithJsonSchema,
+    model_validator,
+)
 
 from vllm_operator.api.base import APIModel
 from vllm_operator.api.canary import CanaryStatus
@@ -72,20 +80,36 @@ def _figures_out(summary: BenchSummary) -> str:
     return json.dumps(summary.to_wire(), separators=(",", ":"), sort_keys=True)
 
 
+def figures_text(summary: BenchSummary) -> str:
+    """Figures as one line of compact JSON: what status held and the Deployment holds."""
+    return _figures_out(summary)
+
+
+def figures_digest(text: str) -> str:
+    """The digest status keeps of figures stored elsewhere: ``sha256:`` and 64 hex digits."""
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}$"
+
+
 StoredFigures = Annotated[
     BenchSummary,
     BeforeValidator(_figures_in),
     PlainSerializer(_figures_out, return_type=str, when_used="json"),
     WithJsonSchema({"type": "string"}),
 ]
-"""A benchmark summary kept in status as one line of compact JSON.
+"""A benchmark summary kept in status as one line of compact JSON, only until the revision's
+Deployment holds it (``rollout/figures.py``), or in a status written before that.
 
 The figures are the operator's memory (the stable revision's are the stored baseline), not
-something to read in ``kubectl describe``: as a tree they took about 100 lines per copy
-(190 with a paired baseline), as one string they take one. Read them with ``kubectl get
-vllmd NAME -o jsonpath='{.status.stable.benchmark}' | jq``; the report page of the run
-shows them as a table. A mapping (a status written before this format) is read as well.
+something to read in ``kubectl describe``: as a tree they took about 100 lines per copy,
+as one string one line of 2,500-4,000 characters; on the Deployment, none. A mapping (a
+status written before the one-line format) is read as well.
 """
+
+StoredFiguresAdapter: TypeAdapter[BenchSummary] = TypeAdapter(StoredFigures)
+"""Reads figures from their one line of JSON (status, or a Deployment's annotation)."""
 
 
 class Condition(APIModel):
@@ -125,9 +149,19 @@ class RevisionSummary(APIModel):
     benchmark: StoredFigures | None = Field(
         default=None,
         description=(
-            "The figures of the benchmark that admitted it (the stored baseline when stable), "
-            "as one line of JSON (a bench summary, docs/bench.md): `kubectl get vllmd NAME -o "
-            "jsonpath='{.status.stable.benchmark}' | jq`."
+            "The figures of the benchmark that admitted it, as one line of JSON (a bench "
+            "summary, docs/bench.md), only until its Deployment holds them (the "
+            "vllm-operator.dev/figures annotation, figuresDigest below); absent after that."
+        ),
+    )
+    figures_digest: str | None = Field(
+        default=None,
+        pattern=DIGEST_PATTERN,
+        description=(
+            "sha256 of the figures of the benchmark that admitted it (the stored baseline when "
+            "stable), kept in the vllm-operator.dev/figures annotation of the revision's "
+            "Deployment: `kubectl get deploy NAME--REVISION -o jsonpath='{.metadata.annotations."
+            "vllm-operator\\.dev/figures}' | jq`. Figures there that do not match are not used."
         ),
     )
     since: str | None = Field(default=None, description="When it reached its role (RFC 3339).")
@@ -139,7 +173,16 @@ class GateRecord(Verdict):
     revision: str = Field(description="Revision judged.")
     summary: StoredFigures | None = Field(
         default=None,
-        description="The figures judged, as one line of JSON (a bench summary, docs/bench.md).",
+        description=(
+            "The figures judged, as one line of JSON (a bench summary, docs/bench.md), only "
+            "while a Passed revision's Deployment does not hold them yet; else absent (the "
+            "benchmark Job's log and its report page have every figure)."
+        ),
+    )
+    figures_digest: str | None = Field(
+        default=None,
+        pattern=DIGEST_PATTERN,
+        description="sha256 of the figures judged, when a benchmark gave figures.",
     )
     baseline_revision: str | None = Field(
         default=None, description="Stable revision compared against, if any."
@@ -199,6 +242,7 @@ class GateRecord(Verdict):
             return self.decided_by
         canary = (
             self.summary is None
+            and self.figures_digest is None
             and self.reasons[:1] != []
             and (self.reasons[0].startswith("canary step"))
         )
@@ -252,8 +296,9 @@ class VLLMDeploymentStatus(APIModel):
         description=(
             f"The last {HISTORY_LIMIT} verdicts, newest first, one line each: revision, "
             "outcome, who decided, attempt, when, the baseline, and the verdict in one line "
-            f"(lastGate has the newest in full). The newest {HISTORY_FULL} keep their "
-            "figures (summary, one line of JSON). At most "
+            "(lastGate has the newest in full) and the digest of its figures. A Passed "
+            "verdict keeps its figures (summary, one line of JSON) only until its revision's "
+            "Deployment holds them. At most "
             f"{HISTORY_BYTES} bytes: figures are dropped first, oldest first. Every figure "
             "and request of a run is in the benchmark Job's log (kubectl logs "
             "job/<name>--gate-<revision>-<attempt>) until the verdict is recorded and the "

@@ -30,9 +30,10 @@ GLOSSARY: dict[str, str] = {
         "(gate.baseline.mode twin, or auto when it can be scheduled). Removed after the verdict."
     ),
     "stored baseline": (
-        "The stable revision's figures as its own gate measured them (status.stable.benchmark), "
-        "used when no twin runs: an earlier run, perhaps on another node, so the figures are "
-        "compared as points or unpaired, and the reason says so."
+        "The stable revision's figures as its own gate measured them (on its Deployment, under "
+        "status.stable.figuresDigest), used when no twin runs: an earlier run, perhaps on "
+        "another node, so the figures are compared as points or unpaired, and the reason says "
+        "so."
     ),
     "undecided": (
         "A figure whose interval straddles its limit: the data cannot yet tell a regression "

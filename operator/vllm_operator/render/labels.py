@@ -45,6 +45,9 @@ ROLL_OPERATOR_UPDATE_ANNOTATION = f"{DOMAIN}/roll-operator-update"
 # A candidate's canary: its step, when the step started and the counts scraped then
 # (rollout/canary/phase.py); on the candidate's Deployment, so a restarted operator resumes it.
 CANARY_ANNOTATION = f"{DOMAIN}/canary"
+# A revision's benchmark figures (one line of JSON, the stored baseline once it is stable), on
+# its own Deployment so status stays short; status keeps their digest (rollout/figures.py).
+FIGURES_ANNOTATION = f"{DOMAIN}/figures"
 # On the user's HTTPRoute during a gatewayAPI canary: its rules before the first split and as
 # last written, so they are given back exactly (rollout/canary/route.py).
 CANARY_ROUTE_ANNOTATION = f"{DOMAIN}/canary-route-rules"

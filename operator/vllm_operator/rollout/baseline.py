@@ -33,7 +33,7 @@ from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord
 from vllm_operator.api.summary import BenchSummary
-from vllm_operator.rollout import causes, twin
+from vllm_operator.rollout import causes, figures, twin
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.status import Outcome
 from vllm_operator.rollout.views import DeploymentView, JobView, PodView, parse_time
@@ -58,16 +58,38 @@ class Choice:
 
 
 def stored_summary(state: Pass, stable: str | None) -> BenchSummary | None:
-    """The stable revision's stored benchmark: the baseline of a gate without a twin."""
+    """The stable revision's stored benchmark: the baseline of a gate without a twin. Read
+    from status where it still is (a status older than ``rollout.figures``, or figures not
+    yet on the Deployment), else from the stable's Deployment under a digest status keeps."""
     if stable is None:
         return None
+    sources: list[tuple[BenchSummary | None, str | None]] = []
     prev = state.previous.stable
-    if prev is not None and prev.revision == stable and prev.benchmark is not None:
-        return prev.benchmark
-    for entry in state.history:
-        if entry.revision == stable and entry.outcome == "Passed" and entry.summary is not None:
-            return entry.summary
-    return None
+    if prev is not None and prev.revision == stable:
+        sources.append((prev.benchmark, prev.figures_digest))
+    sources.extend(
+        (entry.summary, entry.figures_digest)
+        for entry in state.history
+        if entry.revision == stable and entry.outcome == "Passed"
+    )
+    return figures.of_revision(state.observed, stable, sources)
+
+
+def planted(state: Pass, stable: str | None) -> bool:
+    """Whether the stable's Deployment holds figures that no digest status keeps matches
+    (written by someone other than the operator): they are never used."""
+    if stable is None or stored_summary(state, stable) is not None:
+        return False
+    dep = state.observed.deployment_of(stable)
+    return dep is not None and dep.figures is not None
+
+
+def figures_of(state: Pass, record: GateRecord) -> BenchSummary | None:
+    """The figures a verdict judged: in its record while status keeps them, else on its
+    revision's Deployment (a Passed revision's, under the record's digest)."""
+    return figures.of_revision(
+        state.observed, record.revision, [(record.summary, record.figures_digest)]
+    )
 
 
 def _scheduled(pods: Sequence[PodView]) -> int:
@@ -143,6 +165,8 @@ def choose(
     with_twin: bool,
     stored: BenchSummary | None,
     fallback: Fallback | None,
+    *,
+    planted: bool = False,
 ) -> Choice:
     """The baseline of a new benchmark Job, and the words that say why."""
     mode = vd.spec.gate.baseline.mode
@@ -157,6 +181,13 @@ def choose(
     if stable is None:
         return Choice("stored", "no stable revision: absolute limits only")
     why = fallback.reason if fallback is not None else f"gate.baseline.mode {mode}"
+    if stored is None and planted:
+        return Choice(
+            "stored",
+            f"{why}; revision {stable}'s Deployment holds figures that do not match the digest "
+            "in status (written by someone other than the operator), so they are not used: "
+            "absolute limits only",
+        )
     if stored is None:
         return Choice(
             "stored",
@@ -187,7 +218,8 @@ def _attempts_served(
     """Earlier benchmarked attempts on ``candidate`` that ended after ``since``."""
     served = 0
     for entry in history:
-        if entry.revision != candidate or entry.summary is None or entry.attempt is None:
+        measured = entry.summary is not None or entry.figures_digest is not None
+        if entry.revision != candidate or not measured or entry.attempt is None:
             continue
         finished = parse_time(entry.finished_at)
         if entry.attempt < attempt and finished is not None and finished > since:

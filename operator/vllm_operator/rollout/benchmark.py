@@ -88,7 +88,8 @@ def _start_job(
         baseline_url=twin.url(state, stable) if with_twin and stable else None,
         placement=twin.flags(where, twin_where),
     )
-    choice = baseline.choose(vd, stable, with_twin, stored, fallback)
+    planted = not with_twin and baseline.planted(state, stable)
+    choice = baseline.choose(vd, stable, with_twin, stored, fallback, planted=planted)
     annotations = manifest["metadata"]["annotations"]
     annotations[labels.BASELINE_MODE_ANNOTATION] = choice.mode
     annotations[labels.BASELINE_REASON_ANNOTATION] = choice.reason

@@ -24,7 +24,7 @@ from vllm_operator.api.status import (
 from vllm_operator.api.summary import BenchSummary
 from vllm_operator.render import labels
 from vllm_operator.render.job import TTL_SECONDS_AFTER_FINISHED
-from vllm_operator.rollout import ledger
+from vllm_operator.rollout import figures, ledger
 from vllm_operator.rollout.actions import Action, Create, Delete, Event, EventType, Kind
 from vllm_operator.rollout.observed import Observed
 from vllm_operator.rollout.status import Outcome, build_status, previous_status, summarise
@@ -154,7 +154,8 @@ class Pass:
     ) -> VLLMDeploymentStatus:
         """The status this pass writes: the one builder of the planner and of a pass that
         stops (``rollout.stopped``); the stable revision summarised from what is observed,
-        the history as this pass leaves it."""
+        the history as this pass leaves it; figures that a revision's Deployment holds are
+        left out (``rollout.figures``)."""
         stable_summary = None
         if stable is not None:
             stable_summary = summarise(
@@ -165,14 +166,16 @@ class Pass:
                 previous=self.previous.stable,
                 now=self.now,
             )
+        observed = self.observed
+        keep = (stable, candidate.revision if candidate is not None else None)
         return build_status(
             self.previous,
             outcome,
-            generation=self.observed.generation,
+            generation=observed.generation,
             now=self.now,
-            stable=stable_summary,
-            candidate=candidate,
-            history=self.history,
+            stable=figures.slim_revision(observed, stable_summary),
+            candidate=figures.slim_revision(observed, candidate),
+            history=figures.slim_history(observed, self.history, keep),
             warnings=warnings,
             gate=gate,
             flags_note=flags_note,

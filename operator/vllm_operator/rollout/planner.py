@@ -29,6 +29,7 @@ from datetime import datetime
 from vllm_operator.api.reasons import EventReason
 from vllm_operator.api.resource import VLLMDeployment, parse_vllm_deployment
 from vllm_operator.api.status import VLLMDeploymentStatus
+from vllm_operator.api.summary import BenchSummary
 from vllm_operator.engine.extra_args import unknown_version_note
 from vllm_operator.engine.policy import LaunchPlan, plan_launch
 from vllm_operator.errors import SpecError, SpecErrors
@@ -37,6 +38,7 @@ from vllm_operator.render.revision import revision_hash, spec_digest
 from vllm_operator.render.validate import object_errors
 from vllm_operator.rollout import (
     baseline,
+    figures,
     references,
     scaling,
     steps,
@@ -172,13 +174,19 @@ def _status(
 ) -> VLLMDeploymentStatus:
     fallback = launch.record()
     candidate_summary = None
+    stable_figures = baseline.stored_summary(state, stable) if stable is not None else None
+    if stable is not None:
+        _store_figures(state, stable, stable_figures)
     if candidate is not None:
         decided = state.decision(candidate)
+        measured = baseline.figures_of(state, decided) if decided is not None else None
+        if decided is not None and decided.outcome == "Passed":
+            _store_figures(state, candidate, measured)
         candidate_summary = summarise(
             state.observed.deployment_of(candidate),
             candidate,
             fallback=fallback if candidate == desired else None,
-            benchmark=decided.summary if decided is not None else None,
+            benchmark=measured,
             previous=state.previous.candidate,
             now=state.now,
         )
@@ -192,7 +200,7 @@ def _status(
     status = state.status(
         outcome,
         stable=stable,
-        stable_benchmark=baseline.stored_summary(state, stable) if stable is not None else None,
+        stable_benchmark=stable_figures,
         fallback=fallback if stable == desired else None,
         candidate=candidate_summary,
         warnings=launch.warnings,
@@ -204,6 +212,13 @@ def _status(
     if state.canary_status is not None:
         status = status.model_copy(update={"canary": state.canary_status})
     return status
+
+
+def _store_figures(state: Pass, revision: str, summary: BenchSummary | None) -> None:
+    """Put a Passed revision's figures on its Deployment (status then keeps their digest)."""
+    patch = figures.store(state.observed, revision, summary)
+    if patch is not None:
+        state.actions.append(patch)
 
 
 def _flags_note(launch: LaunchPlan) -> str:

@@ -33,6 +33,7 @@ from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.status import ConditionStatus, VLLMDeploymentStatus
 from vllm_operator.errors import SpecError, SpecErrors
 from vllm_operator.render import names
+from vllm_operator.rollout import baseline
 from vllm_operator.rollout.actions import Plan
 from vllm_operator.rollout.context import Pass, Settings
 from vllm_operator.rollout.observed import Observed
@@ -158,11 +159,10 @@ def stopped_status(
     revision still serves (it keeps serving, untouched), else Failed; stable, candidate and
     history as they were."""
     outcome = Outcome("Degraded" if serving_ok(state, stable) else "Failed", message, reason)
-    prev = state.previous.stable
     return state.status(
         outcome,
         stable=stable,
-        stable_benchmark=prev.benchmark if prev is not None and prev.revision == stable else None,
+        stable_benchmark=baseline.stored_summary(state, stable),
         candidate=state.previous.candidate,
         warnings=warnings,
         gate=(*gate, ""),

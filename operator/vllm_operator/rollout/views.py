@@ -138,6 +138,8 @@ class DeploymentView:
     kind: ChildKind = "Deployment"
     # A LeaderWorkerSet's raw leaderWorkerTemplate: a twin group is started from it.
     group: Mapping[str, Any] = field(default_factory=dict)
+    # Its benchmark figures as written (rollout/figures.py); None when absent.
+    figures: str | None = None
 
 
 @dataclass(frozen=True)
@@ -295,6 +297,7 @@ def deployment_view(obj: Mapping[str, Any]) -> DeploymentView | None:
         canary=_str_or_none(annotations.get(labels.CANARY_ANNOTATION)),
         kind="LeaderWorkerSet" if group else "Deployment",
         group=group,
+        figures=_str_or_none(annotations.get(labels.FIGURES_ANNOTATION)),
     )
 
 

@@ -1,9 +1,10 @@
 """README's "Gate on your own traffic" laptop commands, copied as written: the simulator in
-one terminal, the workload file, the prompts and `bench` with SLO limits in another, ending
-Passed. Each runs in a fresh `bash` whose PATH has no `vllm-operator` (no venv activated, as
-a newcomer's shell after README's install), its folder a clone-like one whose `.venv` is
-this checkout's environment. Only the port is changed (to a free one). Issue 42: README
-named a bare `vllm-operator` after installing into `.venv/bin/`: exit 127."""
+one terminal, the workload file, the prompts, `bench` with SLO limits and `judge` on the
+summary it wrote in another, ending Passed. Each runs in a fresh `bash` whose PATH has no
+`vllm-operator` (no venv activated, as a newcomer's shell after README's install), its
+folder a clone-like one whose `.venv` is this checkout's environment. Only the port is
+changed (to a free one). Issue 42: README named a bare `vllm-operator` after installing
+into `.venv/bin/`: exit 127."""
 
 from __future__ import annotations
 
@@ -65,6 +66,9 @@ def test_the_laptop_commands_end_passed(tmp_path: Path) -> None:
     assert sim_line.startswith(".venv/bin/vllm-operator sim ")
     assert "--port 8000" in sim_line
     assert "127.0.0.1:8000" in bench_lines
+    # Issue 42: the laptop path ends in a judged verdict, from the summary bench wrote.
+    assert "--summary-path summary.json" in bench_lines
+    assert ".venv/bin/vllm-operator judge --summary summary.json" in bench_lines
     port = str(free_port())
     work, env = newcomer_shell(tmp_path)
     sim = subprocess.Popen(
@@ -100,4 +104,6 @@ def test_the_laptop_commands_end_passed(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     shown = done.stdout  # the report for people, ending in the verdict, piped or not
     assert "## Gate: Passed (exit 0)" in shown, shown[-3000:]
+    assert "\nverdict: Passed\n" in shown, shown[-3000:]  # judge, on bench's summary
+    assert shown.rindex("verdict: Passed") > shown.index("## Gate: Passed (exit 0)")
     assert "TTFT p99" in shown

@@ -7,7 +7,6 @@ looks like another's child, and a foreign object squatting on a child name.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -31,8 +30,8 @@ def test_passed_summary_from_an_interrupted_bench_is_an_error(tmp_path: Path) ->
     try:
         r.apply(resource(gate=_gate(**QUALITY)))
         st = r.wait_phase("Failed", timeout=60)
-        gate = st["lastGate"]  # the newest verdict in full; its figures are in history[0]
-        figures = json.loads(st["history"][0]["summary"])
+        gate = st["lastGate"]  # the newest verdict in full; its figures are in its Job's log
+        figures = r.judged_figures()
         assert gate["outcome"] == "Error", gate
         assert "exited with code 130" in gate["reasons"][0], gate
         # The bench really measured and wrote a Passed summary; it is kept, not believed.
@@ -65,7 +64,7 @@ def test_a_resource_named_like_anothers_candidate_is_not_benchmarked_for_it(
         r.apply(resource("beta", sim_env={"VLLMOP_SIM_DEGRADED": "1"}, gate=_gate(**QUALITY)))
         st = r.wait_phase("Failed", name="beta", timeout=60)
         assert st["lastGate"]["outcome"] == "Failed", st["lastGate"]
-        quality = json.loads(st["history"][0]["summary"])["quality"]
+        quality = r.judged_figures("beta")["quality"]
         assert quality["passed"] < 12, quality  # beta's own (degraded) pods were measured
         assert r.serving_revision("beta") is None
         assert r.status("beta-candidate")["phase"] == "Serving"

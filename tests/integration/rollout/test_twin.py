@@ -10,7 +10,6 @@ figures and promotes, where mode twin would stop for a person.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -95,8 +94,8 @@ def test_twin_is_benchmarked_beside_the_candidate_then_removed(rollout: Rollout)
     st = rollout.wait_phase("Serving", timeout=90, gate="Passed")
     candidate = st["stable"]["revision"]
     assert candidate != stable
-    gate = st["lastGate"]  # the newest verdict in full; its figures are in history[0]
-    figures = json.loads(st["history"][0]["summary"])
+    gate = st["lastGate"]  # the newest verdict in full; its figures are in its Job's log
+    figures = rollout.judged_figures()
     assert gate["baselineMode"] == "twin"
     assert gate["baselineRevision"] == stable
     where = {"node": "devcluster", "gpuProduct": GPU_PRODUCT}

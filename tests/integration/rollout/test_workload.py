@@ -92,7 +92,7 @@ def test_a_dataset_workload_from_a_configmap_gates_the_revision(rollout: Rollout
     assert st["lastGate"]["outcome"] == "Passed", st["lastGate"]
     # The load sweep sent the dataset's requests at both rates in place of the study's
     # shapes, and the SLO limits were judged at each level.
-    summary = json.loads(st["history"][0]["summary"])  # one line of JSON in status
+    summary = rollout.judged_figures()  # from the Job's log: status keeps their digest
     load = summary["load"]
     assert load["mode"] == "rate", load
     assert [lv["level"] for lv in load["levels"]] == [2.0, 4.0], load
@@ -119,7 +119,7 @@ def test_a_malformed_dataset_line_is_an_error_naming_it_and_sends_nothing(
     assert "--dataset: line 5: messages[0].role is 'robot'" in reasons, record
     assert "fix: use one of system, developer, user, assistant" in reasons, record
     # Refused before any load: the summary the bench wrote carries no figure at all.
-    summary = json.loads(st["history"][0]["summary"])
+    summary = rollout.judged_figures()
     assert summary["reasons"][0].startswith("usage: --dataset: line 5: "), summary
     assert summary["errors"] == {"client_error": 1}, summary  # the usage error's own mark
     for figures in ("latency", "concurrency", "quality", "load"):
@@ -147,7 +147,7 @@ def test_a_dataset_on_a_claim_is_read_from_its_path(rollout: Rollout) -> None:
     rollout.apply(resource(gate={**gate(), "workload": workload}))
     st = rollout.wait_phase("Serving", gate="Passed", timeout=90)
     assert st["lastGate"]["outcome"] == "Passed", st["lastGate"]
-    name = json.loads(st["history"][0]["summary"])["identity"]["job"]
+    name = rollout.judged_figures()["identity"]["job"]
     job = rollout.cluster.history("batch/v1", "jobs", name)[0]  # deleted once judged
     args = job["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--dataset") + 1] == f"{DATASET_CLAIM_MOUNT}/sets/support.json"

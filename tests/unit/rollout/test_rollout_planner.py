@@ -7,6 +7,7 @@ import json
 import pytest
 from rollout_world import World, spec, summary
 
+from vllm_operator.api.status import figures_digest
 from vllm_operator.render import labels
 from vllm_operator.rollout import Settings
 
@@ -62,7 +63,11 @@ def test_first_revision_is_gated_before_the_serving_service_exists() -> None:
     assert w.condition("Ready")["status"] == "True"
     assert w.condition("GatePassed")["status"] == "True"
     assert w.status["stable"]["revision"] == rev
-    assert json.loads(w.status["stable"]["benchmark"])["model"] == "Qwen/Qwen3-8B"
+    # The stored baseline lives on the stable's Deployment; status keeps only its digest.
+    assert "benchmark" not in w.status["stable"]
+    stored = w.deployment(rev)["metadata"]["annotations"][labels.FIGURES_ANNOTATION]
+    assert w.status["stable"]["figuresDigest"] == figures_digest(stored)
+    assert json.loads(stored)["model"] == "Qwen/Qwen3-8B"
     assert "CandidateCreated" in w.events()
     assert "Promoted" in w.events()
 

@@ -14,6 +14,8 @@ import pytest
 from rollout_world import World, spec, summary
 
 from vllm_operator.api.summary import RunIdentity
+from vllm_operator.rollout import figures
+from vllm_operator.rollout.results import parse_summary
 from vllm_operator.rollout.trust import stricter
 
 V17 = spec(image="vllm/vllm-openai:v0.17.0", gate={"thresholds": {"quality": {"minPassed": 12}}})
@@ -155,6 +157,8 @@ def test_only_the_bench_containers_own_summary_is_read() -> None:
     w.finish_job(summary(passed=6), exit_code=1)
     pod = w.objects[("Pod", f"{job['metadata']['name']}-pod")]
     (bench,) = pod["status"]["containerStatuses"]
+    honest = parse_summary(bench["state"]["terminated"]["message"])
+    assert honest is not None
     forged = json.loads(bench["state"]["terminated"]["message"])
     forged["quality"]["passed"] = 13
     forged["quality"]["failed"] = []
@@ -167,7 +171,13 @@ def test_only_the_bench_containers_own_summary_is_read() -> None:
     w.settle()
     gate = w.status["lastGate"]
     assert gate["outcome"] == "Failed"
-    assert json.loads(w.status["history"][0]["summary"])["quality"]["passed"] == 6
+    # The figures judged (as the verdict was made; status keeps none of a rejected
+    # revision's) are the bench container's.
+    (judged,) = [v for p in w.plans for v in p.verdicts]
+    assert judged.summary is not None
+    assert judged.summary.quality is not None
+    assert judged.summary.quality.passed == 6
+    assert figures.digest_of(judged.summary) == figures.digest_of(honest)
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ import yaml
 from rollout_world import World, spec, summary
 from test_rollout_twin import V17_FAST, _twin_started, deployed
 
-from vllm_operator.api.status import VLLMDeploymentStatus
+from vllm_operator.api.status import VLLMDeploymentStatus, figures_digest
 from vllm_operator.api.summary import BenchSummary
 from vllm_operator.render import labels
 
@@ -50,19 +50,22 @@ def test_last_gate_keeps_the_newest_verdict_in_full_over_later_passes() -> None:
     assert gate["candidatePlacement"]["vllmVersion"] == "0.17.0"
     assert gate["baselinePlacement"]["vllmVersion"] == "0.16.0"
     assert "summary" not in gate
-    # history[0] is the same verdict in one line, with its figures as one line of JSON.
+    # history[0] is the same verdict in one line, without its figures (a rejected
+    # revision's figures are in its Job's log and report, not in status).
     newest = w.status["history"][0]
     assert newest["reasons"] == [gate["headline"]]
     for key in ("revision", "outcome", "decision", "decidedBy", "attempt", "finishedAt"):
         assert newest[key] == gate[key], key
     for gone in ("headline", "deciding", "candidatePlacement", "baselineReason", "baselineMode"):
         assert gone not in newest, gone
-    figures = BenchSummary.model_validate_json(newest["summary"])
-    assert figures.latency[1].median_ms == 1400  # medium prompts
-    assert figures.paired_baseline is not None
-    assert figures.paired_baseline.latency[1].median_ms == 886
-    # The stable revision's figures (the stored baseline) are one line of JSON too.
-    stored = BenchSummary.model_validate_json(w.status["stable"]["benchmark"])
+    assert "summary" not in newest
+    assert "figuresDigest" not in newest
+    # The stable revision's figures (the stored baseline) are one line of JSON on its
+    # Deployment, under the digest status keeps.
+    assert "benchmark" not in w.status["stable"]
+    text = w.deployment(stable)["metadata"]["annotations"][labels.FIGURES_ANNOTATION]
+    assert w.status["stable"]["figuresDigest"] == figures_digest(text)
+    stored = BenchSummary.model_validate_json(text)
     assert stored.latency[1].median_ms == 4600
     assert w.serving() == stable
 

@@ -161,7 +161,7 @@ def run(
         state.event(
             "Normal",
             EventReason.CanaryStepStarted,
-            f"revision {candidate}: {where} started: {share:g}% of the serving traffic "
+            f"revision {candidate}: {where} started "
             f"({canary_traffic.how(mode, dep.ready_replicas, stable_dep.ready_replicas)}), "
             f"judged in {hold:g} s",
         )
