@@ -150,8 +150,8 @@ class RevisionSummary(APIModel):
         default=None,
         description=(
             "The figures of the benchmark that admitted it, as one line of JSON (a bench "
-            "summary, docs/bench.md), only until its Deployment holds them (the "
-            "vllm-operator.dev/figures annotation, figuresDigest below); absent after that."
+            "summary, docs/bench.md), only until its Deployment holds them ("
+            "the vllm-operator.dev/figures annotation, figuresDigest below); absent after that."
         ),
     )
     figures_digest: str | None = Field(
