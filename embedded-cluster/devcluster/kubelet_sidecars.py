@@ -138,9 +138,9 @@ class Sidecars:
             if proc.returncode is None:
                 await proc.wait()
         for side in self.sidecars:
+            if side.proc is not None and side.running:
+                side.state = _terminated(side, side.proc.returncode or 0, self._clock())
             side.proc = None
-            if side.running:
-                side.state = {"waiting": {"reason": "PodInitializing"}}
 
     async def _spawn(self, side: Sidecar) -> None:
         hostpaths.write_text(side.launch.termination_path, "")
@@ -167,14 +167,7 @@ class Sidecars:
         while side.proc is not None:
             code = await side.proc.wait()
             side.restart_count += 1
-            side.last_state = {
-                "terminated": {
-                    "exitCode": code if code >= 0 else 128 - code,
-                    "reason": "Completed" if code == 0 else "Error",
-                    "startedAt": rfc3339(side.started_at),
-                    "finishedAt": rfc3339(self._clock()),
-                }
-            }
+            side.last_state = _terminated(side, code, self._clock())
             delay = min(10.0 * 2 ** (side.restart_count - 1), 300.0)
             side.state = {
                 "waiting": {
@@ -185,6 +178,18 @@ class Sidecars:
             self._notify()
             await asyncio.sleep(delay * self.time_scale)
             await self._spawn(side)
+
+
+def _terminated(side: Sidecar, code: int, now: float) -> Obj:
+    """``state.terminated`` of an instance that ended with ``code`` (-N: signal N)."""
+    return {
+        "terminated": {
+            "exitCode": code if code >= 0 else 128 - code,
+            "reason": "Completed" if code == 0 else "Error",
+            "startedAt": rfc3339(side.started_at),
+            "finishedAt": rfc3339(now),
+        }
+    }
 
 
 def crash_sidecar(kubelet_workdir: Path, namespace: str, pod: str, container: str) -> int:
