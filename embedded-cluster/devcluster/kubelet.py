@@ -321,7 +321,7 @@ class Kubelet:
         pods = self.informers["pods"]
         for pod in plan.create:
             try:
-                pods.store(await self._api.create(kapi.PODS, ns, pod))
+                pods.store(await self._api.create(kapi.PODS, ns, self.faults.admit(pod)))
             except kapi.APIError as exc:
                 if exc.status != 409:
                     raise

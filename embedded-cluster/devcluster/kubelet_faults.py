@@ -3,7 +3,8 @@
 Faults are how tests (and ``demo --apply``) reproduce what a GPU cluster does to a rollout
 without a GPU cluster: an image that never pulls, a pod no node can take (by label, or by
 GPU count over a configured capacity), a server that never becomes Ready, a container
-interrupted as it ends. Rules match pods by
+interrupted as it ends, a mesh that injects its proxy as a native sidecar (which a test may
+then crash: ``kubelet_sidecars.crash_sidecar``). Rules match pods by
 image (shell-style pattern) and/or labels; they are read on every reconcile, so a test may
 swap ``kubelet.faults`` between steps. They apply to pods the kubelet has not started yet.
 
@@ -22,6 +23,9 @@ from typing import Any
 Obj = dict[str, Any]
 
 GPU_SUFFIX = "/gpu"
+MESH_PROXY = "mesh-proxy"
+# The injected proxy: a process that idles until stopped (nothing is proxied through it).
+_IDLE = "import time\nwhile True:\n    time.sleep(3600)\n"
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,24 @@ class Faults:
     # The container ends as if interrupted (SIGINT, exit 130) after its process wrote what it
     # wrote: how a hostile child of the bench ended the Job in issue 10.
     interrupted: tuple[Match, ...] = ()
+    # A service mesh's admission webhook (Istio, Linkerd) injects its proxy into these pods
+    # as they are created: a native sidecar named ``mesh-proxy``, first of the init containers.
+    mesh_sidecars: tuple[Match, ...] = ()
+
+    def admit(self, pod: Obj) -> Obj:
+        """The pod as the API stores it after admission: with the mesh's proxy if a
+        ``mesh_sidecars`` rule matches it."""
+        if not any(m.matches(pod) for m in self.mesh_sidecars):
+            return pod
+        spec = dict(pod.get("spec") or {})
+        proxy = {
+            "name": MESH_PROXY,
+            "image": "example.invalid/mesh-proxy:1",
+            "command": ["python", "-c", _IDLE],
+            "restartPolicy": "Always",
+        }
+        spec["initContainers"] = [proxy, *(spec.get("initContainers") or [])]
+        return {**pod, "spec": spec}
 
     def image_fault(self, pod: Obj) -> str | None:
         if any(m.matches(pod) for m in self.image_pull):

@@ -25,7 +25,7 @@ import httpx
 from devcluster import hostpaths
 from devcluster.kubelet_controllers import rfc3339
 from devcluster.kubelet_launch import Launch, LaunchContext, prepare_launch
-from devcluster.kubelet_sidecars import start_sidecars, stop_sidecars
+from devcluster.kubelet_sidecars import Sidecars, is_sidecar
 
 Obj = dict[str, Any]
 MESSAGE_LIMIT = 4096
@@ -90,12 +90,15 @@ class PodRuntime:
         spec = pod.get("spec") or {}
         self.container: Obj = (spec.get("containers") or [{}])[0]
         # Native sidecars (init containers with restartPolicy Always, e.g. the benchmark
-        # Job's python-tests sandbox) run beside the main container and stop after it.
-        self.sidecars: list[Obj] = [
-            c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"
-        ]
-        self._sidecar_launches: list[Launch] = []
-        self._sidecar_procs: list[asyncio.subprocess.Process] = []
+        # Job's python-tests sandbox, a mesh's proxy) run beside the main container.
+        self.sidecars: list[Obj] = [c for c in spec.get("initContainers") or [] if is_sidecar(c)]
+        self._sidecars = Sidecars(
+            poddir,
+            time_scale=config.time_scale,
+            grace_seconds=config.grace_seconds,
+            on_change=on_change,
+            clock=clock,
+        )
         self.restart_policy = str(spec.get("restartPolicy") or "Always")
         self.instance = Instance(state={"waiting": {"reason": "ContainerCreating"}}, last_state={})
         self.scheduled = False
@@ -127,7 +130,8 @@ class PodRuntime:
 
     @property
     def ready(self) -> bool:
-        return self.instance.ready and "running" in self.instance.state
+        """The pod's readiness: its main container's, and every native sidecar running."""
+        return self.instance.ready and "running" in self.instance.state and self._sidecars.ready
 
     @property
     def pid(self) -> int | None:
@@ -163,7 +167,7 @@ class PodRuntime:
             "name": self.container.get("name", "main"),
             "image": self.container.get("image", ""),
             "imageID": "",
-            "ready": self.ready,
+            "ready": self.instance.ready and "running" in inst.state,
             "started": inst.started,
             "restartCount": inst.restart_count,
             "state": inst.state,
@@ -178,6 +182,8 @@ class PodRuntime:
             "podIPs": [{"ip": "127.0.0.1"}],
             "qosClass": "Burstable",
         }
+        if self.sidecars:
+            status["initContainerStatuses"] = self._sidecars.statuses()
         if self.start_time is not None:
             status["startTime"] = rfc3339(self.start_time)
         return status
@@ -223,9 +229,9 @@ class PodRuntime:
             return
         try:
             self.launch = prepare_launch(self.pod, self.poddir, self.ctx)
-            self._sidecar_launches = [
-                prepare_launch(self.pod, self.poddir, self.ctx, c) for c in self.sidecars
-            ]
+            self._sidecars.prepare(
+                [(c, prepare_launch(self.pod, self.poddir, self.ctx, c)) for c in self.sidecars]
+            )
         except (OSError, ValueError, KeyError) as exc:
             self._set(
                 state={"waiting": {"reason": "CreateContainerConfigError", "message": str(exc)}}
@@ -300,15 +306,14 @@ class PodRuntime:
         return code
 
     async def _start_sidecars(self) -> None:
-        self._sidecar_procs = await start_sidecars(self._sidecar_launches)
+        await self._sidecars.start()
 
     async def _stop_sidecars(self) -> None:
-        procs, self._sidecar_procs = self._sidecar_procs, []
-        await stop_sidecars(procs, self.config.grace_seconds)
+        await self._sidecars.stop()
 
     @property
     def sidecar_pids(self) -> list[int]:
-        return [p.pid for p in self._sidecar_procs if p.returncode is None]
+        return self._sidecars.pids
 
     def _terminated(self, code: int) -> Obj:
         assert self.launch is not None

@@ -4,7 +4,8 @@ A canary is judged on real traffic, and "no request fails because of a switch" i
 claim until someone sends requests across the switches. The demo therefore keeps a few
 users (``live_users.LiveUsers``, in a process of their own) sending small completions
 through the serving Service's local proxy for the whole story, from the moment a revision
-serves, and prints per step how many requests they sent and why any failed: injected by the
+serves, streamed as chat clients ask for them (so a failure can come after the 200 header, as
+vLLM's do), and prints per step how many requests they sent and why any failed: injected by the
 simulator under live traffic (step 4's candidate, on purpose) or broken by a traffic switch
 (never expected).
 """
@@ -45,7 +46,9 @@ def _users_process(
     where: tuple[Path, str, str, int], model: str, conn: Connection
 ) -> None:  # pragma: no cover - runs in the child process
     """The child: live users until told to stop, answering each snapshot request."""
-    users = LiveUsers(ServingAddress(*where), model=model, users=USERS, pause=PAUSE_SECONDS)
+    users = LiveUsers(
+        ServingAddress(*where), model=model, users=USERS, pause=PAUSE_SECONDS, stream=True
+    )
     with users:
         while True:
             command = conn.recv()
@@ -107,6 +110,8 @@ class StepTraffic:
     failed: int
     injected: int
     """... of the failed, those the simulator failed on purpose (a live-only fault)."""
+    broken: int = 0
+    """... of the failed, streams that ended in an error chunk after their 200 header."""
 
     @property
     def switch_failures(self) -> int:
@@ -116,7 +121,8 @@ class StepTraffic:
     @classmethod
     def of(cls, sent: Sequence[Sent]) -> StepTraffic:
         failed = [s for s in sent if not s.ok]
-        return cls(len(sent), len(failed), sum(1 for s in failed if s.injected))
+        injected = sum(1 for s in failed if s.injected)
+        return cls(len(sent), len(failed), injected, sum(1 for s in failed if s.broken))
 
     def line(self, number: int) -> str:
         if not self.requests:
@@ -124,7 +130,8 @@ class StepTraffic:
         text = f"live users: {self.requests} requests during step {number}, {self.failed} failed"
         if self.failed:
             text += (
-                f" ({self.injected} injected by the simulator under live traffic, "
-                f"{self.switch_failures} by a traffic switch)"
+                f" ({self.broken} streams broken after the 200 header; {self.injected} "
+                f"injected by the simulator under live traffic, {self.switch_failures} by a "
+                "traffic switch)"
             )
         return text

@@ -71,8 +71,8 @@ STORY = (
         "Passed",
     ),
     Step(
-        "step4-v0.17.0-live-errors.yaml",
-        "v0.17.0 throughput, live-only errors",
+        "step4-v0.17.0-broken-streams.yaml",
+        "v0.17.0 throughput, broken streams",
         "a candidate that passes its gate and fails its canary on live traffic: back to stable",
         "Failed",
         canary=True,

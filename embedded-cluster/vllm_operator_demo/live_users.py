@@ -9,7 +9,8 @@ failure), so a test can count the requests a traffic switch failed: any failure 
 simulator did not inject on purpose.
 
 Requests carry ``x-sim-live: 1``: the simulator's live-only faults apply to them, never to
-the benchmark's requests.
+the benchmark's requests. A streamed answer that ends in an error chunk after its 200 header
+(vLLM's ``create_streaming_error_response``) is a failed request, whatever its status says.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import aiohttp
 
 LIVE_HEADER = "x-sim-live"  # vllm_operator.sim.server.LIVE_HEADER
 INJECTED = "injected fault"
+STREAM_INJECTED = "simulated stream error"  # the simulator's error chunk (sim.streaming)
 
 
 @dataclass(frozen=True)
@@ -38,10 +40,11 @@ class Sent:
     status: int  # 0: no HTTP answer (refused, reset, timed out)
     injected: bool  # the simulator failed it on purpose (a live-only fault)
     detail: str = ""
+    broken: bool = False  # a 200 stream that ended in an error chunk instead of its answer
 
     @property
     def ok(self) -> bool:
-        return self.status == 200
+        return self.status == 200 and not self.broken
 
     @property
     def switch_failure(self) -> bool:
@@ -57,6 +60,20 @@ def services_address(kubelet_workdir: Path, namespace: str, name: str, port: int
         return None
     found = table.get(f"{namespace}/{name}:{port}")
     return str(found) if found else None
+
+
+def stream_error(text: str) -> str | None:
+    """The error chunk of a server-sent-events answer (``data: {"error": ...}``), if any."""
+    for line in text.splitlines():
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        try:
+            chunk = json.loads(line[len("data: ") :])
+        except ValueError:
+            continue
+        if isinstance(chunk, dict) and "error" in chunk:
+            return line[len("data: ") :]
+    return None
 
 
 class LiveUsers:
@@ -128,7 +145,7 @@ class LiveUsers:
                 await asyncio.sleep(0.05)
                 continue
             started = time.monotonic()
-            status, injected, detail = 0, False, ""
+            status, injected, detail, broken = 0, False, "", False
             # A new connection per request (force_close), as many clients open them.
             connector = aiohttp.TCPConnector(force_close=True)
             try:
@@ -140,12 +157,15 @@ class LiveUsers:
                 ):
                     text = await response.text()
                     status = response.status
-                    injected = status != 200 and INJECTED in text
-                    detail = "" if status == 200 else text[:200]
+                    broken = status == 200 and self.stream and stream_error(text) is not None
+                    failure = text if status != 200 else stream_error(text) or ""
+                    injected = INJECTED in failure or STREAM_INJECTED in failure
+                    detail = failure[:200]
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 detail = f"{type(exc).__name__}: {exc}"[:200]
+            sent = Sent(started, time.monotonic(), status, injected, detail, broken)
             with self._lock:
-                self.sent.append(Sent(started, time.monotonic(), status, injected, detail))
+                self.sent.append(sent)
             if self.pause:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.to_thread(self._stop.wait, self.pause), 1)
