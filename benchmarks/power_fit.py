@@ -8,6 +8,9 @@ slo-aa, the slo-bars and slo-tails aa1/aa2, and the 2026-12-01 warm A/A):
 - ``p99_ms``: the median over the twin's trials of its p99 (where the bar sits);
 - ``tail_sigma``: the median over every run of (ln p99 - ln p95) / (z99 - z95), the log
   scale of the tail just below the p99, where a regression's share above the bar comes from;
+- ``pair_sigma``: the root mean square over every paired trial of ln(candidate p99 / twin
+  p99): how far apart two identical servers' percentiles of one trial lie, which moves the
+  bar against the candidate's tail;
 - ``across`` and ``within``: the judge's own clustering of the comparison with the twin
   (``gate.clustering``, as ``judge --report`` counts it again: each report recounted with
   p99 limits on all four metrics and ``maxRegressionPercent: 10``), the median over the
@@ -64,11 +67,13 @@ def fit() -> dict[str, Any]:
     sigma: dict[tuple[str, float], list[float]] = {}
     across: dict[tuple[str, float], list[float]] = {}
     within: dict[tuple[str, float], list[float]] = {}
+    pairs: dict[tuple[str, float], list[float]] = {}
     used = []
     for path in REPORTS:
         with gzip.open(path) as fh:
             report = json.loads(fh.read())
         used.append(str(path.relative_to(ROOT)))
+        by_trial: dict[tuple[str, float, int], dict[str, float]] = {}
         for run in report["load"]["runs"]:
             level = float(run["level"])
             for m in METRICS:
@@ -78,8 +83,13 @@ def fit() -> dict[str, Any]:
                 key = (m, level)
                 if run["server"] == "baseline":
                     p99.setdefault(key, []).append(pct["p99"])
+                by_trial.setdefault((m, level, run["trial"]), {})[run["server"]] = pct["p99"]
                 ratio = math.log(pct["p99"] / pct["p95"]) / (Z99 - Z95)
                 sigma.setdefault(key, []).append(max(ratio, 1e-3))
+        for (m, level, _), both in by_trial.items():
+            if len(both) == 2:
+                ratio = math.log(both["candidate"] / both["baseline"])
+                pairs.setdefault((m, level), []).append(ratio)
         summary = BenchSummary.model_validate(report["summary"])
         counted = recounted(summary, report, THRESHOLDS, None)
         assert counted.load is not None
@@ -102,6 +112,7 @@ def fit() -> dict[str, Any]:
             table[f"{m}@{r:g}"] = {
                 "p99_ms": round(statistics.median(p99[key]), 1),
                 "tail_sigma": round(statistics.median(sigma[key]), 3),
+                "pair_sigma": round(math.sqrt(statistics.fmean(x * x for x in pairs[key])), 3),
                 "across": round(max(across[key]), 1),
                 "within": round(statistics.median(within.get(key, [1.0])), 2),
                 "runs": len(sigma[key]),

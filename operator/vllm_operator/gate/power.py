@@ -14,20 +14,25 @@ figure when the clustered Clopper-Pearson lower bound of their share is above th
 percentile's allowed share (1% for p99) at the look's confidence. Here, from a noise model
 of one figure (``TailNoise``, fitted on GPU runs):
 
-- the tail near the percentile is log-normal with log scale ``tail_sigma`` per normal score,
-  so the share of a shifted candidate above the bar is ``1 - Phi(z_p + ln((q + o - d) / q)
-  / tail_sigma)`` for the twin's typical percentile ``q`` and the bar's offset ``o``;
+- the tail near the percentile is log-normal with log scale ``tail_sigma`` (s) per normal
+  score: a candidate shifted by ``d`` ms has ``1 - Phi(z_p + ln((q + o - d) / q) / s)``
+  above the bar, for the twin's typical percentile ``q`` and the bar's offset ``o``;
+- the twin's percentile of a trial, the base of the bar, lies off the candidate's by a
+  normal log ratio of sd ``pair_sigma``: each trial's share is that share at a bar moved by
+  it, and the mean and variance of the shares over it (a grid of normal scores) enter the
+  pooled share's expectation and its scatter;
 - the counts of ``K`` trials of ``n`` observations are worth ``n K / (within x across)``
   independent ones: the judge's own design effects inside a trial (ITL gaps by request) and
   across trials (``gate.clustering``), fitted from the same runs;
-- the figure fails with 95% probability when even the share 1.645 standard errors below its
-  expectation is shown beyond at the look's confidence (``gate.sequential``). Any look that
+- the figure fails with 95% probability when even the share 1.645 standard errors (between
+  trials from the bar's scatter, within them binomial with the design effect inside) below
+  its expectation is shown beyond at the look's confidence (``gate.sequential``). Any look that
   does suffices (the gate stops at the first breach), so the stated figure is the smallest
-  over the looks the budget reaches (``gate.budget``, every earlier level decided at its
-  first look, as ``gate.decidable`` counts).
+  over the looks the budget reaches for certain (``guaranteed_trials``: every earlier level
+  undecided to its last extra round; ``gate.decidable`` counts the most trials instead, as
+  the least a warning of "cannot decide" may assume).
 
-The share at the typical trial, not averaged over the trials' scatter, is the careful side:
-the tail's share is convex in the location, so the average is larger. ``None``: no regression
+``None``: no regression
 of any size is shown beyond in the trials the plan allows (too few observations). The noise
 model is the GPU runs' (``DEFAULT_NOISE``); a calibration from the user's own A/A reports
 passes its own (``figure_power``'s ``noise``).
@@ -42,7 +47,7 @@ from vllm_operator.api.gate_spec import GateSpec
 from vllm_operator.api.summary import TrialPlan
 from vllm_operator.api.workload import LatencyMetric, Percentile
 from vllm_operator.gate.binomial import incomplete_beta
-from vllm_operator.gate.budget import SweepBudget, reserve_for
+from vllm_operator.gate.budget import SweepBudget, extra_round_fits, reserve_for
 from vllm_operator.gate.decidable import Observations
 from vllm_operator.gate.power_noise import DEFAULT_NOISE, NORMAL_SCORE, NoiseModel, TailNoise
 from vllm_operator.gate.sequential import look_confidence
@@ -80,7 +85,7 @@ def figure_power(
     best: float | None = None
     for k in range(max(1, min(first, trials)), trials + 1):
         tail = (1 - look_confidence(confidence, plan, k)) / 2
-        found = _smallest_shift(noise, percentile, observations_per_trial * k, allowed, tail)
+        found = _smallest_shift(noise, percentile, observations_per_trial, k, (allowed, tail))
         if found is not None and (best is None or found < best):
             best = found
     offset = max(relative_percent, 0.0) / 100 * noise.quantile_ms(percentile)
@@ -88,20 +93,30 @@ def figure_power(
 
 
 def _smallest_shift(
-    noise: TailNoise, percentile: str, observations: float, allowed: float, tail: float
+    noise: TailNoise, percentile: str, per_trial: float, trials: int, test: tuple[float, float]
 ) -> float | None:
-    """The shift beyond the bar's offset that is shown beyond with 95% probability."""
+    """The shift beyond the bar's offset that is shown beyond with 95% probability after
+    ``trials`` trials of ``per_trial`` observations; ``test``: (allowed share, one-sided
+    error of the look)."""
+    allowed, tail = test
     q = noise.quantile_ms(percentile)
     z = NORMAL_SCORE[percentile]
-    effective = observations / (max(noise.within, 1.0) * max(noise.across, 1.0))
+    within = max(noise.within, 1.0)
+    observations = per_trial * trials
+    effective = observations / (within * max(noise.across, 1.0))
+    sigma = max(noise.tail_sigma, 1e-9)
     if effective <= 0:
         return None
 
     def detected(extra: float) -> bool:
         """Past the offset by ``extra`` ms: is the 5th-percentile share shown beyond?"""
         left = q - extra  # where the bar falls on the unshifted candidate
-        share = 1.0 if left <= 0 else 1 - _phi(z + math.log(left / q) / noise.tail_sigma)
-        low = share - Z_POWER * math.sqrt(share * (1 - share) / effective)
+        if left <= 0:
+            share, between = 1.0, 0.0
+        else:
+            share, between = _shares(math.log(left / q) + z * sigma, sigma, noise.pair_sigma)
+        spread = between / trials + within * share * (1 - share) / observations
+        low = share - Z_POWER * math.sqrt(spread)
         hits = low * effective
         if hits <= 0 or low <= allowed:
             return False
@@ -120,6 +135,24 @@ def _smallest_shift(
 
 def _phi(x: float) -> float:
     return 0.5 * math.erfc(-x / math.sqrt(2))
+
+
+GRID = tuple(-5 + i * 0.25 for i in range(41))
+"""Normal scores of the bar's scatter, -5 to 5: the mean and variance of a trial's share."""
+WEIGHTS = tuple(math.exp(-u * u / 2) for u in GRID)
+
+
+def _shares(offset: float, sigma: float, pair: float) -> tuple[float, float]:
+    """(mean, variance between trials) of a trial's share above the bar, the bar ``offset``
+    (log, plus the tail's own ``sigma z_p``) off the candidate's tail and scattered by ``pair``
+    from trial to trial."""
+    if pair <= 0:
+        return 1 - _phi(offset / sigma), 0.0
+    values = [1 - _phi((offset + pair * u) / sigma) for u in GRID]
+    total = sum(WEIGHTS)
+    mean = sum(w * v for w, v in zip(WEIGHTS, values, strict=True)) / total
+    var = sum(w * (v - mean) ** 2 for w, v in zip(WEIGHTS, values, strict=True)) / total
+    return mean, var
 
 
 @dataclass(frozen=True)
@@ -142,6 +175,30 @@ class Power:
             trials = f"{self.trials} trial{'' if self.trials == 1 else 's'}"
             return f"detects no {name} regression {where} in {trials}"
         return f"detects {name} +{_ms(self.detects_ms)} ms or more {where}"
+
+
+def guaranteed_trials(budget: SweepBudget, index: int) -> int:
+    """The trials level ``index`` gets however the levels before it went: each of them
+    undecided to the end, running every extra round the budget let it (each holding the
+    later levels' first look, ``gate.budget.held_for_later``). A regression at one level
+    must be detected whatever an identical figure at another level did."""
+    begun = 0.0
+    got = 0
+    for level in range(index + 1):
+        begun += budget.warmup_seconds
+        room = math.floor((budget.deadline - begun) / budget.round_seconds + 1e-9)
+        got = min(budget.trials, room)
+        if got < budget.trials:
+            return max(got, 0) if level == index else 0
+        while got < budget.max_trials and extra_round_fits(
+            begun + got * budget.round_seconds + budget.later(level),
+            budget.round_seconds,
+            budget.deadline,
+            budget.reserve,
+        ):
+            got += 1
+        begun += got * budget.round_seconds
+    return got
 
 
 def _ms(value: float) -> str:
@@ -187,7 +244,7 @@ def plan_power(
     out: list[Power] = []
     for index, rate in enumerate(load.levels):
         per_trial = Observations(rate * load.seconds_per_level, gaps)
-        trials = budget.most_trials(index)
+        trials = guaranteed_trials(budget, index)
         at = slo.at(rate)
         for metric, by_p in at.metric_limits().items():
             count = per_trial.of(metric)

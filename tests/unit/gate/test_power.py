@@ -12,7 +12,8 @@ import pytest
 
 from vllm_operator.api.gate_spec import GateSpec
 from vllm_operator.api.summary import TrialPlan
-from vllm_operator.gate.power import Power, figure_power, plan_power
+from vllm_operator.gate.budget import SweepBudget, reserve_for
+from vllm_operator.gate.power import Power, figure_power, guaranteed_trials, plan_power
 from vllm_operator.gate.power_noise import DEFAULT_NOISE, NoiseModel, TailNoise
 from vllm_operator.gate.tails import Exceedance, judge_share_fixed
 from vllm_operator.render.job import bench_deadline
@@ -36,6 +37,7 @@ def gate(
             "maxTrials": max_trials,
             "timeoutSeconds": timeout,
             "baseline": {"mode": baseline},
+            "suite": {"builtin": "none"},  # the kit's: no quality suite, a 5% reserve
             "workload": {
                 "synthetic": {"inputTokens": {"mean": 512}, "outputTokens": {"mean": 128}},
                 "load": {"mode": "rate", "rates": rates or [8, 24], "secondsPerLevel": seconds},
@@ -73,7 +75,9 @@ def test_the_kit_plan_states_a_power_for_every_limited_figure_and_level() -> Non
     ("smaller", "larger"),
     [
         ({"rates": [9, 24]}, {"rates": [8, 24]}),  # more requests per trial
-        ({"seconds": 22}, {"seconds": 20}),  # longer levels
+        # longer levels, with time for every trial (within a fixed deadline, longer levels
+        # can mean fewer trials, and the statement follows the trials)
+        ({"seconds": 22, "timeout": 3000}, {"seconds": 20, "timeout": 3000}),
         ({"timeout": 560}, {"timeout": 420}),  # a later deadline: more trials
         ({"confidence": 90}, {"confidence": 95}),  # a looser confidence
         (
@@ -129,6 +133,25 @@ def test_the_message_rounds_up_never_claiming_more_power() -> None:
     )
 
 
+def test_a_later_level_is_stated_at_the_trials_it_gets_whatever_the_first_did() -> None:
+    spec = gate()  # the kit's: 480 s, 3 trials up to 10, two levels of 2 x 20 s rounds
+    budget = SweepBudget(
+        deadline=bench_deadline(480),
+        levels=2,
+        seconds_per_level=20,
+        servers=2,
+        trials=3,
+        max_trials=10,
+        reserve=reserve_for(spec.suite.runs_tests),
+    )
+    first = guaranteed_trials(budget, 0)
+    assert first == budget.most_trials(0) > 3
+    assert budget.most_trials(1) > guaranteed_trials(budget, 1) == 3
+    found = {(p.metric, p.rate): p.trials for p in plan_power(spec, budget.deadline, servers=2)}
+    assert found[("ttft", 8.0)] == first
+    assert found[("ttft", 24.0)] == 3
+
+
 def test_no_statement_without_a_paired_comparison() -> None:
     assert stated(gate(regression=None)) == {}
     spec = gate(baseline="stored")
@@ -154,12 +177,20 @@ def shifted_trial(
     return Exceedance(float(above), float(n))
 
 
-@pytest.mark.parametrize("scale", [1.0, 0.6])
-def test_the_judge_fails_the_stated_regression_95_percent_of_the_time(scale: float) -> None:
-    """On draws from the model itself (across 1, within 1, one look of 4 trials of 400),
+@pytest.mark.parametrize(
+    ("pair", "scale", "rate"),
+    [(0.0, 1.0, 0.95), (0.0, 0.6, 0.7), (0.2, 1.0, 0.95), (0.2, 0.2, 0.85)],
+)
+def test_the_judge_fails_the_stated_regression_95_percent_of_the_time(
+    pair: float, scale: float, rate: float
+) -> None:
+    """On draws from the model itself (across 1, within 1, one look of 4 trials of 400; the
+    twin's percentile, the bar's base, off by a log-normal factor of sd ``pair`` per trial),
     the tails judge fails a candidate shifted by the stated amount at least 95% of the time,
-    and one shifted by well under it (60% of the way past the bar) far less often."""
-    noise = TailNoise(100.0, 0.3, 1.0, 1.0)
+    and one shifted by well under it (``scale`` of the way past the bar) less often than
+    ``rate``. With the bar's scatter the statement is careful: the judge here is told the
+    trials agree (across 1), which a bench would not estimate from scattered trials."""
+    noise = TailNoise(100.0, 0.3, pair, 1.0, 1.0)
     plan = TrialPlan(min_trials=4, max_trials=4)
     floor = 50.0
     power = number(
@@ -179,9 +210,23 @@ def test_the_judge_fails_the_stated_regression_95_percent_of_the_time(scale: flo
     gates = 300
     failed = 0
     for _ in range(gates):
-        trials = [shifted_trial(rng, noise, 400, 100.0 + floor, shift) for _ in range(4)]
+        bars = [100.0 * math.exp(rng.gauss(0, pair)) + floor for _ in range(4)]
+        trials = [shifted_trial(rng, noise, 400, bar, shift) for bar in bars]
         failed += judge_share_fixed(trials, 0.01, 0.95, 1.0, None).decision == "beyond"
     if scale == 1.0:
-        assert failed / gates >= 0.95
+        assert failed / gates >= rate
     else:
-        assert failed / gates < 0.8
+        assert failed / gates < rate
+    if pair > 0:  # the bar's scatter costs power: the statement says so
+        assert power > number(
+            figure_power(
+                noise=TailNoise(100.0, 0.3, 0.0, 1.0, 1.0),
+                percentile="p99",
+                observations_per_trial=400,
+                trials=4,
+                confidence=0.95,
+                plan=plan,
+                relative_percent=10,
+                floor_ms=floor,
+            )
+        )
