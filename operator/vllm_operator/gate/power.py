@@ -41,6 +41,7 @@ passes its own (``figure_power``'s ``noise``).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vllm_operator.api.gate_spec import GateSpec
@@ -210,12 +211,59 @@ def _ms(value: float) -> str:
     return f"{math.ceil(value / step) * step:,.0f}"
 
 
+@dataclass(frozen=True)
+class Limited:
+    """One limited percentile of one rate level, compared with the twin."""
+
+    metric: LatencyMetric
+    percentile: Percentile
+    rate: float
+    relative_percent: float
+    floor_ms: float
+
+
+def sweep_power(
+    figures: Sequence[Limited],
+    *,
+    budget: SweepBudget,
+    rates: Sequence[float],
+    plan: TrialPlan,
+    confidence: float,
+    gaps_per_request: float | None,
+    noise: NoiseModel | None = None,
+) -> list[Power]:
+    """The stated power of each of ``figures`` in a rate sweep of ``rates`` under ``budget``
+    (the gate's spec: ``plan_power``; a report's recorded plan: ``bench.report_power``)."""
+    model = noise if noise is not None else DEFAULT_NOISE
+    out: list[Power] = []
+    for figure in figures:
+        if figure.rate not in rates:
+            continue
+        trials = guaranteed_trials(budget, list(rates).index(figure.rate))
+        per_trial = Observations(figure.rate * budget.seconds_per_level, gaps_per_request)
+        count = per_trial.of(figure.metric)
+        fitted = model.at(figure.metric, figure.rate)
+        if count is None or fitted is None or trials <= 0:
+            continue
+        found = figure_power(
+            noise=fitted,
+            percentile=figure.percentile,
+            observations_per_trial=count,
+            trials=trials,
+            confidence=confidence,
+            plan=plan,
+            relative_percent=figure.relative_percent,
+            floor_ms=figure.floor_ms,
+        )
+        out.append(Power(figure.metric, figure.percentile, figure.rate, found, trials))
+    return out
+
+
 def plan_power(
     gate: GateSpec, deadline_seconds: float, *, servers: int, noise: NoiseModel | None = None
 ) -> list[Power]:
     """The stated power of every limited figure of ``gate``'s rate levels, compared with a
     paired baseline (``maxRegressionPercent`` set, two servers); [] when nothing is."""
-    model = noise if noise is not None else DEFAULT_NOISE
     slo = gate.thresholds.slo
     load = gate.workload.load
     thresholds = gate.thresholds
@@ -228,10 +276,7 @@ def plan_power(
         or servers < 2
     ):
         return []
-    plan = TrialPlan(min_trials=gate.trials, max_trials=gate.max_trials)
-    confidence = thresholds.confidence_percent / 100
     synthetic = gate.workload.synthetic
-    gaps = max(synthetic.output_tokens.mean - 1, 0) if synthetic is not None else None
     budget = SweepBudget(
         deadline=deadline_seconds,
         levels=len(load.levels),
@@ -241,27 +286,19 @@ def plan_power(
         max_trials=gate.max_trials,
         reserve=reserve_for(gate.suite.runs_tests),
     )
-    out: list[Power] = []
-    for index, rate in enumerate(load.levels):
-        per_trial = Observations(rate * load.seconds_per_level, gaps)
-        trials = guaranteed_trials(budget, index)
+    figures = []
+    for rate in load.levels:
         at = slo.at(rate)
         for metric, by_p in at.metric_limits().items():
-            count = per_trial.of(metric)
-            fitted = model.at(metric, rate)
-            if count is None or fitted is None or trials <= 0:
-                continue
             for p, limit in by_p.items():
                 relative, floor = regression_limit(thresholds, limit, metric, at)
-                found = figure_power(
-                    noise=fitted,
-                    percentile=p,
-                    observations_per_trial=count,
-                    trials=trials,
-                    confidence=confidence,
-                    plan=plan,
-                    relative_percent=relative,
-                    floor_ms=floor,
-                )
-                out.append(Power(metric, p, rate, found, trials))
-    return out
+                figures.append(Limited(metric, p, rate, relative, floor))
+    return sweep_power(
+        figures,
+        budget=budget,
+        rates=load.levels,
+        plan=TrialPlan(min_trials=gate.trials, max_trials=gate.max_trials),
+        confidence=thresholds.confidence_percent / 100,
+        gaps_per_request=max(synthetic.output_tokens.mean - 1, 0) if synthetic else None,
+        noise=noise,
+    )
