@@ -5,10 +5,10 @@ Fitted by ``benchmarks/power_fit.py`` from the recorded A/A GPU reports (two ide
 aa1, aa2 and the per-floor aa1; H200 2026-12-02 and 2026-12-01), results in
 ``benchmarks/results/power_fit.json``: per metric and rate the twin's median p99; the log
 scale of the tail below it, the 90th percentile over the runs (the heavier tails need the
-larger shift); the spread of the paired trials' log p99 ratio; the median design effect
-inside a trial; and the largest design effect across trials of any report (the careful
-side). Another model, GPU or workload has another tail; ``vllm-operator calibrate`` fits
-one from the user's own reports.
+larger shift); the spread of the paired trials' log p99 ratio and the design effect across
+trials, each the largest of any report (the careful side); and the median design effect
+inside a trial. Another model, GPU or workload has another tail; ``vllm-operator
+calibrate`` fits one from the user's own reports.
 """
 
 from __future__ import annotations
@@ -66,14 +66,14 @@ class NoiseModel:
 
 DEFAULT_NOISE = NoiseModel(
     {
-        ("ttft", 8.0): TailNoise(103.0, 0.584, 0.257, 3.6, 1.0),
-        ("ttft", 24.0): TailNoise(161.1, 0.374, 0.201, 7.1, 1.0),
-        ("itl", 8.0): TailNoise(35.9, 2.469, 0.157, 83.9, 1.3),
-        ("itl", 24.0): TailNoise(54.9, 0.542, 0.187, 365.7, 1.7),
-        ("tpot", 8.0): TailNoise(9.7, 0.13, 0.056, 3.6, 1.0),
-        ("tpot", 24.0): TailNoise(19.1, 0.101, 0.2, 7.1, 1.0),
-        ("e2e", 8.0): TailNoise(1270.3, 0.132, 0.066, 5.1, 1.0),
-        ("e2e", 24.0): TailNoise(2514.9, 0.103, 0.2, 7.6, 1.0),
+        ("ttft", 8.0): TailNoise(103.0, 0.584, 0.389, 3.6, 1.0),
+        ("ttft", 24.0): TailNoise(161.1, 0.374, 0.29, 7.1, 1.0),
+        ("itl", 8.0): TailNoise(35.9, 2.469, 0.263, 83.9, 1.3),
+        ("itl", 24.0): TailNoise(54.9, 0.542, 0.237, 365.7, 1.7),
+        ("tpot", 8.0): TailNoise(9.7, 0.13, 0.073, 3.6, 1.0),
+        ("tpot", 24.0): TailNoise(19.1, 0.101, 0.424, 7.1, 1.0),
+        ("e2e", 8.0): TailNoise(1270.3, 0.132, 0.086, 5.1, 1.0),
+        ("e2e", 24.0): TailNoise(2514.9, 0.103, 0.427, 7.6, 1.0),
     },
     source="vLLM 0.22 A/A runs on H100 and H200 (benchmarks/power_fit.py)",
 )
