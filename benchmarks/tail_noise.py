@@ -921,7 +921,8 @@ def save(
 ) -> None:
     """Everything so far (after each row: a run cut short keeps its finished rows)."""
     targets = targets_of(rows)
-    args.out.write_text(
+    partial = args.out.with_suffix(".partial")  # then renamed: a reader never sees half
+    partial.write_text(
         json.dumps(
             {
                 "fitted": fitted,
@@ -939,6 +940,7 @@ def save(
         )
         + "\n"
     )
+    partial.replace(args.out)
     print(json.dumps(targets, indent=1))
 
 
