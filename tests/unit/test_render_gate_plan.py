@@ -4,12 +4,15 @@ its time, and still renders (exit 0): a warning, not an invalid spec (issue 29).
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
 import yaml
 
 import builders
+from vllm_operator.api.resource import parse_vllm_deployment
 from vllm_operator.commands.render import run
+from vllm_operator.rollout.gate_plan import plan_power_notes
 
 
 def cr(timeout: int) -> dict[str, Any]:
@@ -74,3 +77,25 @@ def test_render_warns_when_whole_replicas_cannot_make_a_canary_weight() -> None:
     # Four stable pods make 20% and 50% exactly; gatewayAPI makes any weight.
     assert "rollout.canary.steps" not in render(_canary(4, [20, 50]))[2]
     assert "rollout.canary.steps" not in render(_canary(1, [10, 50], "gatewayAPI"))[2]
+
+
+def test_render_states_the_power_of_each_figure_compared_with_the_twin() -> None:
+    doc = cr(500)
+    doc["spec"]["gate"]["thresholds"]["maxRegressionPercent"] = 10
+    code, out, err = render(doc)
+    assert code == 0
+    assert "kind: Job" in out
+    notes = [line for line in err.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 4, err  # TTFT and ITL p99 at 8 and 24 req/s
+    assert not any(line.startswith("warning: ") for line in err.splitlines())
+    wanted = plan_power_notes(parse_vllm_deployment(doc).spec.gate)
+    assert [line.split("gate plan: ", 1)[1] for line in notes] == wanted
+    assert re.fullmatch(r"detects TTFT p99 \+\d+ ms or more at 8 req/s", wanted[0])
+    assert re.fullmatch(r"detects ITL p99 \+\d+ ms or more at 24 req/s", wanted[3])
+    # a later deadline gives 24 req/s more trials: a smaller regression is detected
+    doc["spec"]["gate"]["timeoutSeconds"] = 900
+    _, _, later = render(doc)
+    number = re.compile(r"TTFT p99 \+(\d+) ms or more at 24")
+    before = int(next(m.group(1) for m in map(number.search, notes) if m))
+    after = int(next(m.group(1) for m in map(number.search, later.splitlines()) if m))
+    assert after < before

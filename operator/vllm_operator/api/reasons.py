@@ -105,6 +105,7 @@ class ConditionReason(StrEnum):
     RollRequested = "RollRequested"
     # GatePlanDecides (rollout/gate_plan.py).
     TooFewObservations = "TooFewObservations"
+    PowerStated = "PowerStated"
 
 
 # Two tables, not one: a StrEnum member equals its string, so EventReason.GatePassed and
@@ -199,4 +200,5 @@ CONDITION_MEANINGS: dict[ConditionReason, str] = {
     ConditionReason.SpecDigestUnknown: "OperatorUpdatePending=True: the stable records no digest",
     ConditionReason.RollRequested: "OperatorUpdatePending=True: the update is being gated",
     ConditionReason.TooFewObservations: "GatePlanDecides=False: a tail limit cannot be decided",
+    ConditionReason.PowerStated: "GatePlanDecides=True: the plan's power, figure by figure",
 }

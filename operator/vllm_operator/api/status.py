@@ -120,8 +120,10 @@ class Condition(APIModel):
         "the vLLM version is newer than every recorded flag table), OperatorUpdatePending "
         "(present only when this operator renders the unchanged spec into pods that differ "
         "from the serving revision's; annotate vllm-operator.dev/roll-operator-update to roll), "
-        "or GatePlanDecides (present only, False, when a tail limit of gate.thresholds.slo "
-        "needs more requests than the gate's plan measures within timeoutSeconds)."
+        "or GatePlanDecides (False when a tail limit of gate.thresholds.slo needs more "
+        "requests than the gate's plan measures within timeoutSeconds; True, reason "
+        "PowerStated, when each limited figure compared with the twin can be decided; the "
+        "message states the smallest regression of each the plan detects 95% of the time)."
     )
     status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str = Field(default="", max_length=1024, description="CamelCase machine reason.")

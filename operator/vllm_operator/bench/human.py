@@ -15,6 +15,7 @@ from typing import Any
 
 from vllm_operator.api.text import printable
 from vllm_operator.bench.report import BenchReport
+from vllm_operator.bench.report_power import power_lines
 
 
 def render(report: BenchReport, label: str | None = None) -> str:
@@ -28,6 +29,7 @@ def render(report: BenchReport, label: str | None = None) -> str:
     out += _latency(data["latency"], name, base["latency"] if base else None)
     out += _concurrency(data["concurrency"], name, base["concurrency"] if base else None)
     out += _load(data["load"])
+    out += _power(report)
     out += _quality(data["quality"])
     out += _errors(data["errors"])
     if base is not None:
@@ -257,6 +259,16 @@ def _load(load: dict[str, Any] | None) -> list[str]:
     if load["stopped_at"] is not None:
         out.append(f"sweep stopped at its first breach: {load['stopped_at']:g} {unit}")
     return [*out, ""]
+
+
+def _power(report: BenchReport) -> list[str]:
+    """The plan's stated power beside the sweep's SLO figures (``bench.report_power``)."""
+    thresholds = report.config.thresholds
+    confidence = thresholds.confidence_percent / 100 if thresholds is not None else 0.95
+    lines = power_lines(report.to_json(), confidence)
+    if not lines:
+        return []
+    return ["## Stated power", lines[0], *(f"- {line}" for line in lines[1:]), ""]
 
 
 def _row(cells: list[str]) -> str:

@@ -27,7 +27,7 @@ from vllm_operator.errors import SpecError, SpecErrors, VLLMOperatorError
 from vllm_operator.render.validate import check
 from vllm_operator.rollout.canary.traffic import share_warnings
 from vllm_operator.rollout.context import DEFAULT_BENCH_IMAGE, Settings
-from vllm_operator.rollout.gate_plan import plan_warnings
+from vllm_operator.rollout.gate_plan import plan_power_notes, plan_warnings
 from vllm_operator.rollout.preview import first_revision
 
 EXIT_OK = 0
@@ -57,7 +57,10 @@ output:
   <revision> is the hash of the rendered pod template. The started-at annotation is the
   time of the preview. Warnings go to stderr: eager mode's cost, say, a tail limit the
   gate's plan cannot decide within timeoutSeconds (too few requests at that level), or a
-  canary step's weight that whole replicas cannot make (traffic.mode replicas).
+  canary step's weight that whole replicas cannot make (traffic.mode replicas). Notes go
+  there too: for each SLO percentile compared with the twin, the smallest regression the
+  gate's plan detects with 95%% probability ("gate plan: detects TTFT p99 +142 ms or more
+  at 8 req/s"), from the noise of the GPU runs it was fitted on.
 
 input limits (each refused with exit 2, naming the position and the fix):
   at most 1 MiB, 1000 documents and 100000 values per file, UTF-8, no YAML aliases (*name),
@@ -201,6 +204,8 @@ def run(
                 continue
             for warning in [*plan.warnings, *plan_warnings(vd.spec.gate), *share_warnings(vd)]:
                 stderr.write(f"warning: {label}: {warning}\n")
+            for note in plan_power_notes(vd.spec.gate):
+                stderr.write(f"note: {label}: gate plan: {note}\n")
             manifests += rendered
     if failed:
         return EXIT_INVALID

@@ -151,6 +151,7 @@ class Pass:
         flags_note: str = "",
         operator_update: tuple[ConditionReason, str] | None = None,
         gate_plan_note: str = "",
+        gate_plan_power: str = "",
     ) -> VLLMDeploymentStatus:
         """The status this pass writes: the one builder of the planner and of a pass that
         stops (``rollout.stopped``); the stable revision summarised from what is observed,
@@ -181,6 +182,7 @@ class Pass:
             flags_note=flags_note,
             operator_update=operator_update,
             gate_plan_note=gate_plan_note,
+            gate_plan_power=gate_plan_power,
         )
 
     def decision(self, revision: str) -> GateRecord | None:

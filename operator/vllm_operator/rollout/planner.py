@@ -49,7 +49,7 @@ from vllm_operator.rollout import (
 from vllm_operator.rollout.actions import Plan
 from vllm_operator.rollout.canary import phase as canary
 from vllm_operator.rollout.context import Pass, Settings
-from vllm_operator.rollout.gate_plan import plan_warnings
+from vllm_operator.rollout.gate_plan import plan_power_notes, plan_warnings
 from vllm_operator.rollout.observed import Observed
 from vllm_operator.rollout.status import (
     Outcome,
@@ -208,6 +208,7 @@ def _status(
         flags_note=_flags_note(launch) if launch.flags_from_older_release else "",
         operator_update=operator_update.condition() if operator_update is not None else None,
         gate_plan_note="; ".join(gate_plan or []),
+        gate_plan_power="; ".join(plan_power_notes(vd.spec.gate)),
     )
     if state.canary_status is not None:
         status = status.model_copy(update={"canary": state.canary_status})

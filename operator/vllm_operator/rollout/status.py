@@ -153,6 +153,7 @@ def build_status(
     flags_note: str = "",
     operator_update: tuple[ConditionReason, str] | None = None,
     gate_plan_note: str = "",
+    gate_plan_power: str = "",
 ) -> VLLMDeploymentStatus:
     """The full status for ``outcome``; conditions keep their transition times.
 
@@ -162,7 +163,8 @@ def build_status(
     message) of an OperatorUpdatePending condition (status True, ``rollout/upgrade.py``).
     ``gate_plan_note``: set when the gate's plan cannot decide a tail limit in its time
     (``rollout/gate_plan.py``); it becomes a GatePlanDecides condition (status False, reason
-    TooFewObservations).
+    TooFewObservations). ``gate_plan_power``: the plan's stated power (``gate.power``); it
+    follows the note in that condition's message, or alone makes it True (PowerStated).
     """
     phase = outcome.phase
     ready: ConditionStatus = "True" if phase == "Serving" else "False"
@@ -225,14 +227,16 @@ def build_status(
                 now=now,
             )
         )
-    if gate_plan_note:
+    if gate_plan_note or gate_plan_power:
         conditions.append(
             _condition(
                 prev,
                 "GatePlanDecides",
-                "False",
-                ConditionReason.TooFewObservations,
-                gate_plan_note,
+                "False" if gate_plan_note else "True",
+                ConditionReason.TooFewObservations
+                if gate_plan_note
+                else ConditionReason.PowerStated,
+                "; ".join(text for text in (gate_plan_note, gate_plan_power) if text),
                 generation=generation,
                 now=now,
             )

@@ -43,3 +43,26 @@ def test_a_plan_that_can_decide_has_no_condition() -> None:
     p = w.step()
     assert not any(e.reason == "GatePlanTooShort" for e in p.events)
     assert not any(c["type"] == "GatePlanDecides" for c in w.status["conditions"])
+
+
+def test_a_plan_compared_with_the_twin_states_its_power_in_the_condition() -> None:
+    gate = slo_gate(484)
+    gate["thresholds"]["maxRegressionPercent"] = 10
+    w = World(spec(gate=gate))
+    w.step()
+    cond = w.condition("GatePlanDecides")
+    assert (cond["status"], cond["reason"]) == ("True", "PowerStated")
+    assert "detects ttft p99" not in cond["message"]
+    assert "detects TTFT p99 +" in cond["message"]
+    assert "ms or more at 8 req/s" in cond["message"]
+    assert "ms or more at 24 req/s" in cond["message"]
+
+
+def test_a_plan_too_short_states_its_power_after_the_warning() -> None:
+    gate = slo_gate(200)
+    gate["thresholds"]["maxRegressionPercent"] = 10
+    w = World(spec(gate=gate))
+    w.step()
+    cond = w.condition("GatePlanDecides")
+    assert (cond["status"], cond["reason"]) == ("False", "TooFewObservations")
+    assert cond["message"].index("cannot be decided") < cond["message"].index("detects TTFT")

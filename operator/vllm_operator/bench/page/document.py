@@ -275,10 +275,19 @@ def _load_summary(comparison: Comparison, load: Load) -> str:
     return (
         '<section id="load"><h2>Load</h2>'
         + "".join(f"<p>{esc(line)}</p>" for line in lines)
+        + _power(comparison.report.stated_power)
         + (f"<h2>Workload</h2>{_dl(rows)}" if rows else "")
         + _level_table(comparison, load)
         + "</section>"
     )
+
+
+def _power(lines: Sequence[str]) -> str:
+    """The plan's stated power beside the SLO figures (``bench.report_power``)."""
+    if not lines:
+        return ""
+    items = "".join(f"<li>{esc(line)}</li>" for line in lines[1:])
+    return f'<h2>Stated power</h2><p class="muted">{esc(lines[0])}</p><ul>{items}</ul>'
 
 
 def _level_table(comparison: Comparison, load: Load) -> str:

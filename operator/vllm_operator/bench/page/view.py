@@ -33,6 +33,7 @@ from pydantic import (
 from vllm_operator.api.fixes import first_error
 from vllm_operator.bench import report_input
 from vllm_operator.bench.report import REPORT_SCHEMA
+from vllm_operator.bench.report_power import power_lines
 from vllm_operator.errors import SpecError
 
 MAX_REPORT_BYTES = report_input.MAX_REPORT_BYTES
@@ -309,6 +310,8 @@ class Report(Server):
     verdict: Verdict | None = None
     baseline: Server | None = None
     load: Load | None = None
+    stated_power: list[Text] = []
+    """Computed on reading (``bench.report_power``), never read from the file."""
 
 
 assert REPORT_SCHEMA == "vllm-operator.dev/bench-report/v1"  # the Literal above follows it
@@ -326,12 +329,14 @@ def parse(data: object, where: str) -> Report:
             "give the file `vllm-operator bench --report-path` wrote, or a benchmark Job's log",
         )
     try:
-        return Report.model_validate(data)
+        report = Report.model_validate(data)
     except ValidationError as exc:
         error = first_error(
             exc, where, fix="give a report as `vllm-operator bench --report-path` writes it"
         )
         raise ReportError(error.field, error.message, error.fix) from exc
+    # what its plan could detect, from the summary's bars and the recorded plan
+    return report.model_copy(update={"stated_power": power_lines(data)})
 
 
 def from_bytes(raw: bytes, path: str, where: str) -> Report:
