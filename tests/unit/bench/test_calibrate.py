@@ -1,0 +1,139 @@
+"""`vllm-operator calibrate` over the recorded GPU A/A reports (issue 40, item 4): it prints
+floors and power, and its patch applied to the kit's SLO CR makes every A/A report Passed and
+the ``--max-num-seqs 4`` regressions Failed when replayed through ``judge --report``."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from vllm_operator.commands.calibrate import main as calibrate_main
+from vllm_operator.commands.judge import main as judge_main
+
+ROOT = Path(__file__).resolve().parents[3]
+CALIBRATION = ROOT / "docs" / "calibration"
+H200 = CALIBRATION / "h200-slo-bars-2026-12-02"
+H100 = CALIBRATION / "h100-2026-12-07"
+SHARED = [H200 / "report-aa1.json.gz", H200 / "report-aa2.json.gz",
+          H100 / "report-aa1.json.gz", H100 / "report-aa2.json.gz"]  # fmt: skip
+KIT_CR = CALIBRATION / "h200-tails-2026-12-02" / "gpu-slo-aa.yaml"  # the gpu-kit's SLO CR
+HELD_OUT_AA = [  # A/A runs of the same workload and limits that the fit did not see
+    CALIBRATION / "h100-slo-perfloor-2026-12-07" / "report-aa1.json.gz",
+    CALIBRATION / "h200-slo-tails-2026-12-02" / "report-aa1.json.gz",
+    CALIBRATION / "h200-slo-tails-2026-12-02" / "report-aa2.json.gz",
+]
+REGRESSIONS = [H200 / "report-r4.json.gz",
+               CALIBRATION / "h100-slo-perfloor-2026-12-07" / "report-r4.json.gz"]  # fmt: skip
+
+
+def calibrate(*argv: str | Path) -> int:
+    return calibrate_main([str(a) for a in argv], "vllm-operator calibrate")
+
+
+def merged(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """RFC 7386 merge patch (what kubectl patch --type merge applies), no nulls here."""
+    out = copy.deepcopy(base)
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+@pytest.fixture(scope="module")
+def outputs() -> tuple[str, str]:
+    capture = pytest.MonkeyPatch()  # module-scoped: capsys is per test
+    texts = []
+    for output in ("human", "patch"):
+        buffer = io.StringIO()
+        capture.setattr(sys, "stdout", buffer)
+        try:
+            code = calibrate(*SHARED, "--cr", KIT_CR, "--output", output)
+        finally:
+            capture.undo()
+        assert code == 0, buffer.getvalue()
+        texts.append(buffer.getvalue())
+    return texts[0], texts[1]
+
+
+def test_calibrate_prints_floors_power_and_the_replays(outputs: tuple[str, str]) -> None:
+    human, patch = outputs
+    assert "floors (regressionFloorPercent): itl " in human
+    assert "detects TTFT p99 +" in human
+    assert "detects ITL p99 +" in human
+    assert "at 24 req/s" in human
+    for report in SHARED:
+        assert f"{report}: Passed" in human
+    assert patch.strip() in "\n".join(line[2:] for line in human.splitlines())
+
+
+def test_the_patch_makes_every_aa_report_pass_and_r4_fail(
+    outputs: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    patch = yaml.safe_load(outputs[1])
+    cr = merged(yaml.safe_load(KIT_CR.read_text()), patch)
+    gate = cr["spec"]["gate"]
+    assert gate["trials"] == patch["spec"]["gate"]["trials"]
+    thresholds = gate["thresholds"]
+    floors = {m: thresholds["slo"][f"{m}Ms"]["regressionFloorPercent"] for m in ("ttft", "itl")}
+    assert all(1 <= f <= 100 for f in floors.values())
+    assert thresholds["slo"]["ttftMs"]["p99"] == 1000  # the limits stay the CR's
+    capsys.readouterr()
+    for report, expected in [*((r, "Passed") for r in SHARED + HELD_OUT_AA),
+                             *((r, "Failed") for r in REGRESSIONS)]:  # fmt: skip
+        judge_main(["--report", str(report), "--thresholds-json", json.dumps(thresholds)],
+                   "vllm-operator judge")  # fmt: skip
+        out = capsys.readouterr().out
+        assert out.splitlines()[0] == f"verdict: {expected}", (report, out)
+
+
+def test_without_a_cr_the_reports_own_limits_are_calibrated(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert calibrate(*SHARED[2:], "--timeout-seconds", "600") == 0
+    out = capsys.readouterr().out
+    assert "no --cr: the limits the reports were counted at" in out
+    assert "timeoutSeconds: 600" in out  # the flag's deadline is part of the patch
+    assert "itl p99 at 8 req/s" in out
+
+
+def test_fewer_than_two_reports_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert calibrate(SHARED[0]) == 2
+    assert "give 2 to 50 A/A reports" in capsys.readouterr().err
+
+
+def test_a_report_without_a_twin_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = json.loads(gzip.decompress(SHARED[0].read_bytes()))
+    data["load"]["runs"] = [r for r in data["load"]["runs"] if r["server"] != "baseline"]
+    alone = tmp_path / "alone.json"
+    alone.write_text(json.dumps(data))
+    assert calibrate(SHARED[1], alone) == 2
+    err = capsys.readouterr().err
+    assert f"{alone} has no twin runs: not an A/A report" in err
+    assert "bench --baseline-url" in err
+
+
+def test_a_summary_is_not_a_report(capsys: pytest.CaptureFixture[str]) -> None:
+    assert calibrate(SHARED[0], H200 / "summary-aa1.json") == 2
+    assert "is not a full report" in capsys.readouterr().err
+
+
+def test_a_misspelt_flag_gets_did_you_mean(capsys: pytest.CaptureFixture[str]) -> None:
+    assert calibrate(*SHARED[:2], "--timout-seconds", "480") == 2
+    assert "did you mean --timeout-seconds?" in capsys.readouterr().err
+
+
+def test_a_deadline_no_plan_fits_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    assert calibrate(*SHARED, "--cr", KIT_CR, "--timeout-seconds", "60") == 2
+    assert "raise --timeout-seconds" in capsys.readouterr().err
