@@ -35,8 +35,10 @@ from vllm_operator.commands.calibrate_text import human
 from vllm_operator.commands.inputs import read_capped
 from vllm_operator.commands.parsing import Parser
 from vllm_operator.errors import SpecError, SpecErrors
-from vllm_operator.gate.calibration import CalibrationError, FigureKey, fit_noise, normal_power
+from vllm_operator.gate.calibration import CalibrationError, FigureKey, fit_noise, tail_model
 from vllm_operator.gate.calibration_plan import Proposal, Shape, propose
+from vllm_operator.gate.power import plan_power
+from vllm_operator.gate.power_noise import DEFAULT_NOISE
 from vllm_operator.render.job import bench_deadline
 
 DEFAULT_TIMEOUT = 480
@@ -162,13 +164,16 @@ def calibrate(args: argparse.Namespace) -> Outcome:
     fitted = propose(noise, shape)
     proposal, replays = _confirmed(fitted, reports, thresholds)
     patch = _patch(proposal, timeout if args.timeout_seconds else None)
+    power: list[str] | None = None
+    if gate is not None:
+        patched = _patched(gate, patch, timeout)
+        noise_model = tail_model(reports_mod.twin_tails(reports, limits), DEFAULT_NOISE)
+        stated = plan_power(patched, bench_deadline(timeout), servers=2, noise=noise_model)
+        power = [p.message for p in stated]
     unit = "req/s" if gate is None or gate.workload.load.mode == "rate" else "streams"
     passed = all(outcome == "Passed" for _, outcome, _ in replays)
-    return Outcome(
-        human(fitted, proposal, replays, patch, (timeout, shape.max_trials), unit, gate is None),
-        patch,
-        passed,
-    )
+    text = human(fitted, proposal, replays, patch, (timeout, shape.max_trials), unit, power)
+    return Outcome(text, patch, passed)
 
 
 def _gate_of(path: str) -> GateSpec:
@@ -238,7 +243,7 @@ def _confirmed(
             if any(f"{m}Ms.regressionFloorPercent" in why for why in reasons) and floors[m] < 100
         }
         if not raise_:
-            return proposal.with_floors(floors, normal_power), replays
+            return proposal.with_floors(floors), replays
         for m in raise_:
             floors[m] = min(floors[m] + RAISE_STEP, 100)
 
@@ -252,6 +257,25 @@ def with_floors(base: Thresholds, floors: Mapping[LatencyMetric, int]) -> Thresh
             if f"{metric}Ms" in where or where is slo:
                 where.setdefault(f"{metric}Ms", {})["regressionFloorPercent"] = floor
     return Thresholds.model_validate(wire)
+
+
+def _patched(gate: GateSpec, patch: str, timeout: int) -> GateSpec:
+    """``gate`` with the patch merged in (validated: a patch the CRD would refuse is a bug)."""
+    wire = gate.model_dump(by_alias=True, exclude_none=True)
+    merged = _merge(wire, yaml.safe_load(patch)["spec"]["gate"])
+    merged["timeoutSeconds"] = timeout
+    return GateSpec.model_validate(merged)
+
+
+def _merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """RFC 7386 merge of ``patch`` (no nulls in ours) into ``base``."""
+    out = dict(base)
+    for key, value in patch.items():
+        old = out.get(key)
+        out[key] = (
+            _merge(old, value) if isinstance(value, dict) and isinstance(old, dict) else value
+        )
+    return out
 
 
 def _patch(proposal: Proposal, timeout: int | None) -> str:

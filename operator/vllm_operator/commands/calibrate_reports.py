@@ -185,3 +185,25 @@ def replay(report: AAReport, thresholds: Thresholds) -> tuple[str, list[str]]:
         raise SpecError("REPORT", f"{report.path}: {exc}") from exc
     judged = verdict(summary, thresholds, None)
     return judged.outcome, judged.reasons[: judged.deciding or len(judged.reasons)]
+
+
+def twin_tails(
+    reports: list[AAReport], limits: Mapping[FigureKey, float]
+) -> dict[tuple[LatencyMetric, float], list[tuple[float, float]]]:
+    """(p95, p99) of each twin run, per limited (metric, level): the tail ``gate.power``
+    states power on (``gate.calibration.tail_model``)."""
+    wanted = {(k.metric, k.level) for k in limits}
+    out: dict[tuple[LatencyMetric, float], list[tuple[float, float]]] = {}
+    for report in reports:
+        for run in report.runs:
+            level = run.get("level")
+            if run.get("server") != "baseline" or not _positive(level):
+                continue
+            assert isinstance(level, int | float)
+            for metric, at in wanted:
+                if at != level:
+                    continue
+                p95, p99 = _percentile(run, metric, "p95"), _percentile(run, metric, "p99")
+                if p95 is not None and p99 is not None:
+                    out.setdefault((metric, at), []).append((p95, p99))
+    return out

@@ -5,7 +5,7 @@ string a report could carry (its path, a verdict's reason) is escaped (``api.tex
 from __future__ import annotations
 
 from vllm_operator.api.text import printable
-from vllm_operator.gate.calibration import AA_PASS, POWER
+from vllm_operator.gate.calibration import AA_PASS
 from vllm_operator.gate.calibration_plan import Proposal
 
 
@@ -24,10 +24,11 @@ def human(  # noqa: PLR0917 - one call site, each a part of the text
     patch: str,
     budget: tuple[int, int],
     unit: str,
-    no_cr: bool,
+    power: list[str] | None,
 ) -> str:
     """The whole human answer of ``calibrate`` (``fitted``: the model's proposal,
-    ``proposal``: after the replays; ``budget``: timeoutSeconds and maxTrials)."""
+    ``proposal``: after the replays; ``budget``: timeoutSeconds and maxTrials; ``power``:
+    ``gate.power``'s statements at the patched CR, None without a CR)."""
     timeout, max_trials = budget
     first = proposal.figures[0].noise if proposal.figures else None
     runs = len(first.offsets) if first else 0
@@ -58,20 +59,15 @@ def human(  # noqa: PLR0917 - one call site, each a part of the text
             if fitted.floors != proposal.floors
             else []
         ),
-        f"power (the smallest regression Failed {POWER:.0%} of the time at this plan):",
+        "power at this plan (gate.power, on the tail of these runs' twins):",
+        *(f"  {line}" for line in power or ["(give --cr: the power needs the CR's workload)"]),
     ]
-    for f in proposal.figures:
-        n = f.noise
-        lines.append(
-            f"  detects {n.key.metric.upper()} {n.key.percentile} +{f.power_ms:.0f} ms or more "
-            f"at {n.key.level:g} {unit} ({f.power:.0f}% of its {n.limit_ms:g} ms limit)"
-        )
     lines += ["", "the reports judged again at the proposal (judge --report):"]
     for path, outcome, reasons in replays:
         lines.append(f"  {printable(path, newlines=False)}: {outcome}")
         if outcome != "Passed":
             lines += [f"    - {printable(r, newlines=False)}" for r in reasons[:3]]
-    if no_cr:
+    if power is None:
         lines.append("  (no --cr: the limits the reports were counted at, maxRegressionPercent 10)")
     lines += [
         "",

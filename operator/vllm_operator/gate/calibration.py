@@ -20,10 +20,10 @@ clears on every figure with 95% probability at its first look (``floor_percent``
 ``z_all * sqrt(instance^2 + w^2 / T) + z_look * w / sqrt(T)`` with ``w`` the within-run noise at
 ``S`` seconds, ``z_all`` the normal quantile that leaves 5% over all the compared figures
 (Bonferroni) and ``z_look`` the gate's one-sided quantile at that look (``gate.sequential``).
-The smallest regression the gate then fails with 95% probability (``normal_power``) is
-``floor + z_look * w / sqrt(T) + z_95 * sqrt(instance^2 + w^2 / T)``. Both are a normal model's
-answers, not the judge's: ``vllm-operator calibrate`` replays every given report through the
-judge at the proposed floors and says when one does not pass.
+That is a normal model's answer, not the judge's: ``vllm-operator calibrate`` replays every
+given report through the judge at the proposed floors and says when one does not pass. The
+power at the proposal is ``gate.power``'s (the one statement ``render`` and the operator make
+too), on a tail model fitted from the same runs' twins (``tail_model``).
 
 Pure: values in, values out; the command (``commands.calibrate``) reads the reports.
 """
@@ -31,17 +31,15 @@ Pure: values in, values out; the command (``commands.calibrate``) reads the repo
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
+from statistics import NormalDist, median
 
 from vllm_operator.api.workload import LatencyMetric, Percentile
+from vllm_operator.gate.power_noise import NORMAL_SCORE, NoiseModel, TailNoise
 
 AA_PASS = 0.95
 """Chance an A/A gate should pass: every compared figure within its floor at once."""
-
-POWER = 0.95
-"""Chance with which the stated smallest regression is failed."""
 
 _Z = NormalDist()
 
@@ -160,17 +158,22 @@ def floor_percent(
     return z_all * spread + one_sided(look_confidence) * w / math.sqrt(trials)
 
 
-PowerFn = Callable[[FigureNoise, int, float, float, float], float]
-"""(noise, trials, seconds, look confidence, floor percent) -> the smallest regression
-(percent of the limit) failed with 95% probability: the seam where another power model
-(issue 40 item 3's ``gate.power``) plugs in."""
-
-
-def normal_power(
-    noise: FigureNoise, trials: int, seconds: float, look_confidence: float, floor: float
-) -> float:
-    """The smallest regression (percent of the limit) the gate fails 95% of the time: past
-    the floor by its look's margin, plus the offset and noise a single run can draw."""
-    w = noise.within_at(seconds)
-    spread = math.sqrt(noise.instance**2 + w**2 / trials)
-    return floor + one_sided(look_confidence) * w / math.sqrt(trials) + _Z.inv_cdf(POWER) * spread
+def tail_model(twin: Mapping[tuple[LatencyMetric, float], Sequence[tuple[float, float]]],
+               default: NoiseModel) -> NoiseModel:  # fmt: skip
+    """The noise model ``gate.power`` states power with, from the twins of A/A runs: per
+    (metric, level), the twin's median p99 and the median log scale of its tail
+    ((ln p99 - ln p95) / 0.68, per normal score, as ``benchmarks/power_fit.py`` fits it) from
+    ``twin``'s (p95, p99) pairs of each trial; the design effects (``across``, ``within``)
+    stay ``default``'s at the nearest rate: they come from the requests' structure, which
+    a trial's percentiles do not carry. A figure ``default`` lacks keeps no model."""
+    figures: dict[tuple[str, float], TailNoise] = {}
+    gap = NORMAL_SCORE["p99"] - NORMAL_SCORE["p95"]
+    for (metric, level), pairs in twin.items():
+        base = default.at(metric, level)
+        usable = [(p95, p99) for p95, p99 in pairs if 0 < p95 <= p99]
+        if base is None or not usable:
+            continue
+        sigma = median(math.log(p99 / p95) / gap for p95, p99 in usable)
+        p99 = median(p99 for _, p99 in usable)
+        figures[(metric, level)] = TailNoise(p99, max(sigma, 1e-3), base.across, base.within)
+    return NoiseModel(figures, source="the given A/A reports' twins")

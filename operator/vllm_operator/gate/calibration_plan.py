@@ -20,18 +20,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vllm_operator.api.summary import TrialPlan
 from vllm_operator.api.workload import MAX_LEVEL_REQUESTS, LatencyMetric
 from vllm_operator.gate.budget import SweepBudget, reserve_for
-from vllm_operator.gate.calibration import (
-    CalibrationError,
-    FigureNoise,
-    PowerFn,
-    floor_percent,
-    normal_power,
-)
+from vllm_operator.gate.calibration import CalibrationError, FigureNoise, floor_percent
 from vllm_operator.gate.decidable import PER_REQUEST, reach
 from vllm_operator.gate.sequential import look_confidence
 
@@ -64,22 +58,15 @@ class Shape:
 
 @dataclass(frozen=True)
 class FigurePlan:
-    """One figure at the proposed plan: the floor it asked for and the regression detected."""
+    """One figure at the proposed plan and the floor it alone asks for (percent of its limit)."""
 
     noise: FigureNoise
     floor: float
-    """The floor this figure alone needs (percent of its limit)."""
-    power: float
-    """The smallest regression failed 95% of the time, at its metric's floor (percent)."""
-
-    @property
-    def power_ms(self) -> float:
-        return self.power * self.noise.limit_ms / 100
 
 
 @dataclass(frozen=True)
 class Proposal:
-    """The plan and per-metric floors that let an A/A gate pass, and what they detect."""
+    """The plan and per-metric floors that let an A/A gate pass."""
 
     trials: int
     seconds_per_level: int
@@ -87,27 +74,12 @@ class Proposal:
     figures: tuple[FigurePlan, ...]
     look_confidence: float
 
-    def with_floors(self, floors: Mapping[LatencyMetric, int], power: PowerFn) -> Proposal:
-        """The same plan at other floors (the power restated at them)."""
-        figures = tuple(
-            FigurePlan(
-                f.noise,
-                f.floor,
-                power(
-                    f.noise,
-                    self.trials,
-                    self.seconds_per_level,
-                    self.look_confidence,
-                    floors[f.noise.key.metric],
-                ),
-            )
-            for f in self.figures
-        )
-        return Proposal(self.trials, self.seconds_per_level, dict(floors), figures,
-                        self.look_confidence)  # fmt: skip
+    def with_floors(self, floors: Mapping[LatencyMetric, int]) -> Proposal:
+        """The same plan at other floors."""
+        return replace(self, floors=dict(floors))
 
 
-def propose(noise: Sequence[FigureNoise], shape: Shape, power: PowerFn = normal_power) -> Proposal:
+def propose(noise: Sequence[FigureNoise], shape: Shape) -> Proposal:
     """The plan with the smallest floors that fits ``shape`` (see the module docstring).
 
     Raises ``CalibrationError`` when no plan fits, saying what to raise."""
@@ -116,7 +88,7 @@ def propose(noise: Sequence[FigureNoise], shape: Shape, power: PowerFn = normal_
         if seconds < shape.shortest_seconds:
             continue
         for trials in range(1, shape.max_trials + 1):
-            proposal = _at(noise, shape, trials, seconds, power)
+            proposal = _at(noise, shape, trials, seconds)
             if proposal is None:
                 continue
             score = (sum(proposal.floors.values()), trials * seconds)
@@ -133,9 +105,7 @@ def propose(noise: Sequence[FigureNoise], shape: Shape, power: PowerFn = normal_
     return best[1]
 
 
-def _at(
-    noise: Sequence[FigureNoise], shape: Shape, trials: int, seconds: int, power: PowerFn
-) -> Proposal | None:
+def _at(noise: Sequence[FigureNoise], shape: Shape, trials: int, seconds: int) -> Proposal | None:
     """The proposal at ``trials`` x ``seconds``, or None when that plan does not fit."""
     if trials > shape.max_trials or not _fits(shape, trials, seconds):
         return None
@@ -153,9 +123,7 @@ def _at(
     whole = {m: max(math.ceil(f - 1e-9), 1) for m, f in floors.items()}
     if any(f > 100 for f in whole.values()):
         return None
-    figures = tuple(
-        FigurePlan(n, f, power(n, trials, seconds, at_look, whole[n.key.metric])) for n, f in needed
-    )
+    figures = tuple(FigurePlan(n, f) for n, f in needed)
     return Proposal(trials, seconds, whole, figures, at_look)
 
 

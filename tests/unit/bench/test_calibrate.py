@@ -8,6 +8,7 @@ import copy
 import gzip
 import io
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -68,9 +69,10 @@ def outputs() -> tuple[str, str]:
 def test_calibrate_prints_floors_power_and_the_replays(outputs: tuple[str, str]) -> None:
     human, patch = outputs
     assert "floors (regressionFloorPercent): itl " in human
-    assert "detects TTFT p99 +" in human
-    assert "detects ITL p99 +" in human
-    assert "at 24 req/s" in human
+    power = human.split("power at this plan", 1)[1].split("\n\n", 1)[0]
+    for metric in ("TTFT", "ITL"):
+        for level in (8, 24):
+            assert re.search(rf"detects {metric} p99 \+[\d,]+ ms or more at {level} req/s", power)
     for report in SHARED:
         assert f"{report}: Passed" in human
     assert patch.strip() in "\n".join(line[2:] for line in human.splitlines())
@@ -104,6 +106,7 @@ def test_without_a_cr_the_reports_own_limits_are_calibrated(
     assert "no --cr: the limits the reports were counted at" in out
     assert "timeoutSeconds: 600" in out  # the flag's deadline is part of the patch
     assert "itl p99 at 8 req/s" in out
+    assert "give --cr: the power needs the CR's workload" in out
 
 
 def test_fewer_than_two_reports_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
