@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import copy
 import gzip
-import io
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from vllm_operator.commands import calibrate as calibrate_mod
 from vllm_operator.commands.calibrate import main as calibrate_main
 from vllm_operator.commands.judge import main as judge_main
 
@@ -52,18 +51,13 @@ def merged(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def outputs() -> tuple[str, str]:
-    capture = pytest.MonkeyPatch()  # module-scoped: capsys is per test
-    texts = []
-    for output in ("human", "patch"):
-        buffer = io.StringIO()
-        capture.setattr(sys, "stdout", buffer)
-        try:
-            code = calibrate(*SHARED, "--cr", KIT_CR, "--output", output)
-        finally:
-            capture.undo()
-        assert code == 0, buffer.getvalue()
-        texts.append(buffer.getvalue())
-    return texts[0], texts[1]
+    """(human, patch) of one run over the shared reports with the kit's CR."""
+    argv = [*map(str, SHARED), "--cr", str(KIT_CR)]
+    outcome = calibrate_mod.calibrate(
+        calibrate_mod.parser("vllm-operator calibrate").parse_args(argv)
+    )
+    assert outcome.passed, outcome.human
+    return outcome.human, outcome.patch
 
 
 def test_calibrate_prints_floors_power_and_the_replays(outputs: tuple[str, str]) -> None:
@@ -101,6 +95,10 @@ def test_the_patch_makes_every_aa_report_pass_and_r4_fail(
 def test_without_a_cr_the_reports_own_limits_are_calibrated(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    assert calibrate(*SHARED[2:], "--timeout-seconds", "600", "--output", "patch") == 0
+    patch = yaml.safe_load(capsys.readouterr().out)  # --output patch: only the patch
+    assert patch["spec"]["gate"]["timeoutSeconds"] == 600  # the flag's deadline is in it
+    assert set(patch["spec"]["gate"]["thresholds"]["slo"]) == {"ttftMs", "itlMs"}
     assert calibrate(*SHARED[2:], "--timeout-seconds", "600") == 0
     out = capsys.readouterr().out
     assert "no --cr: the limits the reports were counted at" in out
@@ -140,3 +138,18 @@ def test_a_misspelt_flag_gets_did_you_mean(capsys: pytest.CaptureFixture[str]) -
 def test_a_deadline_no_plan_fits_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     assert calibrate(*SHARED, "--cr", KIT_CR, "--timeout-seconds", "60") == 2
     assert "raise --timeout-seconds" in capsys.readouterr().err
+
+
+def test_a_report_whose_twin_figures_are_not_numbers_reaches_no_figure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = json.loads(gzip.decompress(SHARED[1].read_bytes()))
+    for run in data["load"]["runs"]:
+        if run["server"] == "baseline":
+            run["percentiles"]["itl_ms"] = {"p95": "slow", "p99": -1}
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(data))
+    assert calibrate(SHARED[0], forged) == 2
+    err = capsys.readouterr().err
+    assert "itl p99 at 8: measured against the twin in 1 run(s)" in err
+    assert "two or more A/A runs" in err
