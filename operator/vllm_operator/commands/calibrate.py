@@ -56,8 +56,8 @@ Each REPORT is a full report of an A/A gate (bench --report-path with --baseline
 identical revisions; plain or gzipped, or a Job's log). Give two or more: the spread between
 identical servers is fitted across runs. With --cr the limits, plan bounds (maxTrials,
 confidencePercent, a quality suite) and timeoutSeconds come from your VLLMDeployment;
-without it the limits are those the reports were counted at and the replays compare with
-the twin at maxRegressionPercent 10.
+without it the limits are those the reports were counted at, the replays compare with
+the twin at maxRegressionPercent 10, and no power is stated (it needs the CR's workload).
 
 examples:
   vllm-operator calibrate aa1.json.gz aa2.json.gz --cr my-model.yaml

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from statistics import NormalDist, median
 
 from vllm_operator.api.workload import LatencyMetric, Percentile
+from vllm_operator.errors import VLLMOperatorError
 from vllm_operator.gate.power_noise import NORMAL_SCORE, NoiseModel, TailNoise
 
 AA_PASS = 0.95
@@ -44,7 +45,7 @@ AA_PASS = 0.95
 _Z = NormalDist()
 
 
-class CalibrationError(ValueError):
+class CalibrationError(VLLMOperatorError, ValueError):
     """The A/A data cannot be fitted (too few runs or trials); the message says what to add."""
 
 
