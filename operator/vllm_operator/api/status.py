@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, PlainSerializer, WithJsonSchema, model_validator
 
 from vllm_operator.api.base import APIModel
+from vllm_operator.api.calibration import CalibrationStatus
 from vllm_operator.api.canary import CanaryStatus
 from vllm_operator.api.summary import BenchSummary, Placement, Verdict
 
@@ -267,6 +268,10 @@ class VLLMDeploymentStatus(APIModel):
     canary: CanaryStatus | None = Field(
         default=None,
         description="The live canary of the candidate (rollout.canary), while it runs.",
+    )
+    calibration: CalibrationStatus | None = Field(
+        default=None,
+        description="The last in-cluster calibration (annotation vllm-operator.dev/calibrate).",
     )
 
     @model_validator(mode="before")

@@ -35,8 +35,14 @@ from vllm_operator.commands.calibrate_text import human
 from vllm_operator.commands.inputs import read_capped
 from vllm_operator.commands.parsing import Parser
 from vllm_operator.errors import SpecError, SpecErrors
-from vllm_operator.gate.calibration import CalibrationError, FigureKey, fit_noise, tail_model
-from vllm_operator.gate.calibration_plan import Proposal, Shape, propose
+from vllm_operator.gate.calibration import (
+    CalibrationError,
+    FigureKey,
+    fit_noise,
+    limits_of,
+    tail_model,
+)
+from vllm_operator.gate.calibration_plan import Proposal, Shape, patch_of, patched, propose
 from vllm_operator.gate.power import plan_power
 from vllm_operator.gate.power_noise import DEFAULT_NOISE
 from vllm_operator.render.job import bench_deadline
@@ -163,12 +169,14 @@ def calibrate(args: argparse.Namespace) -> Outcome:
     )
     fitted = propose(noise, shape)
     proposal, replays = _confirmed(fitted, reports, thresholds)
-    patch = _patch(proposal, timeout if args.timeout_seconds else None)
+    wire = patch_of(proposal, timeout if args.timeout_seconds else None)
+    patch = yaml.safe_dump(wire, sort_keys=False)
     power: list[str] | None = None
     if gate is not None:
-        patched = _patched(gate, patch, timeout)
         noise_model = tail_model(reports_mod.twin_tails(reports, limits), DEFAULT_NOISE)
-        stated = plan_power(patched, bench_deadline(timeout), servers=2, noise=noise_model)
+        stated = plan_power(
+            patched(gate, proposal, timeout), bench_deadline(timeout), servers=2, noise=noise_model
+        )
         power = [p.message for p in stated]
     unit = "req/s" if gate is None or gate.workload.load.mode == "rate" else "streams"
     passed = all(outcome == "Passed" for _, outcome, _ in replays)
@@ -201,7 +209,7 @@ def _limits(
         slo = gate.thresholds.slo
         if slo is None or gate.workload.is_study:
             raise SpecError("--cr", "its gate has no gate.thresholds.slo to calibrate")
-        return reports_mod.limits_of(slo, list(gate.workload.load.levels)), gate.thresholds
+        return limits_of(slo, gate.workload.load.levels), gate.thresholds
     counted = [reports_mod.counted_limits(r) for r in reports]
     if any(c != counted[0] for c in counted[1:]):
         raise SpecError(
@@ -257,35 +265,3 @@ def with_floors(base: Thresholds, floors: Mapping[LatencyMetric, int]) -> Thresh
             if f"{metric}Ms" in where or where is slo:
                 where.setdefault(f"{metric}Ms", {})["regressionFloorPercent"] = floor
     return Thresholds.model_validate(wire)
-
-
-def _patched(gate: GateSpec, patch: str, timeout: int) -> GateSpec:
-    """``gate`` with the patch merged in (validated: a patch the CRD would refuse is a bug)."""
-    wire = gate.model_dump(by_alias=True, exclude_none=True)
-    merged = _merge(wire, yaml.safe_load(patch)["spec"]["gate"])
-    merged["timeoutSeconds"] = timeout
-    return GateSpec.model_validate(merged)
-
-
-def _merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """RFC 7386 merge of ``patch`` (no nulls in ours) into ``base``."""
-    out = dict(base)
-    for key, value in patch.items():
-        old = out.get(key)
-        out[key] = (
-            _merge(old, value) if isinstance(value, dict) and isinstance(old, dict) else value
-        )
-    return out
-
-
-def _patch(proposal: Proposal, timeout: int | None) -> str:
-    """The merge patch (YAML) that applies the proposal to a VLLMDeployment."""
-    slo = {f"{m}Ms": {"regressionFloorPercent": f} for m, f in sorted(proposal.floors.items())}
-    gate: dict[str, Any] = {
-        "trials": proposal.trials,
-        "workload": {"load": {"secondsPerLevel": proposal.seconds_per_level}},
-        "thresholds": {"slo": slo},
-    }
-    if timeout is not None:
-        gate["timeoutSeconds"] = timeout
-    return yaml.safe_dump({"spec": {"gate": gate}}, sort_keys=False)

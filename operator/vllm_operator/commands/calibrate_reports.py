@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from vllm_operator.api.fixes import first_error
 from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.api.summary import BenchSummary
-from vllm_operator.api.workload import LATENCY_METRICS, PERCENTILES, LatencyMetric, SloLimits
+from vllm_operator.api.workload import LATENCY_METRICS, PERCENTILES, LatencyMetric
 from vllm_operator.bench.load.recount import Recount, ReportError
 from vllm_operator.bench.report import REPORT_SCHEMA
 from vllm_operator.bench.report_input import GIVE, MAX_REPORT_BYTES, InputError, read_json
@@ -137,17 +137,6 @@ def counted_limits(report: AAReport) -> dict[FigureKey, float]:
             if metric in LATENCY_METRICS and p in PERCENTILES and _positive(limit):
                 key = FigureKey(metric, p, float(level))  # type: ignore[arg-type]
                 out[key] = float(limit)  # type: ignore[arg-type]
-    return out
-
-
-def limits_of(slo: Any, levels: list[float]) -> dict[FigureKey, float]:
-    """The limits a CR's ``gate.thresholds.slo`` sets at each of ``levels``."""
-    out: dict[FigureKey, float] = {}
-    for level in levels:
-        at: SloLimits = slo.at(level)
-        for metric, by_p in at.metric_limits().items():
-            for p, limit in by_p.items():
-                out[FigureKey(metric, p, level)] = limit
     return out
 
 

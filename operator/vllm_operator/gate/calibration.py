@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist, median
 
-from vllm_operator.api.workload import LatencyMetric, Percentile
+from vllm_operator.api.workload import LatencyMetric, Percentile, SloThresholds
 from vllm_operator.errors import VLLMOperatorError
 from vllm_operator.gate.power_noise import NORMAL_SCORE, NoiseModel, TailNoise
 
@@ -141,6 +141,16 @@ def _fit_one(
         seconds=seconds,
         trials=sum(len(d) for d in runs.values()),
     )
+
+
+def limits_of(slo: SloThresholds, levels: Iterable[float]) -> dict[FigureKey, float]:
+    """The figures a gate's ``slo`` limits at each of ``levels``, with their limits (ms)."""
+    out: dict[FigureKey, float] = {}
+    for level in levels:
+        for metric, by_p in slo.at(level).metric_limits().items():
+            for p, limit in by_p.items():
+                out[FigureKey(metric, p, float(level))] = limit
+    return out
 
 
 def one_sided(confidence: float) -> float:

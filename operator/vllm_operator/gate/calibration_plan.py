@@ -21,7 +21,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
+from vllm_operator.api.gate_spec import GateSpec
 from vllm_operator.api.summary import TrialPlan
 from vllm_operator.api.workload import MAX_LEVEL_REQUESTS, LatencyMetric
 from vllm_operator.gate.budget import SweepBudget, reserve_for
@@ -150,3 +152,37 @@ def _decidable(noise: FigureNoise, shape: Shape, trials: int, seconds: int, at_l
             return True  # not counted before the run: the bench asks it with what it measured
         per_trial *= shape.gaps_per_request
     return reach(noise.key.percentile, per_trial, trials, at_look).decidable
+
+
+def patch_of(proposal: Proposal, timeout: int | None = None) -> dict[str, Any]:
+    """The merge patch (``kubectl patch --type merge``) that applies ``proposal`` to a
+    VLLMDeployment: each metric's own floor in ``slo``, trials, secondsPerLevel."""
+    slo = {f"{m}Ms": {"regressionFloorPercent": f} for m, f in sorted(proposal.floors.items())}
+    gate: dict[str, Any] = {
+        "trials": proposal.trials,
+        "workload": {"load": {"secondsPerLevel": proposal.seconds_per_level}},
+        "thresholds": {"slo": slo},
+    }
+    if timeout is not None:
+        gate["timeoutSeconds"] = timeout
+    return {"spec": {"gate": gate}}
+
+
+def patched(gate: GateSpec, proposal: Proposal, timeout: int) -> GateSpec:
+    """``gate`` with ``proposal``'s patch merged in and ``timeout``, validated (a patch the
+    CRD would refuse is a bug, not a proposal)."""
+    wire = gate.model_dump(by_alias=True, exclude_none=True)
+    merged = _merge(wire, patch_of(proposal)["spec"]["gate"])
+    merged["timeoutSeconds"] = timeout
+    return GateSpec.model_validate(merged)
+
+
+def _merge(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """RFC 7386 merge of ``patch`` (no nulls in ours) into ``base``."""
+    out = dict(base)
+    for key, value in patch.items():
+        old = out.get(key)
+        out[key] = (
+            _merge(old, value) if isinstance(value, dict) and isinstance(old, dict) else value
+        )
+    return out
