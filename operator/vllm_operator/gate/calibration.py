@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist, median
 
 from vllm_operator.api.workload import LatencyMetric, Percentile, SloThresholds
@@ -175,8 +175,9 @@ def tail_model(twin: Mapping[tuple[LatencyMetric, float], Sequence[tuple[float, 
     (metric, level), the twin's median p99 and the median log scale of its tail
     ((ln p99 - ln p95) / 0.68, per normal score, as ``benchmarks/power_fit.py`` fits it) from
     ``twin``'s (p95, p99) pairs of each trial; the design effects (``across``, ``within``)
-    stay ``default``'s at the nearest rate: they come from the requests' structure, which
-    a trial's percentiles do not carry. A figure ``default`` lacks keeps no model."""
+    stay ``default``'s at the nearest rate (as every other field of its ``TailNoise``): they
+    come from the requests' structure, which a trial's percentiles do not carry. A figure
+    ``default`` lacks keeps no model."""
     figures: dict[tuple[str, float], TailNoise] = {}
     gap = NORMAL_SCORE["p99"] - NORMAL_SCORE["p95"]
     for (metric, level), pairs in twin.items():
@@ -186,5 +187,6 @@ def tail_model(twin: Mapping[tuple[LatencyMetric, float], Sequence[tuple[float, 
             continue
         sigma = median(math.log(p99 / p95) / gap for p95, p99 in usable)
         p99 = median(p99 for _, p99 in usable)
-        figures[(metric, level)] = TailNoise(p99, max(sigma, 1e-3), base.across, base.within)
+        # the default's other fields (design effects, ...) kept by name, whatever they are
+        figures[(metric, level)] = replace(base, p99_ms=p99, tail_sigma=max(sigma, 1e-3))
     return NoiseModel(figures, source="the given A/A reports' twins")
