@@ -39,6 +39,9 @@ from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.observed import PROGRESS_SECONDS
 from vllm_operator.rollout.views import JobView
 
+REQUEST_CHARS = 24
+"""Longest annotation value recorded as itself (a count has at most 2 digits)."""
+
 WAIT_SECONDS = 2.0
 """How soon to look again while the twin starts or the next Job is due."""
 
@@ -55,6 +58,14 @@ def requested_runs(raw: str) -> int | str:
     return int(text)
 
 
+def request_key(raw: str) -> str:
+    """What ``status.calibration.request`` records of the value: itself when short, else a
+    digest (an annotation value may be 256 KiB; the record is bounded)."""
+    if len(raw) <= REQUEST_CHARS:
+        return raw
+    return "sha256:" + hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 def step(state: Pass, vd: VLLMDeployment, stable: str | None, desired: str) -> None:
     """One pass of the calibration the annotation asks for (``state.calibration`` is what
     status carries after it)."""
@@ -67,10 +78,11 @@ def step(state: Pass, vd: VLLMDeployment, stable: str | None, desired: str) -> N
             state.calibration = prev.model_copy(update={"request": None})
         return
     raw = str(raw)
-    if prev is not None and prev.request == raw and prev.phase != "Running":
+    key = request_key(raw)
+    if prev is not None and prev.request == key and prev.phase != "Running":
         return  # answered; set it again (after removing it) to calibrate again
     running = prev if prev is not None and prev.phase == "Running" else None
-    if running is not None and running.request != raw:
+    if running is not None and running.request != key:
         _abandon(state, running, f"the annotation changed to {raw[:20]!r}")
         running = None
     if running is None:
@@ -85,7 +97,9 @@ def _start(
 ) -> CalibrationStatus | None:
     wanted = requested_runs(raw)
     if isinstance(wanted, str):
-        state.calibration = CalibrationStatus(request=raw, phase="Invalid", message=wanted)
+        state.calibration = CalibrationStatus(
+            request=request_key(raw), phase="Invalid", message=wanted
+        )
         state.event("Warning", EventReason.CalibrationInvalid, wanted)
         return None
     slo = vd.spec.gate.thresholds.slo
@@ -94,22 +108,23 @@ def _start(
             f"annotation {CALIBRATE_ANNOTATION}: the gate has no gate.thresholds.slo limits "
             "(with a synthetic or dataset workload) to calibrate"
         )
-        state.calibration = CalibrationStatus(request=raw, phase="Invalid", message=why)
+        state.calibration = CalibrationStatus(
+            request=request_key(raw), phase="Invalid", message=why
+        )
         state.event("Warning", EventReason.CalibrationInvalid, why)
         return None
     if stable is None or desired != stable or not _copyable(state, stable):
         # Not answered yet (request unset): it starts once one revision serves alone.
         message = f"calibrate={wanted} waits until one revision serves alone"
         state.calibration = CalibrationStatus(request=None, phase="Waiting", message=message)
-        state.after(WAIT_SECONDS * 5)
-        return None
+        return None  # the pass that ends the rollout starts it
     assert stable is not None
     # The previous calibration's stem too: one started again within the second differs.
     before = state.previous.calibration.token if state.previous.calibration else None
     seed = f"{raw}/{stable}/{state.observed.generation}/{ledger.timestamp(state.now)}/{before}"
     token = hashlib.sha256(seed.encode()).hexdigest()[:6]
     started = CalibrationStatus(
-        request=raw,
+        request=request_key(raw),
         phase="Running",
         message=f"0 of {wanted} A/A runs of revision {stable} against its twin",
         runs_wanted=wanted,

@@ -135,3 +135,16 @@ def test_an_answered_value_left_in_place_repeats_nothing() -> None:
     w.settle()
     assert calibration(w)["phase"] == "Invalid"
     assert len(w.events()) == events  # said once
+
+
+def test_a_huge_value_is_refused_once_and_recorded_as_a_digest() -> None:
+    w = slo_world()
+    w.annotate(KEY, "9" * 100_000)
+    w.settle()
+    cal = calibration(w)
+    assert cal["phase"] == "Invalid"
+    assert cal["request"].startswith("sha256:")
+    assert len(cal["message"]) < 400  # the value is cut in the message too
+    w.advance(60)
+    w.settle()
+    assert w.events().count("CalibrationInvalid") == 1
