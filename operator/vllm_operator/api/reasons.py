@@ -42,6 +42,10 @@ class EventReason(StrEnum):
     TwinRemoved = "TwinRemoved"
     TwinStuck = "TwinStuck"
     TwinUnavailable = "TwinUnavailable"
+    CalibrationStarted = "CalibrationStarted"
+    CalibrationDone = "CalibrationDone"
+    CalibrationAbandoned = "CalibrationAbandoned"
+    CalibrationInvalid = "CalibrationInvalid"
     InvalidSpec = "InvalidSpec"
     MultiNodeUnavailable = "MultiNodeUnavailable"
     EngineWarning = "EngineWarning"
@@ -141,6 +145,10 @@ EVENT_MEANINGS: dict[EventReason, str] = {
     EventReason.TwinRemoved: "the twin was deleted after the verdict",
     EventReason.TwinStuck: "the twin was not Ready within the progress deadline",
     EventReason.TwinUnavailable: "mode auto: no twin in time; the gate uses the stored baseline",
+    EventReason.CalibrationStarted: "annotation calibrate: A/A Jobs of the stable revision begin",
+    EventReason.CalibrationDone: "the calibration's floors and plan are in status.calibration",
+    EventReason.CalibrationAbandoned: "the calibration stopped (spec changed, a rollout, a Job)",
+    EventReason.CalibrationInvalid: "the calibrate annotation's value is not a run count",
     EventReason.InvalidSpec: "the spec cannot be run; every field and fix is named",
     EventReason.MultiNodeUnavailable: "a multi-node spec where this operator runs no "
     "LeaderWorkerSets; the fix is named",

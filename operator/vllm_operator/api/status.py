@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from vllm_operator.api.base import APIModel
+from vllm_operator.api.calibration import CalibrationStatus
 from vllm_operator.api.canary import CanaryStatus
 from vllm_operator.api.summary import BenchSummary, Placement, Verdict
 
@@ -314,6 +315,10 @@ class VLLMDeploymentStatus(APIModel):
     canary: CanaryStatus | None = Field(
         default=None,
         description="The live canary of the candidate (rollout.canary), while it runs.",
+    )
+    calibration: CalibrationStatus | None = Field(
+        default=None,
+        description="The last in-cluster calibration (annotation vllm-operator.dev/calibrate).",
     )
 
     @model_validator(mode="before")

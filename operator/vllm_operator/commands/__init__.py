@@ -42,6 +42,10 @@ COMMANDS: dict[str, Command] = {
         "vllm_operator.commands.judge",
         "re-judge a stored benchmark summary with the gate's own code (offline)",
     ),
+    "calibrate": Command(
+        "vllm_operator.commands.calibrate",
+        "fit floors and a gate plan from your own A/A reports (offline)",
+    ),
     "report": Command(
         "vllm_operator.commands.report",
         "write a benchmark report as one self-contained HTML page (charts, verdict, quality)",

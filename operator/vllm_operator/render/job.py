@@ -18,7 +18,7 @@ from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.summary import BenchSummary
 from vllm_operator.render import labels
 from vllm_operator.render.deployment import API_KEY_ENV
-from vllm_operator.render.names import candidate_service_name, job_name
+from vllm_operator.render.names import candidate_service_name, job_name, serving_service_name
 
 SUITE_MOUNT = "/etc/vllm-operator/suite"
 # A dataset workload's file: the ConfigMap's key projected under a fixed name (the key is
@@ -307,3 +307,34 @@ def render_job(
             },
         },
     }
+
+
+def render_calibration_job(
+    vd: VLLMDeployment,
+    revision: str,
+    name: str,
+    *,
+    image: str,
+    baseline_url: str,
+    extra_env: Mapping[str, str] | None = None,
+    ttl_seconds: int = TTL_SECONDS_AFTER_FINISHED,
+) -> dict[str, Any]:
+    """An A/A calibration Job: the gate's own bench of ``revision`` (through the serving
+    Service) against its twin, named ``name``, labelled component calibration so that no
+    gate counts or retires it (``rollout/calibration.py``)."""
+    manifest = render_job(
+        vd, revision, 1, image=image, extra_env=extra_env, ttl_seconds=ttl_seconds,
+        baseline_url=baseline_url,
+    )  # fmt: skip
+    serving = serving_service_name(vd.metadata.name)
+    url = f"http://{serving}.{vd.metadata.namespace}.svc:{vd.spec.service.port}"
+    manifest["metadata"]["name"] = name
+    template = manifest["spec"]["template"]
+    for where in (manifest["metadata"]["labels"], template["metadata"]["labels"]):
+        where[labels.COMPONENT_LABEL] = labels.COMPONENT_CALIBRATION
+        where[labels.JOB_LABEL] = name
+    bench = template["spec"]["containers"][0]
+    args = bench["args"]
+    args[args.index("--url") + 1] = url
+    args[args.index("--job-name") + 1] = name
+    return manifest

@@ -42,6 +42,8 @@ HANDLED_ANNOTATION = f"{DOMAIN}/handled"
 VERDICT_ANNOTATION = f"{DOMAIN}/verdict"
 # Roll a pending operator update (rollout/upgrade.py): the new revision, or "true".
 ROLL_OPERATOR_UPDATE_ANNOTATION = f"{DOMAIN}/roll-operator-update"
+# calibrate=<N>: N A/A gate Jobs of the stable revision against its twin (rollout/calibration.py)
+CALIBRATE_ANNOTATION = f"{DOMAIN}/calibrate"
 # A candidate's canary: its step, when the step started and the counts scraped then
 # (rollout/canary/phase.py); on the candidate's Deployment, so a restarted operator resumes it.
 CANARY_ANNOTATION = f"{DOMAIN}/canary"
@@ -60,6 +62,8 @@ COMPONENT_BENCHMARK = "benchmark"
 # The zero-traffic replica of the stable revision a twin-mode gate measures: its own
 # component, so no selector of serving pods (Service or Deployment) ever matches it.
 COMPONENT_TWIN = "twin"
+# An A/A calibration Job (the stable revision against its twin): no gate's, never judged.
+COMPONENT_CALIBRATION = "calibration"
 # The worker pods of a multi-node group (render/leaderworkerset.py): they serve no HTTP, so
 # no Service selects them (server_selector and canary_selector ask for COMPONENT_SERVER).
 COMPONENT_WORKER = "worker"

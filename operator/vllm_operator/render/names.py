@@ -94,6 +94,13 @@ def job_name(name: str, revision: str, attempt: int) -> str:
     return _child(name, f"gate-{revision}-{attempt}")
 
 
+def calibration_job_name(name: str, token: str, index: int) -> str:
+    """The ``index``-th A/A Job (from 1) of the calibration ``token`` names."""
+    if index < 1:
+        raise ValueError(f"index counts from 1, got {index}")
+    return _child(name, f"calibrate-{token}-{index}")
+
+
 def check_name(name: str) -> list[SpecError]:
     """Problems with a VLLMDeployment name as the stem of every derived name."""
     errors: list[SpecError] = []

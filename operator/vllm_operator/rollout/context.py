@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from vllm_operator import __version__
+from vllm_operator.api.calibration import CalibrationStatus
 from vllm_operator.api.launch import LaunchRecord
 from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import API_VERSION, KIND
@@ -82,6 +83,8 @@ class Pass:
     canary_traffic: bool = False
     # The canary's status for this pass (api.canary.CanaryStatus), set by rollout/canary/phase.py.
     canary_status: Any = None
+    # status.calibration as this pass leaves it (rollout/calibration.py); starts as it was.
+    calibration: CalibrationStatus | None = None
 
     @classmethod
     def begin(cls, observed: Observed, now: datetime, settings: Settings | None) -> Pass:
@@ -95,6 +98,7 @@ class Pass:
             previous=previous,
             history=list(previous.history),
             handled=handled,
+            calibration=previous.calibration,
         )
         if problems:
             # Rewritten at the end of this pass, so the Event is said once, not every pass.

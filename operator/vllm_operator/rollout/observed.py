@@ -54,6 +54,9 @@ class Observed:
     # Twins of the stable revision (component twin), kept apart from the revisions'
     # Deployments so nothing mistakes a twin for the revision it copies.
     twins: tuple[DeploymentView, ...] = ()
+    # A/A calibration Jobs (component calibration), apart from the gate's: never judged,
+    # never retired by the rollout (rollout/calibration.py owns them).
+    calibration_jobs: tuple[JobView, ...] = ()
     # Node name -> its nvidia.com/gpu.product label, for the nodes the shell could read.
     node_gpu: Mapping[str, str] = field(default_factory=dict)
     # The autoscaler(s) (HPA, KEDA ScaledObject) and PodDisruptionBudgets it owns.
@@ -95,7 +98,7 @@ class Observed:
         """(kind, name) of every child observed as this resource's own."""
         found: set[tuple[str, str]] = {(d.kind, d.name) for d in (*self.deployments, *self.twins)}
         found |= {("Service", s.name) for s in self.services}
-        found |= {("Job", j.name) for j in self.jobs}
+        found |= {("Job", j.name) for j in (*self.jobs, *self.calibration_jobs)}
         found |= {(a.kind, a.name) for a in self.autoscalers}
         found |= {("PodDisruptionBudget", b.name) for b in self.budgets}
         return found
@@ -108,7 +111,8 @@ class Observed:
             p
             for p in self.pods
             if p.revision == revision
-            and p.component not in (labels.COMPONENT_BENCHMARK, labels.COMPONENT_TWIN)
+            and p.component
+            not in (labels.COMPONENT_BENCHMARK, labels.COMPONENT_TWIN, labels.COMPONENT_CALIBRATION)
         ]
 
     def pods_of_twin(self, revision: str) -> list[PodView]:
@@ -148,12 +152,15 @@ def observe(
     all_views = tuple(v for v in (deployment_view(d) for d in deployments) if v is not None)
     dep_views = tuple(v for v in all_views if v.component != labels.COMPONENT_TWIN)
     twin_views = tuple(v for v in all_views if v.component == labels.COMPONENT_TWIN)
-    job_views = tuple(v for v in (job_view(j) for j in jobs) if v is not None)
+    every_job = tuple(v for v in (job_view(j) for j in jobs) if v is not None)
+    job_views = tuple(j for j in every_job if j.component != labels.COMPONENT_CALIBRATION)
+    calibration = tuple(j for j in every_job if j.component == labels.COMPONENT_CALIBRATION)
     return Observed(
         body=body,
         deployments=tuple(sorted(dep_views, key=lambda d: d.name)),
         services=tuple(service_view(s) for s in services),
         jobs=tuple(sorted(job_views, key=lambda j: (j.revision, j.attempt))),
+        calibration_jobs=tuple(sorted(calibration, key=lambda j: j.name)),
         pods=tuple(pod_view(p) for p in pods),
         logs=dict(logs or {}),
         progress=dict(progress or {}),

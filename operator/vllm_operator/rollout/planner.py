@@ -38,6 +38,7 @@ from vllm_operator.render.revision import revision_hash, spec_digest
 from vllm_operator.render.validate import object_errors
 from vllm_operator.rollout import (
     baseline,
+    calibration,
     figures,
     references,
     scaling,
@@ -142,6 +143,7 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
     else:
         outcome, candidate = steps.rollout(state, vd, launch, desired, stable)
     canary.settle(state, vd, stable)
+    calibration.step(state, vd, stable, desired)
     keep = {r for r in (stable, candidate) if r is not None} | canary.draining(state, vd)
     steps.retire(state, keep=keep)
     twin.remove(state)
@@ -232,6 +234,8 @@ def _finish(state: Pass, status: VLLMDeploymentStatus) -> Plan:
     if state.handled_changed:
         annotations[labels.HANDLED_ANNOTATION] = state.handled.to_annotation()
     requeue = min(state.requeue) if state.requeue else None
+    if state.calibration is not None:  # carried through every pass, a stopped one too
+        status = status.model_copy(update={"calibration": state.calibration})
     return Plan(
         status=status,
         actions=tuple(state.actions),

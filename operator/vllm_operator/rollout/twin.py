@@ -43,8 +43,11 @@ def wanted(state: Pass, vd: VLLMDeployment, candidate: str, stable: str | None) 
     return source is not None and bool(source.template)
 
 
-def ensure(state: Pass, vd: VLLMDeployment, candidate: str, stable: str) -> None:
-    """Keep the twin of ``stable`` (and its Service) for this pass; create what is missing."""
+def ensure(
+    state: Pass, vd: VLLMDeployment, candidate: str, stable: str, *, purpose: str | None = None
+) -> None:
+    """Keep the twin of ``stable`` (and its Service) for this pass; create what is missing
+    (``purpose``: what it is for, when not the gate on ``candidate``)."""
     state.twin = stable
     observed = state.observed
     source = observed.deployment_of(stable)
@@ -69,8 +72,8 @@ def ensure(state: Pass, vd: VLLMDeployment, candidate: str, stable: str) -> None
     state.event(
         "Normal",
         EventReason.TwinCreated,
-        f"twin of stable revision {stable} ({replicas} replica(s), no traffic) for the gate "
-        f"on revision {candidate}",
+        f"twin of stable revision {stable} ({replicas} replica(s), no traffic) for "
+        + (purpose or f"the gate on revision {candidate}"),
     )
 
 

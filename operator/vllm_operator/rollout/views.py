@@ -183,6 +183,7 @@ class JobView:
     uid: str | None = None
     baseline_mode: str | None = None
     baseline_reason: str | None = None
+    component: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -357,6 +358,7 @@ def job_view(obj: Mapping[str, Any]) -> JobView | None:
         uid=meta.get("uid") if isinstance(meta.get("uid"), str) else None,
         baseline_mode=_one_of(annotations.get(labels.BASELINE_MODE_ANNOTATION), ("twin", "stored")),
         baseline_reason=_str_or_none(annotations.get(labels.BASELINE_REASON_ANNOTATION)),
+        component=_str_or_none(meta_labels.get(labels.COMPONENT_LABEL)),
     )
 
 
