@@ -1,32 +1,37 @@
-"""An SLO gate on a loaded laptop (issue 29): two simulators of one profile Pass, a TTFT tail
-regression of the simulator Fails.
+"""An SLO gate on a loaded laptop (issues 29 and 40): two simulators of one profile Pass, a
+TTFT tail regression of the simulator Fails.
 
 Each gate is the real ``vllm-operator bench`` (a subprocess, as the Job runs it) against two
 fresh ``vllm-operator sim`` processes on loopback (candidate and baseline twin, paired
 trials), while ``--busy`` processes spin at 100% of a core each (a laptop running a build).
-Workload: synthetic 64-token prompts with 16-token answers, open-loop Poisson arrivals at
-``RATE`` requests/s for ``SECONDS`` s per trial, 3 trials then one at a time up to 10 while
-a figure is undecided. Limits: TTFT p99 <= ``LIMIT_MS`` and maxRegressionPercent 10 against
-the twin (floor: 10% of the SLO limit). The simulators answer with a constant TTFT of 50 ms
-and 10 ms gaps (``--sim-ttft-ms``, ``--sim-itl-ms``) and 1% per-request jitter; everything
-else in the tail is the loaded machine's.
+The gate's plan is the one ``vllm-operator render`` gives the Job of ``slo_laptop.yaml``
+(thresholds, workload, trials, deadline); the script refuses to run when render warns that
+the plan cannot decide (``GatePlanDecides``). Workload: synthetic 64-token prompts with
+16-token answers, open-loop Poisson arrivals at 25 requests/s for 10 s per trial, 3 trials
+then one at a time up to 10 while a figure is undecided. Limits: TTFT p99 <= 500 ms and
+maxRegressionPercent 10 against the twin, at the default TTFT floor (10% of the limit;
+``--ttft-floor-percent`` sets the spec's ``ttftMs.regressionFloorPercent`` instead). The
+simulators answer with a constant TTFT of 50 ms and 10 ms gaps (``--sim-ttft-ms``,
+``--sim-itl-ms``) and 1% per-request jitter; everything else in the tail is the loaded
+machine's.
 
 Rows: **A/A** (both simulators alike); **TTFT tail** (the candidate with
 ``--sim-ttft-tail-percent 5 --sim-ttft-tail-ms 2000``: one request in twenty waits 2 s more
 for its first token; its median does not move, its p99 does).
 
-How many requests a level needs: a p99 shown met with no request above it takes 630 of
-them at the first look of a 3-to-10 plan (``gate.decidable``), so a trial brings
-``RATE x SECONDS`` = 250 and three trials 750.
+Per gate it keeps the verdict, the duration, the deciding figures (trials, the candidate's
+and the twin's TTFT p99 per trial, the counts above the limit and above the twin's bars, the
+clustering and the stray trial) and the machine's load average before and after.
 
-Run: ``.venv/bin/python benchmarks/slo_laptop.py [--gates 10] [--busy 2]``. Saves
-``benchmarks/results/slo_laptop.json``.
+Run: ``.venv/bin/python benchmarks/slo_laptop.py [--gates 10] [--busy 2] [--rows aa,tail]``.
+Saves ``benchmarks/results/slo_laptop.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -36,35 +41,50 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "slo_laptop.json"
-MODEL = "Qwen/Qwen3-8B"
-RATE = 25
-SECONDS = 10
-LIMIT_MS = 500
+SPEC = ROOT / "benchmarks" / "slo_laptop.yaml"
 TAIL = ("--sim-ttft-tail-percent", "5", "--sim-ttft-tail-ms", "2000")
+PLAN_FLAGS = ("--thresholds-json", "--workload-json", "--trials", "--max-trials",
+              "--deadline-seconds")  # fmt: skip
+"""The rendered Job's arguments that make the gate's plan, passed to the bench as they are."""
 
-
-def workload(rate: float, seconds: int) -> dict[str, Any]:
-    return {
-        "synthetic": {"inputTokens": {"mean": 64}, "outputTokens": {"mean": 16}},
-        "seed": 7,
-        "load": {"mode": "rate", "rates": [rate], "secondsPerLevel": seconds},
-    }
-
-
-BENCH = [
+CLI = [
     sys.executable,
     "-c",
     "import sys; from vllm_operator.commands import main; sys.exit(main())",
 ]
 """``vllm-operator`` of this checkout (the console script may point at another one)."""
-THRESHOLDS = {"maxRegressionPercent": 10, "slo": {"ttftMs": {"p99": LIMIT_MS}}}
 
 
-def start_sim(*extra: str) -> tuple[subprocess.Popen[str], str]:
+def rendered_plan(floor_percent: float | None) -> tuple[str, list[str], dict[str, Any]]:
+    """(model, the bench's plan arguments, the CR) as ``render`` gives them for
+    ``slo_laptop.yaml``; exits when render warns that the plan cannot decide."""
+    cr = yaml.safe_load(SPEC.read_text())
+    if floor_percent is not None:
+        cr["spec"]["gate"]["thresholds"]["slo"]["ttftMs"]["regressionFloorPercent"] = floor_percent
+    done = subprocess.run(
+        [*CLI, "render", "-f", "-"], input=yaml.safe_dump(cr), capture_output=True, text=True,
+        check=False,
+    )  # fmt: skip
+    if done.returncode != 0 or "cannot be decided" in done.stderr:
+        sys.exit(f"render refuses the plan of {SPEC.name}: {done.stderr.strip()}")
+    job = next(d for d in yaml.safe_load_all(done.stdout) if d and d.get("kind") == "Job")
+    container = next(
+        c for c in job["spec"]["template"]["spec"]["containers"] if c["name"] == "bench"
+    )
+    args = container["args"]
+    plan: list[str] = []
+    for flag in PLAN_FLAGS:
+        plan += [flag, args[args.index(flag) + 1]]
+    return args[args.index("--model") + 1], plan, cr
+
+
+def start_sim(model: str, *extra: str) -> tuple[subprocess.Popen[str], str]:
     """A fresh simulator on a free loopback port; returns it and its URL."""
-    cmd = [sys.executable, "-m", "vllm_operator.sim", MODEL, "--port", "0"]
+    cmd = [sys.executable, "-m", "vllm_operator.sim", model, "--port", "0"]
     cmd += ["--sim-warmup-seconds", "0.2", "--sim-ttft-ms", "50", "--sim-itl-ms", "10"]
     cmd += ["--sim-jitter", "1", *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -75,24 +95,41 @@ def start_sim(*extra: str) -> tuple[subprocess.Popen[str], str]:
     raise RuntimeError(f"simulator {extra} exited with {proc.wait()}")
 
 
-def gate(tail: bool, folder: Path, number: int, load: dict[str, Any]) -> dict[str, Any]:
+def deciding(summary: dict[str, Any]) -> dict[str, Any]:
+    """The figures the verdict rests on: per trial, both servers' TTFT p99 and the counts."""
+    level = summary["load"]["levels"][0]
+    twin = (summary.get("pairedBaseline") or {}).get("load", {}).get("levels", [{}])[0]
+    tails = level.get("tails", {}).get("ttft.p99", {})
+    regression = tails.get("regression", {})
+    return {
+        "trials": len(level.get("percentiles", {}).get("ttft.p99", [])),
+        "ttft_p99_ms": level.get("percentiles", {}).get("ttft.p99"),
+        "twin_ttft_p99_ms": twin.get("percentiles", {}).get("ttft.p99"),
+        "above_limit": tails.get("above"),
+        "above_twin_bars": regression.get("above"),
+        "twin_bars_ms": regression.get("bars"),
+        "floor_ms": regression.get("floor"),
+        "across": regression.get("across"),
+        "stray_trial": regression.get("strayTrial"),
+    }
+
+
+def gate(model: str, plan: list[str], tail: bool, folder: Path, number: int) -> dict[str, Any]:
     """One gate: fresh simulators, the bench as the Job runs it; its summary's verdict."""
     procs: list[subprocess.Popen[str]] = []
+    load_before = os.getloadavg()[0]
     try:
-        cand, cand_url = start_sim(*(TAIL if tail else ()))
+        cand, cand_url = start_sim(model, *(TAIL if tail else ()))
         procs.append(cand)
-        base, base_url = start_sim()
+        base, base_url = start_sim(model)
         procs.append(base)
         summary_path = folder / f"summary-{'tail' if tail else 'aa'}-{number}.json"
         started = time.monotonic()
         done = subprocess.run(
             [
-                *BENCH, "bench",
-                "--url", cand_url, "--baseline-url", base_url, "--model", MODEL,
-                "--suite", "builtin:none",
-                "--workload-json", json.dumps(load),
-                "--thresholds-json", json.dumps(THRESHOLDS),
-                "--trials", "3", "--max-trials", "10", "--deadline-seconds", "300",
+                *CLI, "bench",
+                "--url", cand_url, "--baseline-url", base_url, "--model", model,
+                "--suite", "builtin:none", *plan,
                 "--summary-path", str(summary_path), "--output", "jsonl",
             ],
             capture_output=True,
@@ -100,13 +137,16 @@ def gate(tail: bool, folder: Path, number: int, load: dict[str, Any]) -> dict[st
             check=False,
         )  # fmt: skip
         seconds = time.monotonic() - started
+        loads = {"load_before": round(load_before, 1), "load_after": round(os.getloadavg()[0], 1)}
         if not summary_path.exists():
             return {"verdict": "no summary", "seconds": seconds, "stderr": done.stderr[-2000:]}
         summary = json.loads(summary_path.read_text())
         return {
             "verdict": summary.get("verdict"),
-            "reasons": summary.get("reasons", [])[:4],
             "seconds": round(seconds, 1),
+            **loads,
+            **deciding(summary),
+            "reasons": summary.get("reasons", [])[:4],
         }
     finally:
         for p in procs:
@@ -119,17 +159,34 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gates", type=int, default=10)
     parser.add_argument("--busy", type=int, default=2, help="busy loops beside the gates")
-    parser.add_argument("--rate", type=float, default=RATE, help="requests/s of the level")
-    parser.add_argument("--seconds", type=int, default=SECONDS, help="seconds per trial")
+    parser.add_argument("--rows", default="aa,tail", help="which rows: aa, tail or both")
+    parser.add_argument(
+        "--ttft-floor-percent", type=float, default=None,
+        help="ttftMs.regressionFloorPercent of the spec (default: none, the TTFT default 10)",
+    )  # fmt: skip
+    parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args()
-    load = workload(args.rate, args.seconds)
+    model, plan, cr = rendered_plan(args.ttft_floor_percent)
+    print("plan:", " ".join(plan), flush=True)
+    rows_asked = args.rows.split(",")
     spin = [sys.executable, "-c", "while True: pass"]
     loops = [subprocess.Popen(spin) for _ in range(args.busy)]
     rows: dict[str, Any] = {}
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            for name, tail in (("A/A", False), ("TTFT tail", True)):
-                gates = [gate(tail, Path(tmp), i, load) for i in range(args.gates)]
+            for key, name, tail in (("aa", "A/A", False), ("tail", "TTFT tail", True)):
+                if key not in rows_asked:
+                    continue
+                gates = []
+                for i in range(args.gates):
+                    g = gate(model, plan, tail, Path(tmp), i)
+                    gates.append(g)
+                    line = (
+                        f"{name} {i}: {g['verdict']} {g['seconds']:.0f} s, {g.get('trials')} "
+                        f"trials, above bars {g.get('above_twin_bars')}, "
+                        f"load {g.get('load_before')}-{g.get('load_after')}"
+                    )
+                    print(line, flush=True)
                 verdicts = Counter(g["verdict"] for g in gates)
                 rows[name] = {
                     "verdicts": dict(verdicts),
@@ -137,21 +194,18 @@ def main() -> None:
                     "gates": gates,
                 }
                 print(f"{name:10} {dict(verdicts)}  median {rows[name]['median_seconds']:.0f} s")
-                for g in gates:
-                    if g["verdict"] != ("Failed" if tail else "Passed"):
-                        print("   ", g["verdict"], "; ".join(g.get("reasons", []))[:400])
     finally:
         for loop in loops:
             loop.kill()
         for loop in loops:
             loop.wait()
-    RESULTS.write_text(
+    args.results.write_text(
         json.dumps(
             {
-                "rate": args.rate,
-                "seconds_per_level": args.seconds,
-                "limit_ms": LIMIT_MS,
+                "spec": cr["spec"]["gate"],
+                "bench_plan": plan,
                 "busy_loops": args.busy,
+                "cores": os.cpu_count(),
                 "rows": rows,
             },
             indent=1,
