@@ -138,8 +138,8 @@ def test_a_slow_gate_leaves_the_step_judged_on_its_own_requests(meshed: Rollout)
     """The candidate's gate ran long (twice the trials of the stable's, at 1, 4 and 8
     streams), so its pod had counted many benchmark requests before the canary began; its
     proxy restarts in step 1. The step is judged on the step's requests only: about as many
-    as the stable's (the live users' share is 50/50 in effect), far fewer than the pod's
-    history."""
+    as the stable's (the live users' share is 50/50 in effect), not the stable's plus the
+    pod's history."""
     r = meshed
     slow = {"iterations": 6, "concurrency": [1, 4, 8], "timeoutSeconds": 240}
     with LiveUsers(r.service_address, model=MODEL, users=2, pause=0.02):
@@ -153,6 +153,9 @@ def test_a_slow_gate_leaves_the_step_judged_on_its_own_requests(meshed: Rollout)
         st = _promoted(r, stable)
     assert st["lastGate"]["outcome"] == "Passed", st["lastGate"]
     judged, stable_judged = _step_one_counts(r)
-    # Decisive only if the history dwarfs the step: the gate really was the long part.
-    assert history > 2 * stable_judged + 20, (history, stable_judged)
-    assert judged <= 2 * stable_judged + 20, (judged, stable_judged, history)
+    # The old rule judged the pod's whole history after any restart: its count would then
+    # exceed the stable's by about the history. How many requests a step holds depends on the
+    # machine's speed (the live users send as fast as they are answered), so the bound is
+    # half the history, not a multiple of the step.
+    assert history >= 100, history  # the gate really sent its benchmark through this pod
+    assert abs(judged - stable_judged) < history / 2, (judged, stable_judged, history)
