@@ -29,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from vllm_operator.errors import VLLMOperatorError
+
 log = logging.getLogger("vllm_operator.sim")
 
 JOIN_TIMEOUT_SECONDS = 600.0
@@ -70,7 +72,7 @@ def role_from(parsed: _Parsed) -> GroupRole | None:
     )
 
 
-class GroupError(Exception):
+class GroupError(VLLMOperatorError):
     """The group cannot form (a bad rank, the leader unreachable): vLLM exits 1."""
 
 

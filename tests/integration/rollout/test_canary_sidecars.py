@@ -142,7 +142,7 @@ def test_a_slow_gate_leaves_the_step_judged_on_its_own_requests(meshed: Rollout)
     pod's history."""
     r = meshed
     slow = {"iterations": 6, "concurrency": [1, 4, 8], "timeoutSeconds": 240}
-    with LiveUsers(r.service_address, model=MODEL, users=2, pause=0.02):
+    with LiveUsers(r.service_address, model=MODEL, users=4):
         stable = _serving(r, _spec("1"))
         r.apply(_spec("2", slow))
         _step(r, 1)
