@@ -178,15 +178,7 @@ def shortfalls(
     plan = TrialPlan(min_trials=gate.trials, max_trials=gate.max_trials)
     confidence = gate.thresholds.confidence_percent / 100
     gaps = _gaps_per_request(gate)
-    budget = SweepBudget(
-        deadline=deadline_seconds,
-        levels=len(load.levels),
-        seconds_per_level=load.seconds_per_level,
-        servers=servers,
-        trials=gate.trials,
-        max_trials=gate.max_trials,
-        reserve=reserve_for(gate.suite.runs_tests),
-    )
+    budget = sweep_budget(gate, deadline_seconds, servers)
     out: list[Shortfall] = []
     for index, rate in enumerate(load.levels):
         per_second = Observations(rate, gaps)
@@ -250,3 +242,18 @@ def _gaps_per_request(gate: GateSpec) -> float | None:
     if synthetic is None:
         return None
     return max(synthetic.output_tokens.mean - 1, 0)
+
+
+def sweep_budget(gate: GateSpec, deadline_seconds: float, servers: int) -> SweepBudget:
+    """The time budget of ``gate``'s rate sweep within ``deadline_seconds`` (its levels,
+    their length, its trials and the reserve its quality suite needs)."""
+    load = gate.workload.load
+    return SweepBudget(
+        deadline=deadline_seconds,
+        levels=len(load.levels),
+        seconds_per_level=load.seconds_per_level,
+        servers=servers,
+        trials=gate.trials,
+        max_trials=gate.max_trials,
+        reserve=reserve_for(gate.suite.runs_tests),
+    )

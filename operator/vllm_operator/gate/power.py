@@ -48,8 +48,8 @@ from vllm_operator.api.gate_spec import GateSpec
 from vllm_operator.api.summary import TrialPlan
 from vllm_operator.api.workload import LatencyMetric, Percentile
 from vllm_operator.gate.binomial import incomplete_beta
-from vllm_operator.gate.budget import SweepBudget, extra_round_fits, reserve_for
-from vllm_operator.gate.decidable import Observations
+from vllm_operator.gate.budget import SweepBudget, extra_round_fits
+from vllm_operator.gate.decidable import Observations, sweep_budget
 from vllm_operator.gate.power_noise import DEFAULT_NOISE, NORMAL_SCORE, NoiseModel, TailNoise
 from vllm_operator.gate.sequential import look_confidence
 from vllm_operator.gate.slo_tails import regression_limit
@@ -277,15 +277,7 @@ def plan_power(
     ):
         return []
     synthetic = gate.workload.synthetic
-    budget = SweepBudget(
-        deadline=deadline_seconds,
-        levels=len(load.levels),
-        seconds_per_level=load.seconds_per_level,
-        servers=servers,
-        trials=gate.trials,
-        max_trials=gate.max_trials,
-        reserve=reserve_for(gate.suite.runs_tests),
-    )
+    budget = sweep_budget(gate, deadline_seconds, servers)
     figures = []
     for rate in load.levels:
         at = slo.at(rate)
