@@ -70,7 +70,11 @@ def figures(
     if record is None or record.judge() != "gate":
         return None
     job = job_name(name, record.revision, record.attempt or 1)
-    log = bench_log(session, job, namespace)
+    return report_summary(bench_log(session, job, namespace))
+
+
+def report_summary(log: str) -> BenchSummary | None:
+    """The summary of the report event a bench log ends with, else its last summary line."""
     for line in reversed(log.splitlines()):
         if '"report"' not in line:
             continue

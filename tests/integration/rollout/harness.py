@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import multiprocessing
 import os
 import signal
@@ -25,13 +24,13 @@ from devcluster import DevCluster, OperatorThread
 from devcluster.kubelet import Kubelet
 from devcluster.kubelet_faults import Faults
 from devcluster.pod_address import pod_address
-from vllm_operator.api.summary import BenchSummary
 from vllm_operator.config import OperatorConfig
 from vllm_operator.handlers.registry import Runtime, build_registry, configure
 from vllm_operator.kube.client import Kube, api_client_for
 from vllm_operator.metrics import OperatorMetrics
 from vllm_operator.render import labels, names
-from vllm_operator.rollout.results import parse_summary, summary_from_log
+from vllm_operator.rollout.results import parse_summary
+from vllm_operator_demo.demo_reports import report_summary
 from vllm_operator_demo.live_users import services_address
 from vllm_operator_demo.pods import vllm_images
 
@@ -142,20 +141,6 @@ class KubeletProcess:
             self._proc.join(5)
 
 
-def _report_summary(log: str) -> BenchSummary | None:
-    """The summary of the report event a bench log ends with, else its last summary line."""
-    for line in reversed(log.splitlines()):
-        if '"report"' not in line:
-            continue
-        event = json.loads(line)
-        report = event.get("report") if isinstance(event, dict) else None
-        if isinstance(report, dict) and event.get("event") == "report":
-            found = parse_summary(json.dumps(report.get("summary")))
-            if found is not None:
-                return found
-    return summary_from_log(log)
-
-
 class Rollout:
     """One DevCluster, one kubelet, one operator (restartable)."""
 
@@ -261,7 +246,7 @@ class Rollout:
             found = parse_summary(message.read_text()) if message.is_file() else None
             log = pod / "logs" / "bench.log"
             if found is None and log.is_file():
-                found = _report_summary(log.read_text(errors="replace"))
+                found = report_summary(log.read_text(errors="replace"))
             if found is not None:
                 return found.to_wire()
         raise AssertionError(f"no summary from Job {job} under {folder}")
