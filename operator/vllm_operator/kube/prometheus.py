@@ -157,11 +157,7 @@ def _series(item: Any) -> tuple[str, dict[str, str], list[float]]:
     """One series of a matrix: name, labels, finite values in time order."""
     if not isinstance(item, dict) or not isinstance(item.get("values"), list):
         raise PrometheusAnswerError("a series of the range answer has no values")
-    metric = item.get("metric")
-    if not isinstance(metric, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in metric.items()
-    ):
-        raise PrometheusAnswerError("a series' metric is not a map of label strings")
+    metric = _labels(item.get("metric"))
     values: list[float] = []
     for pair in item["values"]:
         if not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[1], str):
@@ -175,14 +171,19 @@ def _series(item: Any) -> tuple[str, dict[str, str], list[float]]:
     return str(metric.get("__name__", "")), metric, values
 
 
-def _one(item: Any) -> tuple[str, dict[str, str], float]:
-    if not isinstance(item, dict):
-        raise PrometheusAnswerError("a series is not an object")
-    metric, value = item.get("metric"), item.get("value")
+def _labels(metric: Any) -> dict[str, str]:
+    """A series' ``metric``, which must be a map of label strings."""
     if not isinstance(metric, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in metric.items()
     ):
         raise PrometheusAnswerError("a series' metric is not a map of label strings")
+    return metric
+
+
+def _one(item: Any) -> tuple[str, dict[str, str], float]:
+    if not isinstance(item, dict):
+        raise PrometheusAnswerError("a series is not an object")
+    metric, value = _labels(item.get("metric")), item.get("value")
     if not isinstance(value, list) or len(value) != 2 or not isinstance(value[1], str):
         raise PrometheusAnswerError('a series\' value is not [time, "number"]')
     try:
