@@ -55,19 +55,23 @@ def serving_ok(state: Pass, stable: str | None) -> bool:
 
 def invalid_spec(state: Pass, errors: SpecErrors, stable: str | None) -> VLLMDeploymentStatus:
     """Report an invalid spec and touch nothing: the stable revision keeps serving."""
-    observed = state.observed
     lines = [str(e) for e in errors.errors]
     message = "invalid spec: " + "; ".join(lines)
-    if state.previous.observed_generation != observed.generation:
-        state.event("Warning", EventReason.InvalidSpec, message)
-    return stopped_status(
-        state,
-        stable,
-        message,
-        ConditionReason.InvalidSpec,
-        warnings=[],
-        gate=("Unknown", ConditionReason.InvalidSpec),
-    )
+    return _refused(state, stable, message, EventReason.InvalidSpec, ConditionReason.InvalidSpec)
+
+
+def _refused(
+    state: Pass,
+    stable: str | None,
+    message: str,
+    event: EventReason,
+    reason: ConditionReason,
+) -> VLLMDeploymentStatus:
+    """A spec the operator will not act on: a Warning Event once per generation, status
+    saying why, and nothing touched (the stable revision keeps serving)."""
+    if state.previous.observed_generation != state.observed.generation:
+        state.event("Warning", event, message)
+    return stopped_status(state, stable, message, reason, warnings=[], gate=("Unknown", reason))
 
 
 MULTINODE_FIX = (
@@ -84,15 +88,12 @@ def multinode_unavailable(state: Pass, nodes: int, stable: str | None) -> VLLMDe
         f"spec.resources.nodes is {nodes}: a multi-node revision runs as a LeaderWorkerSet, "
         f"which this operator is not set up for; {MULTINODE_FIX}"
     )
-    if state.previous.observed_generation != state.observed.generation:
-        state.event("Warning", EventReason.MultiNodeUnavailable, message)
-    return stopped_status(
+    return _refused(
         state,
         stable,
         message,
+        EventReason.MultiNodeUnavailable,
         ConditionReason.MultiNodeUnavailable,
-        warnings=[],
-        gate=("Unknown", ConditionReason.MultiNodeUnavailable),
     )
 
 
