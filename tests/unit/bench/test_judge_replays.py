@@ -24,6 +24,13 @@ REPLAYS = [
     # (report, the CR it was measured with, verdict)
     ("h100-2026-12-07/report-aa1.json.gz", "h100-2026-12-07/gpu-slo-aa-480.yaml", "Passed"),
     ("h100-2026-12-07/report-aa2.json.gz", "h100-2026-12-07/gpu-slo-aa-480.yaml", "Passed"),
+    ("h100-power-2026-12-07/report-aa1.json.gz", "h100-power-2026-12-07/gpu-slo-aa-480.yaml",
+     "Passed"),
+    ("h100-power-2026-12-07/report-aa2.json.gz", "h100-power-2026-12-07/gpu-slo-aa-480.yaml",
+     "Passed"),
+    # the candidate behind a +142 ms delay line: exactly the TTFT p99 power render stated
+    ("h100-power-2026-12-07/report-power142.json.gz",
+     "h100-power-2026-12-07/gpu-slo-aa-480.yaml", "Failed"),
     ("h200-slo-bars-2026-12-02/report-aa1.json.gz", "h200-slo-bars-2026-12-02/gpu-slo.yaml",
      "Passed"),
     ("h200-slo-bars-2026-12-02/report-aa2.json.gz", "h200-slo-bars-2026-12-02/gpu-slo.yaml",
