@@ -4,7 +4,8 @@ The real operator (``--multi-node``) on a DevCluster serving the vendored LWS v0
 the kubelet plays LeaderWorkerSets (``devcluster.lws_controller``) and the simulator plays
 the group (the worker joins the leader over loopback; the leader serves once it has).
 Without LeaderWorkerSet the same spec is refused with ``MultiNodeUnavailable`` and what
-serves keeps serving.
+serves keeps serving; with ``--multi-node`` but the LeaderWorkerSet CRD not installed, the
+same refusal with nothing created, until the CRD is installed and the revision rolls out.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from vllm_operator.render import labels
 from vllm_operator.render.names import deployment_name, twin_deployment_name
@@ -68,6 +70,14 @@ def kill_pod_processes(r: Rollout, pod: str) -> int:
                 os.kill(int(entry.name), signal.SIGKILL)
                 killed += 1
     return killed
+
+
+def refused(r: Rollout) -> dict[str, Any] | None:
+    """The Stalled condition when its reason is MultiNodeUnavailable, else None."""
+    conditions = r.status().get("conditions") or []
+    found = next((c for c in conditions if c["type"] == "Stalled"), None)
+    ok = found and found["status"] == "True" and found["reason"] == "MultiNodeUnavailable"
+    return found if ok else None
 
 
 def test_a_two_node_revision_is_gated_promoted_and_survives_a_lost_worker(
@@ -149,14 +159,7 @@ def test_without_leaderworkerset_a_multi_node_edit_is_refused_and_the_stable_ser
         serving = r.wait_phase("Serving", gate="Passed", timeout=TIMEOUT)["stable"]["revision"]
         deployments = r.names("apps/v1", "deployments")
         r.apply(two_nodes())
-
-        def refused() -> dict[str, Any] | None:
-            conditions = r.status().get("conditions") or []
-            found = next((c for c in conditions if c["type"] == "Stalled"), None)
-            ok = found and found["reason"] == "MultiNodeUnavailable"
-            return found if ok else None
-
-        stalled = r.wait(refused, TIMEOUT, "Stalled=MultiNodeUnavailable")
+        stalled = r.wait(lambda: refused(r), TIMEOUT, "Stalled=MultiNodeUnavailable")
         assert "install LeaderWorkerSet" in stalled["message"]
         assert r.serving_revision() == serving
         assert r.names("apps/v1", "deployments") == deployments  # nothing half-created
@@ -164,5 +167,33 @@ def test_without_leaderworkerset_a_multi_node_edit_is_refused_and_the_stable_ser
             j["metadata"]["labels"].get(labels.REVISION_LABEL) == serving
             for j in r.objects("batch/v1", "jobs")
         )
+    finally:
+        r.close()
+
+
+def test_with_multi_node_but_no_lws_crd_nothing_is_created_until_it_is_installed(
+    tmp_path: Path,
+) -> None:
+    r = Rollout(tmp_path, multi_node=True)  # --multi-node, but the LWS CRD is not installed
+    r.start_operator()
+    try:
+        r.apply(two_nodes())
+        stalled = r.wait(lambda: refused(r), TIMEOUT, "Stalled=MultiNodeUnavailable")
+        assert "leaderworkersets.leaderworkerset.x-k8s.io/v1" in stalled["message"]
+        assert "lws/releases/download/v0.10.0/manifests.yaml" in stalled["message"]
+        # Nothing of the revision was created: no candidate Service, set, Job or budget.
+        for api, plural in (
+            ("v1", "services"),
+            ("apps/v1", "deployments"),
+            ("batch/v1", "jobs"),
+            ("policy/v1", "poddisruptionbudgets"),
+        ):
+            assert r.objects(api, plural) == [], plural
+        # LeaderWorkerSet installed while the operator runs: the revision rolls out, no restart.
+        r.cluster.create(yaml.safe_load(LWS_CRD.read_text()))
+        status = r.wait_phase("Serving", gate="Passed", timeout=TIMEOUT)
+        revision = status["stable"]["revision"]
+        assert r.names(LWS_API, "leaderworkersets") == [deployment_name("qwen", revision)]
+        assert refused(r) is None
     finally:
         r.close()
