@@ -197,3 +197,49 @@ def test_with_multi_node_but_no_lws_crd_nothing_is_created_until_it_is_installed
         assert refused(r) is None
     finally:
         r.close()
+
+
+def test_calibrate_on_a_group_runs_its_aa_job_against_a_twin_group(groups: Rollout) -> None:
+    r = groups
+    gate = {
+        "iterations": 3,
+        "concurrency": [1],
+        "timeoutSeconds": 120,
+        "trials": 2,
+        "maxTrials": 2,
+        "workload": {
+            "synthetic": {"inputTokens": {"mean": 64}, "outputTokens": {"mean": 8}},
+            "seed": 5,
+            "load": {"mode": "rate", "rates": [2, 4], "secondsPerLevel": 2},
+        },
+        "thresholds": {"slo": {"ttftMs": {"p50": 60000}, "maxErrorPercent": 5}},
+    }
+    r.apply(two_nodes(gate=gate))
+    before = r.wait_phase("Serving", gate="Passed", timeout=TIMEOUT)
+    stable = before["stable"]["revision"]
+    r.annotate("qwen", labels.CALIBRATE_ANNOTATION, "2")  # the fit needs two A/A runs
+
+    def calibration() -> dict[str, Any]:
+        return dict(r.status().get("calibration") or {})
+
+    done = r.wait(
+        lambda: calibration() if calibration().get("phase") in ("Done", "Abandoned") else None,
+        TIMEOUT,
+        "the calibration finished",
+    )
+    assert done["phase"] == "Done", done.get("message")
+    assert done["revision"] == stable
+    assert len(done["runs"]) == 2
+    assert "ttft" in done["proposal"]["floors"]
+    # Its twin was a whole group: a second LeaderWorkerSet of the stable's size, now gone.
+    twin = twin_deployment_name("qwen", stable)
+    (added,) = [
+        v["metadata"]
+        for v in r.cluster.history(LWS_API, "leaderworkersets", twin)
+        if v["_event"] == "ADDED"
+    ]
+    assert added["labels"][labels.COMPONENT_LABEL] == labels.COMPONENT_TWIN
+    r.wait(lambda: twin not in r.names(LWS_API, "leaderworkersets"), TIMEOUT, "the twin gone")
+    after = r.status()
+    assert after["history"] == before["history"]  # no verdict
+    assert r.serving_revision() == stable
