@@ -10,6 +10,7 @@ same refusal with nothing created, until the CRD is installed and the revision r
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -21,6 +22,8 @@ import httpx
 import pytest
 import yaml
 
+from devcluster import DevCluster
+from vllm_operator.kube.client import Kube, api_client_for
 from vllm_operator.render import labels
 from vllm_operator.render.names import deployment_name, twin_deployment_name
 
@@ -243,3 +246,17 @@ def test_calibrate_on_a_group_runs_its_aa_job_against_a_twin_group(groups: Rollo
     after = r.status()
     assert after["history"] == before["history"]  # no verdict
     assert r.serving_revision() == stable
+
+
+def test_api_discovery_tells_whether_leaderworkersets_are_served() -> None:
+    """What the shell asks before a multi-node revision (``Kube.serves``): the group version
+    is not found (404) without the CRD, and lists ``leaderworkersets`` once it is installed."""
+    with DevCluster() as cluster:
+        kube = Kube(api_client_for(cluster.url))
+        try:
+            assert asyncio.run(kube.serves("Deployment")) is True
+            assert asyncio.run(kube.serves("LeaderWorkerSet")) is False
+            cluster.create(yaml.safe_load(LWS_CRD.read_text()))
+            assert asyncio.run(kube.serves("LeaderWorkerSet")) is True
+        finally:
+            kube.close()
