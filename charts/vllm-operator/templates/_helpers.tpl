@@ -158,9 +158,18 @@ direction. No wildcard, no Secrets, no ConfigMaps; events: create only.
 {{/*
 Cluster-scoped rules (PERMISSIONS entries whose resource has no namespace): a ClusterRole in
 every scope. Nodes, get only: the GPU product label of the nodes a gate's pods ran on.
+With multiNode.enabled, kopf lists and watches the CRDs (read-only), so a LeaderWorkerSet
+CRD installed after the operator started is watched without a restart.
 */}}
 {{- define "vllm-operator.clusterRules" -}}
+{{- if .Values.rbac.nodes }}
 - apiGroups: [""]
   resources: ["nodes"]
   verbs: ["get"]
+{{- end }}
+{{- if .Values.multiNode.enabled }}
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  verbs: ["list", "watch"]
+{{- end }}
 {{- end }}

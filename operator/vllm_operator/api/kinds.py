@@ -127,6 +127,22 @@ KINDS: tuple[KindInfo, ...] = (
         ),
         child=True,
     ),
+    # With --multi-node, kopf watches the CRDs (cluster-scoped, read-only) so that a
+    # LeaderWorkerSet CRD installed after start-up is watched without a restart
+    # (handlers/registry.py ``configure``); the operator never reads them itself.
+    KindInfo(
+        "CustomResourceDefinition",
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        (
+            Right("list", "notice LeaderWorkerSet installed after start-up", "kopf", feature="lws"),
+            Right(
+                "watch", "notice LeaderWorkerSet installed after start-up", "kopf", feature="lws"
+            ),
+        ),
+        namespaced=False,
+    ),
     # The serving and candidate Services.
     KindInfo(
         "Service",

@@ -144,7 +144,8 @@ EVENT_MEANINGS: dict[EventReason, str] = {
     EventReason.TwinCreated: "a zero-traffic twin of the stable revision was created",
     EventReason.TwinRemoved: "the twin was deleted after the verdict",
     EventReason.TwinStuck: "the twin was not Ready within the progress deadline",
-    EventReason.TwinUnavailable: "mode auto: no twin in time; the gate uses the stored baseline",
+    EventReason.TwinUnavailable: "no twin in time: mode auto's gate uses the stored baseline; "
+    "a calibration is abandoned",
     EventReason.CalibrationStarted: "annotation calibrate: A/A Jobs of the stable revision begin",
     EventReason.CalibrationDone: "the calibration's floors and plan are in status.calibration",
     EventReason.CalibrationAbandoned: "the calibration stopped (spec changed, a rollout, a Job)",

@@ -70,6 +70,9 @@ logger = logging.getLogger(__name__)
 NODE_CACHE_LIMIT = 1024
 # Finished Jobs whose pods were read fresh (uid -> resourceVersion); cleared when full.
 REFRESHED_JOBS_LIMIT = 1024
+# How long API discovery's "LeaderWorkerSets are served" is trusted; a "no" is asked again
+# on every pass of a multi-node resource (the planner requeues it: rollout/stopped.py).
+GROUPS_SERVED_SECONDS = 300.0
 
 Clock = Callable[[], datetime]
 Hook = Callable[[str, str, Plan], None]
@@ -131,6 +134,7 @@ class Reconciler:
         self.progress: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
         self.progress_seconds = PROGRESS_SECONDS * config.deadline_scale
         self.metrics_reader = MetricsReader(config.pod_address)
+        self.groups_seen: float | None = None  # when discovery last said LWS is served
         self.prometheus_reader = PrometheusReader()
 
     async def _read_progress(
@@ -166,6 +170,21 @@ class Reconciler:
             for (ns, job), (_, event) in self.progress.items()
             if ns == namespace and job in jobs and event
         }
+
+    async def _groups_served(self, body: Mapping[str, Any]) -> bool:
+        """Whether the cluster serves LeaderWorkerSets, asked of API discovery only where it
+        matters: under ``--multi-node``, for a spec with ``nodes`` > 1. The planner refuses
+        such a spec while they are not served, before creating anything of its revision."""
+        resources = (body.get("spec") or {}).get("resources")
+        nodes = resources.get("nodes") if isinstance(resources, Mapping) else None
+        if not self.settings.multi_node or not isinstance(nodes, int) or nodes <= 1:
+            return True
+        now = time.monotonic()
+        if self.groups_seen is not None and now - self.groups_seen < GROUPS_SERVED_SECONDS:
+            return True
+        served = await self.kube.serves("LeaderWorkerSet")
+        self.groups_seen = now if served else None
+        return served
 
     async def _read_gpu_products(self, nodes: list[str]) -> None:
         """Fill ``node_gpu`` for ``nodes``; a Node the operator may not read is unknown."""
@@ -227,6 +246,8 @@ class Reconciler:
         if route is not None:  # a gatewayAPI canary: the route whose weights it sets
             found = await kube.get("HTTPRoute", namespace, route)
             observed = dataclasses.replace(observed, routes={route: found} if found else {})
+        if not await self._groups_served(body):
+            observed = dataclasses.replace(observed, groups_served=False)
         now = self.clock()
         # A canary step that starts or is due: both revisions' /metrics, read now.
         targets = canary.scrape_targets(observed, now)

@@ -61,7 +61,10 @@ def configure(settings: kopf.OperatorSettings, config: OperatorConfig) -> None:
     """kopf settings the operator relies on (applied by ``run`` and by tests)."""
     settings.peering.standalone = True  # no kopf peering: leader election is a Lease (leader.py)
     settings.posting.level = logging.WARNING  # our own Events say what happened
-    settings.scanning.disabled = True  # exact namespaces: no namespace list permission
+    # Exact namespaces, no namespace list permission. With --multi-node, kopf watches the
+    # CRDs, so a LeaderWorkerSet CRD installed after start-up is watched (and cached) at once:
+    # a multi-node revision refused for its absence then rolls out without a restart.
+    settings.scanning.disabled = not config.multi_node
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60

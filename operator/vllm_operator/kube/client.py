@@ -9,7 +9,8 @@ call runs in a small thread pool: the event loop (kopf's watches) never blocks.
 It lists nothing but a finished benchmark Job's pods: the operator observes through kopf's
 watches (``handlers.caches``) and comes here to write, and for the few reads a cache cannot
 answer (a pod's log, a Node's label, the holder of a name about to be created, the pods of
-a Job about to be judged, once). kopf's watches use kopf's own client
+a Job about to be judged, once; whether LeaderWorkerSets are served, by API discovery).
+kopf's watches use kopf's own client
 with the same credentials: this second stack stays because moving the writes onto kopf's
 private API client (``kopf._cogs``) would tie the operator to kopf internals, and a
 hand-made aiohttp client would have to redo kubeconfig/in-cluster auth, token refresh and
@@ -250,6 +251,21 @@ class Kube:
         meta = found.get("metadata") if isinstance(found, dict) else None
         raw = meta.get("labels") if isinstance(meta, dict) else None
         return {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+
+    async def serves(self, kind: str) -> bool:
+        """Whether the API serves ``kind`` now (API discovery of its group version: a 404
+        means its CRD is not installed). Discovery is a non-resource URL every authenticated
+        user may read (the ``system:discovery`` role), so it needs no rule in the chart."""
+        res = RESOURCES[kind]
+        path = f"/apis/{res.group}/{res.version}" if res.group else f"/api/{res.version}"
+        try:
+            found = await self._run("GET", path)
+        except KubeError as exc:
+            if exc.code == 404:
+                return False
+            raise
+        listed = found.get("resources") if isinstance(found, dict) else None
+        return any(isinstance(r, dict) and r.get("name") == res.plural for r in listed or ())
 
     async def pod_log(
         self, namespace: str, pod: str, tail_lines: int = 200, container: str | None = None

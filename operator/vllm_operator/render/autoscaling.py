@@ -14,13 +14,23 @@ One PodDisruptionBudget per serving revision selects exactly that revision's vLL
 (never a candidate's, a twin's or a benchmark's). ``unhealthyPodEvictionPolicy:
 AlwaysAllow``: a pod that is not Ready (crash loop, still loading) serves nothing, so a node
 drain may always take it; the budget guards only pods that serve.
+
+A multi-node revision (a LeaderWorkerSet) is down as a whole when any one of its pods goes:
+vLLM's group cannot lose a member and LeaderWorkerSet recreates the group
+(``RecreateGroupOnPodRestart``). So its budget counts groups, not pods (``group_budget``):
+it selects every pod of the revision's set (leaders and workers, by LeaderWorkerSet's own
+name label, never the twin's) with ``maxUnavailable`` equal to the number of groups the
+spec lets go. Each evicted pod breaks at most one group, and a group being recreated has
+all its pods unready, which uses the budget up until the group is Ready again; so a drain
+never takes more groups than allowed (docs/multi-node.md, "Disruption budgets").
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from vllm_operator.api.autoscaling import AutoscalingSpec, AutoscalingTargets
+from vllm_operator.api.autoscaling import AutoscalingSpec, AutoscalingTargets, DisruptionSpec
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.render import labels
 from vllm_operator.render.names import autoscaler_name, deployment_name, disruption_budget_name
@@ -188,9 +198,42 @@ def render_autoscaler(vd: VLLMDeployment, revision: str) -> dict[str, Any]:
     return render_hpa(vd, revision)
 
 
-def render_pdb(vd: VLLMDeployment, revision: str) -> dict[str, Any]:
-    """The PodDisruptionBudget of the serving ``revision``'s vLLM pods."""
+# LeaderWorkerSet's label naming the set on every pod of its groups (LeaderWorkerSetNameLabelKey
+# in kubernetes-sigs/lws api/leaderworkerset/v1/leaderworkerset_types.go, v0.10.0).
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+
+
+def _percent_of(value: str, total: int) -> int:
+    """``value`` (``"25%"``) of ``total``, rounded up as Kubernetes' disruption controller
+    rounds a budget's percentages (``GetScaledValueFromIntOrPercent(..., roundUp=true)``)."""
+    return math.ceil(int(value.removesuffix("%")) * total / 100)
+
+
+def group_budget(disruption: DisruptionSpec, groups: int) -> int:
+    """How many groups of ``groups`` a voluntary disruption may take at once.
+
+    ``maxUnavailable`` counts groups (a percentage of ``groups``, rounded up), default 1;
+    ``minAvailable`` is the groups that must stay, so the rest may go (never below 0).
+    """
+    budget = disruption.budget()
+    if "minAvailable" in budget:
+        keep = budget["minAvailable"]
+        keep = _percent_of(keep, groups) if isinstance(keep, str) else keep
+        return max(0, groups - keep)
+    allowed = budget["maxUnavailable"]
+    return _percent_of(allowed, groups) if isinstance(allowed, str) else allowed
+
+
+def render_pdb(vd: VLLMDeployment, revision: str, groups: int | None = None) -> dict[str, Any]:
+    """The PodDisruptionBudget of the serving ``revision``'s vLLM pods.
+
+    For a multi-node revision, every pod of its LeaderWorkerSet with ``maxUnavailable`` in
+    whole groups (``group_budget``); ``groups`` is the set's current replicas (default
+    ``spec.replicas``), needed only for a percentage or ``minAvailable``.
+    """
     name = vd.metadata.name
+    if vd.spec.resources.nodes > 1:
+        return _group_pdb(vd, revision, vd.spec.replicas if groups is None else groups)
     return {
         "apiVersion": PDB_API_VERSION,
         "kind": "PodDisruptionBudget",
@@ -203,6 +246,32 @@ def render_pdb(vd: VLLMDeployment, revision: str) -> dict[str, Any]:
         "spec": {
             "selector": {"matchLabels": labels.server_selector(name, revision)},
             **vd.spec.disruption.budget(),
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
+        },
+    }
+
+
+def _group_pdb(vd: VLLMDeployment, revision: str, groups: int) -> dict[str, Any]:
+    name = vd.metadata.name
+    return {
+        "apiVersion": PDB_API_VERSION,
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "name": disruption_budget_name(name, revision),
+            "namespace": vd.metadata.namespace,
+            "labels": labels.revision_labels(name, revision),
+            "annotations": {labels.REVISION_ANNOTATION: revision},
+        },
+        "spec": {
+            "selector": {
+                "matchLabels": {
+                    LWS_NAME_LABEL: deployment_name(name, revision),
+                    labels.DEPLOYMENT_LABEL: name,
+                    labels.REVISION_LABEL: revision,
+                }
+            },
+            # Pods, as policy/v1 counts them: one pod per group that may go (see the docstring).
+            "maxUnavailable": group_budget(vd.spec.disruption, groups),
             "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },
     }

@@ -15,7 +15,10 @@ generation, the Jobs' name stem and the finished runs are in status; the next Jo
 ``<name>--calibrate-<token>-<len(runs)+1>``, found or created, never twice. It stops
 (``Abandoned``, a Warning Event, its running Job deleted) when the spec changes (a new
 generation), a new revision rolls out, the annotation is removed, a Job fails or the runs
-cannot be fitted. A value that is not a whole number from 1 to ``MAX_RUNS`` is ``Invalid``,
+cannot be fitted, or its twin cannot be had (``TwinUnavailable``: not scheduled within
+``gate.baseline.twinWaitSeconds``, or not Ready within ``rollout.progressDeadlineSeconds``;
+for a multi-node revision the twin is a whole second group, which often does not fit beside
+the serving ones). A value that is not a whole number from 1 to ``MAX_RUNS`` is ``Invalid``,
 naming the annotation. An answered request stays answered while the annotation stays: remove
 it and set it again to calibrate again (GitOps re-applying it does not repeat the Jobs).
 """
@@ -33,11 +36,11 @@ from vllm_operator.errors import VLLMOperatorError
 from vllm_operator.render.job import render_calibration_job
 from vllm_operator.render.labels import CALIBRATE_ANNOTATION
 from vllm_operator.render.names import calibration_job_name
-from vllm_operator.rollout import ledger, trust, twin
+from vllm_operator.rollout import causes, ledger, trust, twin
 from vllm_operator.rollout.calibration_fit import proposal_of, run_of
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.observed import PROGRESS_SECONDS
-from vllm_operator.rollout.views import JobView
+from vllm_operator.rollout.views import DeploymentView, JobView
 
 REQUEST_CHARS = 24
 """Longest annotation value recorded as itself (a count has at most 2 digits)."""
@@ -162,7 +165,15 @@ def _go_on(
         _abandon(state, cur, "the stable revision's Deployment cannot be copied for a twin")
         return
     twin.ensure(state, vd, stable, stable, purpose="the calibration")
-    if twin.starting(state, vd, stable) is not None:
+    starting = twin.starting(state, vd, stable)
+    if isinstance(starting, DeploymentView):
+        why = _twin_unavailable(state, vd, stable, starting)
+        if why is not None:
+            state.twin = None  # the twin goes (twin.remove): a calibration has no fallback
+            state.event("Warning", EventReason.TwinUnavailable, f"calibration: {why}")
+            _abandon(state, cur, f"TwinUnavailable: {why}")
+            return
+    if starting is not None:
         state.after(WAIT_SECONDS)
         state.calibration = cur.model_copy(
             update={"message": f"{len(cur.runs)} of {cur.runs_wanted} runs; the twin starts"}
@@ -183,6 +194,33 @@ def _go_on(
         state.calibration = cur.model_copy(update={"message": say})
     else:
         _collect(state, vd, cur, job)
+
+
+def _twin_unavailable(
+    state: Pass, vd: VLLMDeployment, stable: str, dep: DeploymentView
+) -> str | None:
+    """Why the twin of ``stable`` cannot be had, once it is overdue: not scheduled within
+    ``gate.baseline.twinWaitSeconds`` or, scheduled, not Ready within
+    ``rollout.progressDeadlineSeconds`` (both scaled); None while it may still come."""
+    pods = state.observed.pods_of_twin(stable)
+    want = vd.spec.rollout.candidate_replicas
+    if sum(1 for p in pods if p.node_name) < want and dep.ready_replicas < want:
+        seconds, what = vd.spec.gate.baseline.twin_wait_seconds, "scheduled"
+    else:
+        seconds, what = vd.spec.rollout.progress_deadline_seconds, "Ready"
+    bound = state.scaled(seconds)
+    elapsed = state.elapsed(dep.started_at)
+    if elapsed < bound:
+        state.after(bound - elapsed)
+        return None
+    cause = causes.pods_cause(pods)
+    whole = f" (a whole group of {vd.spec.resources.nodes} pods)" if dep.group else ""
+    return (
+        f"the twin of revision {stable}{whole} was not {what} within "
+        f"{seconds} s{f' ({cause})' if cause else ''}; a calibration measures the stable "
+        "revision against a twin beside it, so it needs room for one more replica of it "
+        f"(free it, then remove and set {CALIBRATE_ANNOTATION} again)"
+    )
 
 
 def _create(state: Pass, vd: VLLMDeployment, stable: str, name: str) -> None:

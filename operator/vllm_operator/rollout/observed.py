@@ -68,6 +68,9 @@ class Observed:
     # HTTPRoute name -> the object, for a canary with traffic.mode gatewayAPI (the shell
     # reads the one the spec names, only while a candidate exists).
     routes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Whether the cluster serves LeaderWorkerSets (their CRD installed), as API discovery
+    # answered the shell; asked only for a multi-node spec under --multi-node, else True.
+    groups_served: bool = True
 
     @property
     def name(self) -> str:

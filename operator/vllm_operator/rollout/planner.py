@@ -110,6 +110,10 @@ def plan(observed: Observed, now: datetime, settings: Settings | None = None) ->
     vd, launch = parsed
     if launch.group is not None and not state.settings.multi_node:
         return _finish(state, stopped.multinode_unavailable(state, launch.group.nodes, stable))
+    if launch.group is not None and not observed.groups_served:
+        # --multi-node, but the LeaderWorkerSet CRD is not installed: nothing of the
+        # revision is created (no candidate Service whose set would then fail).
+        return _finish(state, stopped.groups_not_served(state, launch.group.nodes, stable))
     rendered = revision_hash(vd.spec, launch)
     digest = spec_digest(vd.spec)
     # An unchanged spec rendered differently by this operator keeps its stable revision

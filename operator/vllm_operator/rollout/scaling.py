@@ -11,7 +11,8 @@ Three rules, each a pure function of the observed state:
   (``Pass.serving``): it moves in the same plan as the Service, and the gate's candidate is
   never its target. Without ``spec.autoscaling`` (or with another engine) it is deleted.
 - One PodDisruptionBudget per serving revision, none for a candidate; a budget whose
-  revision no longer serves is deleted in the pass that notices it.
+  revision no longer serves is deleted in the pass that notices it. A multi-node revision's
+  budget counts whole groups of its set's current replicas (``render_pdb``).
 """
 
 from __future__ import annotations
@@ -136,20 +137,22 @@ def _autoscaler(state: Pass, vd: VLLMDeployment, serving: str | None) -> None:
 
 def _budgets(state: Pass, vd: VLLMDeployment, serving: str | None) -> None:
     kept = False
+    current = state.observed.deployment_of(serving) if serving is not None else None
+    groups = current.replicas if current is not None else None
     for budget in state.observed.budgets:
         if budget.deleting:
             continue
         if serving is not None and budget.revision == serving:
             kept = True
-            wanted = render_pdb(vd, serving)
+            wanted = render_pdb(vd, serving, groups)
             if differs(wanted["spec"], budget.spec):
                 state.actions.append(
                     Patch("PodDisruptionBudget", budget.name, {"spec": _replacing(wanted["spec"])})
                 )
             continue
         state.delete("PodDisruptionBudget", budget.name)
-    if serving is not None and not kept and state.observed.deployment_of(serving) is not None:
-        state.create(render_pdb(vd, serving))
+    if serving is not None and not kept and current is not None:
+        state.create(render_pdb(vd, serving, groups))
 
 
 def _replacing(wanted: dict[str, object]) -> dict[str, object]:

@@ -97,6 +97,40 @@ def multinode_unavailable(state: Pass, nodes: int, stable: str | None) -> VLLMDe
     )
 
 
+# The LeaderWorkerSet release the operator is tested against (its CRD is vendored in
+# tests/unit/render/crds/ and played by the embedded cluster).
+LWS_RELEASE = "v0.10.0"
+LWS_INSTALL = (
+    "kubectl apply --server-side -f https://github.com/kubernetes-sigs/lws/releases/download/"
+    f"{LWS_RELEASE}/manifests.yaml"
+)
+# How soon a resource refused for a missing LeaderWorkerSet CRD is looked at again, so its
+# revision rolls out soon after the CRD is installed (the periodic resync is slower).
+GROUPS_RECHECK_SECONDS = 30.0
+
+
+def groups_not_served(state: Pass, nodes: int, stable: str | None) -> VLLMDeploymentStatus:
+    """A multi-node spec under ``--multi-node`` on a cluster that serves no LeaderWorkerSet
+    (its CRD is not installed): the same refusal, checked before anything of the revision is
+    created (no candidate Service left behind), looked at again every
+    ``GROUPS_RECHECK_SECONDS`` so the revision rolls out once LeaderWorkerSet is there."""
+    message = (
+        f"spec.resources.nodes is {nodes}: a multi-node revision runs as a LeaderWorkerSet, and "
+        "this cluster does not serve leaderworkersets.leaderworkerset.x-k8s.io/v1 (the "
+        f"LeaderWorkerSet CRD is not installed); install LeaderWorkerSet {LWS_RELEASE} "
+        f"({LWS_INSTALL}): the revision rolls out once it is served, or set "
+        "spec.resources.nodes: 1 for a model that fits one node (docs/multi-node.md)"
+    )
+    state.requeue.append(GROUPS_RECHECK_SECONDS)
+    return _refused(
+        state,
+        stable,
+        message,
+        EventReason.MultiNodeUnavailable,
+        ConditionReason.MultiNodeUnavailable,
+    )
+
+
 def conflict_message(foreign: dict[tuple[str, str], str]) -> str:
     """Who holds which child name, and what a person can do about it."""
     holders = "; ".join(

@@ -4,11 +4,13 @@ The real operator (``--multi-node``) on a DevCluster serving the vendored LWS v0
 the kubelet plays LeaderWorkerSets (``devcluster.lws_controller``) and the simulator plays
 the group (the worker joins the leader over loopback; the leader serves once it has).
 Without LeaderWorkerSet the same spec is refused with ``MultiNodeUnavailable`` and what
-serves keeps serving.
+serves keeps serving; with ``--multi-node`` but the LeaderWorkerSet CRD not installed, the
+same refusal with nothing created, until the CRD is installed and the revision rolls out.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -18,7 +20,10 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
+from devcluster import DevCluster
+from vllm_operator.kube.client import Kube, api_client_for
 from vllm_operator.render import labels
 from vllm_operator.render.names import deployment_name, twin_deployment_name
 
@@ -68,6 +73,14 @@ def kill_pod_processes(r: Rollout, pod: str) -> int:
                 os.kill(int(entry.name), signal.SIGKILL)
                 killed += 1
     return killed
+
+
+def refused(r: Rollout) -> dict[str, Any] | None:
+    """The Stalled condition when its reason is MultiNodeUnavailable, else None."""
+    conditions = r.status().get("conditions") or []
+    found = next((c for c in conditions if c["type"] == "Stalled"), None)
+    ok = found and found["status"] == "True" and found["reason"] == "MultiNodeUnavailable"
+    return found if ok else None
 
 
 def test_a_two_node_revision_is_gated_promoted_and_survives_a_lost_worker(
@@ -149,14 +162,7 @@ def test_without_leaderworkerset_a_multi_node_edit_is_refused_and_the_stable_ser
         serving = r.wait_phase("Serving", gate="Passed", timeout=TIMEOUT)["stable"]["revision"]
         deployments = r.names("apps/v1", "deployments")
         r.apply(two_nodes())
-
-        def refused() -> dict[str, Any] | None:
-            conditions = r.status().get("conditions") or []
-            found = next((c for c in conditions if c["type"] == "Stalled"), None)
-            ok = found and found["reason"] == "MultiNodeUnavailable"
-            return found if ok else None
-
-        stalled = r.wait(refused, TIMEOUT, "Stalled=MultiNodeUnavailable")
+        stalled = r.wait(lambda: refused(r), TIMEOUT, "Stalled=MultiNodeUnavailable")
         assert "install LeaderWorkerSet" in stalled["message"]
         assert r.serving_revision() == serving
         assert r.names("apps/v1", "deployments") == deployments  # nothing half-created
@@ -166,3 +172,91 @@ def test_without_leaderworkerset_a_multi_node_edit_is_refused_and_the_stable_ser
         )
     finally:
         r.close()
+
+
+def test_with_multi_node_but_no_lws_crd_nothing_is_created_until_it_is_installed(
+    tmp_path: Path,
+) -> None:
+    r = Rollout(tmp_path, multi_node=True)  # --multi-node, but the LWS CRD is not installed
+    r.start_operator()
+    try:
+        r.apply(two_nodes())
+        stalled = r.wait(lambda: refused(r), TIMEOUT, "Stalled=MultiNodeUnavailable")
+        assert "leaderworkersets.leaderworkerset.x-k8s.io/v1" in stalled["message"]
+        assert "lws/releases/download/v0.10.0/manifests.yaml" in stalled["message"]
+        # Nothing of the revision was created: no candidate Service, set, Job or budget.
+        for api, plural in (
+            ("v1", "services"),
+            ("apps/v1", "deployments"),
+            ("batch/v1", "jobs"),
+            ("policy/v1", "poddisruptionbudgets"),
+        ):
+            assert r.objects(api, plural) == [], plural
+        # LeaderWorkerSet installed while the operator runs: the revision rolls out, no restart.
+        r.cluster.create(yaml.safe_load(LWS_CRD.read_text()))
+        status = r.wait_phase("Serving", gate="Passed", timeout=TIMEOUT)
+        revision = status["stable"]["revision"]
+        assert r.names(LWS_API, "leaderworkersets") == [deployment_name("qwen", revision)]
+        assert refused(r) is None
+    finally:
+        r.close()
+
+
+def test_calibrate_on_a_group_runs_its_aa_job_against_a_twin_group(groups: Rollout) -> None:
+    r = groups
+    gate = {
+        "iterations": 3,
+        "concurrency": [1],
+        "timeoutSeconds": 120,
+        "trials": 2,
+        "maxTrials": 2,
+        "workload": {
+            "synthetic": {"inputTokens": {"mean": 64}, "outputTokens": {"mean": 8}},
+            "seed": 5,
+            "load": {"mode": "rate", "rates": [2, 4], "secondsPerLevel": 2},
+        },
+        "thresholds": {"slo": {"ttftMs": {"p50": 60000}, "maxErrorPercent": 5}},
+    }
+    r.apply(two_nodes(gate=gate))
+    before = r.wait_phase("Serving", gate="Passed", timeout=TIMEOUT)
+    stable = before["stable"]["revision"]
+    r.annotate("qwen", labels.CALIBRATE_ANNOTATION, "2")  # the fit needs two A/A runs
+
+    def calibration() -> dict[str, Any]:
+        return dict(r.status().get("calibration") or {})
+
+    done = r.wait(
+        lambda: calibration() if calibration().get("phase") in ("Done", "Abandoned") else None,
+        TIMEOUT,
+        "the calibration finished",
+    )
+    assert done["phase"] == "Done", done.get("message")
+    assert done["revision"] == stable
+    assert len(done["runs"]) == 2
+    assert "ttft" in done["proposal"]["floors"]
+    # Its twin was a whole group: a second LeaderWorkerSet of the stable's size, now gone.
+    twin = twin_deployment_name("qwen", stable)
+    (added,) = [
+        v["metadata"]
+        for v in r.cluster.history(LWS_API, "leaderworkersets", twin)
+        if v["_event"] == "ADDED"
+    ]
+    assert added["labels"][labels.COMPONENT_LABEL] == labels.COMPONENT_TWIN
+    r.wait(lambda: twin not in r.names(LWS_API, "leaderworkersets"), TIMEOUT, "the twin gone")
+    after = r.status()
+    assert after["history"] == before["history"]  # no verdict
+    assert r.serving_revision() == stable
+
+
+def test_api_discovery_tells_whether_leaderworkersets_are_served() -> None:
+    """What the shell asks before a multi-node revision (``Kube.serves``): the group version
+    is not found (404) without the CRD, and lists ``leaderworkersets`` once it is installed."""
+    with DevCluster() as cluster:
+        kube = Kube(api_client_for(cluster.url))
+        try:
+            assert asyncio.run(kube.serves("Deployment")) is True
+            assert asyncio.run(kube.serves("LeaderWorkerSet")) is False
+            cluster.create(yaml.safe_load(LWS_CRD.read_text()))
+            assert asyncio.run(kube.serves("LeaderWorkerSet")) is True
+        finally:
+            kube.close()

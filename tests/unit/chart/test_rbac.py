@@ -27,7 +27,8 @@ CHART = Path(__file__).resolve().parents[3] / "charts" / "vllm-operator"
 
 # What kopf needs beyond PERMISSIONS, with the operator run as the chart runs it: standalone
 # (no peering objects: no kopf.dev/*kopfpeerings rules), resource and namespace scanning off
-# (no customresourcedefinitions or namespaces list/watch), exact namespaces (no globs).
+# (no namespaces list/watch; customresourcedefinitions list/watch only with --multi-node,
+# declared in PERMISSIONS, feature "lws"), exact namespaces (no globs).
 # API discovery (/apis) is a non-resource URL every authenticated user may read.
 # Nothing left: kopf's watches and Event posting are declared in PERMISSIONS (by="kopf").
 KOPF_FRAMEWORK: frozenset[tuple[str, str, str]] = frozenset()
@@ -70,8 +71,12 @@ def _declared(features: frozenset[str] = frozenset({"hpa"})) -> set[Triple]:
     } | KOPF_FRAMEWORK
 
 
-def _cluster_scoped() -> set[Triple]:
-    return {(p.api_group, p.resource, p.verb) for p in PERMISSIONS if p.cluster_scoped}
+def _cluster_scoped(features: frozenset[str] = frozenset({"hpa"})) -> set[Triple]:
+    return {
+        (p.api_group, p.resource, p.verb)
+        for p in PERMISSIONS
+        if p.cluster_scoped and (p.feature is None or p.feature in features)
+    }
 
 
 def _own_namespace() -> set[Triple]:
@@ -286,3 +291,17 @@ def test_autoscaler_rules_only_when_enabled(scope: str, feature: str) -> None:
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     expected = ",".join(sorted(features)) or "none"
     assert f"--autoscaling-engines={expected}" in args
+
+
+@pytest.mark.parametrize("scope", sorted(SCOPES))
+def test_multi_node_lets_kopf_watch_crds_from_a_cluster_role(scope: str) -> None:
+    """With multiNode.enabled kopf watches CRDs (a LeaderWorkerSet CRD installed after start-up
+    is then watched without a restart): list and watch, from a ClusterRole, even without the
+    nodes rule."""
+    crds = {("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("list", "watch")}
+    for nodes in (True, False):
+        values = {**SCOPES[scope], "multiNode": {"enabled": True}, "rbac": {"nodes": nodes}}
+        roles = _rules(values)
+        holders = [k for k, granted in roles.items() if crds <= granted]
+        assert [k.split("/")[0] for k in holders] == ["ClusterRole"], holders
+    assert not any(crds & granted for granted in _rules(SCOPES[scope]).values())

@@ -122,6 +122,7 @@ class World:
         # Pod -> its /metrics page now, for a canary step (what the shell would read).
         self.metrics_pages: Callable[[], dict[str, str]] | None = None
         self.scraped = 0  # passes that read pages
+        self.groups_served = True  # API discovery: the LeaderWorkerSet CRD is installed
 
     # -- the operator side -------------------------------------------------------------
     def plan(self) -> Plan:
@@ -145,6 +146,7 @@ class World:
             autoscalers=children("HorizontalPodAutoscaler") + children("ScaledObject"),
             budgets=children("PodDisruptionBudget"),
         )
+        observed = dataclasses.replace(observed, groups_served=self.groups_served)
         route = canary_reads.route_to_read(observed)
         if route is not None and ("HTTPRoute", route) in objs:  # the user's, not owned
             observed = dataclasses.replace(

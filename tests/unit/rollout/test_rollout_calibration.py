@@ -10,6 +10,7 @@ from rollout_world import World, serving_world, spec
 
 from vllm_operator.render import labels
 from vllm_operator.rollout.actions import Delete
+from vllm_operator.rollout.context import Settings
 
 KEY = labels.CALIBRATE_ANNOTATION
 SLO: dict[str, Any] = {
@@ -148,3 +149,65 @@ def test_a_huge_value_is_refused_once_and_recorded_as_a_digest() -> None:
     w.advance(60)
     w.settle()
     assert w.events().count("CalibrationInvalid") == 1
+
+
+TWO_NODES: dict[str, Any] = {
+    "engine": {
+        "image": "vllm/vllm-openai:v0.22.0",
+        "tensorParallelSize": 8,
+        "extraArgs": ["--pipeline-parallel-size", "2"],
+    },
+    "resources": {"gpus": 8, "nodes": 2},
+}
+
+
+def group_world() -> World:
+    """A serving multi-node revision (one LeaderWorkerSet), its gate given SLO limits."""
+    multi = Settings(bench_image="op:1", job_start_seconds=120, multi_node=True)
+    w = serving_world(spec(**TWO_NODES), multi)
+    w.set_spec(spec(gate=SLO, **TWO_NODES))
+    w.settle()
+    assert w.status["phase"] == "Serving"
+    return w
+
+
+def test_on_a_multi_node_revision_the_twin_is_a_whole_group_and_its_job_runs() -> None:
+    w = group_world()
+    stable = w.serving()
+    w.annotate(KEY, "1")
+    w.step()
+    (twin,) = [
+        o
+        for (k, _), o in w.objects.items()
+        if k == "LeaderWorkerSet"
+        and o["metadata"]["labels"][labels.COMPONENT_LABEL] == labels.COMPONENT_TWIN
+    ]
+    assert twin["spec"]["leaderWorkerTemplate"]["size"] == 2  # a whole group
+    w.ready_all()
+    w.settle()
+    (job,) = calibration_jobs(w)
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--baseline-url" in args
+    assert calibration(w)["phase"] == "Running"
+    assert calibration(w)["revision"] == stable
+
+
+def test_a_twin_group_that_finds_no_room_abandons_it_saying_twin_unavailable() -> None:
+    w = group_world()
+    stable = w.serving()
+    w.annotate(KEY, "1")
+    w.settle()
+    assert w.twins() == [stable]
+    assert calibration_jobs(w) == []
+    w.advance(4000)  # past gate.baseline.twinWaitSeconds: the twin group was never scheduled
+    w.settle()
+    cal = calibration(w)
+    assert cal["phase"] == "Abandoned"
+    assert "TwinUnavailable" in cal["message"]
+    assert "a whole group of 2 pods" in cal["message"]
+    assert "was not scheduled" in cal["message"]
+    assert "TwinUnavailable" in w.events()
+    assert w.twins() == []  # the twin group went
+    assert calibration_jobs(w) == []
+    assert w.serving() == stable
+    assert w.status["phase"] == "Serving"

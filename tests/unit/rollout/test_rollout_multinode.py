@@ -5,7 +5,9 @@ spec with ``spec.resources.nodes`` > 1 gets one LeaderWorkerSet per revision in 
 Deployment, gated on the leader's Service and promoted like any revision; the twin of a
 stable group is a whole group (a copy of its ``leaderWorkerTemplate``). Without it the
 spec is refused with ``MultiNodeUnavailable`` naming the fix, nothing is created, and a
-revision that serves keeps serving untouched.
+revision that serves keeps serving untouched; so it is with it while the cluster serves no
+LeaderWorkerSet (its CRD not installed), until it does. The serving group's disruption
+budget counts whole groups.
 """
 
 from __future__ import annotations
@@ -202,3 +204,51 @@ def test_auto_falls_back_to_stored_figures_when_a_second_group_does_not_fit() ->
     assert "TwinUnavailable" in w.events()
     assert "was not scheduled" in w.condition("Ready")["message"]  # said in the status
     assert w.serving() == stable
+
+
+def test_with_multi_node_but_no_lws_crd_nothing_is_created_until_it_is_served() -> None:
+    w = World(spec(**TWO_NODES), MULTI)
+    w.groups_served = False  # --multi-node, but API discovery finds no LeaderWorkerSet
+    p = w.settle()
+    assert w.objects == {}  # no candidate Service left behind, nothing half-created
+    assert p.actions == ()
+    stalled = w.condition("Stalled")
+    assert stalled["reason"] == "MultiNodeUnavailable"
+    message = stalled["message"]
+    assert "leaderworkersets.leaderworkerset.x-k8s.io/v1" in message
+    assert "releases/download/v0.10.0/manifests.yaml" in message  # the pinned release
+    assert "--multi-node" not in message  # the flag is on: the CRD is the fix
+    assert w.events() == ["MultiNodeUnavailable"]  # once per generation
+    assert p.requeue_after is not None
+    assert p.requeue_after <= 30  # looked at again soon
+    w.groups_served = True  # LeaderWorkerSet installed
+    w.settle()
+    assert [k for k, _ in w.objects if k == "LeaderWorkerSet"] == ["LeaderWorkerSet"]
+    assert w.condition("Stalled")["status"] == "False"
+
+
+def test_a_missing_lws_crd_leaves_the_serving_revision_untouched() -> None:
+    w = serving_world(spec(image="vllm/vllm-openai:v0.22.0"), MULTI)
+    serving = w.serving()
+    before = copy.deepcopy(w.objects)
+    w.groups_served = False
+    w.set_spec(spec(**TWO_NODES))
+    w.settle()
+    assert w.serving() == serving
+    assert w.objects == before
+    assert w.condition("Stalled")["reason"] == "MultiNodeUnavailable"
+    assert w.status["phase"] == "Degraded"  # the stable still serves, untouched
+
+
+def test_the_serving_groups_budget_counts_whole_groups() -> None:
+    doc = spec(**TWO_NODES, replicas=3, disruption={"minAvailable": 2})
+    w = serving_world(doc, MULTI)
+    serving = w.serving()
+    (budget,) = [o for (k, _), o in w.objects.items() if k == "PodDisruptionBudget"]
+    selector = budget["spec"]["selector"]["matchLabels"]
+    lws = w.objects[("LeaderWorkerSet", f"qwen--{serving}")]
+    worker = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"]
+    on_pod = {**worker, "leaderworkerset.sigs.k8s.io/name": f"qwen--{serving}"}
+    assert all(on_pod.get(k) == v for k, v in selector.items())  # workers count too
+    assert budget["spec"]["maxUnavailable"] == 1  # 3 groups, 2 must stay: one group may go
+    assert "minAvailable" not in budget["spec"]

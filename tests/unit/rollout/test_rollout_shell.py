@@ -214,3 +214,39 @@ async def test_gpu_product_is_read_once_per_node_and_unknown_when_forbidden() ->
         assert kube.asked == ["a", "b", "c", "gone"]
     finally:
         kube.close()
+
+
+class _Discovery(Kube):
+    """A Kube whose API discovery answers from ``served`` and counts the questions."""
+
+    def __init__(self, served: bool) -> None:
+        super().__init__(api_client_for("http://127.0.0.1:9"), workers=1)
+        self.served, self.asked = served, 0
+
+    async def serves(self, kind: str) -> bool:
+        assert kind == "LeaderWorkerSet"
+        self.asked += 1
+        return self.served
+
+
+def _body(nodes: int) -> dict[str, object]:
+    return {"spec": {"resources": {"gpus": 1, "nodes": nodes}}}
+
+
+async def test_leaderworkersets_are_asked_of_discovery_only_for_a_multi_node_spec() -> None:
+    kube = _Discovery(served=False)
+    try:
+        off = Reconciler(kube, OperatorConfig(), OperatorMetrics(CollectorRegistry()))
+        assert await off._groups_served(_body(2))  # no --multi-node: refused elsewhere
+        on = Reconciler(kube, OperatorConfig(multi_node=True), OperatorMetrics(CollectorRegistry()))
+        assert await on._groups_served(_body(1))  # one node: no LeaderWorkerSet needed
+        assert kube.asked == 0
+        assert not await on._groups_served(_body(2))
+        assert not await on._groups_served(_body(2))
+        assert kube.asked == 2  # a "no" is asked again on every pass
+        kube.served = True
+        assert await on._groups_served(_body(2))
+        assert await on._groups_served(_body(2))
+        assert kube.asked == 3  # a "yes" is trusted (GROUPS_SERVED_SECONDS)
+    finally:
+        kube.close()
