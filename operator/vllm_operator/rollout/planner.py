@@ -80,14 +80,13 @@ def _spec_problems(
 
 
 def _group_problems(vd: VLLMDeployment) -> list[SpecError]:
-    """What a multi-node revision (a LeaderWorkerSet) does not do yet, refused by name: an
-    autoscaler and a canary act on Deployments and on pods, not on groups."""
+    """What a multi-node revision (a LeaderWorkerSet) does not do yet, refused by name: a
+    canary acts on pods, not on groups. (An autoscaler scales the set's groups through its
+    scale subresource: ``scaling``.)"""
     if vd.spec.resources.nodes == 1:
         return []
     fix = "remove it for a multi-node model (spec.resources.nodes > 1; docs/multi-node.md)"
     found = []
-    if vd.spec.autoscaling is not None:
-        found.append(SpecError("spec.autoscaling", "does not scale multi-node groups yet", fix))
     if vd.spec.rollout.canary is not None:
         found.append(SpecError("spec.rollout.canary", "does not step multi-node groups yet", fix))
     return found
