@@ -123,23 +123,6 @@ def test_the_twin_of_a_stable_group_is_a_whole_group_removed_after_the_gate() ->
     assert [k for k, _ in w.objects if k == "LeaderWorkerSet"] == ["LeaderWorkerSet"]
 
 
-def test_a_canary_on_groups_is_refused_by_name_and_creates_nothing() -> None:
-    doc = spec(**TWO_NODES)
-    doc["gate"] = {"baseline": {"mode": "stored"}}
-    doc["rollout"] = {
-        "canary": {
-            "steps": [{"weight": 10, "holdSeconds": 600}],
-            "analysis": {"minRequests": 100, "maxErrorPercentPoints": 5},
-        }
-    }
-    w = World(doc, MULTI)
-    w.settle()
-    assert w.objects == {}
-    stalled = w.condition("Stalled")
-    assert stalled["reason"] == "InvalidSpec"
-    assert "spec.rollout.canary: does not step multi-node groups yet" in stalled["message"]
-
-
 AUTOSCALED = {**TWO_NODES, "autoscaling": {"minReplicas": 1, "maxReplicas": 4}}
 
 
