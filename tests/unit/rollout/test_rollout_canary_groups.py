@@ -8,14 +8,18 @@ it whole, under the same pod names) fails the step at once, as a crashed server 
 
 from __future__ import annotations
 
+import copy
 import json
 from datetime import timedelta
 from typing import Any
 
 from rollout_world import World, serving_world, spec, summary
-from test_rollout_canary import ANALYSIS, STEPS, Pods, shared
+from test_rollout_canary import ANALYSIS, ROUTE, STEPS, Pods, backends, shared
 
+from builders import resource
+from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.render import labels
+from vllm_operator.rollout.canary.traffic import share_warnings
 from vllm_operator.rollout.context import Settings
 from vllm_operator.rollout.views import parse_time
 
@@ -30,9 +34,9 @@ TWO_NODES = {
 MULTI = Settings(bench_image="op:1", job_start_seconds=120, multi_node=True)
 
 
-def group_spec(mode: str) -> dict[str, Any]:
+def group_spec(mode: str, **canary: Any) -> dict[str, Any]:
     doc = spec(mode=mode, **TWO_NODES, gate={"baseline": {"mode": "stored"}})
-    doc["rollout"] = {"canary": {"steps": STEPS, "analysis": ANALYSIS}}
+    doc["rollout"] = {"canary": {"steps": STEPS, "analysis": ANALYSIS, **canary}}
     return doc
 
 
@@ -80,12 +84,13 @@ class Groups(Pods):
                 }
 
 
-def at_group_canary() -> tuple[World, Groups, str, str]:
-    """One stable group serving; a new revision's group passed its gate, in its canary."""
-    w = serving_world(group_spec("balanced"), MULTI)
+def at_group_canary(**canary: Any) -> tuple[World, Groups, str, str]:
+    """Two stable groups serving; a new revision's group passed its gate, in its canary."""
+    w = serving_world(group_spec("balanced", **canary), MULTI)
+    w.objects[("HTTPRoute", "web")] = copy.deepcopy(ROUTE)
     stable = w.serving()
     assert stable is not None
-    w.set_spec(group_spec("throughput"))
+    w.set_spec(group_spec("throughput", **canary))
     w.start_benchmark()
     w.finish_job(summary())
     pods = Groups(w)
@@ -192,3 +197,34 @@ def test_a_leader_gone_mid_step_fails_the_canary() -> None:
     w.advance(1)
     w.step()
     assert f"candidate leader {leader} is gone" in _failed_at_once(w, stable)
+
+
+def test_gateway_api_sends_the_steps_share_to_the_candidate_leaders_service() -> None:
+    w, pods, stable, candidate = at_group_canary(
+        traffic={"mode": "gatewayAPI", "httpRoute": {"name": "web"}}
+    )
+    started(w, pods)
+    assert backends(w)[0] == [("qwen", 90), ("qwen--candidate", 10)]
+    assert w.serving() == stable  # the serving Service keeps selecting the stable leaders
+    # The route's candidate backend selects the candidate's leader, never a worker.
+    selector = w.objects[("Service", "qwen--candidate")]["spec"]["selector"]
+    lws = w.objects[("LeaderWorkerSet", f"qwen--{candidate}")]["spec"]["leaderWorkerTemplate"]
+    leader = lws["leaderTemplate"]["metadata"]["labels"]
+    worker = lws["workerTemplate"]["metadata"]["labels"]
+    assert all(leader.get(k) == v for k, v in selector.items())
+    assert not all(worker.get(k) == v for k, v in selector.items())
+    pods.serve(candidate, 150)
+    pods.serve(stable, 150)
+    w.advance(600)
+    w.step()
+    assert "CanaryStepPassed" in w.events()
+
+
+def test_render_warns_in_groups_when_whole_groups_cannot_make_a_weight() -> None:
+    doc = resource(group_spec("throughput"))
+    (warning,) = share_warnings(parse_vllm_deployment(doc))  # 50% of 2 groups is whole
+    assert warning == (
+        "rollout.canary.steps[0]: weight 10% cannot be made of whole replicas beside 2 stable "
+        "group(s): 1 candidate group(s) get 33.3% of the serving traffic (more replicas, or "
+        "traffic.mode gatewayAPI, make it closer)"
+    )
