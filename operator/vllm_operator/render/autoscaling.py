@@ -3,7 +3,13 @@
 The autoscaler (an ``autoscaling/v2`` HorizontalPodAutoscaler, or a KEDA ``ScaledObject``
 with ``engine: keda``) always targets the Deployment of one revision, the stable one: the
 gate's candidate is never scaled by it, and promotion moves ``scaleTargetRef`` in the same
-plan that moves the serving Service. The HPA reads per-pod Pods metrics from the custom
+plan that moves the serving Service. A multi-node revision is a LeaderWorkerSet, whose
+scale subresource counts groups (``spec.replicas``) and names only the leaders as its pods
+(``status.hpaPodSelector``, the CRD's ``labelSelectorPath``): the autoscaler targets the
+set, so it adds and removes whole groups, and the HPA's Pods metrics average over the
+leaders, the pods that serve the API and export vLLM's metrics (the workers run
+``--headless``: no metrics page, and the chart's PodMonitor selects component ``server``
+only, so KEDA's sums are of the leaders too). The HPA reads per-pod Pods metrics from the custom
 metrics API under the names the Prometheus Adapter rules of docs/autoscaling.md give vLLM's
 gauges (``vllm:`` becomes ``vllm_``: ``vllm_num_requests_waiting``,
 ``vllm_kv_cache_usage_perc``, ``vllm_time_to_first_token_seconds_p95``); KEDA queries
@@ -28,16 +34,20 @@ never takes more groups than allowed (docs/multi-node.md, "Disruption budgets").
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 from vllm_operator.api.autoscaling import AutoscalingSpec, AutoscalingTargets, DisruptionSpec
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.render import labels
+from vllm_operator.render.leaderworkerset import API_VERSION as LWS_API_VERSION
 from vllm_operator.render.names import autoscaler_name, deployment_name, disruption_budget_name
 
 HPA_API_VERSION = "autoscaling/v2"
 KEDA_API_VERSION = "keda.sh/v1alpha1"
 PDB_API_VERSION = "policy/v1"
+
+TargetKind = Literal["Deployment", "LeaderWorkerSet"]
+"""What a revision runs as: what the autoscaler scales (both have a scale subresource)."""
 
 # vLLM's own metrics (vllm/v1/metrics/loggers.py), as Prometheus scrapes them.
 VLLM_WAITING = "vllm:num_requests_waiting"
@@ -77,8 +87,11 @@ def _number(value: float) -> str:
     return text or "0"
 
 
-def _target_ref(name: str, revision: str) -> dict[str, str]:
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment_name(name, revision)}
+def _target_ref(name: str, revision: str, kind: TargetKind) -> dict[str, str]:
+    """The revision's Deployment, or its LeaderWorkerSet (a multi-node revision: the same
+    name, one replica a group)."""
+    api = LWS_API_VERSION if kind == "LeaderWorkerSet" else "apps/v1"
+    return {"apiVersion": api, "kind": kind, "name": deployment_name(name, revision)}
 
 
 def _metadata(vd: VLLMDeployment, name: str, revision: str) -> dict[str, Any]:
@@ -112,15 +125,18 @@ def hpa_metrics(targets: AutoscalingTargets) -> list[dict[str, Any]]:
     return metrics
 
 
-def render_hpa(vd: VLLMDeployment, revision: str) -> dict[str, Any]:
-    """The HorizontalPodAutoscaler scaling the Deployment of the serving ``revision``."""
+def render_hpa(
+    vd: VLLMDeployment, revision: str, kind: TargetKind = "Deployment"
+) -> dict[str, Any]:
+    """The HorizontalPodAutoscaler scaling the serving ``revision``'s ``kind`` (its
+    Deployment, or its LeaderWorkerSet: groups)."""
     spec = _autoscaling(vd)
     return {
         "apiVersion": HPA_API_VERSION,
         "kind": "HorizontalPodAutoscaler",
         "metadata": _metadata(vd, autoscaler_name(vd.metadata.name), revision),
         "spec": {
-            "scaleTargetRef": _target_ref(vd.metadata.name, revision),
+            "scaleTargetRef": _target_ref(vd.metadata.name, revision, kind),
             "minReplicas": spec.min_replicas,
             "maxReplicas": spec.max_replicas,
             "metrics": hpa_metrics(spec.effective_targets),
@@ -175,15 +191,18 @@ def keda_triggers(vd: VLLMDeployment, revision: str) -> list[dict[str, Any]]:
     return triggers
 
 
-def render_scaled_object(vd: VLLMDeployment, revision: str) -> dict[str, Any]:
-    """The KEDA ScaledObject scaling the Deployment of the serving ``revision``."""
+def render_scaled_object(
+    vd: VLLMDeployment, revision: str, kind: TargetKind = "Deployment"
+) -> dict[str, Any]:
+    """The KEDA ScaledObject scaling the serving ``revision``'s ``kind`` (its Deployment,
+    or its LeaderWorkerSet: KEDA scales any kind with a scale subresource)."""
     spec = _autoscaling(vd)
     return {
         "apiVersion": KEDA_API_VERSION,
         "kind": "ScaledObject",
         "metadata": _metadata(vd, autoscaler_name(vd.metadata.name), revision),
         "spec": {
-            "scaleTargetRef": _target_ref(vd.metadata.name, revision),
+            "scaleTargetRef": _target_ref(vd.metadata.name, revision, kind),
             "minReplicaCount": spec.min_replicas,
             "maxReplicaCount": spec.max_replicas,
             "triggers": keda_triggers(vd, revision),
@@ -191,11 +210,14 @@ def render_scaled_object(vd: VLLMDeployment, revision: str) -> dict[str, Any]:
     }
 
 
-def render_autoscaler(vd: VLLMDeployment, revision: str) -> dict[str, Any]:
-    """The autoscaler ``spec.autoscaling.engine`` asks for."""
+def render_autoscaler(
+    vd: VLLMDeployment, revision: str, kind: TargetKind = "Deployment"
+) -> dict[str, Any]:
+    """The autoscaler ``spec.autoscaling.engine`` asks for, scaling the serving
+    ``revision``'s ``kind`` (what that revision runs as, observed)."""
     if _autoscaling(vd).engine == "keda":
-        return render_scaled_object(vd, revision)
-    return render_hpa(vd, revision)
+        return render_scaled_object(vd, revision, kind)
+    return render_hpa(vd, revision, kind)
 
 
 # LeaderWorkerSet's label naming the set on every pod of its groups (LeaderWorkerSetNameLabelKey

@@ -32,7 +32,7 @@ from vllm_operator.api.status import VLLMDeploymentStatus
 from vllm_operator.api.summary import BenchSummary
 from vllm_operator.engine.extra_args import unknown_version_note
 from vllm_operator.engine.policy import LaunchPlan, plan_launch
-from vllm_operator.errors import SpecError, SpecErrors
+from vllm_operator.errors import SpecErrors
 from vllm_operator.render import labels, names
 from vllm_operator.render.revision import revision_hash, spec_digest
 from vllm_operator.render.validate import object_errors
@@ -73,24 +73,9 @@ def _spec_problems(
         return exc
     name_errors += references.secret_problems(vd, settings.allowed_secrets)
     name_errors += scaling.engine_problems(vd, settings)
-    name_errors += _group_problems(vd)
     if name_errors:
         return SpecErrors(name_errors)
     return vd, launch
-
-
-def _group_problems(vd: VLLMDeployment) -> list[SpecError]:
-    """What a multi-node revision (a LeaderWorkerSet) does not do yet, refused by name: an
-    autoscaler and a canary act on Deployments and on pods, not on groups."""
-    if vd.spec.resources.nodes == 1:
-        return []
-    fix = "remove it for a multi-node model (spec.resources.nodes > 1; docs/multi-node.md)"
-    found = []
-    if vd.spec.autoscaling is not None:
-        found.append(SpecError("spec.autoscaling", "does not scale multi-node groups yet", fix))
-    if vd.spec.rollout.canary is not None:
-        found.append(SpecError("spec.rollout.canary", "does not step multi-node groups yet", fix))
-    return found
 
 
 def plan(observed: Observed, now: datetime, settings: Settings | None = None) -> Plan:

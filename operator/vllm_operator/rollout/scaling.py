@@ -2,7 +2,8 @@
 
 Three rules, each a pure function of the observed state:
 
-- With ``spec.autoscaling`` the autoscaler owns ``replicas`` of the serving Deployment: the
+- With ``spec.autoscaling`` the autoscaler owns ``replicas`` of the serving Deployment (of
+  a multi-node revision, its LeaderWorkerSet: groups, through the set's scale subresource): the
   operator creates it at ``replicas`` (clamped to min..max) and never writes the count again,
   so it does not fight the HPA. Promotion scales the candidate to the stable Deployment's
   *current* count (what the HPA chose, observed each pass, not the spec's) before the
@@ -20,7 +21,7 @@ from __future__ import annotations
 from vllm_operator.api.reasons import EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.errors import SpecError
-from vllm_operator.render.autoscaling import render_autoscaler, render_pdb
+from vllm_operator.render.autoscaling import TargetKind, render_autoscaler, render_pdb
 from vllm_operator.render.names import autoscaler_name
 from vllm_operator.rollout.actions import Kind, Patch
 from vllm_operator.rollout.context import Pass, Settings
@@ -98,9 +99,12 @@ def _autoscaler(state: Pass, vd: VLLMDeployment, serving: str | None) -> None:
             )
     if spec is None or serving is None or wanted_kind is None:
         return
-    if state.observed.deployment_of(serving) is None:
+    target = state.observed.deployment_of(serving)
+    if target is None:
         return  # never point an autoscaler at a Deployment that does not exist (yet)
-    manifest = render_autoscaler(vd, serving)
+    # A multi-node revision's LeaderWorkerSet: the autoscaler scales whole groups.
+    kind: TargetKind = "LeaderWorkerSet" if target.kind == "LeaderWorkerSet" else "Deployment"
+    manifest = render_autoscaler(vd, serving, kind)
     current = next(
         (
             a

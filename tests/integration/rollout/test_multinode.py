@@ -260,3 +260,42 @@ def test_api_discovery_tells_whether_leaderworkersets_are_served() -> None:
             assert asyncio.run(kube.serves("LeaderWorkerSet")) is True
         finally:
             kube.close()
+
+
+HPA = ("autoscaling/v2", "horizontalpodautoscalers")
+
+
+def test_the_autoscaler_scales_whole_groups_and_the_operator_keeps_their_count(
+    groups: Rollout,
+) -> None:
+    r = groups
+    r.apply(two_nodes(autoscaling={"minReplicas": 1, "maxReplicas": 3}))
+    revision = r.wait_phase("Serving", gate="Passed", timeout=TIMEOUT)["stable"]["revision"]
+    lws_name = deployment_name("qwen", revision)
+    hpa = r.wait(lambda: r.cluster.get(*HPA, "qwen"), TIMEOUT, "the autoscaler")
+    assert hpa["spec"]["scaleTargetRef"] == {
+        "apiVersion": LWS_API,
+        "kind": "LeaderWorkerSet",
+        "name": lws_name,
+    }
+
+    # The HPA's write: two groups, through the set's scale subresource.
+    r.cluster.patch(LWS_API, "leaderworkersets", lws_name, {"spec": {"replicas": 2}},
+                    subresource="scale")  # fmt: skip
+    r.wait(lambda: "serves (2/2 Ready)" in r.status().get("message", ""), TIMEOUT,
+           "two whole groups Ready, as the operator sees them")  # fmt: skip
+    pods = group_pods(r, lws_name)
+    assert sorted(pods) == sorted(
+        [f"{lws_name}-0", f"{lws_name}-0-1", f"{lws_name}-1", f"{lws_name}-1-1"]
+    )
+    # More passes (a spec edit that rolls nothing: the autoscaler's bounds) leave the count.
+    r.apply(two_nodes(autoscaling={"minReplicas": 1, "maxReplicas": 4}))
+    r.wait(lambda: r.cluster.get(*HPA, "qwen")["spec"]["maxReplicas"] == 4, TIMEOUT,
+           "a pass after the scale moved the autoscaler's bound")  # fmt: skip
+    r.wait(lambda: r.status().get("observedGeneration") == r.get()["metadata"]["generation"],
+           TIMEOUT, "the edit observed")  # fmt: skip
+    assert r.cluster.get(LWS_API, "leaderworkersets", lws_name)["spec"]["replicas"] == 2
+    counts = [v["spec"]["replicas"] for v in r.cluster.history(LWS_API, "leaderworkersets",
+                                                                lws_name)]  # fmt: skip
+    assert counts[counts.index(2) :] == [2] * (len(counts) - counts.index(2)), counts
+    assert r.status()["stable"]["revision"] == revision  # nothing rolled

@@ -3,10 +3,12 @@ at exactly the serving revision's vLLM pods."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.engine.policy import plan_launch
@@ -118,3 +120,42 @@ def test_autoscaling_and_disruption_roll_no_revision(resource: dict[str, Any]) -
 )
 def test_quantity(value: float, text: str) -> None:
     assert quantity(value) == text
+
+
+LWS_CRD = Path(__file__).parent / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_a_multi_node_revision_is_scaled_through_its_leaderworkersets_scale(
+    resource: dict[str, Any], version: str
+) -> None:
+    vd = _with(resource, autoscaling={"minReplicas": 1, "maxReplicas": 3, "targets": EVERY_TARGET})
+    hpa = render_autoscaler(vd, "abc1234567", "LeaderWorkerSet")
+    kubernetes_validate.validate(hpa, version, strict=True)
+    target = hpa["spec"]["scaleTargetRef"]
+    assert target == {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "name": f"{vd.metadata.name}--abc1234567",
+    }
+    # What that target's scale subresource is, in LWS's own CRD (v0.10.0): replicas are
+    # groups, and the pods the HPA averages its Pods metrics over are the leaders.
+    crd = yaml.safe_load(LWS_CRD.read_text())
+    (served,) = [v for v in crd["spec"]["versions"] if v["name"] == target["apiVersion"][-2:]]
+    assert crd["spec"]["group"] + "/" + served["name"] == target["apiVersion"]
+    assert crd["spec"]["names"]["kind"] == target["kind"]
+    assert served["subresources"]["scale"] == {
+        "labelSelectorPath": ".status.hpaPodSelector",
+        "specReplicasPath": ".spec.replicas",
+        "statusReplicasPath": ".status.replicas",
+    }
+    assert render_hpa(vd, "abc1234567")["spec"]["scaleTargetRef"]["kind"] == "Deployment"
+
+
+def test_keda_scales_a_leaderworkerset_too(resource: dict[str, Any]) -> None:
+    prom = {"serverAddress": "http://prometheus.monitoring:9090"}
+    vd = _with(resource, autoscaling={"maxReplicas": 4, "engine": "keda", "prometheus": prom})
+    scaled = render_autoscaler(vd, "abc1234567", "LeaderWorkerSet")
+    assert scaled["kind"] == "ScaledObject"
+    assert scaled["spec"]["scaleTargetRef"]["kind"] == "LeaderWorkerSet"
+    assert scaled["spec"]["scaleTargetRef"]["apiVersion"] == "leaderworkerset.x-k8s.io/v1"

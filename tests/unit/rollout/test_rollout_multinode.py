@@ -13,11 +13,13 @@ budget counts whole groups.
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 from rollout_world import T0, World, serving_world, spec, summary
 
 from builders import resource
 from vllm_operator.render import labels
+from vllm_operator.rollout.actions import Patch
 from vllm_operator.rollout.context import Settings
 from vllm_operator.rollout.preview import first_revision
 
@@ -123,22 +125,61 @@ def test_the_twin_of_a_stable_group_is_a_whole_group_removed_after_the_gate() ->
     assert [k for k, _ in w.objects if k == "LeaderWorkerSet"] == ["LeaderWorkerSet"]
 
 
-def test_autoscaling_and_canary_on_groups_are_refused_by_name_and_create_nothing() -> None:
-    doc = spec(**TWO_NODES, autoscaling={"minReplicas": 1, "maxReplicas": 4})
-    doc["gate"] = {"baseline": {"mode": "stored"}}
-    doc["rollout"] = {
-        "canary": {
-            "steps": [{"weight": 10, "holdSeconds": 600}],
-            "analysis": {"minRequests": 100, "maxErrorPercentPoints": 5},
-        }
+AUTOSCALED = {**TWO_NODES, "autoscaling": {"minReplicas": 1, "maxReplicas": 4}}
+
+
+def _autoscaler(w: World) -> dict[str, Any]:
+    return w.objects[("HorizontalPodAutoscaler", "qwen")]
+
+
+def test_the_autoscaler_scales_the_serving_groups_and_the_operator_leaves_its_count() -> None:
+    w = serving_world(spec(**AUTOSCALED), MULTI)
+    stable = w.serving()
+    assert stable is not None
+    assert w.condition("Stalled")["status"] == "False"
+    lws_name = f"qwen--{stable}"
+    assert _autoscaler(w)["spec"]["scaleTargetRef"] == {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "name": lws_name,
     }
-    w = World(doc, MULTI)
+    # The HPA scales the set to 3 groups through its scale subresource.
+    lws = w.objects[("LeaderWorkerSet", lws_name)]
+    lws["spec"]["replicas"] = 3
+    lws["status"] = {"replicas": 3, "readyReplicas": 3}
+    for _ in range(3):
+        p = w.step()
+        assert not any(
+            isinstance(a, Patch) and a.kind == "LeaderWorkerSet" and "spec" in a.body
+            for a in p.actions
+        ), p.kinds()
+    assert lws["spec"]["replicas"] == 3  # not reset to spec.replicas
+    assert w.status["phase"] == "Serving"
+    assert "serves (3/3 Ready)" in w.status["message"]
+
+    # A new revision passes its gate: it is scaled to the stable's 3 groups before it
+    # serves, and the autoscaler moves to its set with the Service.
+    doc = spec(**AUTOSCALED)
+    doc["engine"]["extraArgs"] = [*doc["engine"]["extraArgs"], "--max-num-seqs", "64"]
+    doc["gate"] = {"baseline": {"mode": "stored"}}
+    w.set_spec(doc)
     w.settle()
-    assert w.objects == {}
-    stalled = w.condition("Stalled")
-    assert stalled["reason"] == "InvalidSpec"
-    assert "spec.autoscaling: does not scale multi-node groups yet" in stalled["message"]
-    assert "spec.rollout.canary: does not step multi-node groups yet" in stalled["message"]
+    (candidate,) = [r for r in w.revisions() if r != stable]
+    assert _autoscaler(w)["spec"]["scaleTargetRef"]["name"] == lws_name  # gate: outside
+    w.ready_all()
+    w.settle()
+    w.finish_job(summary())
+    w.settle()
+    scaled = w.objects[("LeaderWorkerSet", f"qwen--{candidate}")]
+    assert scaled["spec"]["replicas"] == 3
+    w.ready_all()
+    w.settle()
+    assert w.serving() == candidate
+    assert _autoscaler(w)["spec"]["scaleTargetRef"] == {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "name": f"qwen--{candidate}",
+    }
 
 
 def test_the_preview_of_a_multi_node_spec_is_its_leaderworkerset() -> None:

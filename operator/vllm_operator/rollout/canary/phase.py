@@ -126,12 +126,12 @@ def run(
     made = canary_traffic.share(mode, step.weight, want, stable_dep.replicas)
     step_ = steps.Step(vd, canary, record, dep, candidate, stable, made)
     where = step_.where
-    died = signals.server_failures(observed.pods_of_revision(candidate), record.counts)
+    died = _failures(observed, dep, record)
     if record.started_at is not None and died:
         return steps.fail(state, step_, "; ".join(died))
     if dep.replicas != want or dep.ready_replicas < want:
         state.canary_traffic = record.step > 0 or canary_traffic.is_shared(state, vd, stable)
-        ready = f"{dep.ready_replicas}/{want} candidate pods Ready"
+        ready = f"{dep.ready_replicas}/{want} candidate {_unit(dep)} Ready"
         limit = signals.NOT_READY_SECONDS if record.started_at is not None else None
         return steps.stalled(state, step_, ready, 1.0, limit)
     state.canary_traffic = True
@@ -158,11 +158,12 @@ def run(
         )
         record = steps.after_read(state, canary, record, counts)
         steps.write(state, dep, record)
+        stable_ready = stable_dep.ready_replicas
         state.event(
             "Normal",
             EventReason.CanaryStepStarted,
             f"revision {candidate}: {where} started "
-            f"({canary_traffic.how(mode, dep.ready_replicas, stable_dep.ready_replicas)}), "
+            f"({canary_traffic.how(mode, dep.ready_replicas, stable_ready, _unit(dep))}), "
             f"judged in {hold:g} s",
         )
         state.canary_status = status.model_copy(
@@ -220,13 +221,30 @@ def draining(state: Pass, vd: VLLMDeployment) -> set[str]:
     return {d.revision for d in state.observed.deployments if d.canary is not None}
 
 
+def _unit(dep: DeploymentView) -> str:
+    """What one replica of the candidate is: a pod, or (a LeaderWorkerSet) a group."""
+    return "groups" if dep.kind == "LeaderWorkerSet" else "pods"
+
+
+def _failures(observed: Observed, dep: DeploymentView, record: CanaryRecord) -> list[str]:
+    """Why the candidate failed since the step started: a server restarted, and for a
+    multi-node candidate a group recreated (``signals.group_failures``)."""
+    pods = observed.pods_of_revision(dep.revision)
+    died = signals.server_failures(pods, record.counts)
+    since = parse_time(record.started_at)
+    if dep.kind == "LeaderWorkerSet" and since is not None:
+        died += signals.group_failures(dep.name, pods, record.counts, since)
+    return died
+
+
 def scraped_pods(observed: Observed, candidate: str, stable: str) -> list[PodView]:
-    """The Ready server pods of both revisions: those the serving traffic reaches."""
+    """The Ready server pods of both revisions: those the serving traffic reaches (of a
+    multi-node revision, its leaders: the workers serve no HTTP and export no metrics)."""
     return [
         p
         for revision in (candidate, stable)
         for p in observed.pods_of_revision(revision)
-        if p.ready and p.ip is not None
+        if p.ready and p.ip is not None and p.component != labels.COMPONENT_WORKER
     ]
 
 

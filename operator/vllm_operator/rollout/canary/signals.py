@@ -10,6 +10,14 @@ naming an OOM kill when the kubelet says so. A candidate pod that is NotReady ho
 ``NOT_READY_SECONDS`` since the step's last complete read (at most one analysis interval
 before the pod went NotReady); longer, the step fails.
 
+A multi-node candidate (a LeaderWorkerSet) is a group per replica, and the step's counts
+are its leaders' (the only pods that serve and export metrics). A group cannot lose a
+member: LeaderWorkerSet recreates the whole group (``RecreateGroupOnPodRestart``), its pods
+under the same names, so a leader's restart count says nothing of it. ``group_failures``
+fails the step at once instead, as for a crashed server: a leader read in the step that is
+gone, a member of a candidate group whose server started after the step began (its group
+was recreated), or a worker whose server restarted (the recreation under way).
+
 And nothing may hold shared traffic forever: a step that makes no progress (its pods never
 Ready, its route missing, its pods' metrics unreadable) for ``progressDeadlineSeconds``
 since it was entered or since every pod was last read, fails, and the traffic goes back.
@@ -20,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
+from vllm_operator.render import labels
 from vllm_operator.rollout.canary.metrics import PodCounts
 from vllm_operator.rollout.canary.record import CanaryRecord
 from vllm_operator.rollout.views import PodView, parse_time
@@ -50,6 +59,36 @@ def server_failures(pods: Iterable[PodView], counts: Mapping[str, PodCounts]) ->
         if server.last_reason and not killed:
             detail += f" ({server.last_reason})"
         out.append(f"candidate pod {pod.name}: its server container {how} ({detail})")
+    return out
+
+
+def group_failures(
+    lws: str, pods: Iterable[PodView], counts: Mapping[str, PodCounts], since: datetime
+) -> list[str]:
+    """Why a group of the candidate LeaderWorkerSet ``lws`` failed during the step begun at
+    ``since`` (the step's counts are keyed by pod name: its leaders are ``<lws>-<group>``).
+    A leader's own restart is ``server_failures``'s to name, not repeated here."""
+    out: list[str] = []
+    by_name = {p.name: p for p in pods}
+    prefix = f"{lws}-"
+    for name in sorted(n for n in counts if n.startswith(prefix) and n not in by_name):
+        out.append(f"candidate leader {name} is gone (its group is being recreated)")
+    for pod in sorted(by_name.values(), key=lambda p: p.name):
+        server = pod.server
+        first = counts.get(pod.name)
+        if server is None or (first is not None and pod.restarts > first.restarts):
+            continue
+        worker = pod.component == labels.COMPONENT_WORKER
+        if server.started_at is not None and server.started_at > since:
+            out.append(
+                f"candidate pod {pod.name}: started after the step began (its group was "
+                "recreated: a member was lost)"
+            )
+        elif worker and pod.restarts > 0:
+            out.append(
+                f"candidate worker {pod.name}: its server container restarted (restarts "
+                f"{pod.restarts}): its group is recreated"
+            )
     return out
 
 

@@ -1,8 +1,9 @@
 """How a canary's share of the live traffic is made, and taken back. Pure.
 
 ``replicas`` (the default, no mesh): the serving Service's selector drops the revision and
-selects every server pod of the resource (``labels.canary_selector``), so stable and
-candidate pods are endpoints alike and kube-proxy spreads new connections over them: the
+selects every server pod of the resource (``labels.canary_selector``; of a multi-node
+revision, the leader of each group, so the share counts groups), so stable and candidate
+pods are endpoints alike and kube-proxy spreads new connections over them: the
 candidate's share is its Ready pods over all Ready pods, per connection and on average (a
 client that keeps one connection open stays where it landed). The candidate's pods join the
 endpoints only once Ready, and the selector is shared only once they are, so no request is
@@ -87,12 +88,14 @@ def shares(weight: int, in_effect: float) -> str:
 
 def share_warnings(vd: VLLMDeployment) -> list[str]:
     """One line per step whose weight whole replicas cannot make (traffic.mode replicas),
-    with ``spec.replicas`` stable pods: what the step will give instead."""
+    with ``spec.replicas`` stable pods (groups, for a multi-node model: the Service selects
+    one leader per group): what the step will give instead."""
     canary = vd.spec.rollout.canary
     if canary is None or canary.traffic.mode != "replicas":
         return []
     stable = vd.spec.replicas
     cap = max(vd.spec.replicas, vd.spec.rollout.candidate_replicas)
+    unit = "group(s)" if vd.spec.resources.nodes > 1 else "pod(s)"  # a replica of each
     out = []
     for i, step in enumerate(canary.steps):
         pods = candidate_replicas(step.weight, stable, cap)
@@ -100,17 +103,19 @@ def share_warnings(vd: VLLMDeployment) -> list[str]:
         if abs(made - step.weight) >= 0.5:
             out.append(
                 f"rollout.canary.steps[{i}]: weight {step.weight}% cannot be made of whole "
-                f"replicas beside {stable} stable pod(s): {pods} candidate pod(s) get "
+                f"replicas beside {stable} stable {unit}: {pods} candidate {unit} get "
                 f"{made:.3g}% of the serving traffic (more replicas, or traffic.mode "
                 "gatewayAPI, make it closer)"
             )
     return out
 
 
-def how(mode: TrafficMode, candidate_ready: int, stable_ready: int) -> str:
+def how(mode: TrafficMode, candidate_ready: int, stable_ready: int, unit: str = "pods") -> str:
+    """How the step's share is made; ``unit`` is ``groups`` for multi-node revisions (the
+    Service selects their leaders, one per group)."""
     if mode == "gatewayAPI":
         return "HTTPRoute weights"
-    return f"{candidate_ready} candidate and {stable_ready} stable pods behind the Service"
+    return f"{candidate_ready} candidate and {stable_ready} stable {unit} behind the Service"
 
 
 def route_name(vd: VLLMDeployment) -> str | None:
