@@ -18,9 +18,15 @@ Translation rules (pydantic's draft 2020-12 output -> Kubernetes' OpenAPI v3 sub
 - a free-form object (``dict[str, Any]`` marked ``x-kubernetes-preserve-unknown-fields`` in the
   model, e.g. affinity) keeps that marker and loses ``additionalProperties``;
 - ``title`` is dropped (pydantic derives it from the field name; it says nothing);
-- non-null ``default`` values are kept: structural schemas allow them, the API server then
-  stores the same defaults the operator applies, and ``kubectl explain`` shows them. ``null``
-  defaults are dropped (they mean "absent", which needs no default).
+- ``default`` values are not written into the schema but into the field's description
+  (``Default: 1.``, which ``kubectl explain`` shows), except for a field a printer column
+  reads (``spec.engine.performanceMode``, ``status.phase``: the column would be blank). The
+  operator applies the same defaults when it reads a spec (the pydantic models), so an
+  object means the same with or without them; a server-side default is instead stored in
+  every object, and ``kubectl describe vllmd`` printed some 25 lines of values nobody wrote
+  (issue 42), and ``kubectl get -o yaml`` and a GitOps tool's live view showed them as if
+  they had been. Objects stored while the CRD had defaults keep them (the same values).
+  ``null`` defaults mean "absent" and are dropped.
 
 Everything here is pure: ``crd_document()`` returns a dict and ``render_crd_yaml()`` its
 deterministic YAML text; ``commands.crds`` writes the files.
@@ -28,6 +34,7 @@ deterministic YAML text; ``commands.crds`` writes the files.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
@@ -131,6 +138,26 @@ PRINTER_COLUMNS: tuple[dict[str, Any], ...] = (
 )
 
 
+_DEFAULTED: frozenset[tuple[str, ...]] = frozenset(
+    tuple(c["jsonPath"].split("[")[0].strip(".").split("."))
+    for c in PRINTER_COLUMNS
+    if not c["jsonPath"].startswith(".metadata")
+)
+"""The only fields the API server defaults: those a printer column reads."""
+
+
+def _default_in_description(node: dict[str, Any]) -> dict[str, Any]:
+    """``node`` without its ``default``, the value said in its description instead."""
+    out = {k: v for k, v in node.items() if k != "default"}
+    value = node["default"]
+    if value is None or value in ("", [], {}):
+        return out
+    shown = json.dumps(value, separators=(", ", ": "))
+    text = str(out.get("description", "")).rstrip()
+    out["description"] = f"{text} Default: {shown}.".strip()
+    return out
+
+
 class CRDGenerationError(VLLMOperatorError, ValueError):
     """A model uses a JSON-schema construct that has no structural CRD equivalent."""
 
@@ -150,6 +177,8 @@ def _is_null(schema: Any) -> bool:
 def _convert(schema: dict[str, Any], defs: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
     """Translate one pydantic JSON-schema node (and its children) into a structural node."""
     node, nullable = _inline(schema, defs, path)
+    if "default" in node and path not in _DEFAULTED:
+        node = _default_in_description(node)
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key not in _DROPPED_KEYS:

@@ -60,3 +60,25 @@ def did_you_mean(word: str, known: Iterable[str], *, quote: bool = False, n: int
         return ""
     shown = [f"'{printable(c, newlines=False)}'" if quote else c for c in close]
     return f"did you mean {' or '.join(shown)}?"
+
+
+LINE_CHARS = 170
+"""Longest one-line message meant for ``kubectl describe`` (status messages, an Event's):
+with describe's indent and column (24-60 characters) each line stays within 200 (issue 42).
+The whole text goes to the operator's log and the report; status keeps the deciding part."""
+
+
+EVENT_CHARS = 145
+"""Longest Event message we post where a longer one would not fit: describe's Events table
+puts about 52 characters before it."""
+
+
+def clip(text: str, limit: int = LINE_CHARS) -> str:
+    """``text`` cut to at most ``limit`` characters at a word, ``...`` marking the cut."""
+    if len(text) <= limit:
+        return text
+    head = text[: max(limit - 3, 0)]
+    space = head.rfind(" ")
+    if space > limit // 2:
+        head = head[:space]
+    return head.rstrip(" ,;:(") + "..."

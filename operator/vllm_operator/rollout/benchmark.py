@@ -17,6 +17,7 @@ from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord
 from vllm_operator.api.summary import BenchSummary, Placement, TrialPlan
+from vllm_operator.api.text import EVENT_CHARS, clip
 from vllm_operator.gate.verdict import HEADLINE_CHARS
 from vllm_operator.render import labels
 from vllm_operator.render.job import render_job
@@ -99,7 +100,10 @@ def _start_job(
     state.event(
         "Normal",
         EventReason.BenchmarkStarted,
-        f"revision {candidate}: Job {manifest['metadata']['name']}; baseline: {choice.reason}",
+        clip(
+            f"revision {candidate}: Job {manifest['metadata']['name']}; baseline: {choice.reason}",
+            EVENT_CHARS,
+        ),
     )
     state.after(state.scaled(state.settings.job_start_seconds))
     return Outcome(
@@ -251,7 +255,10 @@ def _announce_verdict(
         more = len(entry.reasons) - len(entry.decided_by_reasons())
         if more > 0:
             said += f" (+{more} more in status.lastGate)"
-    state.event(kind, EventReason(f"Gate{entry.outcome}"), f"revision {candidate}: {said}")
+    message = f"revision {candidate}: {said}"
+    if len(message) > EVENT_CHARS:  # a line describe prints whole: the verdict in one line
+        message = clip(f"revision {candidate}: {entry.line()}", EVENT_CHARS)
+    state.event(kind, EventReason(f"Gate{entry.outcome}"), message)
     if entry.outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "rerun":
         reruns.announce(state, vd, candidate, attempt)
     elif entry.outcome == "Inconclusive" and vd.spec.rollout.on_inconclusive == "hold":

@@ -30,6 +30,7 @@ from vllm_operator.api.reasons import EventReason
 from vllm_operator.api.resource import VLLMDeployment, parse_vllm_deployment
 from vllm_operator.api.status import VLLMDeploymentStatus
 from vllm_operator.api.summary import BenchSummary
+from vllm_operator.api.text import clip
 from vllm_operator.engine.extra_args import unknown_version_note
 from vllm_operator.engine.policy import LaunchPlan, plan_launch
 from vllm_operator.errors import SpecErrors
@@ -187,7 +188,7 @@ def _status(
     if decided is not None:
         gate_message = f"revision {desired}: {decided.outcome}"
         if decided.reasons:
-            gate_message += " - " + decided.line()
+            gate_message = clip(gate_message + " - " + decided.line())
     status = state.status(
         outcome,
         stable=stable,

@@ -30,6 +30,7 @@ from vllm_operator.api.status import (
     VLLMDeploymentStatus,
 )
 from vllm_operator.api.summary import BenchSummary
+from vllm_operator.api.text import clip
 from vllm_operator.render import labels
 from vllm_operator.rollout.ledger import bounded, second_timestamp
 from vllm_operator.rollout.views import DeploymentView
@@ -168,13 +169,16 @@ def build_status(
     """
     phase = outcome.phase
     ready: ConditionStatus = "True" if phase == "Serving" else "False"
+    ready_message = outcome.message
+    if phase == "Degraded" and outcome.reason == ConditionReason.CandidateRejected:
+        ready_message = READY_WHILE_REJECTED
     working: ConditionStatus = "True" if phase in WORKING else "False"
     stalled: ConditionStatus = "True" if phase in NEEDS_PERSON else "False"
     prev = previous.conditions
     gate_status, gate_reason, gate_message = gate
     conditions = [
         _condition(
-            prev, "Ready", ready, outcome.reason, outcome.message, generation=generation, now=now
+            prev, "Ready", ready, outcome.reason, ready_message, generation=generation, now=now
         ),
         _condition(
             prev,
@@ -249,9 +253,26 @@ def build_status(
         stable=stable,
         candidate=candidate,
         last_gate=_newest_in_full(previous, history),
-        history=bounded(history),
+        history=[_one_line(entry) for entry in bounded(history)],
         warnings=list(warnings),
     )
+
+
+READY_WHILE_REJECTED = (
+    "the spec's revision was rejected (Stalled says why) while the stable one serves "
+    "(status.stable): Ready is False until the spec changes (kstatus Failed, Argo CD Degraded)"
+)
+"""Ready's message in Degraded: why Ready is False while users are served (issue 42)."""
+
+REASON_CHARS = 190
+"""Longest line of a history entry, and of a canary figure that decided nothing: describe
+prints each on a line of its own after 6 spaces. ``lastGate``'s other reasons stay whole."""
+
+
+def _one_line(gate: GateRecord) -> GateRecord:
+    """A history entry with its line cut to ``REASON_CHARS`` (a no-op on one already cut)."""
+    kept = [clip(r, REASON_CHARS) for r in gate.reasons]
+    return gate if kept == gate.reasons else gate.model_copy(update={"reasons": kept})
 
 
 def _newest_in_full(

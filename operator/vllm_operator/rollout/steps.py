@@ -11,6 +11,7 @@ from __future__ import annotations
 from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord
+from vllm_operator.api.text import LINE_CHARS, clip
 from vllm_operator.engine.policy import LaunchPlan
 from vllm_operator.render import labels, names
 from vllm_operator.render.services import render_candidate_service, render_serving_service
@@ -242,16 +243,14 @@ def _reject(
             EventReason.CandidateRemoved,
             f"revision {candidate} rejected: {dep.kind} deleted",
         )
-    text = decided.line() or decided.outcome
-    if serving_ok(state, stable):
-        return Outcome(
-            "Degraded",
-            f"revision {candidate} rejected ({decided.outcome}: {text}); revision {stable} serves",
-            ConditionReason.CandidateRejected,
-        )
+    # One line describe prints whole (issue 42): the deciding figure first, cut to fit; the
+    # verdict annotation and status.lastGate have the rest, the report every figure.
+    head = f"revision {candidate} rejected ({decided.outcome}: "
+    tail = f"); revision {stable} serves" if serving_ok(state, stable) else "); nothing serves"
+    text = clip(decided.line() or decided.outcome, LINE_CHARS - len(head) - len(tail))
     return Outcome(
-        "Failed",
-        f"revision {candidate} rejected ({decided.outcome}: {text}); nothing serves",
+        "Degraded" if serving_ok(state, stable) else "Failed",
+        head + text + tail,
         ConditionReason.CandidateRejected,
     )
 

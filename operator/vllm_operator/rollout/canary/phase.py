@@ -39,6 +39,7 @@ from vllm_operator.api.canary import CanaryFigures, CanarySpec, CanaryStatus
 from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord
+from vllm_operator.api.text import EVENT_CHARS, clip
 from vllm_operator.render import labels, names
 from vllm_operator.rollout import ledger
 from vllm_operator.rollout.canary import signals, steps
@@ -162,9 +163,12 @@ def run(
         state.event(
             "Normal",
             EventReason.CanaryStepStarted,
-            f"revision {candidate}: {where} started "
-            f"({canary_traffic.how(mode, dep.ready_replicas, stable_ready, _unit(dep))}), "
-            f"judged in {hold:g} s",
+            clip(
+                f"revision {candidate}: {where} started "
+                f"({canary_traffic.how(mode, dep.ready_replicas, stable_ready, _unit(dep))}), "
+                f"judged in {hold:g} s",
+                EVENT_CHARS,
+            ),
         )
         state.canary_status = status.model_copy(
             update={"started_at": record.started_at, "due_at": record.due_at}

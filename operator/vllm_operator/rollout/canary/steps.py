@@ -20,6 +20,7 @@ from vllm_operator.api.canary import CanaryFigures, CanarySpec, CanaryStatus
 from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord
+from vllm_operator.api.text import EVENT_CHARS, clip
 from vllm_operator.render import labels
 from vllm_operator.rollout import ledger
 from vllm_operator.rollout.actions import Patch
@@ -44,7 +45,7 @@ from vllm_operator.rollout.canary.record import CanaryRecord
 from vllm_operator.rollout.canary.traffic import pod_load_ratio, shares
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.observed import Observed
-from vllm_operator.rollout.status import Outcome
+from vllm_operator.rollout.status import REASON_CHARS, Outcome
 from vllm_operator.rollout.views import DeploymentView, PodView, parse_time
 
 SCRAPE_RETRY_SECONDS = 1.0
@@ -178,7 +179,8 @@ def fail(state: Pass, step: Step, why: str, judged: StepJudgement | None = None)
     """The step failed (a figure, a signal or the deadline): a Failed verdict naming why;
     traffic back to the stable in this pass."""
     where, candidate = step.where, step.candidate
-    extra = judged.reasons()[1:] if judged is not None else []
+    # The figures that decided nothing, a line each (the deciding one stays whole).
+    extra = [clip(r, REASON_CHARS) for r in judged.reasons()[1:]] if judged is not None else []
     state.decide(
         GateRecord(
             revision=candidate,
@@ -189,7 +191,11 @@ def fail(state: Pass, step: Step, why: str, judged: StepJudgement | None = None)
         ),
         None,  # its Event names the failure, below
     )
-    state.event("Warning", EventReason.CanaryFailed, f"revision {candidate}: {where}: {why}"[:1024])
+    state.event(
+        "Warning",
+        EventReason.CanaryFailed,
+        clip(f"revision {candidate}: {where}: {why}", EVENT_CHARS),
+    )
     leave(state, step.vd, step.canary, candidate, step.stable)
     return None
 
