@@ -355,7 +355,7 @@ class WorkloadSpec(APIModel):
         return self.synthetic is None and self.dataset is None
 
 
-DEFAULT_FLOOR_PERCENT: dict[LatencyMetric, float] = {"ttft": 10, "itl": 25, "tpot": 10, "e2e": 10}
+DEFAULT_FLOOR_PERCENT: dict[LatencyMetric, float] = {"ttft": 10, "itl": 25, "tpot": 10, "e2e": 25}
 """Each metric's regression floor (percent of its SLO limit) where the spec sets none, fitted
 from identical vLLM servers on an H100 and an H200 (docs/bench.md, "Allowances per metric")."""
 
@@ -373,7 +373,7 @@ class PercentileLimits(APIModel):
         le=100,
         description="This metric's allowance against the gate's baseline: the smallest "
         "regression of a limited percentile that counts, percent of its limit (wins over "
-        "slo.regressionFloorPercent; absent: that, else ttft 10, itl 25, tpot 10, e2e 10). "
+        "slo.regressionFloorPercent; absent: that, else ttft 10, itl 25, tpot 10, e2e 25). "
         "A canary's comparisons have their own floorMs and do not read it.",
     )
 
@@ -435,7 +435,7 @@ class SloThresholds(SloLimits):
         le=100,
         description="Shorthand for every metric's regressionFloorPercent (the smallest "
         "regression that counts, percent of the SLO limit) where a metric sets none. Absent: "
-        "each metric's default, from identical servers: ttft 10, itl 25, tpot 10, e2e 10.",
+        "each metric's default, from identical servers: ttft 10, itl 25, tpot 10, e2e 25.",
     )
 
     levels: list[LevelSlo] = Field(

@@ -1,6 +1,6 @@
 """`vllm-operator calibrate`: per-metric floors and a plan fitted from your own A/A runs.
 
-The default floors (``regressionFloorPercent``: TTFT 10, ITL 25, TPOT 10, E2E 10) were fitted
+The default floors (``regressionFloorPercent``: TTFT 10, ITL 25, TPOT 10, E2E 25) were fitted
 on an H100 and an H200 with one model and workload; another GPU, model or load has its own
 noise. Given two or more A/A reports (``bench --baseline-url`` with the candidate and its twin
 on the same revision), this command fits each limited figure's noise (``gate.calibration``),
