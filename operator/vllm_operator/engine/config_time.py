@@ -246,7 +246,8 @@ def _named_refusals(table: FlagTable, values: dict[str, Any]) -> list[Refusal]:
     for f in found:
         registry = next((r for r in (named or {}).values() if r.key == f.dest), None)
         value = values.get(f.dest)
-        if registry is not None and isinstance(value, str) and not registry.accepts(value):
+        plugin = values.get(registry_names.PLUGINS.get(f.dest, ""))
+        if registry and isinstance(value, str) and not plugin and not registry.accepts(value):
             flag = "--" + f.dest.replace("_", "-")
             hint = registry_names.hint(registry, value)
             out.append(Refusal(f.stage, f"{f.reason}; {flag} {value!r}: {hint}"))

@@ -33,6 +33,8 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
     "reasoning_parser": ("reasoning_parser", "reasoning parser", ""),
     "tool_call_parser": ("tool_call_parser", "tool call parser", "enable_auto_tool_choice"),
 }
+# a plugin file vLLM imports at start may register more names: not checked then
+PLUGINS = {"reasoning_parser": "reasoning_parser_plugin", "tool_call_parser": "tool_parser_plugin"}
 _LISTED = 60  # at most this many valid names in a message
 
 
@@ -112,6 +114,8 @@ def _vllm_words(registry: Registry, name: str) -> str:
     """The recorded refusal of ``bogus`` with ``name`` in its place (vLLM's own words)."""
     for form in registry.forms:
         if form.name == "bogus" and not form.accepted:
+            if "'BOGUS'" in form.message:  # the lookup upper-cased the name first
+                return form.message.replace("'BOGUS'", repr(name.upper()), 1)
             return form.message.replace("bogus", name, 1)
     return ""
 
@@ -147,7 +151,7 @@ def refusals(
             continue
         if switch and not values.get(switch):
             continue
-        if registry.accepts(value):
+        if values.get(PLUGINS.get(key, "")) or registry.accepts(value):
             continue
         flag = "--" + dest.replace("_", "-")
         said = _vllm_words(registry, value)
@@ -155,7 +159,7 @@ def refusals(
         out.append(
             (
                 dest,
-                f"{flag} {value!r} is not a {words} vLLM {version} registers{vllm}; "
+                f"{flag} {value!r}: vLLM {version} registers no {words} of that name{vllm}; "
                 + hint(registry, value),
             )
         )

@@ -144,7 +144,7 @@ def test_random_combinations_get_vllms_verdict(release: flagdata.Version) -> Non
     assert len(plain) >= 40
     assert compiling
     assert broken
-    assert len(named) >= 20
+    assert len(named) >= 20 or registry_names.recorded(release) is None
 
     @settings(
         max_examples=40,

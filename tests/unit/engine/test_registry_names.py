@@ -97,3 +97,15 @@ def test_case_folding_and_extra_names_come_from_the_recorded_verdicts() -> None:
     assert not parser.accepts("Qwen3")
     assert not parser.accepts("auto")
     assert parser.accepts("qwen3")
+
+
+def test_a_parser_plugin_may_register_the_name() -> None:
+    """With ``--reasoning-parser-plugin`` vLLM imports the file at start, and the file may
+    register the name: only the names check is left out (the file's presence is vLLM's)."""
+    release = Version.parse("0.13.0")
+    table = flagdata.table(release)
+    alone = extra_args.check(["m"], ["--reasoning-parser", "mine"], table, "balanced")
+    assert any("registers no reasoning parser of that name" in e.message for e in alone.errors)
+    with_plugin = ["--reasoning-parser", "mine", "--reasoning-parser-plugin", "/p/mine.py"]
+    report = extra_args.check(["m"], with_plugin, table, "balanced")
+    assert not any("'mine'" in e.message for e in report.errors), report.errors
