@@ -154,7 +154,7 @@ def test_random_combinations_get_vllms_verdict(release: flagdata.Version) -> Non
     )
     @given(
         others=st.lists(st.sampled_from(plain), min_size=1, max_size=4),
-        names=st.lists(st.sampled_from(named), max_size=2),
+        names=st.lists(st.sampled_from(named), max_size=2) if named else st.just([]),
         compile_form=st.none() | st.sampled_from(compiling),
         first=st.none() | st.sampled_from(broken),
         data=st.data(),
