@@ -56,6 +56,11 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _MAX_MESSAGE = 600
 
 
+def _inner_file(out: Path, src: Path) -> Path:
+    """Where the inner run leaves its result (read and removed by the outer one)."""
+    return out / f".classes-stage-{src.name}.json"
+
+
 def near_misses(name: str) -> list[str]:
     """Names one slip away from ``name``: another case, the other separator, one
     character less, one more."""
@@ -229,17 +234,22 @@ def main() -> None:
     ap.add_argument("--inner", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.inner is not None:  # inside the environment, PYTHONPATH=the sources
-        sys.stdout.write(json.dumps(record(args.inner)))
+        # to a file: some releases print to stdout while their modules import
+        doc = record(args.inner)
+        _inner_file(args.out, args.inner).write_text(json.dumps(doc))
         return
     if not args.python or not args.src_root:
         ap.error("--python and --src-root are needed")
     args.out.mkdir(parents=True, exist_ok=True)
+    out = str(args.out.resolve())
     for version in args.versions:
         started = time.monotonic()
         src = (args.src_root / version).resolve()
         env = dict(os.environ, PYTHONPATH=str(src), VLLM_TARGET_DEVICE="cpu")
+        inner = _inner_file(args.out.resolve(), src)
+        inner.unlink(missing_ok=True)
         proc = subprocess.run(
-            [args.python, str(Path(__file__).resolve()), "--inner", str(src)],
+            [args.python, str(Path(__file__).resolve()), "--inner", str(src), "--out", out],
             cwd=src,
             env=env,
             capture_output=True,
@@ -249,7 +259,8 @@ def main() -> None:
         if proc.returncode != 0:
             sys.stderr.write(proc.stderr[-3000:])
             raise SystemExit(f"recording vllm {version} failed (exit {proc.returncode})")
-        doc = {"vllm": version, **json.loads(proc.stdout)}
+        doc = {"vllm": version, **json.loads(inner.read_text())}
+        inner.unlink()
         (args.out / f"vllm-{version}.json").write_text(render(doc))
         took = time.monotonic() - started
         print(f"{version}: {len(doc['forms'])} forms, {took:.1f} s", flush=True)
