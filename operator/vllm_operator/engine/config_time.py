@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from vllm_operator.engine import catalog, engine_checks, flagdata
+from vllm_operator.engine import catalog, engine_checks, flagdata, registry_names
 from vllm_operator.engine.config_schema import lax_int
 from vllm_operator.engine.flagdata import FlagTable
 
@@ -221,7 +221,7 @@ def read(table: FlagTable, values: dict[str, Any], taken: set[str]) -> AfterPars
             level = None
         else:
             level = converted
-    refusals += [Refusal(f.stage, f.reason) for f in engine_checks.refusals(table, values)]
+    refusals += _named_refusals(table, values)
     if refusals:
         return AfterParse(tuple(refusals), ())
     reasons = []
@@ -234,3 +234,29 @@ def read(table: FlagTable, values: dict[str, Any], taken: set[str]) -> AfterPars
     elif level == 0:
         reasons.append("optimization level 0 (-O0 / --optimization-level 0)")
     return AfterParse((), tuple(reasons))
+
+
+def _named_refusals(table: FlagTable, values: dict[str, Any]) -> list[Refusal]:
+    """The API server's and engine config's checks, then the names vLLM looks up in a
+    registry at start (``registry_names``): a name an engine check refused already gets
+    the registry's "did you mean" added, not a second refusal."""
+    found = engine_checks.refusals(table, values)
+    named = registry_names.recorded(table.version) if table.records_engine else None
+    out = []
+    for f in found:
+        registry = next((r for r in (named or {}).values() if r.key == f.dest), None)
+        value = values.get(f.dest)
+        plugin = values.get(registry_names.PLUGINS.get(f.dest, ""))
+        if registry and isinstance(value, str) and not plugin and not registry.accepts(value):
+            flag = "--" + f.dest.replace("_", "-")
+            hint = registry_names.hint(registry, value)
+            out.append(Refusal(f.stage, f"{f.reason}; {flag} {value!r}: {hint}"))
+        else:
+            out.append(Refusal(f.stage, f.reason))
+    if named is not None:
+        already = frozenset(f.dest for f in found)
+        out += [
+            Refusal("names", reason)
+            for _, reason in registry_names.refusals(table.version, values, already)
+        ]
+    return out

@@ -183,6 +183,7 @@ class Found:
 
     stage: str
     reason: str
+    dest: str = ""  # the option whose value the check read, where it is one
 
 
 def concise(message: str) -> str:
@@ -283,6 +284,7 @@ def refusals(table: FlagTable, values: dict[str, Any]) -> list[Found]:
     for rule in RULES:
         message = _stage_message(table, rule)
         if message is not None and rule.applies(values, names):
-            found.append(Found(rule.stage, concise(_substitute(message, rule, values))))
+            dest = rule.subs[0][1] if rule.subs else ""
+            found.append(Found(rule.stage, concise(_substitute(message, rule, values)), dest))
     found += _field_errors(table, values)
     return found

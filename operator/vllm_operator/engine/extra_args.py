@@ -362,6 +362,7 @@ _WHERE = {
     "config": "after parsing its arguments",
     "api_server": "after parsing its arguments, in its API server's checks before binding the port",
     "engine": "after parsing its arguments, building its engine config (before loading the model)",
+    "names": "after parsing its arguments, looking a name up in its registry (before serving)",
 }
 
 
@@ -397,6 +398,7 @@ _AFTER_FIX = {
     "validate": "add the option it requires, or drop it",
     "api_server": "name a parser this vLLM release registers, or drop the flag",
     "engine": "give a value vLLM's engine config accepts, or drop the flag",
+    "names": "use a name this vLLM release registers (listed above), or drop the flag",
 }
 
 

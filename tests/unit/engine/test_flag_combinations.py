@@ -5,7 +5,10 @@ Each committed table holds vLLM's verdict on every conformance form alone (parse
 test_flag_conformance). Forms that touch different settings do not interact in vLLM, so a
 command line made of several of them is refused when one of them is, and otherwise runs
 eager exactly when its one compilation-deciding form does. The property draws such
-combinations at random and asks the whole policy (``extra_args.check``, the entry
+combinations at random, together with up to two names recorded through vLLM's own
+registry lookups (``engine/flags/names``: valid names and near misses of the reasoning
+parsers, tool call parsers, quantization methods and attention backends), and asks the
+whole policy (``extra_args.check``, the entry
 ``plan_launch`` uses) for accept/refuse and eager/compiled.
 
 What is kept out of a combination, and why: forms whose settings interact in vLLM
@@ -26,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vllm_operator.engine import catalog, extra_args, flagdata
+from vllm_operator.engine import argv, catalog, extra_args, flagdata, registry_names
 from vllm_operator.engine.flagdata import FlagTable, Form
 
 # Releases recorded with every stage: the others' tables miss what vLLM does after argparse.
@@ -48,13 +51,32 @@ _INTERACTING = {
 _COMPILATION = {"optimization_level", "compilation_config", "enforce_eager"}
 
 
-def _vllm(form: Form) -> str:
+def _vllm(form: Form, table: FlagTable | None = None) -> str:
     """refused | eager | compiled, as recorded from vLLM (a refusal that depends on the
-    model is vLLM's to make: the policy lets it through)."""
+    model is vLLM's to make: the policy lets it through). A name vLLM's registry lookup
+    refused (recorded on its own: test_registry_names) is refused whatever the stand-in's
+    engine stage saw."""
     after = form.record.get("after") or {}
     if form.verdict != "accepted" or after.get("verdict") == "refused":
         return "refused"
+    if table is not None:
+        parsed = argv.parse(table, ["m", *form.argv])
+        values = {d: parsed.value(d) for d in registry_names.dests() if parsed.last(d)}
+        if registry_names.lookup_refused(table.version, values):
+            return "refused"
     return "eager" if after.get("eager") else "compiled"
+
+
+def _name_forms(table: FlagTable) -> list[Form]:
+    """Each name recorded through vLLM's registry lookup, as the form that carries it."""
+    out = []
+    for registry in (registry_names.recorded(table.version) or {}).values():
+        for named in registry.forms:
+            extra = registry_names.argv_of(registry.key, named.name)
+            after = {"verdict": "ok" if named.accepted else "refused", "eager": False}
+            dests = sorted(a[2:].replace("-", "_") for a in extra if a.startswith("--"))
+            out.append(Form(tuple(extra), "accepted", "", {"set": dests, "after": after}))
+    return out
 
 
 def _own_refusal(table: FlagTable, form: Form) -> bool:
@@ -107,8 +129,8 @@ def _policy(table: FlagTable, extra: list[str]) -> str:
     return "eager" if report.runs_eager else "compiled"
 
 
-def _expected(chosen: list[Form]) -> str:
-    verdicts = [_vllm(f) for f in chosen]
+def _expected(chosen: list[Form], table: FlagTable) -> str:
+    verdicts = [_vllm(f, table) for f in chosen]
     if "refused" in verdicts:
         return "refused"
     return "eager" if "eager" in verdicts else "compiled"
@@ -118,26 +140,31 @@ def _expected(chosen: list[Form]) -> str:
 def test_random_combinations_get_vllms_verdict(release: flagdata.Version) -> None:
     table = flagdata.table(release)
     plain, compiling, broken = _pools(table)
+    named = _name_forms(table)
     assert len(plain) >= 40
     assert compiling
     assert broken
+    assert len(named) >= 20 or registry_names.recorded(release) is None
 
     @settings(
-        max_examples=30,
+        max_examples=40,
         deadline=None,
         derandomize=True,
         suppress_health_check=list(HealthCheck),
     )
     @given(
         others=st.lists(st.sampled_from(plain), min_size=1, max_size=4),
+        names=st.lists(st.sampled_from(named), max_size=2) if named else st.just([]),
         compile_form=st.none() | st.sampled_from(compiling),
         first=st.none() | st.sampled_from(broken),
         data=st.data(),
     )
-    def check(others: list[Form], compile_form: Any, first: Any, data: st.DataObject) -> None:
+    def check(
+        others: list[Form], names: list[Form], compile_form: Any, first: Any, data: st.DataObject
+    ) -> None:
         chosen: list[Form] = []
         seen: set[str] = set()
-        for form in [*others, *([compile_form] if compile_form else [])]:
+        for form in [*names, *others, *([compile_form] if compile_form else [])]:
             dests = set(form.record["set"])
             if dests & seen:
                 continue
@@ -147,6 +174,7 @@ def test_random_combinations_get_vllms_verdict(release: flagdata.Version) -> Non
         if first is not None:
             chosen = [first, *chosen]
         extra = [a for form in chosen for a in form.argv]
-        assert _policy(table, extra) == _expected(chosen), (extra, [_vllm(f) for f in chosen])
+        got = _policy(table, extra)
+        assert got == _expected(chosen, table), (extra, [_vllm(f, table) for f in chosen])
 
     check()

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from vllm_operator.engine import argv, extra_args, flagdata
+from vllm_operator.engine import argv, extra_args, flagdata, registry_names
 from vllm_operator.engine.flagdata import FlagTable, Form
 
 RELEASES = flagdata.releases()
@@ -72,6 +72,8 @@ def _mismatch(table: FlagTable, form: Form) -> str | None:
     after = rec.get("after")
     if after is not None and not _refused_by_the_project(table, form):
         got_after = extra_args.after_parse(parsed, table)
+        if _names_refused(table, parsed) and after["verdict"] != "refused":
+            after = {**after, "verdict": "refused", "stage": "names"}
         if (after["verdict"] == "refused") != bool(got_after.refusals):
             return f"{form.argv}: after argparse vLLM {after}, policy {got_after}"
         stages = {r.stage for r in got_after.refusals}
@@ -90,6 +92,15 @@ def _mismatch(table: FlagTable, form: Form) -> str | None:
     if mode != recorded_mode:
         return f"{form.argv}: compilation mode {rec['compilation_level']} vs {mode}"
     return None
+
+
+def _names_refused(table: FlagTable, parsed: argv.Parsed) -> bool:
+    """vLLM's registry lookup, recorded on its own (test_registry_names), refuses a name
+    this form gives: the stand-in's engine stage could not see it (0.13-0.19 look a
+    reasoning parser up only in the API server's chat handler, 0.20+ after loading the
+    tokenizer the stand-in lacks), so that record decides."""
+    values = {d: parsed.value(d) for d in registry_names.dests() if parsed.last(d) is not None}
+    return registry_names.lookup_refused(table.version, values)
 
 
 def _refused_by_the_project(table: FlagTable, form: Form) -> bool:
@@ -149,6 +160,9 @@ def test_policy_refuses_exactly_what_vllm_refuses(release: flagdata.Version) -> 
         own = [e for e in report.errors if e not in vllm_says]
         after = form.record.get("after") or {}
         refuses = form.verdict != "accepted" or after.get("verdict") == "refused"
+        named = not refuses and _names_refused(table, argv.parse(table, ["m", *form.argv]))
+        if named:
+            refuses, after = True, {**after, "verdict": "refused", "stage": "names"}
         if not table.records_engine:
             # recorded before the engine stage: what vLLM does there is unknown, and the
             # checks of the stages after argparse are read leniently
@@ -170,6 +184,7 @@ _STAGE_WORDS = {
     "config": "after parsing its arguments",
     "api_server": "API server's checks",
     "engine": "building its engine config",
+    "names": "looking a name up in its registry",
 }
 
 

@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""Record, per vLLM release, the names its start-up checks look up in a registry (issue 43).
+
+A name that argparse takes as a plain string (``--reasoning-parser``, ``--attention-backend``,
+``--quantization``, ``--tool-call-parser``) is looked up in a registry of that release when
+`vllm serve` starts, and an unknown one stops the pod after the image pull. The main
+recording (``extract.py``) cannot see every such refusal: 0.13-0.19 look a reasoning parser
+up only when the API server builds its chat handler (after ``create_engine_config``), and
+0.20+ load the model's tokenizer first, which the config-only stand-in has not. So this
+stage, its own recording, calls the lookup function each check calls, in the release's own
+code, on a few names per registry: valid ones and near misses derived from them (another
+case, ``-`` for ``_``, one character less or more), ``auto`` and ``bogus``. Which checks
+run at start and what they consult (read from each release's code):
+
+- ``reasoning_parser``: ``ReasoningParserManager.get_reasoning_parser`` (``vllm.reasoning``;
+  ``StructuredOutputsConfig`` 0.11.1-0.12, the chat handler 0.13+, ``ReasoningConfig`` 0.20+;
+  0.10.2-0.11.0 gave argparse the names as choices);
+- ``tool_call_parser``: ``ToolParserManager.get_tool_parser`` (``validate_api_server_args``
+  and the chat handler, only with ``--enable-auto-tool-choice``);
+- ``quantization``: ``get_quantization_config`` (``ModelConfig._verify_quantization``
+  consults the same ``QUANTIZATION_METHODS``);
+- ``attention_backend``: ``AttentionConfig.validate_backend_before`` where it exists (the
+  converter ``create_engine_config`` reuses), else the backend enum ``EngineArgs`` indexes.
+
+Run by people, never by CI, in the recording environment (``setup-env.sh``) on a release's
+unpacked Python sources; it imports only the registries' modules (seconds per release)::
+
+    hack/vllm-flags/classes_stage.py --python /work/tmp/vllm-flags-env/bin/python \
+        --src-root DIR 0.22.0 0.33.0      # DIR/0.22.0/vllm/... : the wheel's sources
+
+It writes ``operator/vllm_operator/engine/flags/names/vllm-X.Y.Z.json``, a file of its own
+beside the release's table (sorted, no timestamps or addresses: a re-run reproduces it byte
+for byte), so that re-recording either stage leaves the other's file untouched.
+"""
+
+# ruff: noqa: PLC0415
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE.parent.parent / "operator" / "vllm_operator" / "engine" / "flags" / "names"
+FORMAT = 1
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_MAX_MESSAGE = 600
+
+
+def _inner_file(out: Path, src: Path) -> Path:
+    """Where the inner run leaves its result (read and removed by the outer one)."""
+    return out / f".classes-stage-{src.name}.json"
+
+
+def near_misses(name: str) -> list[str]:
+    """Names one slip away from ``name``: another case, the other separator, one
+    character less, one more."""
+    out = [name.upper(), name.lower(), name.capitalize(), name[:-1], name + "x"]
+    if "_" in name:
+        out.append(name.replace("_", "-"))
+    if "-" in name:
+        out.append(name.replace("-", "_"))
+    return [n for n in dict.fromkeys(out) if n and n != name]
+
+
+def _force_cpu() -> None:
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+    with contextlib.suppress(Exception):
+        from vllm import platforms
+        from vllm.platforms.cpu import CpuPlatform
+
+        CpuPlatform.import_kernels = classmethod(lambda cls: None)  # type: ignore[assignment]
+        platforms._current_platform = CpuPlatform()  # type: ignore[attr-defined]
+
+
+def _listed(manager: Any, eager: str) -> set[str]:
+    """Every name the manager resolves: registered ones and lazily registered ones."""
+    names = set(getattr(manager, eager, {})) | set(getattr(manager, "lazy_parsers", {}))
+    if hasattr(manager, "list_registered"):
+        names |= set(manager.list_registered())
+    return names
+
+
+def _reasoning() -> tuple[list[str], Callable[[str], Any], str] | None:
+    try:
+        from vllm.reasoning import ReasoningParserManager as m
+    except Exception:
+        return None
+    names = _listed(m, "reasoning_parsers")
+    where = "vllm.reasoning.ReasoningParserManager.get_reasoning_parser"
+    return sorted(set(names)), m.get_reasoning_parser, where
+
+
+def _tool() -> tuple[list[str], Callable[[str], Any], str] | None:
+    for module in ("vllm.tool_parsers", "vllm.entrypoints.openai.tool_parsers"):
+        try:
+            m = __import__(module, fromlist=["ToolParserManager"]).ToolParserManager
+        except Exception:
+            continue
+        names = _listed(m, "tool_parsers")
+        return sorted(set(names)), m.get_tool_parser, f"{module}.ToolParserManager.get_tool_parser"
+    return None
+
+
+def _quantization() -> tuple[list[str], Callable[[str], Any], str] | None:
+    try:
+        from vllm.model_executor.layers import quantization as q
+    except Exception:
+        return None
+    where = "vllm.model_executor.layers.quantization.get_quantization_config"
+    return sorted(q.QUANTIZATION_METHODS), q.get_quantization_config, where
+
+
+def _attention() -> tuple[list[str], Callable[[str], Any], str] | None:
+    with contextlib.suppress(Exception):
+        from vllm.config.attention import AttentionConfig
+
+        check = AttentionConfig.validate_backend_before
+        enum = _backend_enum()
+        if enum is not None:
+            where = "vllm.config.attention.AttentionConfig.validate_backend_before"
+            return sorted(enum.__members__), check, where
+    enum = _backend_enum()
+    if enum is None:
+        return None
+    return sorted(enum.__members__), lambda name: enum[name], f"{enum.__module__}.{enum.__name__}"
+
+
+def _backend_enum() -> Any:
+    for module, name in (
+        ("vllm.v1.attention.backends.registry", "AttentionBackendEnum"),
+        ("vllm.attention.backends.registry", "AttentionBackendEnum"),
+        ("vllm.attention.backends.registry", "_Backend"),
+        ("vllm.platforms.interface", "_Backend"),
+    ):
+        with contextlib.suppress(Exception):
+            return getattr(__import__(module, fromlist=[name]), name)
+    return None
+
+
+def _attention_used(src: Path) -> bool:
+    """Whether this release's ``EngineArgs`` has the ``--attention-backend`` option at all."""
+    text = (src / "vllm" / "engine" / "arg_utils.py").read_text(encoding="utf-8")
+    return '"--attention-backend"' in text
+
+
+REGISTRIES: dict[str, Callable[[], tuple[list[str], Callable[[str], Any], str] | None]] = {
+    "attention_backend": _attention,
+    "quantization": _quantization,
+    "reasoning_parser": _reasoning,
+    "tool_call_parser": _tool,
+}
+
+
+def _message(exc: BaseException) -> str:
+    text = _ADDRESS.sub("", f"{type(exc).__name__}: {exc}")
+    return text if len(text) <= _MAX_MESSAGE else text[:_MAX_MESSAGE] + "..."
+
+
+def _verdict(check: Callable[[str], Any], name: str) -> dict[str, Any]:
+    sink = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            check(name)
+    except (KeyError, ValueError) as exc:  # the lookup's own refusal
+        return {"verdict": "refused", "message": _message(exc)}
+    except Exception as exc:  # the name is registered, its module does not import here
+        return {"verdict": "accepted", "import_error": _message(exc)}
+    return {"verdict": "accepted"}
+
+
+def record(src: Path) -> dict[str, Any]:
+    """The registries and the verdicts of their forms (run inside the environment)."""
+    _force_cpu()
+    registries: dict[str, Any] = {}
+    forms: list[dict[str, Any]] = []
+    for key, find in REGISTRIES.items():
+        if key == "attention_backend" and not _attention_used(src):
+            continue
+        found = find()
+        if found is None:
+            continue
+        names, check, where = found
+        if not names:
+            continue
+        registries[key] = {"names": names, "check": where}
+        samples = sorted({names[0], names[len(names) // 2], names[-1]})
+        tried = [*samples, "auto", "bogus", *(n for s in samples[:2] for n in near_misses(s))]
+        for name in dict.fromkeys(tried):
+            forms.append({"registry": key, "name": name, **_verdict(check, name)})
+    forms.sort(key=lambda f: (f["registry"], f["name"]))
+    return {"format": FORMAT, "registries": registries, "forms": forms}
+
+
+def render(doc: dict[str, Any]) -> str:
+    """Sorted JSON, one form per line."""
+    lines = ["{"]
+    keys = sorted(doc)
+    for i, key in enumerate(keys):
+        comma = "," if i < len(keys) - 1 else ""
+        value = doc[key]
+        if key == "forms":
+            lines.append('  "forms": [')
+            for j, item in enumerate(value):
+                sep = "," if j < len(value) - 1 else ""
+                lines.append("    " + json.dumps(item, sort_keys=True, ensure_ascii=False) + sep)
+            lines.append(f"  ]{comma}")
+        else:
+            text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+            lines.append(f"  {json.dumps(key)}: {text}{comma}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("versions", nargs="*", help="vLLM releases, e.g. 0.22.0")
+    ap.add_argument("--python", help="python of the env made by setup-env.sh")
+    ap.add_argument("--src-root", type=Path, help="DIR/X.Y.Z/vllm: each release's sources")
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--inner", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.inner is not None:  # inside the environment, PYTHONPATH=the sources
+        # to a file: some releases print to stdout while their modules import
+        doc = record(args.inner)
+        _inner_file(args.out, args.inner).write_text(json.dumps(doc))
+        return
+    if not args.python or not args.src_root:
+        ap.error("--python and --src-root are needed")
+    args.out.mkdir(parents=True, exist_ok=True)
+    out = str(args.out.resolve())
+    for version in args.versions:
+        started = time.monotonic()
+        src = (args.src_root / version).resolve()
+        env = dict(os.environ, PYTHONPATH=str(src), VLLM_TARGET_DEVICE="cpu")
+        inner = _inner_file(args.out.resolve(), src)
+        inner.unlink(missing_ok=True)
+        proc = subprocess.run(
+            [args.python, str(Path(__file__).resolve()), "--inner", str(src), "--out", out],
+            cwd=src,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            sys.stderr.write(proc.stderr[-3000:])
+            raise SystemExit(f"recording vllm {version} failed (exit {proc.returncode})")
+        doc = {"vllm": version, **json.loads(inner.read_text())}
+        inner.unlink()
+        (args.out / f"vllm-{version}.json").write_text(render(doc))
+        took = time.monotonic() - started
+        print(f"{version}: {len(doc['forms'])} forms, {took:.1f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Names vLLM looks up in a registry at start: the policy's verdict equals vLLM's lookup's.
+
+``engine/flags/names/vllm-X.Y.Z.json`` holds, per release, each registry's names and the
+verdict of vLLM's own lookup function (``hack/vllm-flags/classes_stage.py``) on valid
+names and near misses (another case, ``-`` for ``_``, one character less or more, ``auto``,
+``bogus``). Each recorded name goes through the policy's whole entry
+(``extra_args.check``) as the flag that carries it; a name the lookup refused must be
+refused with vLLM's stage, the flag, the release and "did you mean"; a name it accepted
+must draw no refusal in vLLM's name.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from vllm_operator.engine import extra_args, flagdata, registry_names
+from vllm_operator.engine.flagdata import Version
+
+RECORDED = [r for r in flagdata.releases() if registry_names.recorded(r) is not None]
+_SAYS = ("would exit at start", "would stop at start")
+
+
+def test_every_release_with_an_engine_record_has_its_names_recorded() -> None:
+    engine = [r for r in flagdata.releases() if flagdata.table(r).records_engine]
+    assert engine == RECORDED
+    assert len(RECORDED) == 36
+
+
+def _disagreements(release: Version) -> tuple[list[str], int]:
+    table = flagdata.table(release)
+    registries = registry_names.recorded(release) or {}
+    wrong: list[str] = []
+    count = 0
+    for registry in registries.values():
+        for form in registry.forms:
+            count += 1
+            extra = registry_names.argv_of(registry.key, form.name)
+            report = extra_args.check(["m"], extra, table, "balanced")
+            vllm_says = [e.message for e in report.errors if any(s in e.message for s in _SAYS)]
+            if form.accepted and vllm_says:
+                wrong.append(f"{extra}: vLLM's lookup accepts it, the policy says {vllm_says}")
+            if not form.accepted and not vllm_says:
+                wrong.append(f"{extra}: vLLM refuses it ({form.message}), the policy accepts")
+    return wrong, count
+
+
+@pytest.mark.parametrize("release", RECORDED, ids=str)
+def test_policy_refuses_exactly_the_names_vllm_refuses(release: Version) -> None:
+    wrong, count = _disagreements(release)
+    assert count >= 20
+    assert wrong == []
+
+
+@pytest.mark.parametrize("release", RECORDED, ids=str)
+def test_a_refused_name_says_flag_release_and_did_you_mean(release: Version) -> None:
+    table = flagdata.table(release)
+    for registry in (registry_names.recorded(release) or {}).values():
+        near = [
+            f
+            for f in registry.forms
+            if not f.accepted and f.name != "bogus" and f.name[:-1] in registry.names
+        ]
+        for form in near:  # one character more: the valid name is the closest
+            extra = registry_names.argv_of(registry.key, form.name)
+            report = extra_args.check(["m"], extra, table, "balanced")
+            text = " ".join(e.message for e in report.errors)
+            assert f"vLLM {release}" in text, (extra, text)
+            if "error: argument" in text:
+                continue  # argparse's own choices refused it first (0.10.2, 0.11.0)
+            assert extra[-2] in text, (extra, text)
+            assert f"did you mean {form.name[:-1]!r}" in text, (extra, text)
+            assert "valid names in this release:" in text, (extra, text)
+
+
+def test_case_folding_and_extra_names_come_from_the_recorded_verdicts() -> None:
+    """A registry whose lookup accepted the other case of a valid name folds case; one
+    that refused it does not; an accepted name that is not registered is an extra."""
+    doc = {
+        "registries": {
+            "attention_backend": {"names": ["FLASH_ATTN"], "check": "x"},
+            "reasoning_parser": {"names": ["qwen3"], "check": "y"},
+        },
+        "forms": [
+            {"registry": "attention_backend", "name": "flash_attn", "verdict": "accepted"},
+            {"registry": "attention_backend", "name": "auto", "verdict": "accepted"},
+            {"registry": "reasoning_parser", "name": "QWEN3", "verdict": "refused"},
+            {"registry": "reasoning_parser", "name": "auto", "verdict": "refused"},
+        ],
+    }
+    found = registry_names.parse(doc)
+    backend, parser = found["attention_backend"], found["reasoning_parser"]
+    assert backend.fold_case
+    assert backend.accepts("Flash_Attn")
+    assert backend.accepts("auto")
+    assert not backend.accepts("FLASH_ATT")
+    assert not parser.fold_case
+    assert not parser.accepts("Qwen3")
+    assert not parser.accepts("auto")
+    assert parser.accepts("qwen3")
+
+
+def test_a_parser_plugin_may_register_the_name() -> None:
+    """With ``--reasoning-parser-plugin`` vLLM imports the file at start, and the file may
+    register the name: only the names check is left out (the file's presence is vLLM's)."""
+    release = Version.parse("0.13.0")
+    table = flagdata.table(release)
+    alone = extra_args.check(["m"], ["--reasoning-parser", "mine"], table, "balanced")
+    assert any("registers no reasoning parser of that name" in e.message for e in alone.errors)
+    with_plugin = ["--reasoning-parser", "mine", "--reasoning-parser-plugin", "/p/mine.py"]
+    report = extra_args.check(["m"], with_plugin, table, "balanced")
+    assert not any("'mine'" in e.message for e in report.errors), report.errors
