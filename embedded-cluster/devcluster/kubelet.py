@@ -22,10 +22,9 @@ only, so the operator's code paths are the production ones:
 - kube-proxy: a loopback TCP proxy per Service port (``kubelet_proxy``).
 
 Pod logs stay in ``<workdir>/<namespace>/<pod>/logs/<container>.log`` (``.previous.log`` for
-the instance before the last restart); ``pod_log()`` reads them.
-
-Use it from async code (``await kubelet.serve()``) or from threads (``start()``/``stop()``,
-or ``with Kubelet(...)``): stopping kills every process group it started.
+the instance before the last restart); ``pod_log()`` reads them. Use it from async code
+(``await kubelet.serve()``) or from threads (``start()``/``stop()``, or ``with
+Kubelet(...)``): stopping kills every process group it started.
 """
 
 from __future__ import annotations
@@ -53,7 +52,6 @@ from devcluster.kubelet_launch import GroupPorts, LaunchContext
 from devcluster.kubelet_proxy import ServiceProxy, publish_proxies, sync_proxies
 from devcluster.kubelet_runtime import PodRuntime, RuntimeConfig
 from devcluster.lws_controller import lws_plan
-from devcluster.pod_dns import PodAddresses
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +107,7 @@ class Kubelet:
         self.resync_seconds = resync_seconds
         self._transport = transport
         self.runtimes: dict[Key, PodRuntime] = {}
-        self.group_ports = GroupPorts()
-        self.pod_addresses = PodAddresses()
+        self.group_ports = GroupPorts(lambda: self.informers["pods"].items())  # noqa: PLW0108
         self.proxies: dict[tuple[str, str, int], ServiceProxy] = {}
         self._published: str | None = None
         self._written: dict[Key, Obj] = {}
@@ -364,7 +361,6 @@ class Kubelet:
             self._log_sizes.pop(key, None)
             self._annotated.discard(key)
             self.group_ports.forget(*key)
-            self.pod_addresses.forget(*key)
             await gone.stop()
         for key, pod in live.items():
             found = self.runtimes.get(key)
@@ -441,7 +437,7 @@ class Kubelet:
             image_env=self.images.env,
             extra_env=self.extra_env,
             pod_port=self.group_ports.get,
-            pod_dns=self._pod_dns,
+            pod_dns=self.group_ports.addresses.lookup,
         )
         poddir = self.workdir / (ns or "default") / name
         return PodRuntime(
@@ -456,19 +452,6 @@ class Kubelet:
 
     def _resolve_service(self, namespace: str, name: str, port: int) -> str | None:
         return self.service_address(namespace, name, port)
-
-    def _pod_dns(self, namespace: str, hostname: str, subdomain: str) -> str | None:
-        """The loopback address of the pod ``<hostname>.<subdomain>`` (``pod_dns``)."""
-        for pod in self.informers["pods"].items():
-            meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-            if (
-                meta.get("namespace", "default") == namespace
-                and (spec.get("hostname") or meta.get("name")) == hostname
-                and spec.get("subdomain") == subdomain
-                and not meta.get("deletionTimestamp")
-            ):
-                return self.pod_addresses.get(namespace, str(meta.get("name")))
-        return None
 
     async def _write_pod_statuses(self) -> None:
         pods = self.informers["pods"]

@@ -40,13 +40,13 @@ from __future__ import annotations
 import base64
 import re
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from devcluster import hostpaths
-from devcluster.pod_dns import PodLookup, resolve_pod_name
+from devcluster.pod_dns import PodAddresses, PodLookup, resolve_pod_name
 
 Obj = dict[str, Any]
 ServiceResolver = Callable[[str, str, int], "str | None"]  # (namespace, host, port) -> host:port
@@ -169,8 +169,9 @@ class GroupPorts:
     (``pod_dns``), where ``P`` is free.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, pods: Callable[[], Iterable[Obj]] | None = None) -> None:
         self._ports: dict[tuple[str, str, int], int] = {}
+        self.addresses = PodAddresses(pods)  # the pods' own loopback addresses (pod_dns)
 
     def get(self, namespace: str, pod: str, port: int) -> int:
         key = (namespace, pod, port)
@@ -181,6 +182,7 @@ class GroupPorts:
     def forget(self, namespace: str, pod: str) -> None:
         for key in [k for k in self._ports if k[:2] == (namespace, pod)]:
             del self._ports[key]
+        self.addresses.forget(namespace, pod)
 
 
 def _flag_value(argv: list[str], flag: str) -> int | None:

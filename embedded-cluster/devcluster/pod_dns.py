@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 # (namespace, hostname, subdomain) -> the pod's loopback address, or None: no such pod.
 PodLookup = Callable[[str, str, str], "str | None"]
@@ -30,11 +31,22 @@ _NAME_RE = re.compile(rf"{_LABEL}(\.{_LABEL})+")
 
 
 class PodAddresses:
-    """One loopback address per (namespace, pod), kept until the pod is forgotten."""
+    """One loopback address per (namespace, pod), kept until the pod is forgotten;
+    ``lookup`` finds the pod of a DNS name among ``pods()`` (the kubelet's view)."""
 
-    def __init__(self, rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        pods: Callable[[], Iterable[dict[str, Any]]] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._pods = pods or list
         self._rng = rng or random.Random()
         self._addresses: dict[tuple[str, str], str] = {}
+
+    def lookup(self, namespace: str, hostname: str, subdomain: str) -> str | None:
+        """The address of ``<hostname>.<subdomain>.<namespace>``; None: no such pod."""
+        pod = named_pod(self._pods(), namespace, hostname, subdomain)
+        return None if pod is None else self.get(namespace, pod)
 
     def get(self, namespace: str, pod: str) -> str:
         key = (namespace, pod)
@@ -50,6 +62,22 @@ class PodAddresses:
 
     def forget(self, namespace: str, pod: str) -> None:
         self._addresses.pop((namespace, pod), None)
+
+
+def named_pod(
+    pods: Iterable[dict[str, Any]], namespace: str, hostname: str, subdomain: str
+) -> str | None:
+    """The name of the live pod answering ``<hostname>.<subdomain>.<namespace>``, if any."""
+    for pod in pods:
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        if (
+            meta.get("namespace", "default") == namespace
+            and (spec.get("hostname") or meta.get("name")) == hostname
+            and spec.get("subdomain") == subdomain
+            and not meta.get("deletionTimestamp")
+        ):
+            return str(meta.get("name"))
+    return None
 
 
 def resolve_pod_name(text: str, namespace: str, lookup: PodLookup | None) -> str:

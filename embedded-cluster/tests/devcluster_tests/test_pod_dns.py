@@ -13,7 +13,7 @@ def lookup(pods: dict[tuple[str, str, str], str]) -> PodLookup:
 
 
 def test_each_pod_gets_a_loopback_address_of_its_own_until_forgotten() -> None:
-    addresses = PodAddresses(random.Random(7))
+    addresses = PodAddresses(rng=random.Random(7))
     a, b = addresses.get("ns", "m-0"), addresses.get("ns", "n-0")
     assert a != b
     for address in (a, b):
@@ -43,3 +43,22 @@ def test_only_an_exact_pod_name_is_resolved() -> None:
     ):
         assert resolve_pod_name(text, "ns", find) == text, text
     assert resolve_pod_name("m-0.m.ns", "ns", None) == "m-0.m.ns"
+
+
+def test_a_name_resolves_to_a_live_pod_with_that_hostname_and_subdomain() -> None:
+    pods = [
+        {
+            "metadata": {"name": "m-0", "namespace": "ns"},
+            "spec": {"hostname": "m-0", "subdomain": "m"},
+        },
+        {
+            "metadata": {"name": "gone", "namespace": "ns", "deletionTimestamp": "t"},
+            "spec": {"hostname": "g-0", "subdomain": "m"},
+        },
+    ]
+    addresses = PodAddresses(lambda: pods, rng=random.Random(3))
+    found = addresses.lookup("ns", "m-0", "m")
+    assert found == addresses.get("ns", "m-0")
+    assert resolve_pod_name("m-0.m.ns.svc.cluster.local", "ns", addresses.lookup) == found
+    for args in (("ns", "m-0", "other"), ("other", "m-0", "m"), ("ns", "g-0", "m")):
+        assert addresses.lookup(*args) is None, args

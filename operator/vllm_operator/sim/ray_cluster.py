@@ -83,6 +83,13 @@ def current_head() -> tuple[str, int] | None:
     return (host, int(port)) if host and port.isdigit() else None
 
 
+def executor_head(backend: object) -> tuple[str, int] | None:
+    """The cluster vLLM's Ray executor joins: with ``--distributed-executor-backend ray``,
+    the one ``ray start --head`` left here (a Ray group's leader); None otherwise (without
+    a running cluster, vLLM starts its own, on one node)."""
+    return current_head() if backend == "ray" else None
+
+
 # ---- the head -------------------------------------------------------------------------
 class Head:
     """The cluster's head: counts nodes, tells watchers when one leaves."""
