@@ -146,7 +146,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         "--multi-node",
         action="store_true",
         help="a model that spans nodes instead of the upgrade story: the embedded cluster "
-        "serves LeaderWorkerSets (the operator runs with --multi-node); a vLLM 0.17 eager "
+        "serves LeaderWorkerSets (the operator runs with --multi-node); a vLLM 0.16 eager "
         "revision on two one-GPU pods (tensor parallel 1 x pipeline parallel 2, one group) "
         "is gated and becomes stable, then 0.17 throughput on two pods is gated against a "
         "twin of the stable group and promoted; with --apply, your own resources may span "
