@@ -22,10 +22,9 @@ only, so the operator's code paths are the production ones:
 - kube-proxy: a loopback TCP proxy per Service port (``kubelet_proxy``).
 
 Pod logs stay in ``<workdir>/<namespace>/<pod>/logs/<container>.log`` (``.previous.log`` for
-the instance before the last restart); ``pod_log()`` reads them.
-
-Use it from async code (``await kubelet.serve()``) or from threads (``start()``/``stop()``,
-or ``with Kubelet(...)``): stopping kills every process group it started.
+the instance before the last restart); ``pod_log()`` reads them. Use it from async code
+(``await kubelet.serve()``) or from threads (``start()``/``stop()``, or ``with
+Kubelet(...)``): stopping kills every process group it started.
 """
 
 from __future__ import annotations
@@ -108,7 +107,7 @@ class Kubelet:
         self.resync_seconds = resync_seconds
         self._transport = transport
         self.runtimes: dict[Key, PodRuntime] = {}
-        self.group_ports = GroupPorts()
+        self.group_ports = GroupPorts(lambda: self.informers["pods"].items())  # noqa: PLW0108
         self.proxies: dict[tuple[str, str, int], ServiceProxy] = {}
         self._published: str | None = None
         self._written: dict[Key, Obj] = {}
@@ -438,6 +437,7 @@ class Kubelet:
             image_env=self.images.env,
             extra_env=self.extra_env,
             pod_port=self.group_ports.get,
+            pod_dns=self.group_ports.addresses.lookup,
         )
         poddir = self.workdir / (ns or "default") / name
         return PodRuntime(

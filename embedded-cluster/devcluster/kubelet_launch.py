@@ -18,8 +18,11 @@ container                          local
 .local]]]:port``                   Service port
 ``PATH``                           the image hooks' stand-in programs (``ImageHooks.install``),
                                    then this Python's bin dir
+an env value or argv item that is  that pod's own loopback address ``127.a.b.c``
+exactly a pod's DNS name           (``pod_dns``; LeaderWorkerSet's ``LWS_LEADER_ADDRESS``:
+``POD.SUB[.NS[.svc[...]]]``        a group's vLLM rendezvous and Ray head, port unchanged)
 ``--master-addr POD.SUB[.NS]``     ``127.0.0.1`` and a local port per leader pod for
-``--master-port P``                ``P`` (a multi-node group's rendezvous: ``GroupPorts``)
+``--master-port P``                ``P`` (``GroupPorts``: a name written in the args)
 =================================  ==========================================================
 
 Kubernetes' ``$(VAR)`` references in command, args and env values are expanded the way the
@@ -37,12 +40,13 @@ from __future__ import annotations
 import base64
 import re
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from devcluster import hostpaths
+from devcluster.pod_dns import PodAddresses, PodLookup, resolve_pod_name
 
 Obj = dict[str, Any]
 ServiceResolver = Callable[[str, str, int], "str | None"]  # (namespace, host, port) -> host:port
@@ -151,19 +155,23 @@ class LaunchContext:
     image_env: Callable[[str], Mapping[str, str]]  # ImageHooks.env
     extra_env: Mapping[str, str]
     pod_port: Callable[[str, str, int], int] | None = None  # GroupPorts.get
+    pod_dns: PodLookup | None = None  # a pod's DNS name -> its loopback address (pod_dns)
 
 
 class GroupPorts:
     """One local port per (namespace, pod, port) that pods dial by the pod's DNS name.
 
     A multi-node group's workers (torch.distributed) reach the leader at ``--master-addr
-    <leader>.<subdomain>.<namespace> --master-port P`` (LeaderWorkerSet's
-    ``LWS_LEADER_ADDRESS``); on one host network every group would want the same ``P``, so
-    each leader gets its own port, shared by its group, and a new one when it is recreated.
+    <leader>.<subdomain>.<namespace> --master-port P``; on one host network every group
+    would want the same ``P``, so each leader gets its own port, shared by its group, and a
+    new one when it is recreated. That holds for a name written in the args: one that comes
+    from ``$(LWS_LEADER_ADDRESS)`` is already the leader's own loopback address
+    (``pod_dns``), where ``P`` is free.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, pods: Callable[[], Iterable[Obj]] | None = None) -> None:
         self._ports: dict[tuple[str, str, int], int] = {}
+        self.addresses = PodAddresses(pods)  # the pods' own loopback addresses (pod_dns)
 
     def get(self, namespace: str, pod: str, port: int) -> int:
         key = (namespace, pod, port)
@@ -174,6 +182,7 @@ class GroupPorts:
     def forget(self, namespace: str, pod: str) -> None:
         for key in [k for k in self._ports if k[:2] == (namespace, pod)]:
             del self._ports[key]
+        self.addresses.forget(namespace, pod)
 
 
 def _flag_value(argv: list[str], flag: str) -> int | None:
@@ -319,6 +328,7 @@ def prepare_launch(
         for a in argv
     ]
     argv = rewrite_master(argv, ns, ctx.pod_port)
+    argv = [resolve_pod_name(a, ns, ctx.pod_dns) for a in argv]
     argv, port, container_ports = _ports(argv, container)
     cwd = _workdir(container, paths, poddir, roots)
     name = str(container.get("name") or "main")
@@ -374,7 +384,12 @@ def _launch_env(  # noqa: PLR0917 - private, one call site
     base.update(ctx.image_env(str(container.get("image") or "")))
     base.update(ctx.extra_env)
     env = _pod_env(pod, container, ctx, base)
-    env = {k: rewrite_service_urls(paths.apply(v), ns, ctx.resolve_service) for k, v in env.items()}
+    env = {
+        k: resolve_pod_name(
+            rewrite_service_urls(paths.apply(v), ns, ctx.resolve_service), ns, ctx.pod_dns
+        )
+        for k, v in env.items()
+    }
     # The image's user is root unless set; HOME and TMPDIR stay inside the pod, and
     # nothing in the pod's env may steer the host's interpreters (see hostpaths).
     env = hostpaths.host_env(

@@ -12,6 +12,7 @@ eager is rejected (slower than the revision serving today by more than 10%); 0.1
 throughput mode is promoted; a fourth candidate passes its gate but fails its live canary
 (the simulator fails a share of live requests only) and the traffic goes back to the stable.
 Live users send requests through the serving Service during every step (``demo_live``).
+``--multi-node`` tells the story of a model that spans two nodes instead (``demo_multinode``).
 ``--apply FILE`` runs your own resources instead (documents sharing a name are applied one
 after the other, each waiting for its verdict).
 """
@@ -37,6 +38,7 @@ from vllm_operator.api import parse_vllm_deployment
 from vllm_operator.api.resource import KIND
 from vllm_operator.commands.parsing import Parser
 from vllm_operator.errors import SpecErrors
+from vllm_operator_demo.demo_multinode import run_groups
 from vllm_operator_demo.demo_reports import reports_dir
 from vllm_operator_demo.demo_session import Printer, Session
 from vllm_operator_demo.demo_story import (
@@ -127,7 +129,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         epilog=(
             "exit status: 0 when every verdict is as expected (with --apply: every revision "
             "promoted), 1 otherwise, 2 for invalid input.\n\nexamples:\n"
-            f"  {prog}\n  {prog} --keep\n  {prog} --apply my-vllmd.yaml --keep"
+            f"  {prog}\n  {prog} --keep\n  {prog} --multi-node\n"
+            f"  {prog} --apply my-vllmd.yaml --keep"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -138,6 +141,16 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         help="run your own VLLMDeployment(s) (and ConfigMaps/Secrets) instead of the story; "
         "repeatable; '-' reads stdin; documents are applied in order, each waiting for its "
         "verdict",
+    )
+    parser.add_argument(
+        "--multi-node",
+        action="store_true",
+        help="a model that spans nodes instead of the upgrade story: the embedded cluster "
+        "serves LeaderWorkerSets (the operator runs with --multi-node); a vLLM 0.16 eager "
+        "revision on two one-GPU pods (tensor parallel 1 x pipeline parallel 2, one group) "
+        "is gated and becomes stable, then 0.17 throughput on two pods is gated against a "
+        "twin of the stable group and promoted; with --apply, your own resources may span "
+        "nodes",
     )
     parser.add_argument(
         "--keep",
@@ -216,9 +229,12 @@ def main(argv: list[str], prog: str) -> int:
             deadline_scale=args.deadline_scale,
             workdir=args.workdir,
             printer=say,
+            multi_node=args.multi_node,
         ) as session:
             if args.apply:
                 code = run_apply(session, args.apply, args.timeout, keep=args.keep, reports=reports)
+            elif args.multi_node:
+                code = run_groups(session, args.timeout, reports=reports)
             else:
                 code = run_story(session, args.timeout, reports=reports)
             say(f"finished in {time.monotonic() - say.t0:.1f} s", stamp=False)

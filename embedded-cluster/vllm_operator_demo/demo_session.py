@@ -28,6 +28,7 @@ from vllm_operator.api.text import printable
 from vllm_operator.config import OperatorConfig
 from vllm_operator.handlers.registry import build_registry
 from vllm_operator.render import labels
+from vllm_operator_demo.lws import lws_crd
 from vllm_operator_demo.pods import vllm_images
 
 Obj = dict[str, Any]
@@ -90,7 +91,9 @@ class Session:
         deadline_scale: float,
         workdir: Path | None,
         printer: Printer,
+        multi_node: bool = False,
     ) -> None:
+        self.multi_node = multi_node
         self.time_scale = time_scale
         self.deadline_scale = deadline_scale
         self.own_workdir = workdir is None
@@ -109,7 +112,9 @@ class Session:
         return self
 
     def _start(self) -> None:
-        self.cluster = self._stack.enter_context(DevCluster(crds=[crd_document()]))
+        # --multi-node: LeaderWorkerSet's API served, the operator's --multi-node on.
+        crds = [crd_document(), *([lws_crd()] if self.multi_node else [])]
+        self.cluster = self._stack.enter_context(DevCluster(crds=crds))
         self.kubelet = Kubelet(
             self.cluster,
             self.workdir / "kubelet",
@@ -132,6 +137,7 @@ class Session:
             resync_seconds=5.0,
             # A canary (step 4) reads pods' /metrics: each pod is 127.0.0.1 on its own port.
             pod_address=pod_address(self.cluster),
+            multi_node=self.multi_node,
         )
         registry = build_registry(config, login=False)
         self._stack.enter_context(OperatorThread(registry, self.cluster, namespaces=["default"]))

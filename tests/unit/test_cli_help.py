@@ -60,6 +60,13 @@ def test_demo_time_scale_reads_the_right_way_round(capsys: pytest.CaptureFixture
     assert "simulated time per real second" not in text
 
 
+def test_demo_help_offers_the_multi_node_story(capsys: pytest.CaptureFixture[str]) -> None:
+    text = " ".join(_help("demo", capsys).split())
+    assert "--multi-node a model that spans nodes instead of the upgrade story" in text
+    assert "gated against a twin of the stable group and promoted" in text
+    assert "vllm-operator demo --multi-node" in text
+
+
 def test_readme_lists_every_command() -> None:
     block = README.split("Commands (`vllm-operator COMMAND --help` for each):", 1)[1]
     listed = set(re.findall(r"^vllm-operator (\w+)", block.split("```")[1], re.MULTILINE))

@@ -50,6 +50,7 @@ from vllm_operator.sim.config import (
 )
 from vllm_operator.sim.group import role_from
 from vllm_operator.sim.noise import PRESETS, Noise
+from vllm_operator.sim.ray_cluster import executor_head
 from vllm_operator.sim.runner import LISTENING_PREFIX, serve
 from vllm_operator.sim.startup import StartupFailure
 
@@ -381,6 +382,7 @@ def config_from_args(argv: list[str], prog: str, env: Mapping[str, str]) -> SimC
             ld_library_path=env.get("LD_LIBRARY_PATH"),
             keep_alive_seconds=args.sim_keep_alive_seconds,
             group=role_from(parsed),
+            ray_head=executor_head(parsed.value("distributed_executor_backend")),
         )
     except ValueError as e:
         parser.error(str(e))

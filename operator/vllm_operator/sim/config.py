@@ -93,6 +93,9 @@ class SimConfig:
     ledger_size: int = 10_000
     group: GroupRole | None = None
     """This server's place in a multi-node group (``sim.group``); None: one node."""
+    ray_head: tuple[str, int] | None = None
+    """The Ray cluster this server's Ray executor runs on (``sim.ray_cluster``: a node
+    that leaves fails the engine); None: no Ray cluster, or another backend."""
     keep_alive_seconds: float = KEEP_ALIVE_SECONDS
     """A connection idle this long (wall-clock: no request yet, a request half sent, or
     between requests) is closed, as vLLM's server does; 2,000 idle connections otherwise

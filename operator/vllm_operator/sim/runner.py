@@ -27,7 +27,7 @@ from typing import IO, Any
 
 from aiohttp import web
 
-from vllm_operator.sim import group
+from vllm_operator.sim import group, ray_cluster
 from vllm_operator.sim.config import SimConfig
 from vllm_operator.sim.server import build_app
 from vllm_operator.sim.startup import StartupFailure, check_cublas, warmup_stages
@@ -54,6 +54,7 @@ class SimServer:
         self._runner: web.AppRunner | None = None
         self._exit_on_crash = exit_on_crash
         self._rendezvous: group.Rendezvous | None = None
+        self._ray: ray_cluster.ClusterWatch | None = None
         self.url = ""
 
     async def start(self) -> str:
@@ -70,6 +71,9 @@ class SimServer:
             self._rendezvous = group.Rendezvous(cfg.group, self._member_lost)
             await self._rendezvous.open()
             await self._rendezvous.complete.wait()
+        if cfg.ray_head is not None:  # a Ray group's leader: the engine's actors on the nodes
+            self._ray = ray_cluster.ClusterWatch(cfg.ray_head, self._member_lost)
+            await self._ray.open()
         if cfg.warmup_seconds > 0:
             for seconds, text in warmup_stages(cfg.profile.mode, cfg.warmup_seconds):
                 log.info("%s (%.1f s)", text, seconds)
@@ -120,6 +124,9 @@ class SimServer:
         rendezvous, self._rendezvous = self._rendezvous, None
         if rendezvous is not None:
             await rendezvous.close()
+        ray, self._ray = self._ray, None
+        if ray is not None:
+            await ray.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -143,6 +143,6 @@ def test_the_scale_subresource_scales_whole_groups_and_names_the_leaders(
     wait(two_groups, timeout=TIMEOUT, what="two groups Ready")
     pods = sorted(p["metadata"]["name"] for p in pods_of(devcluster, **{lc.NAME_LABEL: name}))
     assert pods == [f"{name}-0", f"{name}-0-1", f"{name}-1", f"{name}-1-1"]
-    # Each group joined its own leader (one loopback port per leader, never shared).
+    # Each group joined its own leader (one loopback address per leader, never shared).
     assert "worker node 1 joined (1 of 1)" in lws_cluster.pod_log("default", f"{name}-1")
     assert devcluster.http.get(path).json()["status"]["replicas"] == 2
