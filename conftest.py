@@ -1,0 +1,69 @@
+"""How README's test command spreads the suite over pytest-xdist workers (issue 44).
+
+Why here: this file sits above both test folders (``tests/`` and ``embedded-cluster/tests/``),
+so one plan covers every test the command runs.
+
+Most of the suite's wall time is waiting (simulators, operators, subprocess starts), not
+computing, so the command runs more workers than cores (``-n auto`` asks
+``pytest_xdist_auto_num_workers`` below). Tests that cannot share the machine with others
+carry an ``xdist_group`` mark in their own module (the command's ``--dist loadgroup`` runs a
+group's tests one after another in one worker); every other test must be safe beside any
+other, as any test may run at the same time as any other:
+
+- ports: bind port 0 (or ask the OS for a free one), never a fixed port;
+- files: ``tmp_path``/``tmp_path_factory``, never a fixed path, never a file in the checkout
+  that another test reads (writes under the checkout go to a temporary copy);
+- names: anything global to the machine (a tmux server, a process title, a lock, an
+  environment variable of a child) carries a name of its own (``uuid4``), never a constant;
+- processes: kill only the processes the test started (by pid or its own process group),
+  never by name or uid; code run as ``nobody`` by the sandbox counts against that uid's
+  process limit, so the modules that run hostile code as ``nobody`` (fork, signals,
+  victims of that uid) are ``xdist_group("sandbox")``;
+- time: wait on a condition with a generous deadline, never a fixed sleep or a tight bound on
+  wall time (a worker shares the cores with three others and what they start);
+- state: no module-level state another test relies on; a costly fixture shared by a module
+  (``scope="module"``) is best kept in one worker with an ``xdist_group`` of the module.
+
+The order matters on few cores: a long test started last is the run's tail. pytest-xdist's
+``loadgroup`` hands out groups first (largest first), then single tests in collection order,
+so the collection is ordered longest first: the ruff and mypy runs of ``test_static_checks``,
+then tests marked ``slow``, then integration tests (they wait on processes), then the rest.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+WORKERS_PER_CORE = 2
+"""Most tests wait more than they compute: two workers per core keep both cores busy."""
+MAX_WORKERS = 12
+"""Each worker and the processes its tests start take memory; more gains nothing here."""
+
+
+def auto_workers(cores: int) -> int:
+    """Workers for ``-n auto`` on a machine with ``cores`` usable cores."""
+    return max(2, min(MAX_WORKERS, WORKERS_PER_CORE * cores))
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    del config
+    return auto_workers(len(os.sched_getaffinity(0)))
+
+
+def start_rank(item: pytest.Item) -> int:
+    """Where a test goes in the run: lower starts earlier (see the module docstring)."""
+    path = item.path.as_posix()
+    if path.endswith("tests/unit/test_static_checks.py"):
+        return 0
+    if item.get_closest_marker("slow") is not None:
+        return 1
+    if "/tests/integration/" in path or "/embedded-cluster/tests/" in path:
+        return 2
+    return 3
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    del config
+    items.sort(key=start_rank)  # stable: within a rank, collection order is kept

@@ -1,0 +1,89 @@
+"""README's test command runs the suite on pytest-xdist workers, longest tests first (issue 44).
+
+The plan lives in the root ``conftest.py``; these tests hold what it promises: README and
+``.ci/run`` run the same parallel command, ``-n auto`` sizes the workers for a machine whose
+tests mostly wait, and the collection starts with the tests that would otherwise be the
+run's tail (ruff and mypy, then ``slow`` ones, then integration tests).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _plan() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("root_conftest", ROOT / "conftest.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _readme_command() -> str:
+    found = re.search(
+        r"<!-- test-command:begin -->\n```sh\n(.*?)\n```\n<!-- test-command:end -->", README, re.S
+    )
+    assert found, "README has no test-command block"
+    return found.group(1).strip()
+
+
+def test_readme_and_ci_run_the_same_parallel_command() -> None:
+    command = _readme_command()
+    ci_lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert command in ci_lines
+    pytest_call = command.rsplit("&&", 1)[-1].split()
+    assert pytest_call[:3] == [".venv/bin/python", "-m", "pytest"]
+    assert "-n" in pytest_call
+    assert pytest_call[pytest_call.index("-n") + 1] == "auto"
+    assert pytest_call[pytest_call.index("--dist") + 1] == "loadgroup"  # xdist_group marks hold
+
+
+def test_the_benchmark_reads_the_same_command() -> None:
+    spec = importlib.util.spec_from_file_location(
+        "suite_wall_time", ROOT / "benchmarks" / "suite_wall_time.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.readme_command(ROOT / "README.md") == _readme_command()
+
+
+def test_auto_workers_wait_more_than_they_compute() -> None:
+    plan = _plan()
+    assert [plan.auto_workers(cores) for cores in (1, 2, 4)] == [2, 4, 8]
+    assert plan.auto_workers(64) == plan.MAX_WORKERS  # memory, not cores, bounds a big machine
+
+
+def test_the_tail_of_a_serial_run_is_collected_first() -> None:
+    """Given in the opposite order, the collection puts ruff and mypy first, then ``slow``
+    tests, then integration tests, then unit tests."""
+    files = [
+        "tests/unit/test_cli_help.py",
+        "tests/integration/sim/test_sim_startup.py",
+        "tests/integration/bench/test_readme_laptop.py",
+        "tests/unit/test_static_checks.py",
+    ]
+    listed = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    order = [line.split("::", 1)[0] for line in listed.stdout.splitlines() if "::" in line]
+    firsts = [path for n, path in enumerate(order) if path not in order[:n]]
+    assert firsts == list(reversed(files)), order
+    ruff_and_mypy = [line for line in listed.stdout.splitlines() if "static_checks" in line]
+    assert listed.stdout.splitlines()[: len(ruff_and_mypy)] == ruff_and_mypy
