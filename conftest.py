@@ -24,10 +24,11 @@ other, as any test may run at the same time as any other:
 - state: no module-level state another test relies on; a costly fixture shared by a module
   (``scope="module"``) is best kept in one worker with an ``xdist_group`` of the module.
 
-The order matters on few cores: a long test started last is the run's tail. pytest-xdist's
-``loadgroup`` hands out groups first (largest first), then single tests in collection order,
-so the collection is ordered longest first: the ruff and mypy runs of ``test_static_checks``,
-then tests marked ``slow``, then integration tests (they wait on processes), then the rest.
+The order matters on few cores: a long test started last is the run's tail. The collection
+order is the schedule (``pytest_configure`` turns off xdist's own reordering of groups by
+size), and it puts the longest first: the ruff and mypy runs of ``test_static_checks``, then
+the groups (each runs its tests one after another), then tests marked ``slow``, then
+integration tests (they wait on processes), then the rest.
 """
 
 from __future__ import annotations
@@ -47,9 +48,17 @@ def auto_workers(cores: int) -> int:
     return max(2, min(MAX_WORKERS, WORKERS_PER_CORE * cores))
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: pytest -p no:xdist runs all the same
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     del config
     return auto_workers(len(os.sched_getaffinity(0)))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist's loadgroup hands groups out largest first, before every single test; with this
+    # off it follows the collection order, which start_rank sets.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def start_rank(item: pytest.Item) -> int:
@@ -57,11 +66,13 @@ def start_rank(item: pytest.Item) -> int:
     path = item.path.as_posix()
     if path.endswith("tests/unit/test_static_checks.py"):
         return 0
-    if item.get_closest_marker("slow") is not None:
+    if item.get_closest_marker("xdist_group") is not None:
         return 1
-    if "/tests/integration/" in path or "/embedded-cluster/tests/" in path:
+    if item.get_closest_marker("slow") is not None:
         return 2
-    return 3
+    if "/tests/integration/" in path or "/embedded-cluster/tests/" in path:
+        return 3
+    return 4
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

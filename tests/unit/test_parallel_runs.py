@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -65,16 +67,18 @@ def test_auto_workers_wait_more_than_they_compute() -> None:
 
 
 def test_the_tail_of_a_serial_run_is_collected_first() -> None:
-    """Given in the opposite order, the collection puts ruff and mypy first, then ``slow``
-    tests, then integration tests, then unit tests."""
+    """Given in the opposite order, the collection puts ruff and mypy first, then groups,
+    then ``slow`` tests, then integration tests, then unit tests."""
     files = [
         "tests/unit/test_cli_help.py",
         "tests/integration/sim/test_sim_startup.py",
         "tests/integration/bench/test_readme_laptop.py",
+        "tests/unit/gate/test_gate_noise_model.py",
         "tests/unit/test_static_checks.py",
     ]
     listed = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *files],
+        # without xdist: the order is the conftest's own, and its xdist hook must not break it
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist", *files],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -87,3 +91,8 @@ def test_the_tail_of_a_serial_run_is_collected_first() -> None:
     assert firsts == list(reversed(files)), order
     ruff_and_mypy = [line for line in listed.stdout.splitlines() if "static_checks" in line]
     assert listed.stdout.splitlines()[: len(ruff_and_mypy)] == ruff_and_mypy
+
+
+def test_xdist_follows_the_collection_order(pytestconfig: pytest.Config) -> None:
+    """Groups are not moved ahead of ruff and mypy by their size: the order above holds."""
+    assert pytestconfig.option.loadscopereorder is False
