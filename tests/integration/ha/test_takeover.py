@@ -61,6 +61,7 @@ def _added(cluster: DevCluster, api: str, plural: str) -> Counter[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("stories")  # one whole-stack story at a time (conftest.py)
 def test_leader_killed_in_each_rollout_step_the_standby_completes_it(
     cluster: DevCluster, kubelet: KubeletProcess, replicas: Replicas
 ) -> None:
