@@ -21,8 +21,9 @@ from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.bench import BenchConfig, BenchReport, run_benchmark
 from vllm_operator.bench.prompts import PromptClass
 
-# The module fixture starts its simulators once: all of its tests in one worker (conftest.py).
-pytestmark = pytest.mark.xdist_group("bench-faults")
+# The module fixture starts its simulators once, and the verdicts are on measured times: in
+# one worker, one such module at a time (conftest.py).
+pytestmark = pytest.mark.xdist_group("bench-timing")
 
 DEADLINE = 20.0
 SMALL = (PromptClass("short", 24, 2), PromptClass("medium", 64, 16))
