@@ -6,8 +6,9 @@ loops beside it (``--busy-loops 2``). The command is read from README (the block
 runs), so the figures are always those of the command people type. By default it runs on a
 fresh clone of this checkout's HEAD in a temporary directory (venv and install included, as
 a new user would); ``--here`` runs it in this checkout instead (uncommitted changes included,
-the existing ``.venv`` reused). Only a JUnit XML report is added to the last pytest call of
-the command, to find the slowest tests and count the outcomes; it changes nothing that runs.
+the existing ``.venv`` reused). Only a JUnit XML report is added to each pytest call of the
+command (the parallel phase and the ``timing`` phase), to find the slowest tests and count the
+outcomes; it changes nothing that runs.
 
 User and system time are those of every process the command started (``RUSAGE_CHILDREN``),
 the load average before and after says how busy the machine was. Figures are appended to
@@ -52,24 +53,49 @@ def readme_command(readme: Path) -> str:
     return command
 
 
-def slowest(junit: Path, count: int = 10) -> tuple[dict[str, int], list[dict[str, Any]]]:
-    """Outcome counts and the ``count`` slowest tests (setup, call and teardown) of a report."""
+def with_reports(command: str, reports: Path) -> tuple[str, list[Path]]:
+    """``command`` with a JUnit XML report added to each of its pytest calls, and the reports."""
+    parts = command.split(" && ")
+    paths: list[Path] = []
+    for n, part in enumerate(parts):
+        if "-m pytest" in part:
+            paths.append(reports / f"junit-{n}.xml")
+            parts[n] = f"{part} --junitxml={paths[-1]}"
+    return " && ".join(parts), paths
+
+
+def slowest(
+    junits: list[Path], count: int = 10
+) -> tuple[dict[str, int], list[dict[str, Any]], list[str]]:
+    """Outcome counts, the ``count`` slowest tests (setup, call and teardown) and the failed
+    tests of the reports."""
     outcomes = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
     times: list[dict[str, Any]] = []
-    for case in ET.parse(junit).getroot().iter("testcase"):
+    failed: list[str] = []
+    cases = [case for junit in junits for case in ET.parse(junit).getroot().iter("testcase")]
+    for case in cases:
         kinds = {child.tag for child in case}
+        name = f"{case.get('classname', '')}::{case.get('name', '')}"
         if "failure" in kinds:
             outcomes["failed"] += 1
+            failed.append(name)
         elif "error" in kinds:
             outcomes["error"] += 1
+            failed.append(name)
         elif "skipped" in kinds:
             outcomes["skipped"] += 1
         else:
             outcomes["passed"] += 1
-        name = f"{case.get('classname', '')}::{case.get('name', '')}"
         times.append({"test": name, "seconds": round(float(case.get("time", "0")), 1)})
     times.sort(key=lambda t: -float(t["seconds"]))
-    return outcomes, times[:count]
+    return outcomes, times[:count], failed
+
+
+def phase_seconds(junit: Path) -> float:
+    """Wall time of one pytest call, as its report gives it."""
+    root = ET.parse(junit).getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    return round(float(suite.get("time", "0")), 1) if suite is not None else 0.0
 
 
 def fresh_clone(into: Path) -> Path:
@@ -79,13 +105,14 @@ def fresh_clone(into: Path) -> Path:
     return clone
 
 
-def run_once(command: str, cwd: Path, junit: Path, busy_loops: int) -> dict[str, Any]:
+def run_once(command: str, cwd: Path, reports: Path, busy_loops: int) -> dict[str, Any]:
+    command, junits = with_reports(command, reports)
     loops = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(busy_loops)]
     try:
         load_before = os.getloadavg()
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.monotonic()
-        proc = subprocess.run(["bash", "-c", f"{command} --junitxml={junit}"], cwd=cwd, check=False)
+        proc = subprocess.run(["bash", "-c", command], cwd=cwd, check=False)
         wall = time.monotonic() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         load_after = os.getloadavg()
@@ -93,11 +120,13 @@ def run_once(command: str, cwd: Path, junit: Path, busy_loops: int) -> dict[str,
         for loop in loops:
             loop.kill()
             loop.wait()
-    outcomes, top = slowest(junit) if junit.exists() else ({}, [])
+    written = [junit for junit in junits if junit.exists()]
+    outcomes, top, failed = slowest(written)
     target = BUSY_TARGET_SECONDS if busy_loops else QUIET_TARGET_SECONDS
     return {
         "exit_code": proc.returncode,
         "wall_seconds": round(wall, 1),
+        "pytest_call_seconds": [phase_seconds(junit) for junit in written],
         "user_seconds": round(after.ru_utime - before.ru_utime, 1),
         "system_seconds": round(after.ru_stime - before.ru_stime, 1),
         "busy_loops": busy_loops,
@@ -108,6 +137,7 @@ def run_once(command: str, cwd: Path, junit: Path, busy_loops: int) -> dict[str,
         "target_seconds": target,
         "within_target": wall <= target,
         "slowest_tests": top,
+        "failed_tests": failed,
     }
 
 
@@ -122,7 +152,7 @@ def main() -> int:
     for n in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="suite-wall-time-") as tmp:
             cwd = ROOT if args.here else fresh_clone(Path(tmp))
-            result = run_once(command, cwd, Path(tmp) / "junit.xml", args.busy_loops)
+            result = run_once(command, cwd, Path(tmp), args.busy_loops)
         result = {
             "command": command,
             "tree": "this checkout" if args.here else "fresh clone of HEAD",

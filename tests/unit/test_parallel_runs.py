@@ -1,15 +1,18 @@
-"""README's test command runs the suite on pytest-xdist workers, longest tests first (issue 44).
+"""README's test command runs the suite on pytest-xdist workers, longest tests first, then
+the ``timing`` tests alone (issue 44).
 
 The plan lives in the root ``conftest.py``; these tests hold what it promises: README and
-``.ci/run`` run the same parallel command, ``-n auto`` sizes the workers for a machine whose
-tests mostly wait, and the collection starts with the tests that would otherwise be the
-run's tail (ruff and mypy, then ``slow`` ones, then integration tests).
+``.ci/run`` run the same two pytest calls, whose ``-m`` expressions split the suite in two
+with no test in both or neither, the second on no workers; ``-n auto`` sizes the workers for
+a machine whose tests mostly wait, and the collection starts with the tests that would
+otherwise be the run's tail (ruff and mypy, then ``slow`` ones, then integration tests).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -38,15 +41,67 @@ def _readme_command() -> str:
     return found.group(1).strip()
 
 
-def test_readme_and_ci_run_the_same_parallel_command() -> None:
+def _pytest_calls(command: str) -> list[list[str]]:
+    """The arguments of each ``.venv/bin/python -m pytest`` call of ``command``."""
+    calls = [shlex.split(part) for part in command.split(" && ")]
+    return [call[3:] for call in calls if call[:3] == [".venv/bin/python", "-m", "pytest"]]
+
+
+def test_readme_and_ci_run_the_same_two_phase_command() -> None:
     command = _readme_command()
     ci_lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert command in ci_lines
-    pytest_call = command.rsplit("&&", 1)[-1].split()
-    assert pytest_call[:3] == [".venv/bin/python", "-m", "pytest"]
-    assert "-n" in pytest_call
-    assert pytest_call[pytest_call.index("-n") + 1] == "auto"
-    assert pytest_call[pytest_call.index("--dist") + 1] == "loadgroup"  # xdist_group marks hold
+    assert command.split(" && ")[-1].startswith(".venv/bin/python -m pytest")
+    parallel, alone = _pytest_calls(command)
+    assert parallel[parallel.index("-m") + 1] == "not timing"
+    assert parallel[parallel.index("-n") + 1] == "auto"
+    assert parallel[parallel.index("--dist") + 1] == "loadgroup"  # xdist_group marks hold
+    assert alone == ["-m", "timing"]  # no -n: one process, one test at a time
+
+
+def test_every_test_is_in_exactly_one_phase() -> None:
+    """The two calls' ``-m`` expressions, applied to modules with and without ``timing``
+    tests (whole modules and single tests marked), select each test exactly once."""
+    files = [
+        "tests/integration/rollout/test_rollout.py",  # one test of the module is timing
+        "tests/integration/bench/test_bench_paired_sim.py",  # the whole module
+        "tests/unit/test_cli_help.py",  # none
+    ]
+
+    def collected(*args: str) -> list[str]:
+        listed = subprocess.run(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:xdist", *args],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert listed.returncode == 0, listed.stdout + listed.stderr
+        return [line for line in listed.stdout.splitlines() if "::" in line]
+
+    everything = collected(*files)
+    parallel, alone = (
+        call[call.index("-m") : call.index("-m") + 2] for call in _pytest_calls(_readme_command())
+    )
+    first, second = collected(*parallel, *files), collected(*alone, *files)
+    assert first
+    assert second
+    assert not set(first) & set(second)
+    assert sorted(first + second) == sorted(everything)
+    assert "tests/integration/rollout/test_rollout.py::test_published_upgrade_story" in second
+    assert all("test_bench_paired_sim" in test for test in second if "bench" in test)
+
+
+@pytest.mark.timing
+def test_a_timing_test_under_xdist_joins_the_timing_group(request: pytest.FixtureRequest) -> None:
+    """Run under xdist all the same (``pytest -n 4``, no ``-m``), the ``timing`` tests share one
+    group: no two of them side by side."""
+    group = request.node.get_closest_marker("xdist_group")
+    assert group is not None
+    assert group.args == ("timing",)
+    if getattr(request.config.option, "loadgroup", False):  # in a loadgroup worker
+        assert request.node.nodeid.endswith("@timing"), request.node.nodeid
 
 
 def test_the_benchmark_reads_the_same_command() -> None:
@@ -58,6 +113,11 @@ def test_the_benchmark_reads_the_same_command() -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.readme_command(ROOT / "README.md") == _readme_command()
+    # each phase writes its own JUnit report: the outcomes and the slowest tests are of both
+    command, reports = module.with_reports(_readme_command(), Path("/r"))
+    assert reports == [Path("/r/junit-2.xml"), Path("/r/junit-3.xml")]
+    parallel, alone = _pytest_calls(command)
+    assert parallel[-1] == alone[-1].replace("3", "2") == "--junitxml=/r/junit-2.xml"
 
 
 def test_auto_workers_wait_more_than_they_compute() -> None:

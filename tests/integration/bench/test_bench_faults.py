@@ -21,9 +21,9 @@ from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.bench import BenchConfig, BenchReport, run_benchmark
 from vllm_operator.bench.prompts import PromptClass
 
-# The module fixture starts its simulators once, and the verdicts are on measured times: in
-# one worker, one such module at a time (conftest.py).
-pytestmark = pytest.mark.xdist_group("bench-timing")
+# Verdicts on measured times (the module fixture starts its simulators once): in the timing
+# phase, alone (conftest.py).
+pytestmark = pytest.mark.timing
 
 DEADLINE = 20.0
 SMALL = (PromptClass("short", 24, 2), PromptClass("medium", 64, 16))

@@ -36,8 +36,8 @@ from vllm_operator.bench.http.request import ChatRequest
 from vllm_operator.bench.prompts import PromptClass, prompt_for
 from vllm_operator.bench.report import BenchReport
 
-# Verdicts on measured latency and rates: one such module at a time (conftest.py).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bench-timing")]
+# Verdicts on measured latency and rates: in the timing phase, alone (conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 PROFILE = ("--sim-ttft-ms", "20", "--sim-itl-ms", "5", "--max-num-seqs", "2")
 SHAPE = PromptClass("load", 64, 16)

@@ -18,8 +18,8 @@ from test_bench_cli_sim import bench
 from vllm_operator.api.summary import BenchSummary
 from vllm_operator.sim.noise import PRESETS, Noise, NoiseState
 
-# Verdicts on measured latency and rates: one such module at a time (conftest.py).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bench-timing")]
+# Verdicts on measured latency and rates: in the timing phase, alone (conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 SCALE = ["--sim-time-scale", "0.1"]
 PAIRED = [

@@ -33,9 +33,9 @@ from vllm_operator.bench.quality.suite import load_suite
 from vllm_operator.gate import verdict
 from vllm_operator.sim.study import CLASSES, STREAMS, published
 
-# The module fixture starts its simulators once, and the verdicts are on measured times: in
-# one worker, one such module at a time (conftest.py).
-pytestmark = pytest.mark.xdist_group("bench-timing")
+# Verdicts on measured times (the module fixture starts its simulators once): in the timing
+# phase, alone (conftest.py).
+pytestmark = pytest.mark.timing
 
 # name -> (flags, (short, medium, long) latency ms, (1, 2, 4, 8) streams aggregate tok/s)
 PUBLISHED = {

@@ -26,8 +26,8 @@ import pytest
 
 from vllm_operator_demo import demo
 
-# The whole stack judging measured latency: one such story at a time (conftest.py).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("stories")]
+# The whole stack judging measured latency: in the timing phase, alone (conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 NAME = "qwen3-30b-a3b"
 REVISION_LABEL = "vllm-operator.dev/revision"

@@ -22,6 +22,10 @@ from vllm_operator.render import labels
 from .conftest import RUN_ENV
 from .operators import Replicas
 
+# Takeover within a lease and a retry period, a hand-over within one retry period: verdicts
+# on measured time, in the timing phase, alone (conftest.py).
+pytestmark = pytest.mark.timing
+
 Obj = dict[str, Any]
 
 
@@ -61,7 +65,6 @@ def _added(cluster: DevCluster, api: str, plural: str) -> Counter[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("stories")  # one whole-stack story at a time (conftest.py)
 def test_leader_killed_in_each_rollout_step_the_standby_completes_it(
     cluster: DevCluster, kubelet: KubeletProcess, replicas: Replicas
 ) -> None:

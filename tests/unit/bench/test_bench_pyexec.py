@@ -24,7 +24,7 @@ from vllm_operator.bench.sandbox.executors import ExchangeSandbox, LocalSandbox,
 from vllm_operator.bench.sandbox.run import Call, Outcome, RunResult
 
 # code run as nobody, forking and counted against its uid: with the other sandbox modules, one
-# at a time (conftest.py; docs/testing.md)
+# at a time (conftest.py)
 pytestmark = pytest.mark.xdist_group("sandbox")
 
 SECRET = "bench-api-key-7f3a9c"

@@ -55,7 +55,7 @@ from vllm_operator.bench.sandbox.run import RunResult, run_one
 
 pytestmark = [
     # code run as nobody, forking and counted against its uid: with the other sandbox modules,
-    # one at a time (conftest.py; docs/testing.md)
+    # one at a time (conftest.py)
     pytest.mark.xdist_group("sandbox"),
     pytest.mark.skipif(
         sandbox_kernel.landlock_abi() < 1, reason="the kernel has no Landlock: nothing runs"

@@ -37,7 +37,7 @@ pytestmark = [
         ABI < 1, reason="the kernel has no Landlock (Linux 5.13+ with landlock in its LSM list)"
     ),
     # code run as nobody, forking and counted against its uid: with the other sandbox modules,
-    # one at a time (conftest.py; docs/testing.md)
+    # one at a time (conftest.py)
     pytest.mark.xdist_group("sandbox"),
 ]
 WALLS = [
