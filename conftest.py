@@ -8,8 +8,8 @@ pytest-xdist workers (``-m "not timing" -n auto --dist loadgroup``); then, in on
 the tests marked ``timing`` (``-m timing``): those whose verdict rests on measured time (a
 regression limit, a latency or rate table, a deadline, a silence bound), which on two cores
 shared with three other workers measured the other workers' load and failed (issue 44: 6 to
-18 of them per parallel run, the stories, HA takeover, bench paired/load/study and twin
-tests). Alone, they see the machine their bars were set on. A ``timing`` test run under
+18 of them per parallel run, the stories, HA takeover, bench paired/load/study, twin and
+canary tests). Alone, they see the machine their bars were set on. A ``timing`` test run under
 xdist all the same (``pytest -n 4`` with no ``-m``) is put in one ``xdist_group("timing")``
 below, so at least no two of them run side by side. The two ``-m`` expressions partition
 the suite: every test runs in exactly one phase.
