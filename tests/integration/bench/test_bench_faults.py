@@ -21,6 +21,10 @@ from vllm_operator.api.gate_spec import Thresholds
 from vllm_operator.bench import BenchConfig, BenchReport, run_benchmark
 from vllm_operator.bench.prompts import PromptClass
 
+# Verdicts on measured times (the module fixture starts its simulators once): in the timing
+# phase, alone (conftest.py).
+pytestmark = pytest.mark.timing
+
 DEADLINE = 20.0
 SMALL = (PromptClass("short", 24, 2), PromptClass("medium", 64, 16))
 

@@ -36,7 +36,8 @@ from vllm_operator.bench.http.request import ChatRequest
 from vllm_operator.bench.prompts import PromptClass, prompt_for
 from vllm_operator.bench.report import BenchReport
 
-pytestmark = pytest.mark.slow
+# Verdicts on measured latency and rates: in the timing phase, alone (conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 PROFILE = ("--sim-ttft-ms", "20", "--sim-itl-ms", "5", "--max-num-seqs", "2")
 SHAPE = PromptClass("load", 64, 16)

@@ -18,7 +18,8 @@ from test_bench_cli_sim import bench
 from vllm_operator.api.summary import BenchSummary
 from vllm_operator.sim.noise import PRESETS, Noise, NoiseState
 
-pytestmark = pytest.mark.slow
+# Verdicts on measured latency and rates: in the timing phase, alone (conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 SCALE = ["--sim-time-scale", "0.1"]
 PAIRED = [

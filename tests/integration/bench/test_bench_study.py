@@ -33,6 +33,10 @@ from vllm_operator.bench.quality.suite import load_suite
 from vllm_operator.gate import verdict
 from vllm_operator.sim.study import CLASSES, STREAMS, published
 
+# Verdicts on measured times (the module fixture starts its simulators once): in the timing
+# phase, alone (conftest.py).
+pytestmark = pytest.mark.timing
+
 # name -> (flags, (short, medium, long) latency ms, (1, 2, 4, 8) streams aggregate tok/s)
 PUBLISHED = {
     name: (

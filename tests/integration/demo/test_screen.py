@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# The whole stack judging measured latency: in the timing phase, alone (conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 MAX_SILENCE = 5.0
 LIVE = re.compile(r"^\[\s*[\d.]+s\] (?P<text>\S+: benchmarking [0-9a-f]{10}: .+?)\s*$")

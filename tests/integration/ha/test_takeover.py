@@ -22,6 +22,10 @@ from vllm_operator.render import labels
 from .conftest import RUN_ENV
 from .operators import Replicas
 
+# Takeover within a lease and a retry period, a hand-over within one retry period: verdicts
+# on measured time, in the timing phase, alone (conftest.py).
+pytestmark = pytest.mark.timing
+
 Obj = dict[str, Any]
 
 

@@ -87,22 +87,31 @@ def test_image_pull_unschedulable_and_never_ready(
     assert pulled["status"]["phase"] == "Pending"
     assert kubelet.pod_address("default", pulled["metadata"]["name"]) is None  # never started
 
-    nonode = wait(lambda: pods_of(devcluster, app="nonode")[0].get("status"), what="status")
-    scheduled = condition(nonode, "PodScheduled")
+    # Wait on the condition itself: a status can be written before its conditions are.
+    scheduled = wait(
+        lambda: condition(pods_of(devcluster, app="nonode")[0]["status"], "PodScheduled"),
+        what="the PodScheduled condition",
+    )
     assert scheduled == {
         "type": "PodScheduled",
         "status": "False",
         "reason": "Unschedulable",
-        "message": scheduled["message"],  # type: ignore[index]
+        "message": scheduled["message"],
     }
 
     # One GPU on the node: the second replica waits; scaling down drops the waiting one first.
     wait(lambda: status_of(devcluster, "apps/v1", "deployments", "gpu").get("readyReplicas") == 1)
-    pending = [p for p in pods_of(devcluster, app="gpu") if p["status"]["phase"] == "Pending"]
+    pending = wait(
+        lambda: [
+            scheduled
+            for p in pods_of(devcluster, app="gpu")
+            if p["status"].get("phase") == "Pending"
+            if (scheduled := condition(p["status"], "PodScheduled"))
+        ],
+        what="the waiting replica's PodScheduled condition",
+    )
     assert len(pending) == 1
-    assert (
-        "Insufficient nvidia.com/gpu" in condition(pending[0]["status"], "PodScheduled")["message"]
-    )  # type: ignore[index]
+    assert "Insufficient nvidia.com/gpu" in pending[0]["message"]
     devcluster.patch("apps/v1", "deployments", "gpu", {"spec": {"replicas": 1}})
     wait(
         lambda: [p["status"].get("phase") for p in pods_of(devcluster, app="gpu")] == ["Running"],

@@ -23,6 +23,11 @@ from vllm_operator_demo.live_users import LiveUsers
 
 from .harness import Rollout, resource
 
+# Each canary step is judged on TTFT p95 against the stable pods: beside the parallel phase's
+# workers at load 15-20 the figures stayed undecided and the gate held (two tests failed):
+# in the timing phase, alone (conftest.py).
+pytestmark = pytest.mark.timing
+
 MODEL = "qwen3-30b-a3b"
 # holdSeconds are scaled by the harness's deadline scale (0.02): 150 s hold in 3 s.
 CANARY = {

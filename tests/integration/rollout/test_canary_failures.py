@@ -108,6 +108,7 @@ def test_requests_that_hang_until_clients_give_up_fail(
     assert any(s.status == 0 for s in streamed.snapshot())  # the clients did give up
 
 
+@pytest.mark.timing  # a verdict on measured time (stopped within 20 s): alone (conftest.py)
 def test_a_candidate_failing_every_request_is_stopped_within_an_interval(
     rollout: Rollout, streamed: LiveUsers
 ) -> None:

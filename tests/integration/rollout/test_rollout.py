@@ -108,6 +108,7 @@ def test_first_deploy_failing_quality_is_rejected(rollout: Rollout) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timing  # the whole stack judging measured latency: alone (conftest.py)
 def test_published_upgrade_story(rollout: Rollout) -> None:
     # Time scale 0.03: at 0.01 a short request of the throughput revision is ~3 ms of model
     # time and the few ms of loopback/proxy overhead alone can break a 10 % regression limit.

@@ -20,6 +20,9 @@ from vllm_operator.render import labels
 
 from .harness import API, GPU_PRODUCT, Rollout, resource
 
+# Gates on a regression limit measured against the twin: in the timing phase, alone (conftest.py).
+pytestmark = pytest.mark.timing
+
 GATE: dict[str, Any] = {
     "iterations": 3,
     "concurrency": [1, 4],

@@ -23,6 +23,10 @@ from sandbox_probe import held, probe, why
 from vllm_operator.bench.sandbox.executors import ExchangeSandbox, LocalSandbox, Refused
 from vllm_operator.bench.sandbox.run import Call, Outcome, RunResult
 
+# code run as nobody, forking and counted against its uid: with the other sandbox modules, one
+# at a time (conftest.py)
+pytestmark = pytest.mark.xdist_group("sandbox")
+
 SECRET = "bench-api-key-7f3a9c"
 
 

@@ -54,6 +54,9 @@ from vllm_operator.bench.sandbox import run as sandbox
 from vllm_operator.bench.sandbox.run import RunResult, run_one
 
 pytestmark = [
+    # code run as nobody, forking and counted against its uid: with the other sandbox modules,
+    # one at a time (conftest.py)
+    pytest.mark.xdist_group("sandbox"),
     pytest.mark.skipif(
         sandbox_kernel.landlock_abi() < 1, reason="the kernel has no Landlock: nothing runs"
     ),

@@ -32,9 +32,14 @@ from vllm_operator.bench.sandbox import syscalls as sandbox_syscalls
 from vllm_operator.bench.sandbox.run import RunResult, run_one
 
 ABI = sandbox_kernel.landlock_abi()
-pytestmark = pytest.mark.skipif(
-    ABI < 1, reason="the kernel has no Landlock (Linux 5.13+ with landlock in its LSM list)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        ABI < 1, reason="the kernel has no Landlock (Linux 5.13+ with landlock in its LSM list)"
+    ),
+    # code run as nobody, forking and counted against its uid: with the other sandbox modules,
+    # one at a time (conftest.py)
+    pytest.mark.xdist_group("sandbox"),
+]
 WALLS = [
     pytest.param({}, id="all-walls"),
     pytest.param({"guard": False}, id="kernel-alone"),

@@ -36,9 +36,14 @@ from sandbox_probe import held, probe, why
 from vllm_operator.bench.sandbox import kernel as sandbox_kernel
 from vllm_operator.bench.sandbox.run import RunResult
 
-pytestmark = pytest.mark.skipif(
-    sandbox_kernel.landlock_abi() < 1, reason="the kernel has no Landlock: nothing runs"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        sandbox_kernel.landlock_abi() < 1, reason="the kernel has no Landlock: nothing runs"
+    ),
+    # code run as nobody, forking and counted against its uid: with the other sandbox modules,
+    # one at a time (conftest.py)
+    pytest.mark.xdist_group("sandbox"),
+]
 DATA = Path(__file__).with_name("data")
 BUDGET = 16 << 20
 """``scratch.WRITE_BUDGET_BYTES``, written out: the test states the bound it checks."""

@@ -35,9 +35,14 @@ from vllm_operator.bench.sandbox.executors import ExchangeSandbox, Executor, Loc
 from vllm_operator.bench.sandbox.run import OUTCOMES_BYTES, Outcome, parse_outcomes
 from vllm_operator.errors import SpecError
 
-pytestmark = pytest.mark.skipif(
-    sandbox_kernel.landlock_abi() < 1, reason="the kernel has no Landlock: nothing runs"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        sandbox_kernel.landlock_abi() < 1, reason="the kernel has no Landlock: nothing runs"
+    ),
+    # code run as nobody, forking and counted against its uid: with the other sandbox modules,
+    # one at a time (conftest.py)
+    pytest.mark.xdist_group("sandbox"),
+]
 CUSTOM = """
 name: custom
 tests:

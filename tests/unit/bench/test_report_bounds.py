@@ -37,6 +37,7 @@ def test_an_array_of_empty_objects_is_refused_before_parsing() -> None:
     assert peak < 4 << 20, f"{peak >> 20} MiB to refuse a 16 MiB document"
 
 
+@pytest.mark.slow  # 5 million lines under tracemalloc: started early, never the run's tail
 def test_a_log_of_many_small_lines_is_searched_without_splitting_it_whole() -> None:
     text = b"{}\n" * (SIXTEEN_MIB // 3)
     error, peak = peak_of(text)

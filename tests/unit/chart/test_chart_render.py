@@ -19,6 +19,9 @@ import yaml
 
 from vllm_operator.api.crd import CRD_FILENAME
 
+# Module fixtures computed once: all of its tests in one worker (conftest.py).
+pytestmark = pytest.mark.xdist_group("chart-render")
+
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "vllm-operator"
 KUBE_VERSIONS = ("1.30", kubernetes_validate.latest_version())

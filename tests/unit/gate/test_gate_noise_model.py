@@ -16,6 +16,9 @@ import pytest
 
 from vllm_operator.api.summary import TrialPlan
 
+# Module fixtures computed once: all of its tests in one worker (conftest.py).
+pytestmark = pytest.mark.xdist_group("gate-noise-model")
+
 ROOT = Path(__file__).resolve().parents[3]
 GATES = 40
 
