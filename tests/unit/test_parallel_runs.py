@@ -155,6 +155,8 @@ def test_the_tail_of_a_serial_run_is_collected_first() -> None:
 
 def test_xdist_follows_the_collection_order(pytestconfig: pytest.Config) -> None:
     """Groups are not moved ahead of ruff and mypy by their size: the order above holds."""
+    if not pytestconfig.pluginmanager.hasplugin("xdist"):
+        pytest.skip("pytest-xdist is not loaded (-p no:xdist): there is no schedule to check")
     assert pytestconfig.option.loadscopereorder is False
 
 

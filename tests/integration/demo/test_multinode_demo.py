@@ -20,7 +20,7 @@ from vllm_operator_demo import demo
 from vllm_operator_demo.demo_multinode import GROUP_STORY, group_violations, run_groups
 from vllm_operator_demo.lws import LWS_API, LWS_PLURAL
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timing]  # step 2 is judged against a twin
 
 NAME = "qwen3-30b-a3b-2nodes"
 STEP = re.compile(r"step (\d): verdict (\w+), baseline (\w+) \(expected Passed, (\w+)\)")

@@ -24,6 +24,8 @@ from vllm_operator_demo.live_users import LiveUsers
 from .harness import Rollout
 from .test_multinode import LWS_API, LWS_CRD, TIMEOUT, group_pods, kill_pod_processes, two_nodes
 
+pytestmark = pytest.mark.timing  # the canary judges the groups' latency against stable's
+
 MODEL = "qwen3-30b-a3b"
 # holdSeconds are scaled by the harness's deadline scale (0.02): 150 s hold in 3 s.
 CANARY = {
