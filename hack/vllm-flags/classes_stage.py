@@ -49,6 +49,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from extract import render  # the same layout as the main table: sorted, one form per line
+
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parent.parent / "operator" / "vllm_operator" / "engine" / "flags" / "names"
 FORMAT = 1
@@ -201,26 +203,6 @@ def record(src: Path) -> dict[str, Any]:
             forms.append({"registry": key, "name": name, **_verdict(check, name)})
     forms.sort(key=lambda f: (f["registry"], f["name"]))
     return {"format": FORMAT, "registries": registries, "forms": forms}
-
-
-def render(doc: dict[str, Any]) -> str:
-    """Sorted JSON, one form per line."""
-    lines = ["{"]
-    keys = sorted(doc)
-    for i, key in enumerate(keys):
-        comma = "," if i < len(keys) - 1 else ""
-        value = doc[key]
-        if key == "forms":
-            lines.append('  "forms": [')
-            for j, item in enumerate(value):
-                sep = "," if j < len(value) - 1 else ""
-                lines.append("    " + json.dumps(item, sort_keys=True, ensure_ascii=False) + sep)
-            lines.append(f"  ]{comma}")
-        else:
-            text = json.dumps(value, sort_keys=True, ensure_ascii=False)
-            lines.append(f"  {json.dumps(key)}: {text}{comma}")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
 
 
 def main() -> None:

@@ -255,7 +255,19 @@ def render_pdb(vd: VLLMDeployment, revision: str, groups: int | None = None) -> 
     """
     name = vd.metadata.name
     if vd.spec.resources.nodes > 1:
-        return _group_pdb(vd, revision, vd.spec.replicas if groups is None else groups)
+        selector = {
+            LWS_NAME_LABEL: deployment_name(name, revision),
+            labels.DEPLOYMENT_LABEL: name,
+            labels.REVISION_LABEL: revision,
+        }
+        # Pods, as policy/v1 counts them: one pod per group that may go (see the docstring).
+        allowed: dict[str, Any] = {
+            "maxUnavailable": group_budget(
+                vd.spec.disruption, vd.spec.replicas if groups is None else groups
+            )
+        }
+    else:
+        selector, allowed = labels.server_selector(name, revision), vd.spec.disruption.budget()
     return {
         "apiVersion": PDB_API_VERSION,
         "kind": "PodDisruptionBudget",
@@ -266,34 +278,8 @@ def render_pdb(vd: VLLMDeployment, revision: str, groups: int | None = None) -> 
             "annotations": {labels.REVISION_ANNOTATION: revision},
         },
         "spec": {
-            "selector": {"matchLabels": labels.server_selector(name, revision)},
-            **vd.spec.disruption.budget(),
-            "unhealthyPodEvictionPolicy": "AlwaysAllow",
-        },
-    }
-
-
-def _group_pdb(vd: VLLMDeployment, revision: str, groups: int) -> dict[str, Any]:
-    name = vd.metadata.name
-    return {
-        "apiVersion": PDB_API_VERSION,
-        "kind": "PodDisruptionBudget",
-        "metadata": {
-            "name": disruption_budget_name(name, revision),
-            "namespace": vd.metadata.namespace,
-            "labels": labels.revision_labels(name, revision),
-            "annotations": {labels.REVISION_ANNOTATION: revision},
-        },
-        "spec": {
-            "selector": {
-                "matchLabels": {
-                    LWS_NAME_LABEL: deployment_name(name, revision),
-                    labels.DEPLOYMENT_LABEL: name,
-                    labels.REVISION_LABEL: revision,
-                }
-            },
-            # Pods, as policy/v1 counts them: one pod per group that may go (see the docstring).
-            "maxUnavailable": group_budget(vd.spec.disruption, groups),
+            "selector": {"matchLabels": selector},
+            **allowed,
             "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },
     }
