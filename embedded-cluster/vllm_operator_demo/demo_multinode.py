@@ -29,11 +29,10 @@ import yaml
 
 from devcluster.cluster import DevCluster
 from vllm_operator.api.status import GateRecord, VLLMDeploymentStatus
-from vllm_operator.render import deployment_name, serving_service_name
-from vllm_operator.render.labels import REVISION_LABEL
+from vllm_operator.render import deployment_name
 from vllm_operator_demo.demo_reports import figures, write_report
 from vllm_operator_demo.demo_session import Session
-from vllm_operator_demo.demo_story import Watcher, run_step
+from vllm_operator_demo.demo_story import Watcher, run_step, serving_violations
 from vllm_operator_demo.demo_tables import Row, render
 from vllm_operator_demo.lws import LWS_API, LWS_NAME_LABEL, LWS_PLURAL
 
@@ -78,21 +77,8 @@ def group_pods(session: Session, set_name: str, namespace: str) -> list[str]:
 
 
 def group_violations(cluster: DevCluster, name: str, namespace: str) -> list[str]:
-    """Times the serving Service selected a revision whose LeaderWorkerSet had no Ready
-    group (read from the API's change history, in resourceVersion order)."""
-    problems = []
-    svc = serving_service_name(name)
-    for version in cluster.history("v1", "services", svc, namespace):
-        revision = ((version.get("spec") or {}).get("selector") or {}).get(REVISION_LABEL)
-        if not revision or version.get("_event") == "DELETED":
-            continue
-        rv = int(version["metadata"]["resourceVersion"])
-        states = cluster.history(LWS_API, LWS_PLURAL, deployment_name(name, revision), namespace)
-        before = [s for s in states if int(s["metadata"]["resourceVersion"]) < rv]
-        ready = (before[-1].get("status") or {}).get("readyReplicas", 0) if before else 0
-        if not ready:
-            problems.append(f"Service {svc} selected revision {revision} with no Ready group")
-    return problems
+    """Times the serving Service selected a revision whose LeaderWorkerSet had no Ready group."""
+    return serving_violations(cluster, name, namespace, (LWS_API, LWS_PLURAL), "group")
 
 
 def _full_record(session: Session, name: str, revision: str) -> GateRecord | None:

@@ -219,8 +219,16 @@ def run_step(
     return revision, None
 
 
-def serving_violations(cluster: DevCluster, name: str, namespace: str) -> list[str]:
-    """Times the serving Service selected a revision whose Deployment had no Ready pod."""
+def serving_violations(
+    cluster: DevCluster,
+    name: str,
+    namespace: str,
+    kind: tuple[str, str] = ("apps/v1", "deployments"),
+    unit: str = "pod",
+) -> list[str]:
+    """Times the serving Service selected a revision whose workload (``kind``: api version
+    and plural; a Deployment by default) had no Ready ``unit``, read from the API's change
+    history in resourceVersion order."""
     problems = []
     svc = serving_service_name(name)
     for version in cluster.history("v1", "services", svc, namespace):
@@ -228,13 +236,11 @@ def serving_violations(cluster: DevCluster, name: str, namespace: str) -> list[s
         if not revision or version.get("_event") == "DELETED":
             continue
         rv = int(version["metadata"]["resourceVersion"])
-        states = cluster.history(
-            "apps/v1", "deployments", deployment_name(name, revision), namespace
-        )
+        states = cluster.history(*kind, deployment_name(name, revision), namespace)
         before = [s for s in states if int(s["metadata"]["resourceVersion"]) < rv]
         ready = (before[-1].get("status") or {}).get("readyReplicas", 0) if before else 0
         if not ready:
-            problems.append(f"Service {svc} selected revision {revision} with no Ready pod")
+            problems.append(f"Service {svc} selected revision {revision} with no Ready {unit}")
     return problems
 
 
