@@ -18,7 +18,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from vllm_operator.engine import config_time
+from vllm_operator.engine import config_time, json_keys
 from vllm_operator.engine.config_schema import SchemaMismatch, check
 from vllm_operator.engine.flagdata import FlagTable, Option
 from vllm_operator.errors import VLLMOperatorError
@@ -109,16 +109,21 @@ def _config(option: Option, text: str, table: FlagTable) -> Any:
         raise TypeMessage(f"{option.display} takes a JSON object")
     if option.config_strict and option.config_keys:
         unknown = sorted(set(value) - option.config_keys)
-        if unknown:
-            raise TypeMessage(f"unknown keys {', '.join(unknown)}")
+        if unknown:  # the first, worded with "did you mean" and the valid keys
+            raise TypeMessage(json_keys.unknown_key(option, unknown[0], table.version))
     for key, allowed in option.config_values.items():
         if key in value and not allowed and option.config_strict:
             raise TypeMessage(f"unknown key {key}")
     if option.config_schema is not None:
         try:
-            check(option.config_schema, value, option.config_custom)
+            check(
+                option.config_schema, value, json_keys.converted_first(option, value, table.version)
+            )
         except SchemaMismatch as e:
-            raise TypeMessage(f"1 validation error: {e}") from e
+            hint = ""
+            if e.reason == "Unexpected keyword argument":
+                hint = f"; {json_keys.unknown_key(option, e.path, table.version)}"
+            raise TypeMessage(f"1 validation error: {e}{hint}") from e
     if option.dest == "kv_transfer_config" and _role_missing(value, table):
         raise TypeMessage(
             "1 validation error for KVTransferConfig: Please specify kv_role when kv_connector "

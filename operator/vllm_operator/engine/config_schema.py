@@ -22,6 +22,7 @@ from pydantic import TypeAdapter, ValidationError
 from vllm_operator.errors import VLLMOperatorError
 
 _INT: TypeAdapter[int] = TypeAdapter(int)
+_FLOAT: TypeAdapter[float] = TypeAdapter(float)
 _MAX_TEXT = 4300  # Python's own limit on int digits; longer is no level or mode anyway
 _BOOL_STRINGS = {"0", "1", "true", "false", "yes", "no", "on", "off", "t", "f", "y", "n"}
 _MAX_DEPTH = 32
@@ -61,6 +62,17 @@ def lax_int(value: Any) -> int | None:
         return None
 
 
+def lax_float(text: str) -> float | None:
+    """pydantic's lax reading of a string as a float (``" 1e3 "``, ``"inf"``), or None
+    where it refuses; asked of pydantic itself, as ``lax_int`` is."""
+    if len(text) > _MAX_TEXT:
+        return None
+    try:
+        return _FLOAT.validate_python(text)
+    except (ValidationError, ValueError):
+        return None
+
+
 def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/$defs/"):
@@ -79,7 +91,7 @@ def _type_ok(kind: str, value: Any) -> bool | None:
     if kind == "number":
         if isinstance(value, (bool, int, float)):
             return True
-        return None if isinstance(value, str) else False
+        return lax_float(value) is not None if isinstance(value, str) else False
     if kind == "boolean":
         if isinstance(value, bool):
             return True
@@ -119,6 +131,9 @@ def _check(walk: _Walk, schema: Any, value: Any, path: str, depth: int) -> None:
     _check_alternatives(walk, schema, value, path, depth)
     if "enum" in schema:
         _check_enum(schema["enum"], value, path)
+        return
+    if "const" in schema:  # a Literal of one member
+        _check_enum([schema["const"]], value, path)
         return
     kind = schema.get("type")
     if isinstance(kind, str):

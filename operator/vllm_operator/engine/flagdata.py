@@ -45,6 +45,7 @@ class Option:
     # the whole object); None where not recorded
     config_schema: dict[str, Any] | None = field(default=None, compare=False)
     config_custom: frozenset[str] = frozenset()
+    config_wrapped: frozenset[str] = frozenset()  # fields a "wrap" validator also sees
     # vLLM expands 1k/2M/... inside this option's JSON (0.22+); None: not recorded
     json_suffixes: bool | None = False
     # the config class field the value reaches in create_engine_config: {"class", "schema"
@@ -128,6 +129,13 @@ def _converted_first(custom: Any) -> frozenset[str]:
                      or k == "*")  # fmt: skip
 
 
+def _wrapped(custom: Any) -> frozenset[str]:
+    """Fields a "wrap" validator of vLLM's sees (it may decide a value itself)."""
+    if not isinstance(custom, dict):
+        return frozenset()
+    return frozenset(k for k, modes in custom.items() if "wrap" in modes)
+
+
 def _option(row: dict[str, Any], suffixes: bool | None) -> Option:
     choices = row.get("choices")
     schema: dict[str, Any] = row.get("config_schema") or {}
@@ -149,6 +157,7 @@ def _option(row: dict[str, Any], suffixes: bool | None) -> Option:
         config_effective=frozenset(k for k, v in row.get("config_effective", {}).items() if v),
         config_schema=schema["schema"] if recorded else None,
         config_custom=_converted_first(schema.get("custom", {})) if recorded else frozenset(),
+        config_wrapped=_wrapped(schema.get("custom", {})) if recorded else frozenset(),
         json_suffixes=suffixes if "parse_dataclass" in row["type"] else False,
         engine_field=row.get("engine_field"),
     )

@@ -7,7 +7,10 @@ command line made of several of them is refused when one of them is, and otherwi
 eager exactly when its one compilation-deciding form does. The property draws such
 combinations at random, together with up to two names recorded through vLLM's own
 registry lookups (``engine/flags/names``: valid names and near misses of the reasoning
-parsers, tool call parsers, quantization methods and attention backends), and asks the
+parsers, tool call parsers, quantization methods and attention backends) and up to two
+forms of keys inside JSON-valued flags recorded through each option's own converter
+(``engine/flags/keys``: defaults, near-miss keys, wrong-typed values, unknown keys; the
+compilation config's are left out, it decides eager mode), and asks the
 whole policy (``extra_args.check``, the entry
 ``plan_launch`` uses) for accept/refuse and eager/compiled.
 
@@ -23,13 +26,14 @@ of the same option (kept out).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vllm_operator.engine import argv, catalog, extra_args, flagdata, registry_names
+from vllm_operator.engine import argv, catalog, extra_args, flagdata, json_keys, registry_names
 from vllm_operator.engine.flagdata import FlagTable, Form
 
 # Releases recorded with every stage: the others' tables miss what vLLM does after argparse.
@@ -47,6 +51,10 @@ _INTERACTING = {
     "data_parallel_size",
     "headless",
     "api_server_count",
+    # a parser plugin may register the name a drawn --reasoning-parser/--tool-call-parser
+    # gives: the names check is left out with one (test_registry_names)
+    "reasoning_parser_plugin",
+    "tool_parser_plugin",
 }
 _COMPILATION = {"optimization_level", "compilation_config", "enforce_eager"}
 
@@ -76,6 +84,30 @@ def _name_forms(table: FlagTable) -> list[Form]:
             after = {"verdict": "ok" if named.accepted else "refused", "eager": False}
             dests = sorted(a[2:].replace("-", "_") for a in extra if a.startswith("--"))
             out.append(Form(tuple(extra), "accepted", "", {"set": dests, "after": after}))
+    return out
+
+
+def _key_forms(table: FlagTable) -> list[Form]:
+    """Each keys form recorded through the JSON option's own converter
+    (``engine/flags/keys``) that the policy models (test_json_keys), as a form: one vLLM
+    refused stops argparse wherever it stands; an accepted one is kept where it leaves the
+    compilation alone and draws no refusal of the project's or of a later stage alone."""
+    record = json_keys.recorded(table.version)
+    out = []
+    for keyed in record.forms if record else ():
+        value = json.loads(keyed.value)[keyed.key] if keyed.kind == "wrong_type" else None
+        option = table.by_dest[keyed.option]
+        left = value is not None and json_keys.decided_by_vllm(
+            option, keyed.key, value, table.version
+        )
+        if keyed.option == "compilation_config" or left:
+            continue
+        argv_ = (keyed.flag, keyed.value)
+        if keyed.accepted and _policy(table, list(argv_)) != "compiled":
+            continue
+        after = {"verdict": "ok", "eager": False}
+        verdict = "accepted" if keyed.accepted else "error"
+        out.append(Form(argv_, verdict, keyed.message, {"set": [keyed.option], "after": after}))
     return out
 
 
@@ -141,10 +173,12 @@ def test_random_combinations_get_vllms_verdict(release: flagdata.Version) -> Non
     table = flagdata.table(release)
     plain, compiling, broken = _pools(table)
     named = _name_forms(table)
+    keyed = _key_forms(table)
     assert len(plain) >= 40
     assert compiling
     assert broken
     assert len(named) >= 20 or registry_names.recorded(release) is None
+    assert len(keyed) >= 50 or json_keys.recorded(release) is None
 
     @settings(
         max_examples=40,
@@ -154,17 +188,25 @@ def test_random_combinations_get_vllms_verdict(release: flagdata.Version) -> Non
     )
     @given(
         others=st.lists(st.sampled_from(plain), min_size=1, max_size=4),
-        names=st.lists(st.sampled_from(named), max_size=2) if named else st.just([]),
+        drawn=st.tuples(  # up to two names and up to two keys forms (issue 43)
+            st.lists(st.sampled_from(named), max_size=2) if named else st.just([]),
+            st.lists(st.sampled_from(keyed), max_size=2) if keyed else st.just([]),
+        ),
         compile_form=st.none() | st.sampled_from(compiling),
         first=st.none() | st.sampled_from(broken),
         data=st.data(),
     )
     def check(
-        others: list[Form], names: list[Form], compile_form: Any, first: Any, data: st.DataObject
+        others: list[Form],
+        drawn: tuple[list[Form], list[Form]],
+        compile_form: Any,
+        first: Any,
+        data: st.DataObject,
     ) -> None:
         chosen: list[Form] = []
         seen: set[str] = set()
-        for form in [*names, *others, *([compile_form] if compile_form else [])]:
+        names, keys = drawn
+        for form in [*keys, *names, *others, *([compile_form] if compile_form else [])]:
             dests = set(form.record["set"])
             if dests & seen:
                 continue
