@@ -24,39 +24,10 @@ from vllm_operator.engine.version import Version
 RECORDED = [r for r in flagdata.releases() if json_keys.recorded(r) is not None]
 
 
-# recorded after this session's deadline (say so here rather than guess for them)
-NOT_RECORDED: frozenset[str] = frozenset(
-    {
-        "0.11.1",
-        "0.11.2",
-        "0.12.0",
-        "0.14.0",
-        "0.14.1",
-        "0.20.1",
-        "0.20.2",
-        "0.21.0",
-        "0.22.0",
-        "0.22.1",
-        "0.23.0",
-        "0.24.0",
-        "0.25.0",
-        "0.25.1",
-        "0.26.0",
-        "0.27.0",
-        "0.27.1",
-        "0.28.0",
-        "0.29.0",
-        "0.30.0",
-        "0.31.0",
-        "0.32.0",
-    }
-)
-
-
 def test_every_release_with_an_engine_record_has_its_keys_recorded() -> None:
     engine = [r for r in flagdata.releases() if flagdata.table(r).records_engine]
-    assert [str(r) for r in engine if r not in RECORDED] == sorted(NOT_RECORDED, key=Version.parse)
-    assert len(RECORDED) + len(NOT_RECORDED) == 36
+    assert engine == RECORDED
+    assert len(RECORDED) == 36
 
 
 def _refusal(table: FlagTable, form: json_keys.KeyForm) -> str | None:
