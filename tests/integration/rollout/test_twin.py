@@ -20,8 +20,9 @@ from vllm_operator.render import labels
 
 from .harness import API, GPU_PRODUCT, Rollout, resource
 
-# Gates on a regression limit measured against the twin: in the timing phase, alone (conftest.py).
-pytestmark = pytest.mark.timing
+# Gates on a regression limit measured against the twin: in the timing phase, alone
+# (conftest.py), each test that needs such a gate to pass.
+TIMING = pytest.mark.timing
 
 GATE: dict[str, Any] = {
     "iterations": 3,
@@ -89,6 +90,7 @@ def _job_args(r: Rollout, job: str) -> list[str]:
     return list(first["spec"]["template"]["spec"]["containers"][0]["args"])
 
 
+@TIMING
 def test_twin_is_benchmarked_beside_the_candidate_then_removed(rollout: Rollout) -> None:
     stable = _serving(rollout, resource(mode="interactivity", sim_env=SLOWER, gate=GATE))
     assert _twins(rollout) == []  # a first revision has nothing to pair with
@@ -121,7 +123,7 @@ def test_twin_is_benchmarked_beside_the_candidate_then_removed(rollout: Rollout)
     assert "TwinRemoved" in reasons
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # not timing: Failed on quality (it decides whatever the latency), then Error
 def test_twin_is_removed_after_failed_and_after_error(rollout: Rollout) -> None:
     stable = _serving(rollout, resource(gate=GATE))
     rollout.apply(resource(mode="balanced", sim_env={"VLLMOP_SIM_DEGRADED": "1"}, gate=GATE))
@@ -153,6 +155,7 @@ def test_twin_is_removed_after_failed_and_after_error(rollout: Rollout) -> None:
 
 
 @pytest.mark.slow
+@TIMING
 def test_twin_after_a_restart_mid_gate_and_no_orphan_after_deletion(rollout: Rollout) -> None:
     stable = _serving(rollout, resource(gate=GATE))
     rollout.apply(resource(mode="balanced", gate=GATE))
@@ -184,6 +187,7 @@ def test_twin_after_a_restart_mid_gate_and_no_orphan_after_deletion(rollout: Rol
     assert stable != promoted
 
 
+@TIMING
 def test_auto_without_a_gpu_for_the_twin_gates_on_stored_figures_and_promotes(
     tmp_path: Path,
 ) -> None:
