@@ -111,8 +111,10 @@ from vllm_operator.gate import clustering, pair_tails, tallies
 from vllm_operator.gate.budget import (
     REPORT_RESERVE_FRACTION,
     WARMUP_SECONDS,
+    SweepBudget,
     extra_round_fits,
     held_for_later,
+    reachable_plan,
 )
 from vllm_operator.gate.decidable import Observations, short_limits
 from vllm_operator.gate.power import plan_power
@@ -565,7 +567,25 @@ def thresholds(
 LIMITED: tuple[str, ...] = ("ttft", "itl", "e2e")
 THRESHOLDS = thresholds(LIMITED, FLOOR_PERCENT)
 """The H200 spec's; ``--limits`` and ``--floor-percent`` replace it for a diagnostic run."""
-PLAN = TrialPlan(min_trials=TRIALS, max_trials=MAX_TRIALS)
+
+
+def plan_for(deadline: float) -> TrialPlan:
+    """The plan the bench runs and the gate judges with: 3 to 10 trials, cut to the trials
+    the deadline can give a level (``gate.budget.reachable_plan``: 3-6 at 480 s)."""
+    return reachable_plan(
+        SweepBudget(
+            deadline=deadline,
+            levels=len(LEVELS),
+            seconds_per_level=SECONDS,
+            servers=SERVERS,
+            trials=TRIALS,
+            max_trials=MAX_TRIALS,
+            reserve=REPORT_RESERVE_FRACTION,
+        )
+    )
+
+
+PLAN = plan_for(DEADLINE)
 
 
 @dataclass
@@ -693,7 +713,7 @@ def model_gate(
             state.requests.append(n)
             elapsed += round_seconds
             trials = len(state.requests)
-            if elapsed > DEADLINE or trials >= MAX_TRIALS:
+            if elapsed > DEADLINE or trials >= PLAN.max_trials:
                 break
             if trials < TRIALS:
                 continue
@@ -732,7 +752,7 @@ def can_still_decide(level: float, requests: int, trials: int, elapsed: float) -
     """The sweep's rule (``Sweep.can_still_decide``) on the planned durations."""
     longest = SERVERS * SECONDS
     reachable = trials
-    while reachable < MAX_TRIALS and extra_round_fits(
+    while reachable < PLAN.max_trials and extra_round_fits(
         elapsed + (reachable - trials) * longest, longest, DEADLINE, REPORT_RESERVE_FRACTION
     ):
         reachable += 1
@@ -1058,7 +1078,7 @@ def rows_for(powers: dict[tuple[str, float], float | None]) -> dict[str, Change]
 
 
 def main() -> None:
-    global THRESHOLDS, LIMITED, DEADLINE  # noqa: PLW0603 - set once from the arguments, before any gate
+    global THRESHOLDS, LIMITED, DEADLINE, PLAN  # noqa: PLW0603 - set once from the arguments, before any gate
     parser = argparse.ArgumentParser()
     parser.add_argument("--gates", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=29)
@@ -1105,6 +1125,7 @@ def main() -> None:
         merge(args.merge, args.out)
         return
     DEADLINE = args.timeout_seconds - 30.0
+    PLAN = plan_for(DEADLINE)
     LIMITED = tuple(args.limits.split(","))
     THRESHOLDS = thresholds(LIMITED, args.floor_percent, against_baseline=not args.limits_only)
     rng = random.Random(args.seed)
