@@ -46,7 +46,8 @@ undecided); gaps are independent given the trial (design effect 1).
 
 Gate (the H100 kit's ``gpu-slo-aa-480.yaml`` with an E2E limit): 8 and 24 requests/s, 20 s
 levels, a twin, ``timeoutSeconds: 480`` (bench deadline 450 s), 3 trials then one at a time
-up to 10 while a figure of the level is undecided and the budget (``gate.budget``) allows;
+up to 10 while a figure of the level is undecided and the budget (``gate.budget``) allows
+(the plan cut to the 6 trials the deadline can give, ``plan_for``, as the bench cuts it);
 TTFT p99 <= 1000 ms, ITL p99 <= 100 ms and E2E p99 <= 10,000 ms, ``maxRegressionPercent:
 10`` with each metric's default floor (TTFT 10%, ITL 25%, E2E 25% of its limit: 100, 25 and
 2,500 ms), confidence 95%, each look widened for the plan's looks. Goodput (100% on the

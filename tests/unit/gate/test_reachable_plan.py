@@ -133,3 +133,83 @@ def test_a_study_gate_keeps_its_plan() -> None:
     assert gate_plan(spec, 170, 2) == TrialPlan(min_trials=3, max_trials=10)
     study = BenchConfig(url="http://c:8000", model="m", trials=3, max_trials=10, deadline_seconds=9)
     assert study.plan == TrialPlan(min_trials=3, max_trials=10)
+
+
+def test_a_sweep_without_levels_is_its_first_look() -> None:
+    assert reachable_plan(SweepBudget(450, **{**KIT, "levels": 0})) == TrialPlan(
+        min_trials=3, max_trials=3
+    )
+
+
+def spec_at(timeout: int, rates: list[float], seconds: int = 20, max_trials: int = 10) -> GateSpec:
+    return GateSpec.model_validate(
+        {
+            "trials": 3,
+            "maxTrials": max_trials,
+            "timeoutSeconds": timeout,
+            "workload": {
+                "synthetic": {"inputTokens": {"mean": 512}, "outputTokens": {"mean": 128}},
+                "load": {"mode": "rate", "rates": rates, "secondsPerLevel": seconds},
+            },
+            "thresholds": {"slo": {"ttftMs": {"p99": 1000}}},
+        }
+    )
+
+
+def test_the_timeout_a_warning_names_decides_at_the_look_of_the_plan_cut_there() -> None:
+    # 4 req/s, 80 requests a trial: 5 trials bring 400 (enough at 95%, 368), but at the
+    # deadline that gives 5 the plan is cut to 3-5 and its last look needs 437: 6 trials
+    from vllm_operator.gate.decidable import shortfalls
+
+    def short(timeout: int) -> list[Any]:
+        return shortfalls(spec_at(timeout, [4]), timeout - 30, servers=2, margin_seconds=30)
+
+    (found,) = short(300)
+    assert found.timeout_needed is not None
+    fix = found.timeout_needed
+    assert short(fix) == []
+    assert len(short(fix - 1)) == 1
+    budget = SweepBudget(fix - 30, **{**KIT, "levels": 1})
+    assert budget.most_trials(0) == 6
+    assert reachable_plan(budget) == TrialPlan(min_trials=3, max_trials=6)
+    # the same at every timeout that warns, and with maxTrials the only trials that decide
+    for timeout in range(100, 420, 9):
+        for f in short(timeout):
+            assert f.timeout_needed is not None
+            assert short(f.timeout_needed) == []
+            assert len(short(f.timeout_needed - 1)) == 1
+    tight = shortfalls(spec_at(200, [4], max_trials=6), 170, servers=2, margin_seconds=30)
+    assert [f.timeout_needed for f in tight] == [fix]
+
+
+def test_when_max_trials_are_too_few_the_warning_names_the_level_length_and_its_timeout() -> None:
+    from vllm_operator.gate.decidable import shortfalls
+
+    # 1 req/s: 10 trials of 20 s bring 200 requests; the last look of 3-10 needs 437
+    (found,) = shortfalls(spec_at(3600, [1]), 3570, servers=2, margin_seconds=30)
+    assert found.seconds_per_level_needed == 44  # 437 / 10, rounded up
+    timeout = found.timeout_needed
+    assert timeout is not None
+    assert shortfalls(spec_at(timeout, [1], seconds=44), timeout - 30, servers=2) == []
+    assert shortfalls(spec_at(timeout - 1, [1], seconds=44), timeout - 31, servers=2) != []
+    assert shortfalls(spec_at(timeout, [1], seconds=43), timeout - 30, servers=2) != []
+
+
+def test_a_limit_no_plan_can_decide_names_no_fix() -> None:
+    from vllm_operator.gate.decidable import shortfalls
+
+    # one output token a request: no gap between chunks, an ITL limit never has one to count
+    spec = GateSpec.model_validate(
+        {
+            "trials": 3,
+            "maxTrials": 10,
+            "timeoutSeconds": 480,
+            "workload": {
+                "synthetic": {"inputTokens": {"mean": 512}, "outputTokens": {"mean": 1}},
+                "load": {"mode": "rate", "rates": [8], "secondsPerLevel": 20},
+            },
+            "thresholds": {"slo": {"itlMs": {"p99": 100}}},
+        }
+    )
+    (found,) = shortfalls(spec, 450, servers=2)
+    assert (found.timeout_needed, found.seconds_per_level_needed) == (None, None)
