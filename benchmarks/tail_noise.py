@@ -46,7 +46,8 @@ undecided); gaps are independent given the trial (design effect 1).
 
 Gate (the H100 kit's ``gpu-slo-aa-480.yaml`` with an E2E limit): 8 and 24 requests/s, 20 s
 levels, a twin, ``timeoutSeconds: 480`` (bench deadline 450 s), 3 trials then one at a time
-up to 10 while a figure of the level is undecided and the budget (``gate.budget``) allows;
+up to 10 while a figure of the level is undecided and the budget (``gate.budget``) allows
+(the plan cut to the 6 trials the deadline can give, ``plan_for``, as the bench cuts it);
 TTFT p99 <= 1000 ms, ITL p99 <= 100 ms and E2E p99 <= 10,000 ms, ``maxRegressionPercent:
 10`` with each metric's default floor (TTFT 10%, ITL 25%, E2E 25% of its limit: 100, 25 and
 2,500 ms), confidence 95%, each look widened for the plan's looks. Goodput (100% on the
@@ -111,8 +112,10 @@ from vllm_operator.gate import clustering, pair_tails, tallies
 from vllm_operator.gate.budget import (
     REPORT_RESERVE_FRACTION,
     WARMUP_SECONDS,
+    SweepBudget,
     extra_round_fits,
     held_for_later,
+    reachable_plan,
 )
 from vllm_operator.gate.decidable import Observations, short_limits
 from vllm_operator.gate.power import plan_power
@@ -565,7 +568,25 @@ def thresholds(
 LIMITED: tuple[str, ...] = ("ttft", "itl", "e2e")
 THRESHOLDS = thresholds(LIMITED, FLOOR_PERCENT)
 """The H200 spec's; ``--limits`` and ``--floor-percent`` replace it for a diagnostic run."""
-PLAN = TrialPlan(min_trials=TRIALS, max_trials=MAX_TRIALS)
+
+
+def plan_for(deadline: float) -> TrialPlan:
+    """The plan the bench runs and the gate judges with: 3 to 10 trials, cut to the trials
+    the deadline can give a level (``gate.budget.reachable_plan``: 3-6 at 480 s)."""
+    return reachable_plan(
+        SweepBudget(
+            deadline=deadline,
+            levels=len(LEVELS),
+            seconds_per_level=SECONDS,
+            servers=SERVERS,
+            trials=TRIALS,
+            max_trials=MAX_TRIALS,
+            reserve=REPORT_RESERVE_FRACTION,
+        )
+    )
+
+
+PLAN = plan_for(DEADLINE)
 
 
 @dataclass
@@ -693,7 +714,7 @@ def model_gate(
             state.requests.append(n)
             elapsed += round_seconds
             trials = len(state.requests)
-            if elapsed > DEADLINE or trials >= MAX_TRIALS:
+            if elapsed > DEADLINE or trials >= PLAN.max_trials:
                 break
             if trials < TRIALS:
                 continue
@@ -732,7 +753,7 @@ def can_still_decide(level: float, requests: int, trials: int, elapsed: float) -
     """The sweep's rule (``Sweep.can_still_decide``) on the planned durations."""
     longest = SERVERS * SECONDS
     reachable = trials
-    while reachable < MAX_TRIALS and extra_round_fits(
+    while reachable < PLAN.max_trials and extra_round_fits(
         elapsed + (reachable - trials) * longest, longest, DEADLINE, REPORT_RESERVE_FRACTION
     ):
         reachable += 1
@@ -1058,7 +1079,7 @@ def rows_for(powers: dict[tuple[str, float], float | None]) -> dict[str, Change]
 
 
 def main() -> None:
-    global THRESHOLDS, LIMITED, DEADLINE  # noqa: PLW0603 - set once from the arguments, before any gate
+    global THRESHOLDS, LIMITED, DEADLINE, PLAN  # noqa: PLW0603 - set once from the arguments, before any gate
     parser = argparse.ArgumentParser()
     parser.add_argument("--gates", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=29)
@@ -1105,6 +1126,7 @@ def main() -> None:
         merge(args.merge, args.out)
         return
     DEADLINE = args.timeout_seconds - 30.0
+    PLAN = plan_for(DEADLINE)
     LIMITED = tuple(args.limits.split(","))
     THRESHOLDS = thresholds(LIMITED, args.floor_percent, against_baseline=not args.limits_only)
     rng = random.Random(args.seed)

@@ -19,7 +19,7 @@ from vllm_operator.bench.prompts import CONCURRENCY_CLASS, DEFAULT_CLASSES, Prom
 from vllm_operator.bench.quality.run import DEFAULT_CONCURRENCY as DEFAULT_QUALITY_CONCURRENCY
 from vllm_operator.bench.quality.run import MAX_CONCURRENCY as MAX_QUALITY_CONCURRENCY
 from vllm_operator.bench.quality.suite import EMPTY_SUITE, Suite
-from vllm_operator.gate.budget import reserve_for
+from vllm_operator.gate.budget import SweepBudget, reachable_plan, reserve_for
 
 MAX_LEVELS = 16
 """Concurrency levels per run (the CRD allows 16; keeps the summary under 4,096 bytes)."""
@@ -123,8 +123,25 @@ class BenchConfig:
 
     @property
     def plan(self) -> TrialPlan:
-        """The sequential trial plan: ``trials`` before the first look, ``max_trials`` at most."""
-        return TrialPlan(min_trials=self.trials, max_trials=self.max_trials or self.trials)
+        """The sequential trial plan: ``trials`` before the first look, ``max_trials`` at most,
+        cut for a load sweep to the trials its deadline can give a level
+        (``gate.budget.reachable_plan``: the looks it cannot reach take no error rate)."""
+        plan = TrialPlan(min_trials=self.trials, max_trials=self.max_trials or self.trials)
+        if self.workload.is_study:
+            return plan
+        load = self.workload.load
+        return reachable_plan(
+            SweepBudget(
+                deadline=self.deadline_seconds,
+                levels=len(load.levels),
+                seconds_per_level=load.seconds_per_level,
+                servers=2 if self.baseline_url else 1,
+                trials=plan.min_trials,
+                max_trials=plan.max_trials,
+                warmup=self.warmup > 0 or self.settle_max_passes > 0,
+                reserve=self.budget_reserve,
+            )
+        )
 
     @property
     def base_url(self) -> str:

@@ -8,15 +8,17 @@ statement can be read back beside the figures it concerns: "TTFT p99 at 24 req/s
 (detects +156 ms or more)". Reports are hostile input (``vllm-operator report`` draws any
 file): anything missing or of the wrong type gives no statement, never an exception.
 The confidence is not recorded in a report; the gate's default 95% is used unless given.
+The plan is cut to the trials the recorded deadline can give a level, as the bench and the
+operator cut it (``gate.budget.reachable_plan``); a report written before the cut states
+what its plan detects as the gate runs it now.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from vllm_operator.api.summary import TrialPlan
 from vllm_operator.api.workload import LatencyMetric, Percentile
-from vllm_operator.gate.budget import SweepBudget, reserve_for
+from vllm_operator.gate.budget import SweepBudget, reachable_plan, reserve_for
 from vllm_operator.gate.power import Limited, Power, sweep_power
 
 METRICS: tuple[LatencyMetric, ...] = ("ttft", "itl", "tpot", "e2e")
@@ -67,7 +69,7 @@ def report_power(data: object, confidence: float = 0.95) -> list[Power]:
         figures,
         budget=budget,
         rates=levels,
-        plan=TrialPlan(min_trials=trials, max_trials=most),
+        plan=reachable_plan(budget),
         confidence=confidence,
         gaps_per_request=max(mean - 1, 0) if mean is not None else None,
     )

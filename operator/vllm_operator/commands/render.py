@@ -59,7 +59,7 @@ output:
   gate's plan cannot decide within timeoutSeconds (too few requests at that level), or a
   canary step's weight that whole replicas cannot make (traffic.mode replicas). Notes go
   there too: for each SLO percentile compared with the twin, the smallest regression the
-  gate's plan detects with 95%% probability ("gate plan: detects TTFT p99 +142 ms or more
+  gate's plan detects with 95%% probability ("gate plan: detects TTFT p99 +140 ms or more
   at 8 req/s"), from the noise of the GPU runs it was fitted on.
 
 input limits (each refused with exit 2, naming the position and the fix):

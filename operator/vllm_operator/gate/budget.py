@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from vllm_operator.api.summary import TrialPlan
+
 RESERVE_FRACTION = 0.25
 """Share of the deadline an extra round may not eat into when a quality suite runs after the
 rounds (left for the suite and the report)."""
@@ -139,3 +141,23 @@ def extra_round_fits(
     """Would one more round (``NEXT_ROUND_FACTOR`` x the longest so far), ``elapsed`` seconds
     into the run, end before the budget?"""
     return fits_budget(elapsed, NEXT_ROUND_FACTOR * longest_round, deadline, reserve)
+
+
+def reachable_plan(budget: SweepBudget) -> TrialPlan:
+    """The sweep's trial plan cut to the trials its deadline can give: ``maxTrials`` no
+    larger than the most trials any level can get (``SweepBudget.most_trials``), never
+    below the first look's ``trials``.
+
+    Why: the looks' error rate is split over the plan's looks (``gate.sequential``), half
+    of it kept for the look at ``maxTrials``. A plan whose deadline ends every level before
+    that look spends half its error rate on a look that never comes, and every look it
+    does take is judged at the stricter confidence of the early ones: the kit's plan (8
+    and 24 req/s, 20 s a level, 3-10 trials, ``timeoutSeconds: 480``) reaches 6 trials at
+    most, so 4 looks, not 8. Cut to 3-6, the same 5% is split over the 4 looks it can
+    take. The cut is fixed by the plan alone, before any data, and the bench is held to it
+    (``bench.config.BenchConfig.plan``: no level gets more trials), so the union bound
+    over the looks still holds the stated error.
+    """
+    most = max((budget.most_trials(i) for i in range(budget.levels)), default=budget.trials)
+    cut = max(budget.trials, min(budget.max_trials, most))
+    return TrialPlan(min_trials=budget.trials, max_trials=cut)

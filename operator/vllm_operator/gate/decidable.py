@@ -4,7 +4,8 @@ A tail limit is judged as a share of observations above it (``gate.tails``): "TT
 <= 1000 ms" is shown met only when the observations bound the share above 1000 ms below 1%
 with the look's confidence, and even when none lie above, that takes a least number of them
 (``tails.observations_needed``): 368 requests for a p99 at 95%, about 630 at the first of
-eight looks of the default plan (``gate.sequential`` splits the error rate over the looks).
+eight looks of a 3-10 plan (``gate.sequential`` splits the error rate over the looks; a
+plan is cut to the trials its deadline can give, ``gate_plan``, so a short one has fewer).
 A level measured for fewer requests than that can never pass; the gate spends its whole
 ``timeoutSeconds`` and ends Inconclusive. This module says so before anything runs.
 
@@ -37,7 +38,7 @@ from functools import lru_cache
 from vllm_operator.api.gate_spec import GateSpec
 from vllm_operator.api.summary import TrialPlan
 from vllm_operator.api.workload import LatencyMetric, Percentile, SloLimits
-from vllm_operator.gate.budget import SweepBudget, reserve_for
+from vllm_operator.gate.budget import SweepBudget, reachable_plan, reserve_for
 from vllm_operator.gate.sequential import look_confidence
 from vllm_operator.gate.tails import allowed_share, observations_needed
 
@@ -175,7 +176,8 @@ def shortfalls(
     load = gate.workload.load
     if slo is None or slo.is_empty or gate.workload.is_study or load.mode != "rate":
         return []
-    plan = TrialPlan(min_trials=gate.trials, max_trials=gate.max_trials)
+    plan = gate_plan(gate, deadline_seconds, servers)
+    full = TrialPlan(min_trials=gate.trials, max_trials=gate.max_trials)
     confidence = gate.thresholds.confidence_percent / 100
     gaps = _gaps_per_request(gate)
     budget = sweep_budget(gate, deadline_seconds, servers)
@@ -187,7 +189,7 @@ def shortfalls(
         limits = slo.at(rate)
         for metric, p, limit, got in short_limits(limits, per_trial, trials, confidence, plan):
             timeout, seconds = _fix(
-                budget, index, metric, p, per_second, confidence, plan, margin_seconds
+                budget, index, metric, p, per_second, confidence, full, margin_seconds
             )
             out.append(
                 Shortfall(
@@ -218,17 +220,30 @@ def _fix(  # noqa: PLR0917 - private, one call site
 ) -> tuple[int | None, int | None]:
     """(the least timeoutSeconds that decides it, the secondsPerLevel it needs or None).
 
-    The fewest trials that can show the limit met, and the timeout that gives the level
-    that many; when even ``maxTrials`` trials are too few, the secondsPerLevel that makes
-    them enough and the timeout that then fits them. (None, None): nothing can.
+    ``plan`` is the spec's own, uncut. A longer deadline gives the level more trials and
+    the plan more looks (``gate.budget.reachable_plan``); both change only where some
+    level's trials do (``SweepBudget.deadline_for``), so the least deadline that decides
+    the limit is the first of those steps at which the level's most trials, judged at
+    the look of the plan cut there, can show it met. When even ``maxTrials`` trials are
+    too few, the secondsPerLevel that makes them enough and the timeout that then fits
+    them. (None, None): nothing can.
     """
     rate = per_second.of(metric)
     assert rate is not None  # short_limits skips metrics without a count
     seconds = budget.seconds_per_level
-    for trials in range(1, plan.max_trials + 1):
-        at_look = look_confidence(confidence, plan, trials)
-        if reach(percentile, rate * seconds, trials, at_look).decidable:
-            return math.ceil(budget.deadline_for(index, trials) + margin), None
+    steps = sorted(
+        {
+            budget.deadline_for(level, trials)
+            for level in range(budget.levels)
+            for trials in range(1, plan.max_trials + 1)
+        }
+    )
+    for deadline in steps:
+        longer = replace(budget, deadline=deadline)
+        trials = longer.most_trials(index)
+        at_look = look_confidence(confidence, reachable_plan(longer), trials)
+        if trials > 0 and reach(percentile, rate * seconds, trials, at_look).decidable:
+            return math.ceil(deadline + margin), None
     most = needed(percentile, look_confidence(confidence, plan, plan.max_trials))
     if most == 0 or rate <= 0:
         return None, None
@@ -257,3 +272,13 @@ def sweep_budget(gate: GateSpec, deadline_seconds: float, servers: int) -> Sweep
         max_trials=gate.max_trials,
         reserve=reserve_for(gate.suite.runs_tests),
     )
+
+
+def gate_plan(gate: GateSpec, deadline_seconds: float, servers: int) -> TrialPlan:
+    """The trial plan ``gate``'s bench runs and is judged with: ``trials`` to ``maxTrials``,
+    for a load sweep cut to the trials its deadline can give a level
+    (``gate.budget.reachable_plan``, the bench's own cut: ``bench.config.BenchConfig.plan``)."""
+    plan = TrialPlan(min_trials=gate.trials, max_trials=gate.max_trials)
+    if gate.workload.is_study:
+        return plan
+    return reachable_plan(sweep_budget(gate, deadline_seconds, servers))

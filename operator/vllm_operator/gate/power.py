@@ -49,7 +49,7 @@ from vllm_operator.api.summary import TrialPlan
 from vllm_operator.api.workload import LatencyMetric, Percentile
 from vllm_operator.gate.binomial import incomplete_beta
 from vllm_operator.gate.budget import SweepBudget, extra_round_fits
-from vllm_operator.gate.decidable import Observations, sweep_budget
+from vllm_operator.gate.decidable import Observations, gate_plan, sweep_budget
 from vllm_operator.gate.power_noise import DEFAULT_NOISE, NORMAL_SCORE, NoiseModel, TailNoise
 from vllm_operator.gate.sequential import look_confidence
 from vllm_operator.gate.slo_tails import regression_limit
@@ -289,7 +289,7 @@ def plan_power(
         figures,
         budget=budget,
         rates=load.levels,
-        plan=TrialPlan(min_trials=gate.trials, max_trials=gate.max_trials),
+        plan=gate_plan(gate, deadline_seconds, servers),
         confidence=thresholds.confidence_percent / 100,
         gaps_per_request=max(synthetic.output_tokens.mean - 1, 0) if synthetic else None,
         noise=noise,

@@ -16,11 +16,12 @@ from vllm_operator.api.progress import stage as progress_stage
 from vllm_operator.api.reasons import ConditionReason, EventReason
 from vllm_operator.api.resource import VLLMDeployment
 from vllm_operator.api.status import GateRecord
-from vllm_operator.api.summary import BenchSummary, Placement, TrialPlan
+from vllm_operator.api.summary import BenchSummary, Placement
 from vllm_operator.api.text import EVENT_CHARS, clip
+from vllm_operator.gate.decidable import gate_plan
 from vllm_operator.gate.verdict import HEADLINE_CHARS
 from vllm_operator.render import labels
-from vllm_operator.render.job import render_job
+from vllm_operator.render.job import bench_deadline, render_job
 from vllm_operator.rollout import advice, baseline, causes, ledger, reruns, trust, twin
 from vllm_operator.rollout.actions import EventType
 from vllm_operator.rollout.context import Pass
@@ -177,7 +178,9 @@ def _judge(
         vd.spec.gate.thresholds,
         None if paired else stored,
         require_paired=paired,
-        plan=TrialPlan(min_trials=vd.spec.gate.trials, max_trials=vd.spec.gate.max_trials),
+        plan=gate_plan(
+            vd.spec.gate, bench_deadline(vd.spec.gate.timeout_seconds), 2 if paired else 1
+        ),
     )
     outcome, reasons, summary = (
         judged.verdict.outcome,

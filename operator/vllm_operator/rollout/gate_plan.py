@@ -6,7 +6,7 @@ deadline inside ``timeoutSeconds``) and which servers are measured (a baseline t
 every round: ``twin``, and ``auto``, whose usual case it is; ``stored`` measures the candidate
 alone). ``render`` prints the warnings to stderr; the planner turns them into a
 ``GatePlanDecides`` condition and one ``GatePlanTooShort`` Event each per generation. The
-stated power (``gate.power``: "detects TTFT p99 +142 ms or more at 8 req/s") goes beside
+stated power (``gate.power``: "detects TTFT p99 +140 ms or more at 8 req/s") goes beside
 them: ``render`` prints it as notes, the condition carries it in its message (status True,
 reason PowerStated, when every limit can be decided).
 """

@@ -20,22 +20,23 @@ def slo_gate(timeout: int) -> dict[str, Any]:
 
 
 def test_a_plan_too_short_is_a_condition_and_one_event_per_limit_and_generation() -> None:
-    w = World(spec(gate=slo_gate(200)))
+    w = World(spec(gate=slo_gate(160)))
     p = w.step()
     warned = [e for e in p.events if e.reason == "GatePlanTooShort"]
     assert [e.type for e in warned] == ["Warning", "Warning"]
     assert "ttft p99 at 8 req/s cannot be decided" in warned[0].message
-    assert "it needs timeoutSeconds >= 484" in warned[0].message
+    assert "it needs timeoutSeconds >= 170" in warned[0].message
     assert "ttft p99 at 24 req/s" in warned[1].message
     cond = w.condition("GatePlanDecides")
     assert (cond["status"], cond["reason"]) == ("False", "TooFewObservations")
     assert warned[0].message in cond["message"]
     assert warned[1].message in cond["message"]
     assert not any(e.reason == "GatePlanTooShort" for e in w.step().events)
-    w.set_spec(spec(gate=slo_gate(296)))  # a new generation, still one second short at 8/s
+    w.set_spec(spec(gate=slo_gate(229)))  # a new generation, still one second short at 24/s
     again = [e for e in w.step().events if e.reason == "GatePlanTooShort"]
     assert len(again) == 1
-    assert "at 8 req/s" in again[0].message
+    assert "at 24 req/s" in again[0].message
+    assert "it needs timeoutSeconds >= 230" in again[0].message
 
 
 def test_a_plan_that_can_decide_has_no_condition() -> None:
