@@ -96,7 +96,7 @@ class Pass:
             now=now,
             settings=settings or Settings(),
             previous=previous,
-            history=list(previous.history),
+            history=[entry.record() for entry in previous.history],
             handled=handled,
             calibration=previous.calibration,
         )

@@ -26,6 +26,7 @@ from vllm_operator.api.status import (
     ConditionStatus,
     ConditionType,
     GateRecord,
+    HistoryEntry,
     Phase,
     RevisionSummary,
     VLLMDeploymentStatus,
@@ -269,7 +270,7 @@ def build_status(
         stable=stable,
         candidate=candidate,
         last_gate=_newest_in_full(previous, history),
-        history=[_one_line(entry) for entry in bounded(history)],
+        history=[HistoryEntry.of(_one_line(entry)) for entry in bounded(history)],
         warnings=list(warnings),
     )
 

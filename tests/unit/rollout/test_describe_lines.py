@@ -51,7 +51,7 @@ def test_a_rejection_reads_in_lines_describe_prints_whole() -> None:
     assert ready["message"] == READY_WHILE_REJECTED
     assert len(READY_WHILE_REJECTED) <= LINE_CHARS
     assert "kstatus Failed, Argo CD Degraded" in READY_WHILE_REJECTED
-    assert all(len(r) <= REASON_CHARS for h in w.status["history"] for r in h["reasons"])
+    assert all(len(h["verdict"]) <= REASON_CHARS for h in w.status["history"])
     (event,) = _events(w, "GateFailed")
     assert len(event) <= EVENT_CHARS, event
     assert event.startswith(f"revision {cand}: {figure}: "), event
@@ -73,7 +73,7 @@ def test_a_failed_canary_reads_in_lines_describe_prints_whole() -> None:
     assert event.startswith(f"revision {candidate}: canary step 1/2"), event
     assert all(len(r) <= REASON_CHARS for r in w.status["lastGate"]["reasons"][1:])
     assert len(w.status["message"]) <= LINE_CHARS, w.status["message"]
-    assert all(len(r) <= REASON_CHARS for h in w.status["history"] for r in h["reasons"])
+    assert all(len(h["verdict"]) <= REASON_CHARS for h in w.status["history"])
 
 
 def test_reconciling_and_stalled_are_absent_while_false() -> None:
