@@ -95,10 +95,7 @@ class Kubelet:
         self._annotated: set[Key] = set()
         self._failed_scheduling: dict[Key, str] = {}  # the reason each Event was written for
         self._events_written = 0
-        # Absolute: the pods' PATH names the shim folder under it, and a pod runs in its own
-        # folder, so a relative one would find no `vllm` there (issue 42: `demo --workdir
-        # tmp/x` crash-looped every pod with "exec: vllm: not found").
-        self.workdir = Path(workdir).absolute()
+        self.workdir = Path(workdir).absolute()  # on pods' PATH, which run elsewhere (#42)
         self.namespace = namespace
         self.time_scale = time_scale
         self.probe_time_scale = time_scale if probe_time_scale is None else probe_time_scale
