@@ -90,6 +90,7 @@ def test_demo_story(tmp_path: Path) -> None:
             assert recorder.started_watch.wait(5)
         code = demo.run_story(session, timeout=150, reports=tmp_path / "reports")
         described = _kubectl_describe(session, tmp_path)
+        on_jobs = _kubectl_job_events(session, tmp_path)
     for recorder in (services, deployments):
         recorder.close()
     text = out.getvalue()
@@ -107,6 +108,8 @@ def test_demo_story(tmp_path: Path) -> None:
     assert "| Configuration | Short lat. |" in text
     _status_line_leads_with_the_deciding_figure(text)
     _describe_is_short_and_leads_with_the_verdict(described, text)
+    # Issue 42: a gate's progress Events are on its benchmark Job, not on the resource.
+    assert re.search(rf"BenchmarkProgress\s+{NAME}--gate-[0-9a-f]{{10}}-1\s", on_jobs), on_jobs
 
     # Every selector of the serving Service must name a revision whose Deployment had a
     # Ready replica at that moment.
@@ -197,6 +200,24 @@ def _kubectl_describe(session: demo.Session, tmp_path: Path) -> str:
     config = session.cluster.write_kubeconfig(tmp_path / "kubeconfig")
     result = subprocess.run(
         [path, "--kubeconfig", str(config), "describe", "vllmd", NAME],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def _kubectl_job_events(session: demo.Session, tmp_path: Path) -> str:
+    """The Events about benchmark Jobs (the Jobs themselves are deleted after their verdict)."""
+    kubectl = Path(sys.executable).parent / "kubectl"
+    path = str(kubectl) if kubectl.exists() else shutil.which("kubectl")
+    assert path is not None
+    config = session.cluster.write_kubeconfig(tmp_path / "kubeconfig")
+    selector = "involvedObject.kind=Job"
+    result = subprocess.run(
+        [path, "--kubeconfig", str(config), "get", "events", "--field-selector", selector],
         capture_output=True,
         text=True,
         timeout=60,
