@@ -95,7 +95,7 @@ class Kubelet:
         self._annotated: set[Key] = set()
         self._failed_scheduling: dict[Key, str] = {}  # the reason each Event was written for
         self._events_written = 0
-        self.workdir = Path(workdir)
+        self.workdir = Path(workdir).absolute()  # on pods' PATH, which run elsewhere (#42)
         self.namespace = namespace
         self.time_scale = time_scale
         self.probe_time_scale = time_scale if probe_time_scale is None else probe_time_scale

@@ -111,6 +111,12 @@ def keep_running(session: Session, out: TextIO) -> None:
         out.write("stopping\n")
 
 
+def _absolute(text: str) -> Path:
+    """A path as given, made absolute: pods run in folders of their own, so every path they
+    get (the shim folder on their PATH) must not depend on the current directory."""
+    return Path(text).absolute()
+
+
 def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = Parser(
         prog=prog,
@@ -180,7 +186,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         help="seconds to wait for each verdict (default 300)",
     )
     parser.add_argument(
-        "--workdir", type=Path, help="keep pod directories and logs here (default: a temp dir)"
+        "--workdir",
+        type=_absolute,
+        help="keep pod directories and logs here (default: a temp dir)",
     )
     parser.add_argument(
         "--reports",

@@ -176,7 +176,7 @@ def _where(gate: GateRecord) -> str:
 
 def _settled(status: VLLMDeploymentStatus, revision: str) -> GateRecord | None:
     """The verdict on ``revision`` once the rollout around it has finished."""
-    record = next((r for r in status.history if r.revision == revision), None)
+    record = next((r.record() for r in status.history if r.revision == revision), None)
     if record is None and status.last_gate and status.last_gate.revision == revision:
         record = status.last_gate
     promoted = status.stable is not None and status.stable.revision == revision
@@ -255,7 +255,8 @@ def _stable(session: Session, name: str) -> str | None:
 def _gate_summary(session: Session, name: str, revision: str) -> GateRecord | None:
     """The benchmark gate's record of ``revision`` (a canary's verdict carries no figures)."""
     status = _status(session.resource(name, "default"))
-    return next((r for r in status.history if r.revision == revision and r.judge() == "gate"), None)
+    records = (r.record() for r in status.history if r.revision == revision)
+    return next((r for r in records if r.judge() == "gate"), None)
 
 
 def _canary_outcome(

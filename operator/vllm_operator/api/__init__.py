@@ -30,6 +30,7 @@ from vllm_operator.api.spec import (
 from vllm_operator.api.status import (
     Condition,
     GateRecord,
+    HistoryEntry,
     RevisionSummary,
     VLLMDeploymentStatus,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "EngineSpec",
     "GateRecord",
     "GateSpec",
+    "HistoryEntry",
     "ModelSpec",
     "ObjectMeta",
     "ResourcesSpec",

@@ -90,9 +90,6 @@ class ConditionReason(StrEnum):
     InvalidSpec = "InvalidSpec"
     MultiNodeUnavailable = "MultiNodeUnavailable"
     NameConflict = "NameConflict"
-    # Reconciling / Stalled while False.
-    Idle = "Idle"
-    Progressing = "Progressing"
     # GatePassed: the decision on the spec's revision.
     AwaitingVerdict = "AwaitingVerdict"
     Passed = "Passed"
@@ -119,7 +116,7 @@ EVENT_MEANINGS: dict[EventReason, str] = {
     EventReason.BenchmarkStarted: "the benchmark Job of a gate attempt was created",
     EventReason.BenchmarkProgress: (
         "where a running benchmark is, once per stage (settling, the trials of the first "
-        "look, each further trial, quality), read at most every 30 s"
+        "look, each further trial, quality), read at most every 30 s; on the benchmark Job"
     ),
     EventReason.GatePassed: "the gate passed the candidate",
     EventReason.GateFailed: "the gate failed the candidate (a limit or a regression)",
@@ -195,8 +192,6 @@ CONDITION_MEANINGS: dict[ConditionReason, str] = {
     ConditionReason.MultiNodeUnavailable: "spec.resources.nodes > 1 without LeaderWorkerSet "
     "(Stalled)",
     ConditionReason.NameConflict: "a child's name is held by another object (Stalled)",
-    ConditionReason.Idle: "Reconciling=False: nothing to do",
-    ConditionReason.Progressing: "Stalled=False: nothing needs a person",
     ConditionReason.AwaitingVerdict: "GatePassed=Unknown: no verdict on the spec's revision yet",
     ConditionReason.Passed: "GatePassed=True: the gate passed the spec's revision",
     ConditionReason.Failed: "GatePassed=False: the gate failed it",

@@ -24,7 +24,7 @@ from pydantic import (
 from vllm_operator.api.base import APIModel
 from vllm_operator.api.calibration import CalibrationStatus
 from vllm_operator.api.canary import CanaryStatus
-from vllm_operator.api.summary import BenchSummary, Placement, Verdict
+from vllm_operator.api.summary import BenchSummary, Placement, Verdict, VerdictOutcome
 
 Phase = Literal[
     "Pending",
@@ -270,6 +270,107 @@ class GateRecord(Verdict):
         return out
 
 
+_OLD_RECORD_ONLY = frozenset(
+    {
+        "reasons",
+        "deciding",
+        "headline",
+        "decision",
+        "baselineRevision",
+        "baseline_revision",
+        "baselineMode",
+        "baseline_mode",
+        "baselineReason",
+        "baseline_reason",
+        "candidatePlacement",
+        "candidate_placement",
+        "baselinePlacement",
+        "baseline_placement",
+    }
+)
+"""Fields of a history entry as statuses before issue 42 stored it (a whole GateRecord)."""
+
+
+class HistoryEntry(APIModel):
+    """One past verdict as ``status.history`` keeps it: what the operator reads back after a
+    restart (which revision, its outcome, who decided, the attempt, when, the digest of its
+    figures) and the verdict in one line for people (``lastGate`` has the newest in full)."""
+
+    revision: str = Field(description="Revision judged.")
+    outcome: VerdictOutcome = Field(description="Passed, Failed, Inconclusive or Error.")
+    decided_by: Literal["person", "deadline"] | None = Field(
+        default=None,
+        description="person (annotation) or deadline (the progress deadline); absent: the gate.",
+    )
+    attempt: int | None = Field(
+        default=None, ge=1, description="The benchmark Job attempt judged (counts from 1)."
+    )
+    finished_at: str | None = Field(default=None, description="When (RFC 3339).")
+    figures_digest: str | None = Field(
+        default=None,
+        pattern=DIGEST_PATTERN,
+        description="sha256 of the figures judged, when a benchmark gave figures.",
+    )
+    summary: StoredFigures | None = Field(
+        default=None,
+        description=(
+            "The figures judged, as one line of JSON (a bench summary, docs/bench.md), only "
+            "while a Passed revision's Deployment does not hold them yet; else absent."
+        ),
+    )
+    verdict: str = Field(
+        default="",
+        max_length=1024,
+        description="The verdict in one line: its headline, else its first reason and how "
+        "many more.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_older_status(cls, data: Any) -> Any:
+        """A whole GateRecord (a status written before issue 42, or a record given in
+        code) read as its entry."""
+        if isinstance(data, GateRecord):
+            data = {**data.model_dump(exclude_none=True), "verdict": data.line()[:1024]}
+        if not isinstance(data, Mapping):
+            return data
+        out = {k: v for k, v in data.items() if k not in _OLD_RECORD_ONLY}
+        reasons = data.get("reasons")
+        if "verdict" not in out and isinstance(reasons, list) and reasons:
+            out["verdict"] = str(data.get("headline") or reasons[0])[:1024]
+        for key in ("decidedBy", "decided_by"):
+            if out.get(key) == "gate":
+                del out[key]
+        return out
+
+    @classmethod
+    def of(cls, record: GateRecord) -> HistoryEntry:
+        """``record`` as the history keeps it (its reasons already cut to one line)."""
+        return cls(
+            revision=record.revision,
+            outcome=record.outcome,
+            decided_by=None if record.decided_by == "gate" else record.decided_by,
+            attempt=record.attempt,
+            finished_at=record.finished_at,
+            figures_digest=record.figures_digest,
+            summary=record.summary,
+            verdict=record.line()[:1024],
+        )
+
+    def record(self) -> GateRecord:
+        """The entry as a verdict record: its one line as its only reason."""
+        return GateRecord(
+            revision=self.revision,
+            outcome=self.outcome,
+            decided_by=self.decided_by or "gate",
+            attempt=self.attempt,
+            finished_at=self.finished_at,
+            figures_digest=self.figures_digest,
+            summary=self.summary,
+            reasons=[self.verdict] if self.verdict else [],
+        )
+
+
 class VLLMDeploymentStatus(APIModel):
     """Observed state of a VLLMDeployment."""
 
@@ -293,16 +394,16 @@ class VLLMDeploymentStatus(APIModel):
             "baseline. history[0] is the same verdict in one line, with its figures."
         ),
     )
-    history: list[GateRecord] = Field(
+    history: list[HistoryEntry] = Field(
         default_factory=list,
         max_length=HISTORY_LIMIT,
         description=(
-            f"The last {HISTORY_LIMIT} verdicts, newest first, one line each: revision, "
-            "outcome, who decided, attempt, when, the baseline, and the verdict in one line "
-            "(lastGate has the newest in full) and the digest of its figures. A Passed "
-            "verdict keeps its figures (summary, one line of JSON) only until its revision's "
-            "Deployment holds them. At most "
-            f"{HISTORY_BYTES} bytes: figures are dropped first, oldest first. Every figure "
+            f"The last {HISTORY_LIMIT} verdicts, newest first: revision, outcome, decidedBy "
+            "(absent: the gate), attempt, when, the digest of its figures and the verdict in "
+            "one line (lastGate has the newest in full), what the operator reads back after a "
+            "restart (a rejected revision stays rejected). A Passed verdict keeps its figures "
+            "(summary, one line of JSON) only until its revision's Deployment holds them. At "
+            f"most {HISTORY_BYTES} bytes: figures are dropped first, oldest first. Every figure "
             "and request of a run is in the benchmark Job's log (kubectl logs "
             "job/<name>--gate-<revision>-<attempt>) until the verdict is recorded and the "
             "Job deleted, and on the report page `vllm-operator report` makes of it; the "
@@ -334,7 +435,7 @@ class VLLMDeploymentStatus(APIModel):
         if isinstance(history, list | tuple) and history:
             newest = history[0]
             same = given is not None and _identity(given) == _identity(newest)
-            chosen = given if same else newest
+            chosen = given if same else _as_record(newest)
             if isinstance(chosen, GateRecord):
                 chosen = chosen.model_dump()
             if isinstance(chosen, Mapping):
@@ -343,8 +444,17 @@ class VLLMDeploymentStatus(APIModel):
         return out
 
 
+def _as_record(entry: object) -> object:
+    """A history entry (as a model or as stored) as the verdict record ``lastGate`` holds."""
+    if isinstance(entry, Mapping):
+        entry = HistoryEntry.model_validate(entry)
+    return entry.record() if isinstance(entry, HistoryEntry) else entry
+
+
 def _identity(record: object) -> tuple[object, ...] | None:
     """What tells one verdict from another: revision, attempt, outcome, who, when."""
+    if isinstance(record, HistoryEntry):
+        record = record.record()
     if isinstance(record, GateRecord):
         return record.key()
     if not isinstance(record, Mapping):

@@ -388,7 +388,12 @@ class Reconciler:
         self.metrics.canary(namespace, name, result.status)
         for event in result.events:
             try:
-                await kube.event(body, event.type, event.reason, event.message)
+                await kube.event(
+                    body if event.job is None else event.job.involved(namespace),
+                    event.type,
+                    event.reason,
+                    event.message,
+                )
             except KubeError as exc:  # Events are best effort; the status holds the facts
                 logger.warning(
                     "event %s on %s/%s not posted: %s", event.reason, namespace, name, exc

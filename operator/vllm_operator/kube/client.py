@@ -371,7 +371,7 @@ class Kube:
         component: str = "vllm-operator",
         now: datetime | None = None,
     ) -> None:
-        """Post an Event about ``involved`` (the VLLMDeployment body)."""
+        """Post an Event about ``involved`` (the VLLMDeployment body, or a Job of it)."""
         meta = involved.get("metadata", {})
         when = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
         event = {

@@ -59,12 +59,29 @@ Action = Create | Patch | Delete
 
 
 @dataclass(frozen=True)
+class JobRef:
+    """A benchmark Job an Event is about: its name and uid (``kubectl describe job`` finds
+    Events by the uid)."""
+
+    name: str
+    uid: str
+
+    def involved(self, namespace: str) -> dict[str, Any]:
+        """The Job as the Event's involved object (what ``Kube.event`` reads)."""
+        meta = {"name": self.name, "namespace": namespace, "uid": self.uid}
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta}
+
+
+@dataclass(frozen=True)
 class Event:
-    """A Kubernetes Event on the VLLMDeployment."""
+    """A Kubernetes Event on the VLLMDeployment, or on one of its benchmark Jobs (``job``):
+    a gate's progress goes on its Job, so the VLLMDeployment keeps the Events a person acts
+    on (issue 42)."""
 
     type: EventType
     reason: EventReason
     message: str
+    job: JobRef | None = None
 
 
 @dataclass(frozen=True)

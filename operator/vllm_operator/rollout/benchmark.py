@@ -23,7 +23,7 @@ from vllm_operator.gate.verdict import HEADLINE_CHARS
 from vllm_operator.render import labels
 from vllm_operator.render.job import bench_deadline, render_job
 from vllm_operator.rollout import advice, baseline, causes, ledger, reruns, trust, twin
-from vllm_operator.rollout.actions import EventType
+from vllm_operator.rollout.actions import EventType, JobRef
 from vllm_operator.rollout.context import Pass
 from vllm_operator.rollout.observed import PROGRESS_SECONDS
 from vllm_operator.rollout.status import Outcome
@@ -154,7 +154,10 @@ def _wait_for_job(
         first = vd.spec.gate.trials
         if said is None or progress_stage(said, first) != progress_stage(progress, first):
             state.event(
-                "Normal", EventReason.BenchmarkProgress, f"revision {candidate}: {progress}"
+                "Normal",
+                EventReason.BenchmarkProgress,
+                f"revision {candidate}: {progress}",
+                job=JobRef(job.name, job.uid) if job.uid else None,
             )
     state.after(state.scaled(PROGRESS_SECONDS))
     return Outcome("Benchmarking", message, ConditionReason.Benchmarking)

@@ -26,7 +26,7 @@ from vllm_operator.api.summary import BenchSummary
 from vllm_operator.render import labels
 from vllm_operator.render.job import TTL_SECONDS_AFTER_FINISHED
 from vllm_operator.rollout import figures, ledger
-from vllm_operator.rollout.actions import Action, Create, Delete, Event, EventType, Kind
+from vllm_operator.rollout.actions import Action, Create, Delete, Event, EventType, JobRef, Kind
 from vllm_operator.rollout.observed import Observed
 from vllm_operator.rollout.status import Outcome, build_status, previous_status, summarise
 
@@ -96,7 +96,7 @@ class Pass:
             now=now,
             settings=settings or Settings(),
             previous=previous,
-            history=list(previous.history),
+            history=[entry.record() for entry in previous.history],
             handled=handled,
             calibration=previous.calibration,
         )
@@ -115,8 +115,10 @@ class Pass:
     def name(self) -> str:
         return self.observed.name
 
-    def event(self, kind: EventType, reason: EventReason, message: str) -> None:
-        self.events.append(Event(kind, reason, message))
+    def event(
+        self, kind: EventType, reason: EventReason, message: str, *, job: JobRef | None = None
+    ) -> None:
+        self.events.append(Event(kind, reason, message, job))
 
     def after(self, seconds: float) -> None:
         self.requeue.append(max(seconds, 0.0))

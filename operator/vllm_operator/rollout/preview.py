@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from vllm_operator.api.resource import parse_vllm_deployment
-from vllm_operator.api.status import GateRecord
+from vllm_operator.api.status import GateRecord, HistoryEntry
 from vllm_operator.render import labels
 from vllm_operator.render.validate import check
 from vllm_operator.rollout import ledger
@@ -103,7 +103,7 @@ def _cluster_catches_up(
 ) -> None:
     """Every Deployment Ready at its replicas; every benchmark Job's revision Passed."""
     status = previous_status(body.get("status"))
-    history = list(status.history)
+    history = [entry.record() for entry in status.history]
     for (kind, _), obj in objects.items():
         if kind in REVISION_KINDS:
             obj["status"] = {"readyReplicas": obj["spec"]["replicas"]}
@@ -119,5 +119,6 @@ def _cluster_catches_up(
                         finished_at=ledger.timestamp(now),
                     ),
                 )
-    if history != status.history:
-        body["status"] = status.model_copy(update={"history": history}).to_wire()
+    kept = [HistoryEntry.of(ledger.one_line(entry)) for entry in history]
+    if kept != status.history:
+        body["status"] = status.model_copy(update={"history": kept}).to_wire()

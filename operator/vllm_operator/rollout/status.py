@@ -2,10 +2,11 @@
 
 Conditions follow kstatus: ``Reconciling=True`` while the operator works towards the spec,
 ``Stalled=True`` when it cannot get there without a person (a rejected revision, an invalid
-spec, an inconclusive gate on hold), ``Ready=True`` only when the spec's revision serves
-with all its replicas. ``GatePassed`` carries the verdict on the spec's revision. A
-condition keeps its ``lastTransitionTime`` while its status does not change, so repeated
-reconciles do not churn the resource.
+spec, an inconclusive gate on hold), each absent otherwise (kstatus reads an absent one as
+False), ``Ready=True`` only when the spec's revision serves with all its replicas.
+``GatePassed`` carries the verdict on the spec's revision. A condition keeps its
+``lastTransitionTime`` while its status does not change, so repeated reconciles do not churn
+the resource.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from vllm_operator.api.status import (
     ConditionStatus,
     ConditionType,
     GateRecord,
+    HistoryEntry,
     Phase,
     RevisionSummary,
     VLLMDeploymentStatus,
@@ -172,31 +174,46 @@ def build_status(
     ready_message = outcome.message
     if phase == "Degraded" and outcome.reason == ConditionReason.CandidateRejected:
         ready_message = READY_WHILE_REJECTED
-    working: ConditionStatus = "True" if phase in WORKING else "False"
-    stalled: ConditionStatus = "True" if phase in NEEDS_PERSON else "False"
+    # kstatus reads an absent Reconciling or Stalled as False: present only while True, so
+    # describe shows no idle condition (issue 42), and the list a pass writes replaces the
+    # stored one whole (``merge_patch``), so one that turns False disappears.
+    working = phase in WORKING
+    stalled = phase in NEEDS_PERSON
     prev = previous.conditions
     gate_status, gate_reason, gate_message = gate
     conditions = [
         _condition(
             prev, "Ready", ready, outcome.reason, ready_message, generation=generation, now=now
         ),
-        _condition(
-            prev,
-            "Reconciling",
-            working,
-            outcome.reason if working == "True" else ConditionReason.Idle,
-            outcome.message if working == "True" else "",
-            generation=generation,
-            now=now,
+        *(
+            [
+                _condition(
+                    prev,
+                    "Reconciling",
+                    "True",
+                    outcome.reason,
+                    outcome.message,
+                    generation=generation,
+                    now=now,
+                )
+            ]
+            if working
+            else []
         ),
-        _condition(
-            prev,
-            "Stalled",
-            stalled,
-            outcome.reason if stalled == "True" else ConditionReason.Progressing,
-            outcome.message if stalled == "True" else "",
-            generation=generation,
-            now=now,
+        *(
+            [
+                _condition(
+                    prev,
+                    "Stalled",
+                    "True",
+                    outcome.reason,
+                    outcome.message,
+                    generation=generation,
+                    now=now,
+                )
+            ]
+            if stalled
+            else []
         ),
         _condition(
             prev,
@@ -253,7 +270,7 @@ def build_status(
         stable=stable,
         candidate=candidate,
         last_gate=_newest_in_full(previous, history),
-        history=[_one_line(entry) for entry in bounded(history)],
+        history=[HistoryEntry.of(_one_line(entry)) for entry in bounded(history)],
         warnings=list(warnings),
     )
 

@@ -112,6 +112,8 @@ class StoryRun:
     code: int
     text: str
     described: str
+    job_events: str
+    """`kubectl get events` about benchmark Jobs (issue 42: a gate's progress Events are there)."""
     services: Recorder
     deployments: Recorder
     reports: Path
@@ -183,6 +185,24 @@ def kubectl_describe(session: demo.Session, folder: Path) -> str:
     return result.stdout
 
 
+def kubectl_job_events(session: demo.Session, folder: Path) -> str:
+    """The Events about benchmark Jobs (the Jobs themselves are deleted after their verdict)."""
+    kubectl = Path(sys.executable).parent / "kubectl"
+    path = str(kubectl) if kubectl.exists() else shutil.which("kubectl")
+    assert path is not None
+    config = session.cluster.write_kubeconfig(folder / "kubeconfig")
+    selector = "involvedObject.kind=Job"
+    result = subprocess.run(
+        [path, "--kubeconfig", str(config), "get", "events", "--field-selector", selector],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
 @contextmanager
 def _terminal() -> Iterator[Terminal | None]:
     tmux = shutil.which("tmux")
@@ -229,6 +249,7 @@ def run_story(folder: Path) -> StoryRun:
                 if sampler is not None:
                     sampler.join(timeout=30)
                 described = kubectl_describe(session, folder)
+                job_events = kubectl_job_events(session, folder)
             for recorder in (services, deployments):
                 recorder.close()
             if terminal is not None and screen is not None:
@@ -241,6 +262,7 @@ def run_story(folder: Path) -> StoryRun:
         code=code,
         text=out.text(),
         described=described,
+        job_events=job_events,
         services=services,
         deployments=deployments,
         reports=folder / "reports",

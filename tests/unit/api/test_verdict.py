@@ -50,7 +50,8 @@ def test_last_gate_is_always_the_newest_history_entry() -> None:
     status = VLLMDeploymentStatus(history=[newest, older], last_gate=older)
     assert status.last_gate == newest
     wire = status.to_wire()
-    assert wire["lastGate"] == wire["history"][0]  # type: ignore[index]
+    entry = wire["history"][0]  # type: ignore[index]
+    assert entry == {"revision": "new", "outcome": "Passed", "verdict": "new Passed"}
     # Read back from the wire with a stale lastGate (an older writer): history wins.
     stale = {**wire, "lastGate": older.to_wire()}
     assert VLLMDeploymentStatus.model_validate(stale).last_gate == newest

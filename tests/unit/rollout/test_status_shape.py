@@ -51,12 +51,15 @@ def test_last_gate_keeps_the_newest_verdict_in_full_over_later_passes() -> None:
     assert gate["baselinePlacement"]["vllmVersion"] == "0.16.0"
     assert "summary" not in gate
     # history[0] is the same verdict in one line, without its figures (a rejected
-    # revision's figures are in its Job's log and report, not in status).
+    # revision's figures are in its Job's log and report, not in status), and without what
+    # says nothing more (issue 42): decision (derived), decidedBy "gate" (absent = the gate).
     newest = w.status["history"][0]
-    assert newest["reasons"] == [gate["headline"]]
-    for key in ("revision", "outcome", "decision", "decidedBy", "attempt", "finishedAt"):
+    assert newest["verdict"] == gate["headline"]
+    for key in ("revision", "outcome", "attempt", "finishedAt"):
         assert newest[key] == gate[key], key
     for gone in ("headline", "deciding", "candidatePlacement", "baselineReason", "baselineMode"):
+        assert gone not in newest, gone
+    for gone in ("reasons", "decision", "decidedBy"):
         assert gone not in newest, gone
     assert "summary" not in newest
     assert "figuresDigest" not in newest
@@ -108,7 +111,7 @@ def test_the_verdict_annotation_names_what_decided_and_follows_the_newest_verdic
     assert " ".join(line.strip() for line in note[1:]) == newest["headline"]
     rejected = w.status["history"][1]
     assert (rejected["revision"], rejected["outcome"]) == (cand, "Failed")
-    assert rejected["reasons"] == [gate["headline"]]
+    assert rejected["verdict"] == gate["headline"]
 
 
 def test_the_status_of_a_rejection_and_a_promotion_stays_short_in_yaml() -> None:
