@@ -60,6 +60,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         "children": round(kids1 - kids0, 3),
         "wall": round(time.monotonic() - wall0, 3),
     }
+    Path(folder).mkdir(parents=True, exist_ok=True)
     with open(Path(folder) / f"{worker}.jsonl", "a", encoding="utf-8") as out:
         out.write(json.dumps(line) + "\n")
 
