@@ -41,6 +41,11 @@ order is the schedule (``pytest_configure`` turns off xdist's own reordering of 
 size), and it puts the longest first: the ruff and mypy runs of ``test_static_checks``, then
 the groups (each runs its tests one after another), then tests marked ``slow``, then
 integration tests (they wait on processes), then the rest.
+
+On two cores the first phase is CPU-bound (about 1,050 CPU seconds in 9.5 minutes), so only
+less CPU makes it faster: ``benchmarks/suite_cpu.py`` (a plugin, ``PYTHONPATH=benchmarks
+pytest -p suite_cpu``, and a report) says where it goes, per test and per module, child
+processes included.
 """
 
 from __future__ import annotations

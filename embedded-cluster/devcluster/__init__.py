@@ -95,8 +95,29 @@ contexts beyond user and group ids, probes beyond their ports and handler, volum
 sources' own fields), real controllers (the kubelet modules play those).
 """
 
+from typing import TYPE_CHECKING
+
 from .apierrors import ApiError
-from .cluster import DevCluster
-from .kopfrun import OperatorThread, fast_settings
+
+if TYPE_CHECKING:
+    from .cluster import DevCluster
+    from .kopfrun import OperatorThread, fast_settings
+
+
+def __getattr__(name: str) -> object:
+    """``DevCluster``, ``OperatorThread`` and ``fast_settings``, imported on first use: a
+    process that runs only a kubelet (``devcluster.kubelet``, a subpackage module, so this
+    file runs first) then skips the API server, kopf and the kubernetes client, about 1 CPU
+    second of imports per start (each rollout test starts one)."""
+    if name == "DevCluster":
+        from .cluster import DevCluster  # noqa: PLC0415
+
+        return DevCluster
+    if name in ("OperatorThread", "fast_settings"):
+        from . import kopfrun  # noqa: PLC0415
+
+        return getattr(kopfrun, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["ApiError", "DevCluster", "OperatorThread", "fast_settings"]

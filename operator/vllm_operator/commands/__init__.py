@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from vllm_operator import __version__
-from vllm_operator.api.text import did_you_mean, printable
 
 
 class Command(NamedTuple):
@@ -98,6 +97,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     name, rest = args[0], args[1:]
     command = COMMANDS.get(name)
     if command is None:
+        # Here, not at the top: importing ``vllm_operator.api`` builds every pydantic model
+        # (about 0.25 CPU s), and ``python -m vllm_operator.sim`` (every simulated pod) needs none.
+        from vllm_operator.api.text import did_you_mean, printable  # noqa: PLC0415
+
         close = did_you_mean(name, COMMANDS)
         hint = f"; {close}" if close else ""
         sys.stderr.write(printable(f"vllm-operator: unknown command {name!r}{hint}") + "\n\n")

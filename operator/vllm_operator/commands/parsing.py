@@ -18,8 +18,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from vllm_operator.api.text import did_you_mean, printable
-
 _CHOICE = re.compile(r"invalid choice: '(?P<given>[^']*)' \(choose from (?P<known>.*)\)")
 
 
@@ -50,6 +48,10 @@ def unknown_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[
 def explain(parser: argparse.ArgumentParser, message: str, argv: Sequence[str]) -> str:
     """argparse's ``message`` with a "did you mean" for each unknown flag of ``argv`` and
     for a value outside an option's choices; control characters escaped."""
+    # Imported on this error path only: ``vllm_operator.api`` builds every pydantic model
+    # (about 0.25 CPU s), which the simulator's start (every simulated pod) never needs.
+    from vllm_operator.api.text import did_you_mean, printable  # noqa: PLC0415
+
     hints = []
     flags = known_flags(parser)
     for name in unknown_flags(parser, argv):

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vllm_operator.api.text import close_to
 from vllm_operator.engine import argv, catalog, config_time, flagdata
 from vllm_operator.engine.flagdata import FlagTable
 from vllm_operator.engine.tables import EAGER_COST
@@ -62,6 +61,10 @@ def _field(index: int | None, start: int) -> str:
 
 def suggestions(table: FlagTable, written: str) -> list[str]:
     """The closest valid spellings of ``written`` (``api.text``), best first."""
+    # Imported on this error path only: ``vllm_operator.api`` builds every pydantic model
+    # (about 0.25 CPU s), which the simulator's start (every simulated pod) never needs.
+    from vllm_operator.api.text import close_to  # noqa: PLC0415
+
     name = argv.long_name(written)
     longs = [s for s in table.by_spelling if s.startswith("--")]
     return close_to(name, longs, n=3)

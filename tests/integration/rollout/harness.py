@@ -21,7 +21,6 @@ from prometheus_client import CollectorRegistry
 
 import builders
 from devcluster import DevCluster, OperatorThread
-from devcluster.kubelet import Kubelet
 from devcluster.kubelet_faults import Faults
 from devcluster.pod_address import pod_address
 from vllm_operator.config import OperatorConfig
@@ -32,14 +31,13 @@ from vllm_operator.render import labels, names
 from vllm_operator.rollout.results import parse_summary
 from vllm_operator_demo.demo_reports import report_summary
 from vllm_operator_demo.live_users import services_address
-from vllm_operator_demo.pods import vllm_images
+
+from .kubelet_child import GPU_PRODUCT, run_kubelet  # noqa: F401 - tests read GPU_PRODUCT here
 
 ROOT = Path(__file__).resolve().parents[3]
 CRD = ROOT / "crds" / "vllm-operator.dev_vllmdeployments.yaml"
 API = builders.API_VERSION
 SIM_TIME_SCALE = "0.01"
-# What the operator reads from the (only) Node: the GPU product of where a gate ran.
-GPU_PRODUCT = "NVIDIA-H200-SIM"
 
 Obj = dict[str, Any]
 
@@ -90,29 +88,6 @@ def _reap(workdir: Path) -> None:
                 os.kill(int(entry.name), signal.SIGKILL)
 
 
-def _kubelet_process(
-    api: tuple[str, bytes | None], workdir: str, faults: Faults | None, ready: Any, stop: Any
-) -> None:
-    """A kubelet in its own process: its Service proxies then do not share a GIL with the
-    API server and the operator, so the benchmark measures the simulator, not the test."""
-    url, ca_pem = api  # the API's URL and, over HTTPS, its CA
-    kubelet = Kubelet(
-        url,
-        Path(workdir),
-        time_scale=0.01,
-        faults=faults,
-        node_labels={"nvidia.com/gpu.product": GPU_PRODUCT},
-        images=vllm_images(),
-        ca_pem=ca_pem,
-    )
-    kubelet.start()
-    ready.set()
-    try:
-        stop.wait()
-    finally:
-        kubelet.stop(timeout=5)
-
-
 class KubeletProcess:
     """``Kubelet`` hosted in a child process (start/stop like the in-process one)."""
 
@@ -123,7 +98,7 @@ class KubeletProcess:
         self._ready = ctx.Event()
         self._stop = ctx.Event()
         self._proc = ctx.Process(
-            target=_kubelet_process,
+            target=run_kubelet,  # a module of its own: the child imports only that
             args=((url, ca_pem), str(workdir), faults, self._ready, self._stop),
             daemon=True,
         )
