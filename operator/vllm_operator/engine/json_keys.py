@@ -23,7 +23,6 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from vllm_operator.api.text import did_you_mean
 from vllm_operator.engine.flagdata import Option
 from vllm_operator.engine.version import Version
 
@@ -180,6 +179,9 @@ def unknown_key(option: Option, path: str, version: Version) -> str:
     whose = f"{title} of vLLM {version}" if title else f"vLLM {version}'s config class"
     where = f"{'.'.join(parents)} of " if parents else ""
     text = f"unknown key {key!r} in {where}{option.long_name} ({whose} refuses keys it lacks)"
+    # Here, not at the top: only a refusal needs it, and the simulator starts without api/.
+    from vllm_operator.api.text import did_you_mean  # noqa: PLC0415
+
     close = did_you_mean(key, keys, quote=True)
     if close:
         text += f"; {close}"
