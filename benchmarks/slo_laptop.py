@@ -3,7 +3,8 @@ TTFT tail regression of the simulator Fails.
 
 Each gate is the real ``vllm-operator bench`` (a subprocess, as the Job runs it) against two
 fresh ``vllm-operator sim`` processes on loopback (candidate and baseline twin, paired
-trials, both loaded at the same moments: ``bench.load.sweep``), while ``--busy`` processes spin at 100% of a core each (a laptop running a build).
+trials, both loaded at the same moments: ``bench.load.sweep``), while ``--busy`` processes
+spin at 100% of a core each (a laptop running a build).
 The gate's plan is the one ``vllm-operator render`` gives the Job of ``slo_laptop.yaml``
 (thresholds, workload, trials, deadline); the script refuses to run when render warns that
 the plan cannot decide (``GatePlanDecides``). Workload: synthetic 64-token prompts with
