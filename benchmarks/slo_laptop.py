@@ -3,7 +3,8 @@ TTFT tail regression of the simulator Fails.
 
 Each gate is the real ``vllm-operator bench`` (a subprocess, as the Job runs it) against two
 fresh ``vllm-operator sim`` processes on loopback (candidate and baseline twin, paired
-trials), while ``--busy`` processes spin at 100% of a core each (a laptop running a build).
+trials, both loaded at the same moments: ``bench.load.sweep``), while ``--busy`` processes
+spin at 100% of a core each (a laptop running a build).
 The gate's plan is the one ``vllm-operator render`` gives the Job of ``slo_laptop.yaml``
 (thresholds, workload, trials, deadline); the script refuses to run when render warns that
 the plan cannot decide (``GatePlanDecides``). Workload: synthetic 64-token prompts with
@@ -23,8 +24,8 @@ Per gate it keeps the verdict, the duration, the deciding figures (trials, the c
 and the twin's TTFT p99 per trial, the counts above the limit and above the twin's bars, the
 clustering and the stray trial) and the machine's load average before and after.
 
-Run: ``.venv/bin/python benchmarks/slo_laptop.py [--gates 10] [--busy 2] [--rows aa,tail]``.
-Saves ``benchmarks/results/slo_laptop.json``.
+Run: ``.venv/bin/python benchmarks/slo_laptop.py [--gates 10] [--busy 2] [--rows aa,tail]
+[--results PATH]``. Saves ``benchmarks/results/slo_laptop.json`` unless told otherwise.
 """
 
 from __future__ import annotations
