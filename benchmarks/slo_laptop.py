@@ -194,17 +194,49 @@ def gate(model: str, plan: list[str], tail: bool, folder: Path, number: int) -> 
             p.wait(timeout=10)
 
 
-def line(name: str, number: int, g: dict[str, Any]) -> str:
-    """One gate's progress line: verdict, duration, the deciding figure, loads, CPU."""
+def line(name: str, number: int, g: dict[str, Any], limit: float) -> str:
+    """One gate's progress line: verdict, duration, the deciding figure (the worst trial's
+    TTFT p99 of both servers, the counts, the first reason), loads, CPU per request."""
     worst = max(g.get("ttft_p99_ms") or [0.0])
     twin_worst = max(g.get("twin_ttft_p99_ms") or [0.0])
     cpu = g.get("cpu_ms_per_request", {})
+    reason = (g.get("reasons") or ["-"])[0][:200]
     return (
         f"{name} {number}: {g['verdict']} {g['seconds']:.0f} s, {g.get('trials')} trials; "
-        f"TTFT p99 worst trial {worst:.0f} ms (twin {twin_worst:.0f}) against 500, "
+        f"TTFT p99 worst trial {worst:.0f} ms (twin {twin_worst:.0f}), limit {limit:g}; "
         f"above limit {g.get('above_limit')}, above twin bars {g.get('above_twin_bars')}; "
-        f"load {g.get('load_before')} -> {g.get('load_after')}; CPU ms/request "
+        f"load 1/5/15 min {g.get('load_before')} -> {g.get('load_after')}; CPU ms/request "
         f"client {cpu.get('client')}, sims {cpu.get('candidate_sim')}/{cpu.get('twin_sim')}"
+        f"\n    {reason}"
+    )
+
+
+def row(gates: list[dict[str, Any]]) -> dict[str, Any]:
+    """A row's verdicts, median duration and the range of the 1-minute load averages."""
+    seen = [x for g in gates for x in (g["load_before"][0], g["load_after"][0])]
+    return {
+        "verdicts": dict(Counter(g["verdict"] for g in gates)),
+        "median_seconds": statistics.median(g["seconds"] for g in gates),
+        "load_1min": [min(seen), max(seen)],
+        "gates": gates,
+    }
+
+
+def save(path: Path, cr: dict[str, Any], plan: list[str], busy: int, rows: dict[str, Any]) -> None:
+    """The results so far (after every gate: a run cut short keeps its gates)."""
+    path.write_text(
+        json.dumps(
+            {
+                "spec": cr["spec"]["gate"],
+                "bench_plan": plan,
+                "busy_loops": busy,
+                "niceness": os.nice(0),
+                "cores": os.cpu_count(),
+                "rows": rows,
+            },
+            indent=1,
+        )
+        + "\n"
     )
 
 
@@ -221,6 +253,7 @@ def main() -> None:
     args = parser.parse_args()
     model, plan, cr = rendered_plan(args.ttft_floor_percent)
     print("plan:", " ".join(plan), flush=True)
+    limit = cr["spec"]["gate"]["thresholds"]["slo"]["ttftMs"]["p99"]
     rows_asked = args.rows.split(",")
     spin = [sys.executable, "-c", "while True: pass"]
     loops = [subprocess.Popen(spin) for _ in range(args.busy)]
@@ -234,32 +267,19 @@ def main() -> None:
                 for i in range(args.gates):
                     g = gate(model, plan, tail, Path(tmp), i)
                     gates.append(g)
-                    print(line(name, i, g), flush=True)
-                verdicts = Counter(g["verdict"] for g in gates)
-                rows[name] = {
-                    "verdicts": dict(verdicts),
-                    "median_seconds": statistics.median(g["seconds"] for g in gates),
-                    "gates": gates,
-                }
-                print(f"{name:10} {dict(verdicts)}  median {rows[name]['median_seconds']:.0f} s")
+                    print(line(name, i, g, limit), flush=True)
+                    save(args.results, cr, plan, args.busy, {**rows, name: row(gates)})
+                rows[name] = row(gates)
+                print(
+                    f"{name:10} {rows[name]['verdicts']}  median "
+                    f"{rows[name]['median_seconds']:.0f} s, load (1 min) "
+                    f"{rows[name]['load_1min']}"
+                )
     finally:
         for loop in loops:
             loop.kill()
         for loop in loops:
             loop.wait()
-    args.results.write_text(
-        json.dumps(
-            {
-                "spec": cr["spec"]["gate"],
-                "bench_plan": plan,
-                "busy_loops": args.busy,
-                "cores": os.cpu_count(),
-                "rows": rows,
-            },
-            indent=1,
-        )
-        + "\n"
-    )
 
 
 if __name__ == "__main__":
