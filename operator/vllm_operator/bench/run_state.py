@@ -82,6 +82,8 @@ class ServerRun:
     """A workload's load sweep (``bench.load.send``): one run per level and trial, in order."""
     load_warmup: list[LoadRun] = field(default_factory=list)
     """Its discarded warm-up run(s)."""
+    consecutive_failures: int = 0
+    """Its requests that failed in a row, last first (the runner aborts at a few)."""
 
     def load_runs(self, level: float) -> list[LoadRun]:
         """The measured runs at ``level`` in trial order."""
@@ -133,7 +135,6 @@ class RunState:
     finished: float | None = None
     deadline_hit: bool = False
     aborted: str | None = None
-    consecutive_failures: int = 0
     settled: bool | None = None
     """None: no settling warm-up; else whether it ended with agreeing passes."""
     rounds: list[RoundRecord] = field(default_factory=list)

@@ -199,7 +199,7 @@ class _Context:
                 )
         except TimeoutError:
             pass  # the record is already marked "timeout"
-        self._count(record)
+        self._count(server, record)
 
     async def sweep(self, open_figures: OpenFigures | None, breached: Breached | None) -> None:
         """The workload's load sweep (``bench.load.sweep``) in place of the study's phases."""
@@ -211,14 +211,17 @@ class _Context:
         sweep = Sweep(self.config, self.config.traffic, self.state, self.clock, self.progress, send)
         await sweep.run(open_figures, breached)
 
-    def _count(self, record: RequestRecord) -> None:
+    def _count(self, server: ServerRun, record: RequestRecord) -> None:
+        """Failures in a row, per server: a load sweep sends to both servers at once, and a
+        healthy twin's answers between a dead candidate's failures must not hide them."""
         if record.ok:
-            self.state.consecutive_failures = 0
+            server.consecutive_failures = 0
             return
-        self.state.consecutive_failures += 1
-        if self.state.consecutive_failures >= MAX_CONSECUTIVE_FAILURES:
+        server.consecutive_failures += 1
+        if server.consecutive_failures >= MAX_CONSECUTIVE_FAILURES:
+            who = "" if server.role == "candidate" else f"{server.role}: "
             raise Aborted(
-                f"{self.state.consecutive_failures} requests in a row failed; last: "
+                f"{who}{server.consecutive_failures} requests in a row failed; last: "
                 f"{record.error}: {record.detail}"
             )
 

@@ -13,10 +13,20 @@ deadline.
 The rule is owned here, in the pure core, rather than in the bench, because the operator and
 ``render`` ask it before anything runs ("how many trials can this level get in
 timeoutSeconds?", ``gate.decidable``) and the core may not import the bench; the bench
-imports these constants. ``SweepBudget`` is the same rule on planned durations: a round
-lasts ``servers x secondsPerLevel`` (the requests still in flight when a level's sending
-stops, the Job's start and a quality suite come on top, so the trials it counts are the most
-the level can get, never fewer than the bench will run).
+imports these constants. ``SweepBudget`` is the same rule on planned durations, and it
+counts a round as ``servers x secondsPerLevel`` and a warm-up as ``servers`` warm-up runs:
+the servers one after the other, as the sweep ran them before issue 40. The sweep now
+loads the candidate and its twin together (``bench.load.sweep``, "Together"), so a round
+lasts one ``secondsPerLevel`` plus the requests still in flight when sending stops; with a
+twin the count here is the longer one. So the trials it counts are FEWER than the bench
+can run whenever a round's stragglers take less than one more ``secondsPerLevel`` (on a
+GPU or a quiet machine, well under a second), and never more: ``render``'s and the
+operator's "cannot be decided" warnings err on refusing a plan that could decide, and the
+stated power (``gate.power``, from the trials counted here) names a regression no smaller
+than the one the bench's trials detect. Kept so on purpose (the rendered power figures do
+not move while the judge changes; docs/bench.md, "Plans that can decide"). Without a twin
+(``servers`` 1) the count is the bench's own. The Job's start and a quality suite come on
+top in both cases.
 """
 
 from __future__ import annotations
@@ -67,12 +77,13 @@ class SweepBudget:
 
     @property
     def round_seconds(self) -> float:
-        """One trial of one level on every server."""
+        """One trial of one level on every server, counted one server after the other (an
+        over-estimate with a twin: the bench loads both at once; module docstring)."""
         return self.servers * self.seconds_per_level
 
     @property
     def warmup_seconds(self) -> float:
-        """One level's warm-up on every server."""
+        """One level's warm-up on every server, counted one after the other like a round."""
         if not self.warmup:
             return 0.0
         return self.servers * min(self.seconds_per_level, WARMUP_SECONDS)

@@ -83,9 +83,14 @@ def test_open_levels_get_more_trials_and_the_sweep_stops_at_the_breach() -> None
     assert state.load_stopped_at == 2
     assert not state.deadline_hit
     assert state.aborted is None
-    # paired rounds alternate who goes first: candidate in even trials, baseline in odd
+    # paired rounds load both servers from one start (issue 40), and alternate which one
+    # the client serves first: candidate in even trials, baseline in odd
     cand, base = state.candidate.load, state.baseline.load  # type: ignore[union-attr]
-    order = [c.started < b.started for c, b in zip(cand, base, strict=True)]
+    assert all(c.started == b.started for c, b in zip(cand, base, strict=True))
+    order = [
+        c.records[0].dispatched_at < b.records[0].dispatched_at  # type: ignore[operator]
+        for c, b in zip(cand, base, strict=True)
+    ]
     assert order == [True, False, True, False, True, False]
     # one warm-up run per server before each level it reached (a level brings new shapes)
     warm = state.candidate.load_warmup

@@ -102,6 +102,9 @@ def load_json(
         "levels_asked": list(load.levels),
         "capacity": capacity,
         "stopped_at": state.load_stopped_at,
+        # how paired servers were loaded: absent in reports from before issue 40, whose
+        # servers ran one after the other in each round
+        **({"pairing": "together"} if state.baseline is not None else {}),
         "warmup": warmup,
         "runs": sorted(runs, key=lambda r: (r["level"], r["trial"], r["server"] != "candidate")),
     }

@@ -158,13 +158,15 @@ async def closed_loop(
     streams: int,
     first_index: int,
     max_bytes_in_flight: int = MAX_BYTES_IN_FLIGHT,
+    started: float | None = None,
 ) -> None:
-    """``streams`` streams, each sending back to back until ``run.seconds`` have passed.
+    """``streams`` streams, each sending back to back until ``run.seconds`` have passed
+    since ``started`` (the clock; now when None: runs loaded together share one).
 
     Requests are numbered in the order they start (``first_index`` on), so every server
     gets the same requests, the first ones first.
     """
-    run.started = clock()
+    run.started = clock() if started is None else started
     end = run.started + run.seconds
     sent = 0
     budget = ByteBudget(max_bytes_in_flight)
@@ -172,6 +174,9 @@ async def closed_loop(
     async def stream() -> None:
         nonlocal sent
         while clock() < end:
+            # take turns: streams of servers loaded together (``bench.load.sweep``) share
+            # the event loop, and a transport that answers without waiting never yields
+            await asyncio.sleep(0)
             if sent >= MAX_RUN_REQUESTS:
                 run.cut_at_max = True
                 return
@@ -212,8 +217,13 @@ async def open_loop(
     first_index: int,
     max_in_flight: int = MAX_IN_FLIGHT,
     max_bytes_in_flight: int = MAX_BYTES_IN_FLIGHT,
+    started: float | None = None,
 ) -> None:
     """Poisson arrivals at ``rate`` for ``run.seconds``, sent whether or not others finished.
+
+    The arrivals are offsets from ``started`` (the clock; now when None): runs loaded
+    together (``bench.load.sweep``) share one start, so their arrivals fall at the same
+    moments.
 
     Returns when every sent request has ended. A failure that ends the run (``Aborted``
     from ``send_one``) stops the arrivals, lets the requests in flight finish, and is
@@ -236,7 +246,7 @@ async def open_loop(
             slots.release()
             budget.release(granted)
 
-    run.started = clock()
+    run.started = clock() if started is None else started
     try:
         for n, offset in enumerate(schedule):
             if failures:

@@ -13,8 +13,8 @@ levels and SLOs"):
   (passes until two agree): a level is itself tens of seconds of the same shapes, and
   sequential trials absorb a trial that was still warming up.
 - **Levels in order**, each: ``trials`` paired rounds (every server runs the level for
-  ``secondsPerLevel``, the candidate first in even trials and the baseline first in odd
-  ones, on the same arrival schedule and the same requests), then one more round at a time
+  ``secondsPerLevel``, all of them at the same moments: see "Together" below), then one more
+  round at a time
   while the gate says a figure of this level is undecided (``open_figures``), up to
   ``max_trials`` and the time budget, and only while the rounds that still fit can show the
   level's tail limits met (``can_still_decide``; the last level is exempt: nothing comes
@@ -24,17 +24,32 @@ levels and SLOs"):
   candidate broke a limit at a level, the levels above it are not run; the level is
   recorded (``RunState.load_stopped_at``) and the gate calls the levels above "not
   measured" (a note, not a gap).
+- **Together** (issue 40): in each round (and warm-up) the candidate and the baseline twin
+  are loaded at the same moments, from one common start, on the same arrival schedule and
+  the same requests, each at the level's full rate (or streams). Measured one after the
+  other, each in its own window, a burst of someone else's load on a shared machine landed
+  in one server's window and not the other's and moved that server's TTFT p99 alone by
+  100-200 ms (docs/bench.md, "On a loaded machine"); at the same moments it hits both.
+  The order the two are started in still alternates by trial, so whichever the event loop
+  serves first at a shared arrival changes sides. Each server gets half of the client's
+  in-flight bounds (``MAX_IN_FLIGHT``, ``MAX_BYTES_IN_FLIGHT``), so the Job's memory bound
+  holds with two servers loaded at once and one slow server cannot take the other's room.
+  On GPUs the two are separate servers on separate cards, so loading them at once changes
+  nothing of what each one measures.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING
 
 from vllm_operator.api.summary import MAX_TRIALS
 from vllm_operator.bench.http.request import ChatRequest
+from vllm_operator.bench.load.budget import MAX_BYTES_IN_FLIGHT
 from vllm_operator.bench.load.send import (
+    MAX_IN_FLIGHT,
     MAX_RUN_REQUESTS,
     LoadRecord,
     LoadRun,
@@ -123,26 +138,32 @@ class Sweep:
                 return
 
     async def warmup(self, level: float, level_number: int) -> None:
-        """One discarded run of ``level`` per server; its requests are numbered from
-        ``first_index(level_number, 0)``, past every measured level's."""
+        """One discarded run of ``level`` per server, all at the same moments; its requests
+        are numbered from ``first_index(level_number, 0)``, past every measured level's."""
         seconds = min(float(self.load.seconds_per_level), WARMUP_SECONDS)
+        runs = []
         for server in self.state.servers:
             run = LoadRun(server.role, level, 0, self.load.mode, seconds)
             server.load_warmup.append(run)
+            runs.append((server, run))
             self.progress.emit(
                 "warmup", server=server.role, level=level, seconds=seconds, mode=self.load.mode
             )
-            await self.level(server, run, first_index(level_number, 0), seed_trial=-1)
+        await self.together(runs, first_index(level_number, 0), seed_trial=-1)
 
     async def round(self, number: int, level: float, trial: int) -> None:
-        """One trial of ``level`` on every server, the order alternating by trial."""
+        """One trial of ``level`` on every server at the same moments; which server is
+        started first at each arrival alternates by trial."""
         servers = self.state.servers
         order = servers if trial % 2 == 0 else servers[::-1]
         self.progress.emit("trial", trial=trial + 1, level=level)
+        runs = []
         for server in order:
             run = LoadRun(server.role, level, trial, self.load.mode, self.load.seconds_per_level)
             server.load.append(run)
-            await self.level(server, run, first_index(number, trial), seed_trial=trial)
+            runs.append((server, run))
+        await self.together(runs, first_index(number, trial), seed_trial=trial)
+        for server, run in runs:
             done = sum(1 for r in run.records if r.ok)
             self.progress.emit(
                 "load",
@@ -153,12 +174,44 @@ class Sweep:
                 completed=done,
             )
 
-    async def level(self, server: ServerRun, run: LoadRun, first: int, *, seed_trial: int) -> None:
+    async def together(
+        self, runs: list[tuple[ServerRun, LoadRun]], first: int, *, seed_trial: int
+    ) -> None:
+        """Load every server of ``runs`` at once, from one start (``level``).
+
+        Not a TaskGroup: when one server's run gives up (``Aborted``), the other finishes
+        its level rather than have its requests cancelled and miscounted as timeouts; the
+        failure is raised after. A cancellation (the deadline) cancels both.
+        """
+        origin = self.clock()
+        share = len(runs)
+        jobs: list[Coroutine[object, object, None]] = [
+            self.level(server, run, first, seed_trial=seed_trial, origin=origin, share=share)
+            for server, run in runs
+        ]
+        results = await asyncio.gather(*jobs, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+    async def level(
+        self,
+        server: ServerRun,
+        run: LoadRun,
+        first: int,
+        *,
+        seed_trial: int,
+        origin: float | None = None,
+        share: int = 1,
+    ) -> None:
+        """``run`` on ``server`` from ``origin`` (the clock; now when None), with
+        ``1 / share`` of the client's in-flight bounds."""
         run.started_unix = time.time()
 
         async def send_one(request: ChatRequest, record: LoadRecord) -> None:
             await self.send(server, request, record)
 
+        room = MAX_BYTES_IN_FLIGHT // share
         if self.load.mode == "rate":
             seed = arrival_seed(self.config.workload.seed, run.level, seed_trial)
             await open_loop(
@@ -169,6 +222,9 @@ class Sweep:
                 rate=run.level,
                 seed=seed,
                 first_index=first,
+                max_in_flight=MAX_IN_FLIGHT // share,
+                max_bytes_in_flight=room,
+                started=origin,
             )
         else:
             await closed_loop(
@@ -178,6 +234,8 @@ class Sweep:
                 self.clock,
                 streams=int(run.level),
                 first_index=first,
+                max_bytes_in_flight=room,
+                started=origin,
             )
 
     def time_for_round(self, level: float, levels_left: int = 0) -> bool:
@@ -196,7 +254,7 @@ class Sweep:
     def later(self, level: float, levels_left: int) -> float:
         """The later levels' warm-ups and first rounds, each round as long as ``level``'s
         longest so far (``gate.budget.held_for_later``)."""
-        warmup = len(self.state.servers) * min(float(self.load.seconds_per_level), WARMUP_SECONDS)
+        warmup = min(float(self.load.seconds_per_level), WARMUP_SECONDS)  # servers at once
         return held_for_later(
             levels_left,
             self.longest_round(level),
@@ -205,10 +263,12 @@ class Sweep:
         )
 
     def longest_round(self, level: float) -> float:
+        """The longest round of ``level`` so far: its servers run at once, so a round lasts
+        as long as its slowest server's run."""
         per_trial: dict[int, float] = {}
         for server in self.state.servers:
             for run in server.load_runs(level):
-                per_trial[run.trial] = per_trial.get(run.trial, 0.0) + run.elapsed
+                per_trial[run.trial] = max(per_trial.get(run.trial, 0.0), run.elapsed)
         return max(per_trial.values(), default=0.0)
 
     def can_still_decide(self, level: float, trials: int, levels_left: int = 0) -> bool:
