@@ -25,7 +25,8 @@ run at start and what they consult (read from each release's code):
   consults the same ``QUANTIZATION_METHODS``);
 - ``attention_backend``: ``AttentionConfig.validate_backend_before`` where it exists (the
   converter ``create_engine_config`` reuses), else the backend enum ``EngineArgs`` indexes;
-- ``load_format``: ``LoadConfig`` (its validators: lower case from 0.11.1), then
+- ``load_format``: ``LoadConfig`` (it lower-cases the name: ``__post_init__`` 0.10.2-0.11.0,
+  a validator 0.11.1+), then
   ``get_model_loader`` (``_LOAD_FORMAT_TO_MODEL_LOADER``), as the worker does;
 - ``kv_connector``: ``KVConnectorFactory.get_connector_class`` on a ``KVTransferConfig``
   (the scheduler's ``create_connector`` at start; ``VllmConfig`` in 0.33).
@@ -205,7 +206,7 @@ def _load_format() -> tuple[list[str], Callable[[str], Any], str] | None:
     names = sorted(getattr(m, "_LOAD_FORMAT_TO_MODEL_LOADER", {}))
     guarded = _registered_only(names, lambda name: m.get_model_loader(LoadConfig(load_format=name)))
 
-    def check(name: str) -> Any:  # LoadConfig's own validators first (0.11.1+: lower case)
+    def check(name: str) -> Any:  # LoadConfig's own conversion first (lower case)
         return guarded(name, str(LoadConfig(load_format=name).load_format))
 
     where = "vllm.model_executor.model_loader.get_model_loader"

@@ -149,6 +149,8 @@ def recorded(version: Version) -> dict[str, Registry] | None:
 
 def _vllm_words(registry: Registry, name: str) -> str:
     """The recorded refusal of ``bogus`` with ``name`` in its place (vLLM's own words)."""
+    if registry.fold_case and all(n == n.lower() for n in registry.names):
+        name = name.lower()  # the lookup lower-cased it first (LoadConfig)
     for form in registry.forms:
         if form.name == "bogus" and not form.accepted:
             if "'BOGUS'" in form.message:  # the lookup upper-cased the name first

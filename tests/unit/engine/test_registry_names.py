@@ -3,10 +3,11 @@
 ``engine/flags/names/vllm-X.Y.Z.json`` holds, per release, each registry's names and the
 verdict of vLLM's own lookup function (``hack/vllm-flags/classes_stage.py``) on valid
 names and near misses (another case, ``-`` for ``_``, one character less or more, ``auto``,
-``bogus``). Each recorded name goes through the policy's whole entry
-(``extra_args.check``) as the flag that carries it; a name the lookup refused must be
-refused with vLLM's stage, the flag, the release and "did you mean"; a name it accepted
-must draw no refusal in vLLM's name.
+``bogus``) and the places where a command line gives each registry a name (a flag, or a
+key of a JSON-valued option such as ``--kv-transfer-config``'s ``kv_connector``). Each
+recorded name goes through the policy's whole entry (``extra_args.check``) at each place of
+its registry; a name the lookup refused must be refused with vLLM's stage, the flag, the
+release and "did you mean"; a name it accepted must draw no refusal in vLLM's name.
 """
 
 from __future__ import annotations
@@ -132,6 +133,9 @@ def test_names_the_stand_in_missed_are_refused_with_did_you_mean() -> None:
     (load,) = _refusals("0.13.0", ["--load-format", "safetensorsx"])
     assert "--load-format 'safetensorsx': vLLM 0.13.0 registers no load format" in load
     assert "did you mean 'safetensors'" in load
+    (load,) = _refusals("0.13.0", ["--load-format", "SafeTensorsX"])
+    assert "Load format `safetensorsx` is not supported" in load  # LoadConfig lower-cased it
+    assert _refusals("0.13.0", ["--load-format", "SafeTensors"]) == []
     kv = json.dumps({"kv_connector": "NixlConnectorx", "kv_role": "kv_both"})
     (connector,) = _refusals("0.13.0", ["--kv-transfer-config", kv])
     assert "--kv-transfer-config's \"kv_connector\" 'NixlConnectorx'" in connector
