@@ -2,11 +2,15 @@
 """Record, per vLLM release, the names its start-up checks look up in a registry (issue 43).
 
 A name that argparse takes as a plain string (``--reasoning-parser``, ``--attention-backend``,
-``--quantization``, ``--tool-call-parser``) is looked up in a registry of that release when
-`vllm serve` starts, and an unknown one stops the pod after the image pull. The main
-recording (``extract.py``) cannot see every such refusal: 0.13-0.19 look a reasoning parser
-up only when the API server builds its chat handler (after ``create_engine_config``), and
-0.20+ load the model's tokenizer first, which the config-only stand-in has not. So this
+``--quantization``, ``--tool-call-parser``, ``--load-format``, or a key inside a JSON-valued
+option: ``--kv-transfer-config``'s ``kv_connector``, ``--attention-config``'s ``backend``,
+``--structured-outputs-config``'s ``reasoning_parser``) is looked up in a registry of that
+release when `vllm serve` starts, and an unknown one stops the pod after the image pull. The
+main recording (``extract.py``) cannot see every such refusal: 0.13-0.19 look a reasoning
+parser up only when the API server builds its chat handler (after ``create_engine_config``),
+0.20+ load the model's tokenizer first, which the config-only stand-in has not, a load
+format is looked up when a worker loads the weights, a KV connector (before 0.33) when the
+engine core's scheduler builds it. So this
 stage, its own recording, calls the lookup function each check calls, in the release's own
 code, on a few names per registry: valid ones and near misses derived from them (another
 case, ``-`` for ``_``, one character less or more), ``auto`` and ``bogus``. Which checks
@@ -20,7 +24,18 @@ run at start and what they consult (read from each release's code):
 - ``quantization``: ``get_quantization_config`` (``ModelConfig._verify_quantization``
   consults the same ``QUANTIZATION_METHODS``);
 - ``attention_backend``: ``AttentionConfig.validate_backend_before`` where it exists (the
-  converter ``create_engine_config`` reuses), else the backend enum ``EngineArgs`` indexes.
+  converter ``create_engine_config`` reuses), else the backend enum ``EngineArgs`` indexes;
+- ``load_format``: ``LoadConfig`` (it lower-cases the name: ``__post_init__`` 0.10.2-0.11.0,
+  a validator 0.11.1+), then
+  ``get_model_loader`` (``_LOAD_FORMAT_TO_MODEL_LOADER``), as the worker does;
+- ``kv_connector``: ``KVConnectorFactory.get_connector_class`` on a ``KVTransferConfig``
+  (the scheduler's ``create_connector`` at start; ``VllmConfig`` in 0.33).
+
+Each registry also records its ``places``: the option dest, or ``dest.key`` inside a JSON
+option, where this release's command line gives it a name (read from ``arg_utils.py`` and
+the config classes' fields: ``--attention-config`` 0.13+, ``--structured-outputs-config``'s
+``reasoning_parser`` 0.11.1+). A registered name whose own import fails on this CPU-only
+machine (a missing optional package) is recorded as accepted, with the import error.
 
 Run by people, never by CI, in the recording environment (``setup-env.sh``) on a release's
 unpacked Python sources; it imports only the registries' modules (seconds per release)::
@@ -53,7 +68,7 @@ from extract import render  # the same layout as the main table: sorted, one for
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parent.parent / "operator" / "vllm_operator" / "engine" / "flags" / "names"
-FORMAT = 1
+FORMAT = 2  # 2: each registry's places
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _MAX_MESSAGE = 600
 
@@ -151,14 +166,91 @@ def _backend_enum() -> Any:
     return None
 
 
-def _attention_used(src: Path) -> bool:
-    """Whether this release's ``EngineArgs`` has the ``--attention-backend`` option at all."""
-    text = (src / "vllm" / "engine" / "arg_utils.py").read_text(encoding="utf-8")
-    return '"--attention-backend"' in text
+def _registered_only(names: list[str], check: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``check``, where a registered name's own failure (its module does not import on this
+    CPU-only recording machine, a loader wants more settings) is not the lookup's refusal:
+    it is raised as a RuntimeError, which ``_verdict`` records as accepted."""
+
+    def run(name: str, converted: str | None = None) -> Any:
+        if (converted if converted is not None else name) not in names:
+            return check(name)
+        try:
+            return check(name)
+        except Exception as exc:
+            raise RuntimeError(_message(exc)) from None
+
+    return run
+
+
+def _kv_connector() -> tuple[list[str], Callable[[str], Any], str] | None:
+    try:
+        from vllm.config.kv_transfer import KVTransferConfig
+        from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory as f
+    except Exception:
+        return None
+    names = sorted(getattr(f, "_registry", {}))
+
+    def check(name: str) -> Any:  # what the scheduler's create_connector runs at start
+        return f.get_connector_class(KVTransferConfig(kv_connector=name, kv_role="kv_both"))
+
+    where = "KVConnectorFactory.get_connector_class"
+    return names, _registered_only(names, check), where
+
+
+def _load_format() -> tuple[list[str], Callable[[str], Any], str] | None:
+    try:
+        from vllm.config.load import LoadConfig
+        from vllm.model_executor import model_loader as m
+    except Exception:
+        return None
+    names = sorted(getattr(m, "_LOAD_FORMAT_TO_MODEL_LOADER", {}))
+    guarded = _registered_only(names, lambda name: m.get_model_loader(LoadConfig(load_format=name)))
+
+    def check(name: str) -> Any:  # LoadConfig's own conversion first (lower case)
+        return guarded(name, str(LoadConfig(load_format=name).load_format))
+
+    where = "vllm.model_executor.model_loader.get_model_loader"
+    return names, check, where
+
+
+def _arg_utils(src: Path) -> str:
+    return (src / "vllm" / "engine" / "arg_utils.py").read_text(encoding="utf-8")
+
+
+def _field_of(src: Path, module: str, field: str) -> bool:
+    """Whether ``vllm/config/<module>.py`` declares the config field ``field``."""
+    path = src / "vllm" / "config" / f"{module}.py"
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    return re.search(rf"^    {field}: ", text, re.MULTILINE) is not None
+
+
+def places(key: str, src: Path) -> list[str]:
+    """Where a `vllm serve` command line gives this registry a name, in this release: an
+    option's dest, or ``dest.key`` for a key of a JSON-valued option (read from the
+    release's ``EngineArgs`` parser and config classes)."""
+    flags = _arg_utils(src)
+    out = []
+    if key == "attention_backend":
+        out += ["attention_backend"] if '"--attention-backend"' in flags else []
+        if '"--attention-config"' in flags and _field_of(src, "attention", "backend"):
+            out.append("attention_config.backend")
+    elif key == "reasoning_parser":
+        out.append("reasoning_parser")
+        if '"--structured-outputs-config"' in flags and _field_of(
+            src, "structured_outputs", "reasoning_parser"
+        ):
+            out.append("structured_outputs_config.reasoning_parser")
+    elif key == "kv_connector":
+        out += ["kv_transfer_config.kv_connector"] if '"--kv-transfer-config"' in flags else []
+    else:
+        out.append(key)
+    return out
 
 
 REGISTRIES: dict[str, Callable[[], tuple[list[str], Callable[[str], Any], str] | None]] = {
     "attention_backend": _attention,
+    "kv_connector": _kv_connector,
+    "load_format": _load_format,
     "quantization": _quantization,
     "reasoning_parser": _reasoning,
     "tool_call_parser": _tool,
@@ -188,7 +280,7 @@ def record(src: Path) -> dict[str, Any]:
     registries: dict[str, Any] = {}
     forms: list[dict[str, Any]] = []
     for key, find in REGISTRIES.items():
-        if key == "attention_backend" and not _attention_used(src):
+        if not places(key, src):
             continue
         found = find()
         if found is None:
@@ -196,7 +288,7 @@ def record(src: Path) -> dict[str, Any]:
         names, check, where = found
         if not names:
             continue
-        registries[key] = {"names": names, "check": where}
+        registries[key] = {"names": names, "check": where, "places": places(key, src)}
         samples = sorted({names[0], names[len(names) // 2], names[-1]})
         tried = [*samples, "auto", "bogus", *(n for s in samples[:2] for n in near_misses(s))]
         for name in dict.fromkeys(tried):

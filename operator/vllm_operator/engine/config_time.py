@@ -30,6 +30,7 @@ from typing import Any
 from vllm_operator.engine import catalog, engine_checks, flagdata, registry_names
 from vllm_operator.engine.config_schema import lax_int
 from vllm_operator.engine.flagdata import FlagTable
+from vllm_operator.engine.version import Version
 
 _BRACKET = re.compile(r"\s*\[type=[^\]]*\]\s*$")
 _NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
@@ -42,6 +43,7 @@ class Refusal:
 
     stage: str
     reason: str
+    name: bool = False  # a name the release's registry lacks (a newer release may have it)
 
 
 def _nearest(table: FlagTable, wanted: Callable[[FlagTable], bool]) -> FlagTable:
@@ -239,24 +241,33 @@ def read(table: FlagTable, values: dict[str, Any], taken: set[str]) -> AfterPars
 def _named_refusals(table: FlagTable, values: dict[str, Any]) -> list[Refusal]:
     """The API server's and engine config's checks, then the names vLLM looks up in a
     registry at start (``registry_names``): a name an engine check refused already gets
-    the registry's "did you mean" added, not a second refusal."""
+    the registry's "did you mean" added, not a second refusal. Each refusal of a name says
+    so (``name``): a release newer than the data may have added it (``extra_args``)."""
     found = engine_checks.refusals(table, values)
     named = registry_names.recorded(table.version) if table.records_engine else None
     out = []
     for f in found:
-        registry = next((r for r in (named or {}).values() if r.key == f.dest), None)
-        value = values.get(f.dest)
-        plugin = values.get(registry_names.PLUGINS.get(f.dest, ""))
-        if registry and isinstance(value, str) and not plugin and not registry.accepts(value):
-            flag = "--" + f.dest.replace("_", "-")
-            hint = registry_names.hint(registry, value)
-            out.append(Refusal(f.stage, f"{f.reason}; {flag} {value!r}: {hint}"))
-        else:
-            out.append(Refusal(f.stage, f.reason))
+        hint = ""
+        for registry in (named or {}).values():
+            for place, value in registry_names.checked(registry, values):
+                if place.partition(".")[0] == f.dest and not registry.accepts(value):
+                    flag = registry_names.flag_of(place)
+                    hint = f"; {flag} {value!r}: {registry_names.hint(registry, value)}"
+        out.append(Refusal(f.stage, f.reason + hint, name=bool(hint)))
     if named is not None:
         already = frozenset(f.dest for f in found)
         out += [
-            Refusal("names", reason)
+            Refusal("names", reason, name=True)
             for _, reason in registry_names.refusals(table.version, values, already)
         ]
     return out
+
+
+def newer_name_note(requested: Version, checked_against: Version, reason: str) -> str:
+    """The warning for a name the nearest older recorded release lacks, where the pods run
+    a newer release (which may have added it): vLLM decides at start."""
+    return (
+        f"extraArgs: vLLM {checked_against}, the nearest older recorded release, registers "
+        f"no such name ({reason}); vLLM {requested} may have added it, else the pod stops at "
+        "start and crash-loops"
+    )

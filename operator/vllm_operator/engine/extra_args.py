@@ -251,9 +251,16 @@ def _field_order(error: SpecError) -> int:
 
 
 def check(
-    operator_args: list[str], extra: list[str], table: FlagTable, performance_mode: str
+    operator_args: list[str],
+    extra: list[str],
+    table: FlagTable,
+    performance_mode: str,
+    requested: Version | None = None,
 ) -> ExtraArgsReport:
-    """Read ``operator_args + extra`` like vLLM ``table.version``; errors name extraArgs[i]."""
+    """Read ``operator_args + extra`` like vLLM ``table.version``; errors name extraArgs[i].
+
+    ``requested``: the release the pods run, where ``table`` is the nearest older one: a
+    name that release's registries lack is then a warning (it may have added the name)."""
     start = len(operator_args)
     parsed = argv.parse(table, [*operator_args, *extra])
     errors = _parse_errors(parsed, table, extra, start)
@@ -267,7 +274,13 @@ def check(
     if parsed.accepted:
         after = after_parse(parsed, table)
         reasons = list(after.eager_reasons)
-        errors += [_after_error(table, r) for r in after.refusals]
+        newer = requested is not None and requested != table.version
+        errors += [_after_error(table, r) for r in after.refusals if not (newer and r.name)]
+        warnings += [
+            config_time.newer_name_note(requested, table.version, r.reason)
+            for r in after.refusals
+            if newer and r.name and requested is not None
+        ]
         warnings += _deprecated_level(parsed, table)
     errors.sort(key=_field_order)
     runs_eager = bool(reasons)

@@ -362,7 +362,9 @@ def plan_launch(spec: VLLMDeploymentSpec) -> LaunchPlan:
     if engine.gpu_memory_utilization is not None:
         args += ["--gpu-memory-utilization", repr(engine.gpu_memory_utilization)]
     args += mode.modern if modern else mode.legacy
-    report = extra_args.check(args, list(engine.extra_args), table, engine.performance_mode)
+    report = extra_args.check(
+        args, list(engine.extra_args), table, engine.performance_mode, requested=version
+    )
     errors += report.errors
     warnings += report.warnings
     errors += _env_errors(spec, fix)

@@ -1,10 +1,13 @@
 """Names vLLM looks up in a registry when it starts: refused where the release lacks them.
 
-``--reasoning-parser``, ``--attention-backend``, ``--quantization`` and
-``--tool-call-parser`` (with ``--enable-auto-tool-choice``) are plain strings to argparse;
+``--reasoning-parser``, ``--attention-backend``, ``--quantization``, ``--load-format``,
+``--tool-call-parser`` (with ``--enable-auto-tool-choice``) and names inside JSON-valued
+options (``--kv-transfer-config``'s ``kv_connector``, ``--attention-config``'s ``backend``,
+``--structured-outputs-config``'s ``reasoning_parser``) are plain strings to argparse;
 `vllm serve` looks each one up in a registry of that release before it serves, and an
-unknown name stops the pod after the image pull (issue 43). Which names exist differs per
-release. ``hack/vllm-flags/classes_stage.py`` records, per release, each registry's names
+unknown name stops the pod after the image pull (issue 43). Which names exist, and where a
+command line gives them (the registry's ``places``), differ per release.
+``hack/vllm-flags/classes_stage.py`` records, per release, each registry's names, places
 and the verdict of vLLM's own lookup function on valid names and near misses
 (``engine/flags/names/vllm-X.Y.Z.json``, beside the release's table). This module reads
 that record and refuses a name the way the lookup does: a registered name, a recorded
@@ -25,17 +28,49 @@ from typing import Any
 
 from vllm_operator.engine.version import Version
 
-# registry -> the option whose value it checks, the words for one of its names, and the
-# switch without which vLLM never looks the name up ("" where it always does)
-OPTIONS: dict[str, tuple[str, str, str]] = {
-    "attention_backend": ("attention_backend", "attention backend", ""),
-    "quantization": ("quantization", "quantization method", ""),
-    "reasoning_parser": ("reasoning_parser", "reasoning parser", ""),
-    "tool_call_parser": ("tool_call_parser", "tool call parser", "enable_auto_tool_choice"),
+# registry -> the words for one of its names, and the switch without which vLLM never
+# looks the name up ("" where it always does)
+OPTIONS: dict[str, tuple[str, str]] = {
+    "attention_backend": ("attention backend", ""),
+    "kv_connector": ("KV connector", ""),
+    "load_format": ("load format", ""),
+    "quantization": ("quantization method", ""),
+    "reasoning_parser": ("reasoning parser", ""),
+    "tool_call_parser": ("tool call parser", "enable_auto_tool_choice"),
 }
-# a plugin file vLLM imports at start may register more names: not checked then
-PLUGINS = {"reasoning_parser": "reasoning_parser_plugin", "tool_call_parser": "tool_parser_plugin"}
+# a place whose name vLLM may import from elsewhere at start (a plugin file, a module
+# path): not checked when that is given. "dest" or "dest.key" inside a JSON option.
+PLUGINS = {
+    "reasoning_parser": "reasoning_parser_plugin",
+    "structured_outputs_config.reasoning_parser": (
+        "structured_outputs_config.reasoning_parser_plugin"
+    ),
+    "tool_call_parser": "tool_parser_plugin",
+    "kv_transfer_config.kv_connector": "kv_transfer_config.kv_connector_module_path",
+}
+# create_engine_config copies ``--reasoning-parser`` over the JSON key when the flag is
+# given (EngineArgs, 0.11.1-0.33): the JSON key is looked up only without the flag
+OVERRIDDEN_BY = {"structured_outputs_config.reasoning_parser": "reasoning_parser"}
+# what a JSON option needs besides the name for vLLM to build its config (argv_of)
+_JSON_WITH = {"kv_transfer_config": {"kv_role": "kv_both"}}
 _LISTED = 60  # at most this many valid names in a message
+
+
+def value_at(values: dict[str, Any], place: str) -> object:
+    """The value a command line gives ``place`` (``dest`` or ``dest.key`` of a JSON option)."""
+    dest, _, key = place.partition(".")
+    value = values.get(dest)
+    if not key:
+        return value
+    return value.get(key) if isinstance(value, dict) else None
+
+
+def flag_of(place: str) -> str:
+    """``--load-format`` or ``--kv-transfer-config's "kv_connector"``: how a message names
+    the place."""
+    dest, _, key = place.partition(".")
+    flag = "--" + dest.replace("_", "-")
+    return f'{flag}\'s "{key}"' if key else flag
 
 
 @dataclass(frozen=True)
@@ -58,6 +93,7 @@ class Registry:
     fold_case: bool
     extra: frozenset[str]  # accepted although not a name (recorded: "auto" on some)
     forms: tuple[NameForm, ...]
+    places: tuple[str, ...] = ()  # where a command line gives it a name
 
     def accepts(self, name: str) -> bool:
         if name in self.names or name in self.extra:
@@ -91,6 +127,7 @@ def parse(doc: dict[str, Any]) -> dict[str, Registry]:
             fold_case=bool(folded) and all(f.accepted for f in folded),
             extra=extra,
             forms=mine,
+            places=tuple(str(p) for p in row.get("places", [key])),  # format 1: the flag
         )
     return out
 
@@ -112,6 +149,8 @@ def recorded(version: Version) -> dict[str, Registry] | None:
 
 def _vllm_words(registry: Registry, name: str) -> str:
     """The recorded refusal of ``bogus`` with ``name`` in its place (vLLM's own words)."""
+    if registry.fold_case and all(n == n.lower() for n in registry.names):
+        name = name.lower()  # the lookup lower-cased it first (LoadConfig)
     for form in registry.forms:
         if form.name == "bogus" and not form.accepted:
             if "'BOGUS'" in form.message:  # the lookup upper-cased the name first
@@ -132,6 +171,23 @@ def hint(registry: Registry, name: str) -> str:
     return f"{mean}valid names in this release: {listed}"
 
 
+def checked(registry: Registry, values: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(place, name)`` for each name the command line gives ``registry`` that vLLM looks
+    up at start (its switch on, no plugin that may register it, not overridden)."""
+    switch = OPTIONS.get(registry.key, ("", ""))[1]
+    if switch and not values.get(switch):
+        return []
+    out = []
+    for place in registry.places:
+        name = value_at(values, place)
+        if not isinstance(name, str) or not name or value_at(values, PLUGINS.get(place, "")):
+            continue
+        if place in OVERRIDDEN_BY and value_at(values, OVERRIDDEN_BY[place]):
+            continue
+        out.append((place, name))
+    return out
+
+
 def refusals(
     version: Version, values: dict[str, Any], already: frozenset[str] = frozenset()
 ) -> list[tuple[str, str]]:
@@ -140,63 +196,51 @@ def refusals(
     ``values``: the last value of each option the command line set (by dest); ``already``:
     dests another check refused already (they get no second refusal).
     """
-    found = recorded(version)
-    if found is None:
-        return []
     out = []
-    for key, registry in found.items():
-        dest, words, switch = OPTIONS.get(key, ("", "", ""))
-        value = values.get(dest)
-        if not dest or dest in already or not isinstance(value, str) or not value:
-            continue
-        if switch and not values.get(switch):
-            continue
-        if values.get(PLUGINS.get(key, "")) or registry.accepts(value):
-            continue
-        flag = "--" + dest.replace("_", "-")
-        said = _vllm_words(registry, value)
-        vllm = f" ({registry.check}: {said})" if said else f" ({registry.check})"
-        out.append(
-            (
-                dest,
-                f"{flag} {value!r}: vLLM {version} registers no {words} of that name{vllm}; "
-                + hint(registry, value),
+    for key, registry in (recorded(version) or {}).items():
+        words = OPTIONS.get(key, (key.replace("_", " "), ""))[0]
+        for place, value in checked(registry, values):
+            dest = place.partition(".")[0]
+            if dest in already or registry.accepts(value):
+                continue
+            said = _vllm_words(registry, value)
+            vllm = f" ({registry.check}: {said})" if said else f" ({registry.check})"
+            out.append(
+                (
+                    dest,
+                    f"{flag_of(place)} {value!r}: vLLM {version} registers no {words} of that "
+                    f"name{vllm}; " + hint(registry, value),
+                )
             )
-        )
     return out
 
 
-def argv_of(registry: str, name: str) -> list[str]:
-    """The `vllm serve` arguments that make vLLM look ``name`` up in ``registry``."""
-    dest, _, switch = OPTIONS[registry]
-    flag = ["--" + switch.replace("_", "-")] if switch else []
-    return [*flag, "--" + dest.replace("_", "-"), name]
-
-
-def lookup_refuses(version: Version, dest: str, value: object) -> bool | None:
-    """The recorded verdict of the release's lookup on exactly ``value`` for ``dest``:
-    True refused, False accepted, None where that value was not recorded."""
-    for registry in (recorded(version) or {}).values():
-        if OPTIONS.get(registry.key, ("",))[0] != dest:
-            continue
-        for form in registry.forms:
-            if form.name == value:
-                return not form.accepted
-    return None
+def argv_of(place: str, name: str) -> list[str]:
+    """The `vllm serve` arguments that make vLLM look ``name`` up at ``place``."""
+    dest, _, key = place.partition(".")
+    flag = "--" + dest.replace("_", "-")
+    if key:
+        return [flag, json.dumps({key: name, **_JSON_WITH.get(dest, {})})]
+    switch = next((o[1] for k, o in OPTIONS.items() if k == place and o[1]), "")
+    return [*(["--" + switch.replace("_", "-")] if switch else []), flag, name]
 
 
 def lookup_refused(version: Version, values: dict[str, Any]) -> bool:
     """Whether the release's lookup, as recorded, refused one of the names ``values``
-    carries (with the switch that makes vLLM look it up): what the main recording's stages
-    could not see (issue 43)."""
-    for dest, _, switch in OPTIONS.values():
-        if switch and not values.get(switch):
-            continue
-        if lookup_refuses(version, dest, values.get(dest)):
-            return True
+    carries where vLLM looks it up: what the main recording's stages could not see
+    (issue 43). A name not run through the lookup is read against the recorded names
+    (``--kv-transfer-config '{"kv_connector": "X"}'`` of the main table)."""
+    for registry in (recorded(version) or {}).values():
+        verdicts = {f.name: f.accepted for f in registry.forms}
+        for _, name in checked(registry, values):
+            if not verdicts.get(name, registry.accepts(name)):
+                return True
     return False
 
 
 def dests() -> tuple[str, ...]:
-    """The options whose values a registry checks, and the switches that make it look."""
-    return tuple(sorted({d for o in OPTIONS.values() for d in (o[0], o[2]) if d}))
+    """The options whose values a registry may check, and those that switch it on or off
+    (a registry's key is its flag's dest, except the KV connector's: a JSON key only)."""
+    places = {*PLUGINS, *PLUGINS.values(), *OPTIONS, "attention_config.backend"}
+    out = {p.partition(".")[0] for p in places} | {o[1] for o in OPTIONS.values() if o[1]}
+    return tuple(sorted(out - {"kv_connector"}))

@@ -7,8 +7,9 @@ command line made of several of them is refused when one of them is, and otherwi
 eager exactly when its one compilation-deciding form does. The property draws such
 combinations at random, together with up to two names recorded through vLLM's own
 registry lookups (``engine/flags/names``: valid names and near misses of the reasoning
-parsers, tool call parsers, quantization methods and attention backends) and up to two
-forms of keys inside JSON-valued flags recorded through each option's own converter
+parsers, tool call parsers, quantization methods, attention backends, load formats and KV
+connectors, given as a flag or as a key of a JSON-valued option) and up to two forms of
+keys inside JSON-valued flags recorded through each option's own converter
 (``engine/flags/keys``: defaults, near-miss keys, wrong-typed values, unknown keys; the
 compilation config's are left out, it decides eager mode), and asks the
 whole policy (``extra_args.check``, the entry
@@ -79,11 +80,17 @@ def _name_forms(table: FlagTable) -> list[Form]:
     """Each name recorded through vLLM's registry lookup, as the form that carries it."""
     out = []
     for registry in (registry_names.recorded(table.version) or {}).values():
-        for named in registry.forms:
-            extra = registry_names.argv_of(registry.key, named.name)
-            after = {"verdict": "ok" if named.accepted else "refused", "eager": False}
-            dests = sorted(a[2:].replace("-", "_") for a in extra if a.startswith("--"))
-            out.append(Form(tuple(extra), "accepted", "", {"set": dests, "after": after}))
+        # every option that can carry this registry's name: two of them interact in vLLM
+        # (--reasoning-parser overrides the JSON key; --attention-backend and the JSON
+        # "backend" exclude each other), so a combination holds one
+        claimed = {p.partition(".")[0] for p in registry.places}
+        for place in registry.places:
+            for named in registry.forms:
+                extra = registry_names.argv_of(place, named.name)
+                after = {"verdict": "ok" if named.accepted else "refused", "eager": False}
+                dests = {a[2:].replace("-", "_") for a in extra if a.startswith("--")}
+                record = {"set": sorted(dests | claimed), "after": after}
+                out.append(Form(tuple(extra), "accepted", "", record))
     return out
 
 
