@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vllm_operator.api.text import close_to
-from vllm_operator.engine import argv, catalog, config_time, flagdata
+from vllm_operator.engine import argv, catalog, config_time, flagdata, setting_pairs
 from vllm_operator.engine.flagdata import FlagTable
 from vllm_operator.engine.tables import EAGER_COST
 from vllm_operator.engine.version import Version
@@ -266,6 +266,8 @@ def check(
         reasons = list(after.eager_reasons)
         errors += [_after_error(table, r) for r in after.refusals]
         warnings += _deprecated_level(parsed, table)
+    twice = setting_pairs.check(table, parsed, start, FIELD)  # one setting, two spellings
+    errors, warnings = [*errors, *twice.errors], [*warnings, *twice.warnings]
     errors.sort(key=_field_order)
     runs_eager = bool(reasons)
     if runs_eager and performance_mode != "eager":

@@ -7,11 +7,15 @@ command line made of several of them is refused when one of them is, and otherwi
 eager exactly when its one compilation-deciding form does. The property draws such
 combinations at random, together with up to two names recorded through vLLM's own
 registry lookups (``engine/flags/names``: valid names and near misses of the reasoning
-parsers, tool call parsers, quantization methods and attention backends), and asks the
-whole policy (``extra_args.check``, the entry
-``plan_launch`` uses) for accept/refuse and eager/compiled.
+parsers, tool call parsers, quantization methods and attention backends) and up to one
+setting given twice (``engine/flags/pairs``: a dedicated flag with the same key in a JSON
+option, refused together by vLLM or one of them winning), and asks the whole policy
+(``extra_args.check``, the entry ``plan_launch`` uses) for accept/refuse and
+eager/compiled.
 
-What is kept out of a combination, and why: forms whose settings interact in vLLM
+Two forms that give one setting twice (``--max-cudagraph-capture-size`` and a ``-cc``
+form with that key) are expected refused where the release refuses that pair, as
+recorded. What is kept out of a combination, and why: forms whose settings interact in vLLM
 (an option another one requires, ``--max-num-seqs`` against ``--max-num-batched-tokens``,
 the model, ``--config``), more than one form that decides compilation (an explicit mode
 wins over a level), and forms the project refuses for its own reasons only (spec-owned
@@ -29,7 +33,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vllm_operator.engine import argv, catalog, extra_args, flagdata, registry_names
+from vllm_operator.engine import argv, catalog, extra_args, flagdata, registry_names, setting_pairs
 from vllm_operator.engine.flagdata import FlagTable, Form
 
 # Releases recorded with every stage: the others' tables miss what vLLM does after argparse.
@@ -76,6 +80,18 @@ def _name_forms(table: FlagTable) -> list[Form]:
             after = {"verdict": "ok" if named.accepted else "refused", "eager": False}
             dests = sorted(a[2:].replace("-", "_") for a in extra if a.startswith("--"))
             out.append(Form(tuple(extra), "accepted", "", {"set": dests, "after": after}))
+    return out
+
+
+def _pair_forms(table: FlagTable) -> list[Form]:
+    """Each recorded pair vLLM refuses or lets one spelling win, as its recorded form."""
+    out = []
+    for pair in (setting_pairs.recorded(table.version) or setting_pairs.Record((), ())).pairs:
+        if pair.verdict not in ("refused", *setting_pairs.WINNERS):
+            continue
+        after = {"verdict": "refused" if pair.verdict == "refused" else "ok", "eager": False}
+        record = {"set": sorted({pair.dest, pair.option}), "after": after}
+        out.append(Form(pair.argv, "accepted", "", record))
     return out
 
 
@@ -129,9 +145,24 @@ def _policy(table: FlagTable, extra: list[str]) -> str:
     return "eager" if report.runs_eager else "compiled"
 
 
+def _pair_refused(chosen: list[Form], table: FlagTable) -> bool:
+    """Two chosen forms give one setting twice, a pair the release refuses (as recorded
+    through vLLM's create_engine_config: ``engine/flags/pairs``)."""
+    record = setting_pairs.recorded(table.version)
+    parsed = argv.parse(table, ["m", *(a for f in chosen for a in f.argv)])
+    values = {t.option.dest: t.value for t in parsed.taken}
+    for pair in record.pairs if record is not None else ():
+        config = values.get(pair.option)
+        if pair.dest not in values or not isinstance(config, dict):
+            continue
+        if config.get(pair.key) is not None and pair.verdict_for(values[pair.dest]) == "refused":
+            return True
+    return False
+
+
 def _expected(chosen: list[Form], table: FlagTable) -> str:
     verdicts = [_vllm(f, table) for f in chosen]
-    if "refused" in verdicts:
+    if "refused" in verdicts or _pair_refused(chosen, table):
         return "refused"
     return "eager" if "eager" in verdicts else "compiled"
 
@@ -141,6 +172,7 @@ def test_random_combinations_get_vllms_verdict(release: flagdata.Version) -> Non
     table = flagdata.table(release)
     plain, compiling, broken = _pools(table)
     named = _name_forms(table)
+    paired = [f for f in _pair_forms(table) if not _own_refusal(table, f)]
     assert len(plain) >= 40
     assert compiling
     assert broken
@@ -154,7 +186,10 @@ def test_random_combinations_get_vllms_verdict(release: flagdata.Version) -> Non
     )
     @given(
         others=st.lists(st.sampled_from(plain), min_size=1, max_size=4),
-        names=st.lists(st.sampled_from(named), max_size=2) if named else st.just([]),
+        names=st.tuples(
+            st.lists(st.sampled_from(paired), max_size=1) if paired else st.just([]),
+            st.lists(st.sampled_from(named), max_size=2) if named else st.just([]),
+        ).map(lambda drawn: [*drawn[0], *drawn[1]]),
         compile_form=st.none() | st.sampled_from(compiling),
         first=st.none() | st.sampled_from(broken),
         data=st.data(),
