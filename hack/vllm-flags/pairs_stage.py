@@ -301,6 +301,8 @@ def _run(top: argparse.ArgumentParser, argv: list[str], cls: Any, key: str) -> d
     except SystemExit:
         lines = [ln for ln in sink.getvalue().splitlines() if ": error: " in ln]
         return {"verdict": "refused", "stage": "parse", "message": (lines or [""])[0][:600]}
+    except Exception as exc:  # vLLM's rewrite raises (0.10.2: "--model" with `vllm serve`)
+        return {"verdict": "refused", "stage": "parse", "message": after_parse._message(exc)}
     try:
         config = _build(ns, engine_stage, after_parse._no_platform_hooks)
     except BaseException as exc:
@@ -418,6 +420,8 @@ def _namespace(top: argparse.ArgumentParser, argv: list[str]) -> Any:
     except SystemExit:
         lines = [ln for ln in sink.getvalue().splitlines() if ": error: " in ln]
         return (lines or [""])[0][:600]
+    except Exception as exc:  # vLLM's rewrite raises instead of argparse
+        return f"{type(exc).__name__}: {exc}"[:600]
 
 
 def _parsed(top: argparse.ArgumentParser, argv: list[str], dest: str) -> dict[str, Any]:
