@@ -83,13 +83,26 @@ def _name_forms(table: FlagTable) -> list[Form]:
     return out
 
 
+def _unregistered(table: FlagTable, extra: tuple[str, ...]) -> bool:
+    """The form names a reasoning parser (attention backend, ...) the release does not
+    register: vLLM's lookup refuses it at start, where the pairs stage's engine config
+    (0.13-0.19: before the chat handler looks the parser up) could not see it."""
+    parsed = argv.parse(table, ["m", *extra])
+    for registry in (registry_names.recorded(table.version) or {}).values():
+        value = parsed.value(registry_names.OPTIONS[registry.key][0])
+        if isinstance(value, str) and value and not registry.accepts(value):
+            return True
+    return False
+
+
 def _pair_forms(table: FlagTable) -> list[Form]:
     """Each recorded pair vLLM refuses or lets one spelling win, as its recorded form."""
     out = []
     for pair in (setting_pairs.recorded(table.version) or setting_pairs.Record((), ())).pairs:
         if pair.verdict not in ("refused", *setting_pairs.WINNERS):
             continue
-        after = {"verdict": "refused" if pair.verdict == "refused" else "ok", "eager": False}
+        refused = pair.verdict == "refused" or _unregistered(table, pair.argv)
+        after = {"verdict": "refused" if refused else "ok", "eager": False}
         record = {"set": sorted({pair.dest, pair.option}), "after": after}
         out.append(Form(pair.argv, "accepted", "", record))
     return out
