@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vllm_operator.engine import argv, catalog, config_time, flagdata
+from vllm_operator.engine import argv, catalog, config_time, flagdata, setting_pairs
 from vllm_operator.engine.flagdata import FlagTable
 from vllm_operator.engine.tables import EAGER_COST
 from vllm_operator.engine.version import Version
@@ -282,6 +282,8 @@ def check(
             if newer and r.name and requested is not None
         ]
         warnings += _deprecated_level(parsed, table)
+    twice = setting_pairs.check(table, parsed, start, FIELD)  # one setting, two spellings
+    errors, warnings = [*errors, *twice.errors], [*warnings, *twice.warnings]
     errors.sort(key=_field_order)
     runs_eager = bool(reasons)
     if runs_eager and performance_mode != "eager":

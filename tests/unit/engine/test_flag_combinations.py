@@ -8,14 +8,17 @@ eager exactly when its one compilation-deciding form does. The property draws su
 combinations at random, together with up to two names recorded through vLLM's own
 registry lookups (``engine/flags/names``: valid names and near misses of the reasoning
 parsers, tool call parsers, quantization methods, attention backends, load formats and KV
-connectors, given as a flag or as a key of a JSON-valued option) and up to two forms of
-keys inside JSON-valued flags recorded through each option's own converter
+connectors, given as a flag or as a key of a JSON-valued option), up to two forms of keys
+inside JSON-valued flags recorded through each option's own converter
 (``engine/flags/keys``: defaults, near-miss keys, wrong-typed values, unknown keys; the
-compilation config's are left out, it decides eager mode), and asks the
-whole policy (``extra_args.check``, the entry
-``plan_launch`` uses) for accept/refuse and eager/compiled.
+compilation config's are left out, it decides eager mode) and up to one setting given twice
+(``engine/flags/pairs``: a dedicated flag with the same key in a JSON option, refused
+together by vLLM or one of them winning), and asks the whole policy (``extra_args.check``,
+the entry ``plan_launch`` uses) for accept/refuse and eager/compiled.
 
-What is kept out of a combination, and why: forms whose settings interact in vLLM
+Two forms that give one setting twice (``--max-cudagraph-capture-size`` and a ``-cc``
+form with that key) are expected refused where the release refuses that pair, as
+recorded. What is kept out of a combination, and why: forms whose settings interact in vLLM
 (an option another one requires, ``--max-num-seqs`` against ``--max-num-batched-tokens``,
 the model, ``--config``), more than one form that decides compilation (an explicit mode
 wins over a level), and forms the project refuses for its own reasons only (spec-owned
@@ -34,7 +37,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vllm_operator.engine import argv, catalog, extra_args, flagdata, json_keys, registry_names
+from vllm_operator.engine import (
+    argv,
+    catalog,
+    extra_args,
+    flagdata,
+    json_keys,
+    registry_names,
+    setting_pairs,
+)
 from vllm_operator.engine.flagdata import FlagTable, Form
 
 # Releases recorded with every stage: the others' tables miss what vLLM does after argparse.
@@ -118,6 +129,31 @@ def _key_forms(table: FlagTable) -> list[Form]:
     return out
 
 
+def _unregistered(table: FlagTable, extra: tuple[str, ...]) -> bool:
+    """The form names a reasoning parser (attention backend, ...) the release does not
+    register: vLLM's lookup refuses it at start, where the pairs stage's engine config
+    (0.13-0.19: before the chat handler looks the parser up) could not see it."""
+    parsed = argv.parse(table, ["m", *extra])
+    for registry in (registry_names.recorded(table.version) or {}).values():
+        value = parsed.value(registry_names.OPTIONS[registry.key][0])
+        if isinstance(value, str) and value and not registry.accepts(value):
+            return True
+    return False
+
+
+def _pair_forms(table: FlagTable) -> list[Form]:
+    """Each recorded pair vLLM refuses or lets one spelling win, as its recorded form."""
+    out = []
+    for pair in (setting_pairs.recorded(table.version) or setting_pairs.Record((), ())).pairs:
+        if pair.verdict not in ("refused", *setting_pairs.WINNERS):
+            continue
+        refused = pair.verdict == "refused" or _unregistered(table, pair.argv)
+        after = {"verdict": "refused" if refused else "ok", "eager": False}
+        record = {"set": sorted({pair.dest, pair.option}), "after": after}
+        out.append(Form(pair.argv, "accepted", "", record))
+    return out
+
+
 def _own_refusal(table: FlagTable, form: Form) -> bool:
     """The project refuses the form for a reason of its own (not vLLM's)."""
     dests = set(form.record.get("set", ()))
@@ -168,9 +204,24 @@ def _policy(table: FlagTable, extra: list[str]) -> str:
     return "eager" if report.runs_eager else "compiled"
 
 
+def _pair_refused(chosen: list[Form], table: FlagTable) -> bool:
+    """Two chosen forms give one setting twice, a pair the release refuses (as recorded
+    through vLLM's create_engine_config: ``engine/flags/pairs``)."""
+    record = setting_pairs.recorded(table.version)
+    parsed = argv.parse(table, ["m", *(a for f in chosen for a in f.argv)])
+    values = {t.option.dest: t.value for t in parsed.taken}
+    for pair in record.pairs if record is not None else ():
+        config = values.get(pair.option)
+        if pair.dest not in values or not isinstance(config, dict):
+            continue
+        if config.get(pair.key) is not None and pair.verdict_for(values[pair.dest]) == "refused":
+            return True
+    return False
+
+
 def _expected(chosen: list[Form], table: FlagTable) -> str:
     verdicts = [_vllm(f, table) for f in chosen]
-    if "refused" in verdicts:
+    if "refused" in verdicts or _pair_refused(chosen, table):
         return "refused"
     return "eager" if "eager" in verdicts else "compiled"
 
@@ -181,6 +232,7 @@ def test_random_combinations_get_vllms_verdict(release: flagdata.Version) -> Non
     plain, compiling, broken = _pools(table)
     named = _name_forms(table)
     keyed = _key_forms(table)
+    paired = [f for f in _pair_forms(table) if not _own_refusal(table, f)]
     assert len(plain) >= 40
     assert compiling
     assert broken
@@ -195,8 +247,11 @@ def test_random_combinations_get_vllms_verdict(release: flagdata.Version) -> Non
     )
     @given(
         others=st.lists(st.sampled_from(plain), min_size=1, max_size=4),
-        drawn=st.tuples(  # up to two names and up to two keys forms (issue 43)
-            st.lists(st.sampled_from(named), max_size=2) if named else st.just([]),
+        drawn=st.tuples(  # up to one pair, two names and two keys forms (issue 43)
+            st.tuples(
+                st.lists(st.sampled_from(paired), max_size=1) if paired else st.just([]),
+                st.lists(st.sampled_from(named), max_size=2) if named else st.just([]),
+            ).map(lambda both: [*both[0], *both[1]]),
             st.lists(st.sampled_from(keyed), max_size=2) if keyed else st.just([]),
         ),
         compile_form=st.none() | st.sampled_from(compiling),
