@@ -176,8 +176,13 @@ def test_a_live_error_share_fails_step_one_and_traffic_returns(
 
 @TIMING  # the steps pass or fail on TTFT p95 against the stable's
 def test_a_ttft_regression_fails_step_two(rollout: Rollout, live: LiveUsers) -> None:
+    # Step 2 held 30 s (scaled) instead of 3: the fault is switched on after the test sees the
+    # step start, and on a quiet machine a 3 s step had counted its requests and been judged
+    # before the fault reached most of them (the candidate was promoted: a race, not a verdict).
+    steps = [{"weight": 20, "holdSeconds": 150}, {"weight": 50, "holdSeconds": 1500}]
+    slow_step_two = {**CANARY, "steps": steps}
     stable = _serving(rollout, _spec("balanced"))
-    rollout.apply(_spec("throughput"))
+    rollout.apply(resource(mode="throughput", gate=_gate(), rollout={"canary": slow_step_two}))
     _step(rollout, 1)
     candidate = rollout.status()["candidate"]["revision"]
     _step(rollout, 2)
