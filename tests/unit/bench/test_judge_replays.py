@@ -31,6 +31,12 @@ REPLAYS = [
     # the candidate behind a +142 ms delay line: exactly the TTFT p99 power render stated
     ("h100-power-2026-12-07/report-power142.json.gz",
      "h100-power-2026-12-07/gpu-slo-aa-480.yaml", "Failed"),
+    # candidate and twin loaded together, the plan cut to the 6 trials 480 s reach (2026-12-08)
+    ("h100-together-2026-12-08/report-aa4.json.gz",
+     "h100-together-2026-12-08/gpu-slo-aa-480.yaml", "Passed"),
+    # behind a +140 ms delay line: the TTFT p99 power render states for the cut plan
+    ("h100-together-2026-12-08/report-power140.json.gz",
+     "h100-together-2026-12-08/gpu-slo-aa-480.yaml", "Failed"),
     ("h200-slo-bars-2026-12-02/report-aa1.json.gz", "h200-slo-bars-2026-12-02/gpu-slo.yaml",
      "Passed"),
     ("h200-slo-bars-2026-12-02/report-aa2.json.gz", "h200-slo-bars-2026-12-02/gpu-slo.yaml",
