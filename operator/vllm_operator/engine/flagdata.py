@@ -213,10 +213,23 @@ def releases() -> tuple[Version, ...]:
     return tuple(sorted(found))
 
 
+def _file_name(version: Version) -> str:
+    return f"vllm-{version.major}.{version.minor}.{version.patch}.json"
+
+
 def _document(version: Version) -> dict[str, Any]:
-    name = f"vllm-{version.major}.{version.minor}.{version.patch}.json"
-    text = resources.files("vllm_operator.engine.flags").joinpath(name).read_text("utf-8")
-    doc: dict[str, Any] = json.loads(text)
+    text = resources.files("vllm_operator.engine.flags").joinpath(_file_name(version))
+    doc: dict[str, Any] = json.loads(text.read_text("utf-8"))
+    return doc
+
+
+def sibling_document(stage: str, version: Version) -> dict[str, Any] | None:
+    """The file a recording stage of its own wrote for exactly ``version`` beside the main
+    tables (``flags/<stage>/vllm-X.Y.Z.json``: names, keys, pairs); None where it has none."""
+    entry = resources.files(f"vllm_operator.engine.flags.{stage}").joinpath(_file_name(version))
+    if not entry.is_file():
+        return None
+    doc: dict[str, Any] = json.loads(entry.read_text("utf-8"))
     return doc
 
 

@@ -17,12 +17,11 @@ main table, so a release without a keys file is checked exactly as before (nothi
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
+from vllm_operator.engine import flagdata
 from vllm_operator.engine.flagdata import Option
 from vllm_operator.engine.version import Version
 
@@ -124,11 +123,8 @@ def converted_first(option: Option, value: dict[str, Any], version: Version) -> 
 @cache
 def recorded(version: Version) -> KeysRecord | None:
     """The release's keys file, or None where it was not recorded."""
-    name = f"vllm-{version}.json"
-    entry = resources.files("vllm_operator.engine.flags.keys").joinpath(name)
-    if not entry.is_file():
-        return None
-    return parse(json.loads(entry.read_text(encoding="utf-8")))
+    doc = flagdata.sibling_document("keys", version)
+    return None if doc is None else parse(doc)
 
 
 def _resolve(schema: Any, root: dict[str, Any]) -> Any:

@@ -23,9 +23,9 @@ import difflib
 import json
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
+from vllm_operator.engine import flagdata
 from vllm_operator.engine.version import Version
 
 # registry -> the words for one of its names, and the switch without which vLLM never
@@ -139,12 +139,8 @@ def _upper(names: frozenset[str]) -> set[str]:
 @cache
 def recorded(version: Version) -> dict[str, Registry] | None:
     """The recorded registries of exactly ``version``; None where it was not recorded."""
-    name = f"vllm-{version.major}.{version.minor}.{version.patch}.json"
-    where = resources.files("vllm_operator.engine.flags.names").joinpath(name)
-    if not where.is_file():
-        return None
-    doc: dict[str, Any] = json.loads(where.read_text("utf-8"))
-    return parse(doc)
+    doc = flagdata.sibling_document("names", version)
+    return None if doc is None else parse(doc)
 
 
 def _vllm_words(registry: Registry, name: str) -> str:

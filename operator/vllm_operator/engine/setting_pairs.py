@@ -18,10 +18,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
-from vllm_operator.engine import argv
+from vllm_operator.engine import argv, flagdata
 from vllm_operator.engine.flagdata import FlagTable
 from vllm_operator.engine.version import Version
 from vllm_operator.errors import SpecError
@@ -97,12 +96,8 @@ def parse(doc: dict[str, Any]) -> Record:
 @cache
 def recorded(version: Version) -> Record | None:
     """The record of exactly ``version``; None where it was not recorded."""
-    name = f"vllm-{version.major}.{version.minor}.{version.patch}.json"
-    where = resources.files("vllm_operator.engine.flags.pairs").joinpath(name)
-    if not where.is_file():
-        return None
-    doc: dict[str, Any] = json.loads(where.read_text("utf-8"))
-    return parse(doc)
+    doc = flagdata.sibling_document("pairs", version)
+    return None if doc is None else parse(doc)
 
 
 def _flag(table: FlagTable, dest: str) -> str:
